@@ -1,0 +1,617 @@
+//! The store conformance suite (duroxide's provider validation, for our contract).
+//!
+//! Every [`JournalStore`] implementation runs the same cases. A backend's test file does:
+//!
+//! ```ignore
+//! struct H; // implements conformance::Harness
+//! hcp_runtime::conformance_tests!(H);
+//! ```
+//!
+//! which expands to one `#[tokio::test]` per case, so failures name the broken guarantee.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use crate::journal::RunState;
+use crate::store::*;
+use crate::time::Timestamp;
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// What a backend provides to the suite.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    /// A fresh, empty store.
+    async fn fresh(&self) -> Arc<dyn JournalStore>;
+    /// Overwrite the stored data of one event with `data` (simulating a corrupt row).
+    async fn corrupt_event(&self, store: &Arc<dyn JournalStore>, run: RunId, seq: i64, data: &str);
+}
+
+const T0: Timestamp = Timestamp(1_800_000_000_000);
+const LEASE: Duration = Duration::from_secs(10);
+
+fn new_run(key: Option<&str>, workflow: &str, cluster: &str, at: Timestamp) -> NewRun {
+    NewRun {
+        id: Uuid::new_v4(),
+        workflow: workflow.into(),
+        workflow_version: 3,
+        labels: BTreeMap::from([("cluster".to_string(), cluster.to_string())]),
+        idempotency_key: key.map(str::to_string),
+        dag: r#"{"workflow":"w","version":3,"stages":[],"nodes":[]}"#.into(),
+        created_at: at,
+    }
+}
+
+fn ev(kind: &str, node: Option<&str>, data: &str, at: Timestamp) -> NewEvent {
+    NewEvent {
+        kind: kind.into(),
+        node: node.map(str::to_string),
+        data: data.into(),
+        at,
+    }
+}
+
+fn patch(state: RunState, wake_at: Option<Timestamp>, at: Timestamp) -> RunPatch {
+    RunPatch {
+        state,
+        blocked_on: format!("state {state}"),
+        current_step: Some("step".into()),
+        wake_at,
+        updated_at: at,
+    }
+}
+
+fn cmd(at: Timestamp) -> NewCommand {
+    NewCommand {
+        command: r#"{"command":"cancel"}"#.into(),
+        requested_by: "alice@host".into(),
+        reason: "test".into(),
+        requested_at: at,
+    }
+}
+
+pub async fn create_and_load(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "create-cluster", "demo", T0);
+    let id = r.id;
+    assert_eq!(s.create_run(r).await.unwrap(), CreateOutcome::Created(id));
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.id, id);
+    assert_eq!(rec.summary.workflow, "create-cluster");
+    assert_eq!(rec.summary.workflow_version, 3);
+    assert_eq!(
+        rec.summary.labels.get("cluster").map(String::as_str),
+        Some("demo")
+    );
+    assert_eq!(rec.summary.state, RunState::Pending);
+    assert_eq!(rec.summary.wake_at, Some(T0));
+    assert_eq!(rec.summary.lease_owner, None);
+    assert!(rec.dag.contains("\"version\":3"));
+    assert!(rec.events.is_empty());
+    assert!(s.load_run(Uuid::new_v4()).await.unwrap().is_none());
+}
+
+pub async fn idempotent_create(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let a = new_run(Some("key-1"), "w", "c", T0);
+    let a_id = a.id;
+    s.create_run(a).await.unwrap();
+    let b = new_run(Some("key-1"), "w", "c", T0.plus(Duration::from_secs(1)));
+    assert_eq!(
+        s.create_run(b).await.unwrap(),
+        CreateOutcome::Existing(a_id)
+    );
+    let c = new_run(Some("key-2"), "w", "c", T0);
+    let c_id = c.id;
+    assert_eq!(s.create_run(c).await.unwrap(), CreateOutcome::Created(c_id));
+    assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), 2);
+}
+
+pub async fn atomic_append_in_order(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    let l = s.acquire("w1", T0, LEASE, 10, None).await.unwrap();
+    assert_eq!(l.len(), 1);
+    let l = &l[0];
+    let seq = s
+        .append(
+            l,
+            Append {
+                events: vec![
+                    ev("a", Some("n1"), r#"{"x":1}"#, T0),
+                    ev("b", None, r#"{"x":2}"#, T0),
+                    ev("c", Some("n2"), r#"{"x":"é ✓"}"#, T0),
+                ],
+                patch: patch(RunState::Running, None, T0),
+                applied_commands: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(seq, 3);
+    let seq = s
+        .append(
+            l,
+            Append {
+                events: vec![ev("d", Some("n1"), "{}", T0)],
+                patch: patch(RunState::Waiting, Some(T0.plus(LEASE)), T0),
+                applied_commands: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(seq, 4);
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    let kinds: Vec<_> = rec
+        .events
+        .iter()
+        .map(|e| (e.seq, e.kind.as_str()))
+        .collect();
+    assert_eq!(kinds, vec![(1, "a"), (2, "b"), (3, "c"), (4, "d")]);
+    assert_eq!(rec.events[2].data, r#"{"x":"é ✓"}"#);
+    assert_eq!(rec.events[1].node, None);
+    assert_eq!(rec.events[0].node.as_deref(), Some("n1"));
+    assert_eq!(rec.summary.state, RunState::Waiting);
+    assert_eq!(rec.summary.blocked_on, "state waiting");
+    assert_eq!(rec.summary.current_step.as_deref(), Some("step"));
+}
+
+pub async fn concurrent_appends_serialize(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    let l = s.acquire("w1", T0, LEASE, 1, None).await.unwrap().remove(0);
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let s = s.clone();
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            s.append(
+                &l,
+                Append {
+                    events: vec![
+                        ev("x", Some(&format!("n{i}")), "{}", T0),
+                        ev("y", None, "{}", T0),
+                    ],
+                    patch: patch(RunState::Running, None, T0),
+                    applied_commands: vec![],
+                },
+            )
+            .await
+            .unwrap()
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    let seqs: Vec<i64> = rec.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
+    // each append's two events are adjacent (atomic)
+    for pair in rec.events.chunks(2) {
+        assert_eq!((pair[0].kind.as_str(), pair[1].kind.as_str()), ("x", "y"));
+    }
+}
+
+pub async fn lease_exclusive_until_expiry(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    let a = s.acquire("A", T0, LEASE, 10, None).await.unwrap();
+    assert_eq!(a.len(), 1);
+    assert!(
+        s.acquire("B", T0.plus(Duration::from_secs(5)), LEASE, 10, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let b = s
+        .acquire("B", T0.plus(Duration::from_secs(11)), LEASE, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].run_id, id);
+    assert!(b[0].epoch > a[0].epoch, "takeover bumps the epoch");
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.lease_owner.as_deref(), Some("B"));
+}
+
+pub async fn stale_writer_is_fenced(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    let a = s.acquire("A", T0, LEASE, 10, None).await.unwrap().remove(0);
+    let b = s
+        .acquire("B", T0.plus(LEASE * 2), LEASE, 10, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let stale = s
+        .append(
+            &a,
+            Append {
+                events: vec![ev("stale", None, "{}", T0)],
+                patch: patch(RunState::Running, None, T0),
+                applied_commands: vec![],
+            },
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert!(matches!(
+        s.release(&a, None).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(
+        !s.renew("A", T0.plus(LEASE * 5))
+            .await
+            .unwrap()
+            .contains(&id)
+    );
+    s.append(
+        &b,
+        Append {
+            events: vec![ev("fresh", None, "{}", T0)],
+            patch: patch(RunState::Running, None, T0),
+            applied_commands: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    let kinds: Vec<_> = rec.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["fresh"], "the stale write left no trace");
+    // a lease of the same owner at an older epoch is fenced too
+    let mut old = b.clone();
+    old.epoch -= 1;
+    assert!(matches!(
+        s.append(
+            &old,
+            Append {
+                events: vec![],
+                patch: patch(RunState::Running, None, T0),
+                applied_commands: vec![]
+            }
+        )
+        .await,
+        Err(StoreError::Fenced { .. })
+    ));
+}
+
+pub async fn renew_extends_and_release_frees(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    let a = s
+        .acquire("A", T0, Duration::from_secs(1), 10, None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        s.renew("A", T0.plus(Duration::from_secs(3600)))
+            .await
+            .unwrap(),
+        vec![id]
+    );
+    assert!(
+        s.acquire("B", T0.plus(Duration::from_secs(60)), LEASE, 10, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    s.release(&a, Some(T0)).await.unwrap();
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.lease_owner, None);
+    assert_eq!(s.acquire("B", T0, LEASE, 10, None).await.unwrap().len(), 1);
+    assert!(s.renew("A", T0).await.unwrap().is_empty());
+}
+
+pub async fn only_due_runs_are_acquired(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    // not due before its creation time
+    assert!(
+        s.acquire("A", Timestamp(T0.0 - 1), LEASE, 10, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let a = s.acquire("A", T0, LEASE, 10, None).await.unwrap().remove(0);
+    let later = T0.plus(Duration::from_secs(100));
+    s.release(&a, Some(later)).await.unwrap();
+    assert!(
+        s.acquire("A", T0.plus(Duration::from_secs(50)), LEASE, 10, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let b = s
+        .acquire("A", later, LEASE, 10, None)
+        .await
+        .unwrap()
+        .remove(0);
+    // parked: no timer, only a command wakes it
+    s.release(&b, None).await.unwrap();
+    let far = T0.plus(Duration::from_secs(1_000_000));
+    assert!(
+        s.acquire("A", far, LEASE, 10, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    s.submit_command(id, cmd(far)).await.unwrap();
+    assert_eq!(s.acquire("A", far, LEASE, 10, None).await.unwrap().len(), 1);
+}
+
+pub async fn terminal_runs_are_never_acquired(h: &dyn Harness) {
+    let s = h.fresh().await;
+    for state in [
+        RunState::Succeeded,
+        RunState::RolledBack,
+        RunState::Cancelled,
+    ] {
+        let r = new_run(None, "w", "c", T0);
+        s.create_run(r).await.unwrap();
+        let l = s.acquire("A", T0, LEASE, 10, None).await.unwrap().remove(0);
+        s.append(
+            &l,
+            Append {
+                events: vec![ev("fin", None, "{}", T0)],
+                patch: patch(state, Some(T0), T0),
+                applied_commands: vec![],
+            },
+        )
+        .await
+        .unwrap();
+        s.release(&l, Some(T0)).await.unwrap();
+        assert!(
+            s.acquire("B", T0.plus(LEASE * 3), LEASE, 10, None)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{state}"
+        );
+    }
+}
+
+pub async fn commands_need_no_lease_and_are_acknowledged(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    let l = s.acquire("A", T0, LEASE, 10, None).await.unwrap().remove(0);
+    // an operator writes while A holds the lease
+    let c1 = s.submit_command(id, cmd(T0)).await.unwrap();
+    let c2 = s.submit_command(id, cmd(T0)).await.unwrap();
+    assert!(c2 > c1);
+    let p = s.pending_commands(id).await.unwrap();
+    assert_eq!(p.iter().map(|c| c.id).collect::<Vec<_>>(), vec![c1, c2]);
+    assert_eq!(p[0].requested_by, "alice@host");
+    assert!(
+        s.load_run(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .summary
+            .commands_pending
+    );
+    s.append(
+        &l,
+        Append {
+            events: vec![ev("op", None, "{}", T0)],
+            patch: patch(RunState::Unwinding, None, T0),
+            applied_commands: vec![c1],
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.pending_commands(id).await.unwrap().len(), 1);
+    assert!(
+        s.load_run(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .summary
+            .commands_pending
+    );
+    s.append(
+        &l,
+        Append {
+            events: vec![],
+            patch: patch(RunState::Unwinding, None, T0),
+            applied_commands: vec![c2],
+        },
+    )
+    .await
+    .unwrap();
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    assert!(!rec.summary.commands_pending);
+    assert!(rec.commands.iter().all(|c| c.applied_at.is_some()));
+    assert!(matches!(
+        s.submit_command(Uuid::new_v4(), cmd(T0)).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn list_filters_newest_first(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let r = new_run(
+            None,
+            if i % 2 == 0 {
+                "create-cluster"
+            } else {
+                "delete-cluster"
+            },
+            &format!("c{}", i % 3),
+            T0.plus(Duration::from_secs(i)),
+        );
+        ids.push(r.id);
+        s.create_run(r).await.unwrap();
+    }
+    let all = s.list_runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.id).collect::<Vec<_>>(),
+        ids.iter().rev().cloned().collect::<Vec<_>>()
+    );
+    let f = RunFilter {
+        workflow: Some("create-cluster".into()),
+        ..Default::default()
+    };
+    assert_eq!(s.list_runs(&f).await.unwrap().len(), 3);
+    let f = RunFilter {
+        label: Some(("cluster".into(), "c1".into())),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.list_runs(&f)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect::<Vec<_>>(),
+        vec![ids[4], ids[1]]
+    );
+    let f = RunFilter {
+        since: Some(T0.plus(Duration::from_secs(3))),
+        ..Default::default()
+    };
+    assert_eq!(s.list_runs(&f).await.unwrap().len(), 2);
+    let f = RunFilter {
+        limit: 2,
+        ..Default::default()
+    };
+    assert_eq!(s.list_runs(&f).await.unwrap().len(), 2);
+    let f = RunFilter {
+        states: vec![RunState::Running],
+        ..Default::default()
+    };
+    assert!(s.list_runs(&f).await.unwrap().is_empty());
+    let f = RunFilter {
+        states: vec![RunState::Pending],
+        ..Default::default()
+    };
+    assert_eq!(s.list_runs(&f).await.unwrap().len(), 5);
+}
+
+pub async fn recovery_takes_over_every_expired_lease(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        let r = new_run(None, "w", "c", T0);
+        ids.push(r.id);
+        s.create_run(r).await.unwrap();
+    }
+    let a = s.acquire("A", T0, LEASE, 1000, None).await.unwrap();
+    assert_eq!(a.len(), 50);
+    assert!(
+        s.acquire("B", T0, LEASE, 1000, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let b = s
+        .acquire("B", T0.plus(LEASE * 2), LEASE, 1000, None)
+        .await
+        .unwrap();
+    let mut got: Vec<_> = b.iter().map(|l| l.run_id).collect();
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids);
+    // limit is honoured
+    let c = s
+        .acquire("C", T0.plus(LEASE * 5), LEASE, 7, None)
+        .await
+        .unwrap();
+    assert_eq!(c.len(), 7);
+    // `only` restricts to one run
+    let d = s
+        .acquire("D", T0.plus(LEASE * 10), LEASE, 1000, Some(ids[3]))
+        .await
+        .unwrap();
+    assert_eq!(d.iter().map(|l| l.run_id).collect::<Vec<_>>(), vec![ids[3]]);
+}
+
+pub async fn corrupt_row_is_returned_raw(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r1 = new_run(None, "w", "c", T0);
+    let r2 = new_run(None, "w", "c", T0);
+    let (id1, id2) = (r1.id, r2.id);
+    s.create_run(r1).await.unwrap();
+    s.create_run(r2).await.unwrap();
+    for l in s.acquire("A", T0, LEASE, 10, None).await.unwrap() {
+        s.append(
+            &l,
+            Append {
+                events: vec![ev("e", None, r#"{"ok":true}"#, T0)],
+                patch: patch(RunState::Running, None, T0),
+                applied_commands: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    }
+    h.corrupt_event(&s, id1, 1, "{not json").await;
+    let rec1 = s.load_run(id1).await.unwrap().unwrap();
+    assert_eq!(
+        rec1.events[0].data, "{not json",
+        "the store hands corrupt data back instead of failing"
+    );
+    let rec2 = s.load_run(id2).await.unwrap().unwrap();
+    assert_eq!(rec2.events[0].data, r#"{"ok":true}"#);
+    assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), 2);
+}
+
+pub async fn claim_executor_is_reentrant(h: &dyn Harness) {
+    let s = h.fresh().await;
+    s.claim_executor("A").await.unwrap();
+    s.claim_executor("A").await.unwrap();
+}
+
+/// Expand to one `#[tokio::test]` per conformance case for harness expression `$h`.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($h:expr) => {
+        $crate::conformance_tests!(@each $h;
+            create_and_load, idempotent_create, atomic_append_in_order,
+            concurrent_appends_serialize, lease_exclusive_until_expiry, stale_writer_is_fenced,
+            renew_extends_and_release_frees, only_due_runs_are_acquired,
+            terminal_runs_are_never_acquired, commands_need_no_lease_and_are_acknowledged,
+            list_filters_newest_first, recovery_takes_over_every_expired_lease,
+            corrupt_row_is_returned_raw, claim_executor_is_reentrant, engine_runs_saga_to_completion,
+            engine_parks_corrupt_run_and_others_go_on, engine_unwinds_in_reverse
+        );
+    };
+    (@each $h:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let h = $h;
+                if let Some(h) = $crate::conformance::Skip::check(h) {
+                    $crate::conformance::$name(&h).await;
+                }
+            }
+        )*
+    };
+}
+
+/// Lets a harness opt out (e.g. Postgres not configured on a laptop).
+pub trait Skip: Sized {
+    /// `None` to skip (the harness prints why).
+    fn check(self) -> Option<Self>;
+}
+
+pub use crate::conformance_engine::{
+    engine_parks_corrupt_run_and_others_go_on, engine_runs_saga_to_completion,
+    engine_unwinds_in_reverse,
+};

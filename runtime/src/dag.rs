@@ -1,0 +1,344 @@
+//! Saga definitions: a DAG of nodes built once from the workflow's input, then persisted
+//! with the run.
+//!
+//! A workflow is a sequence of **stages**; the nodes of a stage run in parallel and each
+//! depends on every node of the previous stage (a barrier), unless it names extra
+//! intra-stage predecessors with [`NodeOptions::after`] (e.g. federated credentials written
+//! one at a time per identity). Nodes are included or left out by ordinary `if`s in the
+//! workflow's builder code: the decision is taken once, when the DAG is built, and the
+//! persisted DAG is what recovery uses — never today's code's idea of it.
+//!
+//! # Guarantees
+//! - Node names are unique within a DAG (they are journal keys: a persisted name is an API).
+//! - Every [`Ref`] inside a node's input points at an ancestor of that node, checked at
+//!   build time, so a step can only read outputs that are guaranteed to exist when it runs.
+
+use crate::action::Action;
+use crate::retry::RetryPolicy;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::marker::PhantomData;
+
+/// Errors found while building a DAG (a workflow-definition bug or bad input).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DagError {
+    /// Two nodes share a name.
+    #[error("duplicate node name `{0}`")]
+    DuplicateNode(String),
+    /// A node was added before any stage was opened.
+    #[error("node `{0}` added outside a stage: call `stage()` first")]
+    NoStage(String),
+    /// `after` or a `$ref` names a node that is not an earlier node.
+    #[error("node `{node}` refers to `{target}`, which is not one of its ancestors")]
+    NotAnAncestor {
+        /// The referring node.
+        node: String,
+        /// The missing or later node.
+        target: String,
+    },
+    /// The node's input could not be serialized.
+    #[error("input of node `{node}` cannot be serialized: {message}")]
+    Input {
+        /// The node.
+        node: String,
+        /// serde's explanation.
+        message: String,
+    },
+    /// A DAG with no nodes.
+    #[error("workflow `{0}` has no nodes")]
+    Empty(String),
+}
+
+/// One node as persisted with the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    /// Unique, stable name, e.g. `create-cluster.pls.ensure`.
+    pub name: String,
+    /// Registered action implementing it.
+    pub action: String,
+    /// Stage label (display and progress bars).
+    pub stage: String,
+    /// Serialized typed input.
+    pub input: serde_json::Value,
+    /// Names of the nodes that must succeed before this one starts.
+    pub deps: Vec<String>,
+    /// Retry policy of the action.
+    pub retry: RetryPolicy,
+    /// Retry policy of the undo.
+    pub undo_retry: RetryPolicy,
+    /// Whether the action declares an undo.
+    pub has_undo: bool,
+}
+
+/// A built saga: what gets persisted with a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SagaDag {
+    /// Workflow name, e.g. `create-cluster`.
+    pub workflow: String,
+    /// Version of the workflow definition that built this DAG.
+    pub version: u32,
+    /// Stage names in order.
+    pub stages: Vec<String>,
+    /// Nodes in a topological order (every node after its deps).
+    pub nodes: Vec<NodeSpec>,
+}
+
+impl SagaDag {
+    /// Look a node up by name.
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Map from node name to the names of the nodes that depend on it directly.
+    pub fn dependents(&self) -> HashMap<&str, Vec<&str>> {
+        let mut m: HashMap<&str, Vec<&str>> = HashMap::new();
+        for n in &self.nodes {
+            m.entry(n.name.as_str()).or_default();
+            for d in &n.deps {
+                m.entry(d.as_str()).or_default().push(n.name.as_str());
+            }
+        }
+        m
+    }
+}
+
+/// A typed reference to the output of an earlier node. Serialized as `{"$ref": "<node>"}`
+/// inside a node's input; read back with [`crate::StepContext::output`].
+pub struct Ref<T> {
+    node: String,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Ref<T> {
+    /// The referenced node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+}
+
+impl<T> Clone for Ref<T> {
+    fn clone(&self) -> Self {
+        Self {
+            node: self.node.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for Ref<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Ref({})", self.node)
+    }
+}
+
+impl<T> PartialEq for Ref<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.node == other.node
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct RefRepr {
+    #[serde(rename = "$ref")]
+    node: String,
+}
+
+impl<T> Serialize for Ref<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RefRepr {
+            node: self.node.clone(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de, T> Deserialize<'de> for Ref<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let r = RefRepr::deserialize(d)?;
+        Ok(Ref {
+            node: r.node,
+            _t: PhantomData,
+        })
+    }
+}
+
+/// Per-node options; defaults come from the action.
+#[derive(Debug, Default, Clone)]
+pub struct NodeOptions {
+    /// Override the action's retry policy.
+    pub retry: Option<RetryPolicy>,
+    /// Override the undo's retry policy.
+    pub undo_retry: Option<RetryPolicy>,
+    /// Extra predecessors inside the current stage.
+    pub after: Vec<String>,
+}
+
+impl NodeOptions {
+    /// Run after `r` (in addition to the stage barrier).
+    pub fn after<T>(mut self, r: &Ref<T>) -> Self {
+        self.after.push(r.node.clone());
+        self
+    }
+
+    /// Use this action retry policy.
+    pub fn retry(mut self, p: RetryPolicy) -> Self {
+        self.retry = Some(p);
+        self
+    }
+
+    /// Use this undo retry policy.
+    pub fn undo_retry(mut self, p: RetryPolicy) -> Self {
+        self.undo_retry = Some(p);
+        self
+    }
+}
+
+/// Builds a [`SagaDag`].
+#[derive(Debug)]
+pub struct SagaBuilder {
+    dag: SagaDag,
+    /// Nodes of the stage before the current one (the barrier).
+    barrier: Vec<String>,
+    /// Nodes of the current stage.
+    current: Vec<String>,
+    ancestors: HashMap<String, BTreeSet<String>>,
+}
+
+impl SagaBuilder {
+    /// Start a DAG for `workflow` at definition `version`.
+    pub fn new(workflow: impl Into<String>, version: u32) -> Self {
+        Self {
+            dag: SagaDag {
+                workflow: workflow.into(),
+                version,
+                stages: Vec::new(),
+                nodes: Vec::new(),
+            },
+            barrier: Vec::new(),
+            current: Vec::new(),
+            ancestors: HashMap::new(),
+        }
+    }
+
+    /// Open a new stage: nodes added from now on depend on every node of the previous
+    /// non-empty stage.
+    pub fn stage(&mut self, name: impl Into<String>) -> &mut Self {
+        if !self.current.is_empty() {
+            self.barrier = std::mem::take(&mut self.current);
+        }
+        self.dag.stages.push(name.into());
+        self
+    }
+
+    /// Add a node running action `A` with `input`.
+    ///
+    /// # Errors
+    /// [`DagError`] on a duplicate name, a missing stage, an `after`/`$ref` that is not an
+    /// ancestor, or an unserializable input.
+    pub fn add<A: Action>(
+        &mut self,
+        name: impl Into<String>,
+        input: &A::Input,
+        opts: NodeOptions,
+    ) -> Result<Ref<A::Output>, DagError> {
+        let name = name.into();
+        let Some(stage) = self.dag.stages.last().cloned() else {
+            return Err(DagError::NoStage(name));
+        };
+        if self.ancestors.contains_key(&name) {
+            return Err(DagError::DuplicateNode(name));
+        }
+        let input = serde_json::to_value(input).map_err(|e| DagError::Input {
+            node: name.clone(),
+            message: e.to_string(),
+        })?;
+        let mut deps: Vec<String> = self.barrier.clone();
+        for a in &opts.after {
+            if !self.current.contains(a) && !self.ancestors.contains_key(a) {
+                return Err(DagError::NotAnAncestor {
+                    node: name,
+                    target: a.clone(),
+                });
+            }
+            if !deps.contains(a) {
+                deps.push(a.clone());
+            }
+        }
+        let mut anc = BTreeSet::new();
+        for d in &deps {
+            anc.insert(d.clone());
+            if let Some(a) = self.ancestors.get(d) {
+                anc.extend(a.iter().cloned());
+            }
+        }
+        let mut refs = Vec::new();
+        collect_refs(&input, &mut refs);
+        for r in refs {
+            if !anc.contains(&r) {
+                return Err(DagError::NotAnAncestor {
+                    node: name,
+                    target: r,
+                });
+            }
+        }
+        self.ancestors.insert(name.clone(), anc);
+        self.current.push(name.clone());
+        self.dag.nodes.push(NodeSpec {
+            name: name.clone(),
+            action: A::NAME.to_string(),
+            stage,
+            input,
+            deps,
+            retry: opts.retry.unwrap_or_else(A::retry_policy),
+            undo_retry: opts.undo_retry.unwrap_or_else(A::undo_retry_policy),
+            has_undo: A::HAS_UNDO,
+        });
+        Ok(Ref {
+            node: name,
+            _t: PhantomData,
+        })
+    }
+
+    /// Finish the DAG.
+    ///
+    /// # Errors
+    /// [`DagError::Empty`] when no node was added.
+    pub fn build(self) -> Result<SagaDag, DagError> {
+        if self.dag.nodes.is_empty() {
+            return Err(DagError::Empty(self.dag.workflow));
+        }
+        Ok(self.dag)
+    }
+}
+
+/// Every `{"$ref": name}` object inside `v`.
+pub(crate) fn collect_refs(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if m.len() == 1
+                && let Some(serde_json::Value::String(s)) = m.get("$ref")
+            {
+                out.push(s.clone());
+                return;
+            }
+            m.values().for_each(|x| collect_refs(x, out));
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
+        _ => {}
+    }
+}
+
+/// Decode a typed value, mapping failure to a permanent definition error.
+pub(crate) fn decode<T: DeserializeOwned>(
+    what: &str,
+    v: serde_json::Value,
+) -> Result<T, crate::StepError> {
+    serde_json::from_value(v).map_err(|e| {
+        crate::StepError::permanent(
+            crate::error::kind::DEFINITION,
+            format!("{what} does not decode into this binary's type: {e}"),
+        )
+    })
+}

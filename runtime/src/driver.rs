@@ -1,0 +1,949 @@
+//! One run's executor: loads the journal, decides what may run, journals the intent,
+//! runs attempts, journals their outcomes, applies operator commands, and unwinds.
+//!
+//! The driver is the run's single journal writer while it holds the lease: every event is
+//! validated against the folded [`RunView`] before it is written, and the view is only
+//! advanced by events that were written (a failed write ends the driver, so memory never
+//! runs ahead of the journal for long).
+
+use crate::action::{BoxFuture, CheckpointSink, Phase, StepContext};
+use crate::dag::SagaDag;
+use crate::engine::{Boundary, BoundaryPoint, RunExit, Shared};
+use crate::error::{StepError, kind};
+use crate::journal::{
+    Event, NodeStatus, OPERATOR_APPLIED, OperatorCommand, RunState, RunView, UnwindCause,
+};
+use crate::retry::RetryDecision;
+use crate::store::{Append, CommandRecord, Lease, NewEvent, RunPatch, RunRecord, StoreError};
+use crate::time::Timestamp;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Mutex, Notify, watch};
+use tokio::task::{AbortHandle, JoinSet};
+use tracing::{Instrument, error, info, info_span, warn};
+
+/// Fold a stored run into a view, explaining the first thing that does not decode or fit.
+pub(crate) fn fold(rec: &RunRecord) -> Result<RunView, String> {
+    let dag: SagaDag =
+        serde_json::from_str(&rec.dag).map_err(|e| format!("its saga DAG does not decode: {e}"))?;
+    let mut view = RunView::new(dag);
+    for e in &rec.events {
+        let ev: Event = serde_json::from_str(&e.data).map_err(|err| {
+            format!(
+                "journal event #{} ({}) does not decode: {err}",
+                e.seq, e.kind
+            )
+        })?;
+        view.apply(&ev, e.at).map_err(|err| {
+            format!(
+                "journal event #{} does not fit the state machine: {err}",
+                e.seq
+            )
+        })?;
+    }
+    Ok(view)
+}
+
+/// Whether `cmd` applies to the run as it stands; `Err` explains why not.
+pub(crate) fn check_command(view: &RunView, cmd: &OperatorCommand) -> Result<(), String> {
+    if let Some(s) = view.finished {
+        return Err(format!("the run is already {s}: nothing to do"));
+    }
+    let names = || {
+        view.dag
+            .nodes
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let retryable = |s: &NodeStatus| {
+        matches!(
+            s,
+            NodeStatus::Waiting { .. }
+                | NodeStatus::RetryScheduled { .. }
+                | NodeStatus::UndoWaiting { .. }
+                | NodeStatus::UndoRetryScheduled { .. }
+                | NodeStatus::UndoFailed { .. }
+        )
+    };
+    match cmd {
+        OperatorCommand::Cancel => match &view.unwinding {
+            Some(UnwindCause::Cancelled { by, .. }) => {
+                Err(format!("the run is already being cancelled (by {by})"))
+            }
+            Some(UnwindCause::NodeFailed { node }) => Err(format!(
+                "the run is already unwinding because {node} failed"
+            )),
+            None => Ok(()),
+        },
+        OperatorCommand::Retry { step: Some(step) } => {
+            let n = view.node(step).ok_or_else(|| {
+                format!(
+                    "no step named `{step}` in this run; its steps are: {}",
+                    names()
+                )
+            })?;
+            if retryable(&n.status) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "step `{step}` is {}: only a waiting, backing-off or stuck step can be retried",
+                    n.status.name()
+                ))
+            }
+        }
+        OperatorCommand::Retry { step: None } => {
+            if view.nodes.iter().any(|n| retryable(&n.status)) {
+                Ok(())
+            } else {
+                Err("no step is waiting, backing off or stuck".into())
+            }
+        }
+        OperatorCommand::Resolve { step } => {
+            let n = view.node(step).ok_or_else(|| {
+                format!(
+                    "no step named `{step}` in this run; its steps are: {}",
+                    names()
+                )
+            })?;
+            match n.status {
+                NodeStatus::UndoFailed { .. } => Ok(()),
+                ref s => Err(format!(
+                    "step `{step}` is {}: only a step whose undo gave up (undo-failed) can be resolved by hand",
+                    s.name()
+                )),
+            }
+        }
+        OperatorCommand::Resume => match view.state() {
+            RunState::Failed | RunState::NeedsOperator => Ok(()),
+            s => Err(format!(
+                "the run is {s}: it is neither parked nor stuck, nothing to resume"
+            )),
+        },
+    }
+}
+
+/// Why the driver stops early.
+enum Stop {
+    LeaseLost,
+    Shutdown,
+    Broken(String),
+}
+
+struct Writer {
+    sh: Arc<Shared>,
+    lease: Lease,
+    view: RunView,
+}
+
+impl Writer {
+    fn patch(&self, now: Timestamp) -> RunPatch {
+        let state = self.view.state();
+        let wake_at = match state {
+            s if s.is_terminal() => None,
+            RunState::NeedsOperator | RunState::Failed => None,
+            RunState::Waiting => self.view.next_timer(),
+            _ => Some(now),
+        };
+        RunPatch {
+            state,
+            blocked_on: self.view.blocked_on(),
+            current_step: self.view.current_step().map(str::to_string),
+            wake_at,
+            updated_at: now,
+        }
+    }
+
+    /// Validate, then durably append `events` (one transaction), retrying store errors.
+    async fn write(&mut self, events: Vec<Event>, applied: Vec<i64>) -> Result<(), Stop> {
+        let now = self.sh.clock.now();
+        let mut out = Vec::with_capacity(events.len());
+        for ev in &events {
+            self.view
+                .apply(ev, now)
+                .map_err(|e| Stop::Broken(format!("engine bug, refused to journal: {e}")))?;
+            let data = serde_json::to_string(ev)
+                .map_err(|e| Stop::Broken(format!("event not serializable: {e}")))?;
+            out.push(NewEvent {
+                kind: ev.kind().to_string(),
+                node: ev.node().map(str::to_string),
+                data,
+                at: now,
+            });
+        }
+        let append = Append {
+            events: out,
+            patch: self.patch(now),
+            applied_commands: applied,
+        };
+        persist(&self.sh, |s| {
+            let a = append.clone();
+            let l = self.lease.clone();
+            async move { s.append(&l, a).await.map(|_| ()) }
+        })
+        .await
+    }
+}
+
+/// Retry a store call until it succeeds; a fenced call ends the driver. Journal writes are
+/// retried, never skipped; a permanent error is retried too (slowly), because giving up
+/// would lose the write: the run is abandoned only after many failures.
+async fn persist<T, F, Fut>(sh: &Arc<Shared>, mut f: F) -> Result<T, Stop>
+where
+    F: FnMut(Arc<dyn crate::store::JournalStore>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut delay = Duration::from_millis(20);
+    let mut permanent = 0;
+    loop {
+        match f(sh.store.clone()).await {
+            Ok(v) => return Ok(v),
+            Err(StoreError::Fenced { .. }) => return Err(Stop::LeaseLost),
+            Err(e) => {
+                if !e.is_retryable() {
+                    permanent += 1;
+                    if permanent > 20 {
+                        return Err(Stop::Broken(format!("journal store keeps failing: {e}")));
+                    }
+                }
+                warn!(error = %e, ?delay, "journal write failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+struct Sink(Arc<Mutex<Writer>>);
+
+impl CheckpointSink for Sink {
+    fn save<'a>(
+        &'a self,
+        node: &'a str,
+        phase: Phase,
+        data: serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), StepError>> {
+        Box::pin(async move {
+            let ev = match phase {
+                Phase::Action => Event::NodeCheckpoint {
+                    node: node.to_string(),
+                    data,
+                },
+                Phase::Undo => Event::UndoCheckpoint {
+                    node: node.to_string(),
+                    data,
+                },
+            };
+            let mut w = self.0.lock().await;
+            w.write(vec![ev], vec![]).await.map_err(|_| {
+                StepError::retryable(
+                    kind::INTERRUPTED,
+                    "checkpoint could not be journaled (lease lost)",
+                )
+            })
+        })
+    }
+}
+
+struct AttemptDone {
+    idx: usize,
+    phase: Phase,
+    attempt: u32,
+    result: Result<AttemptOk, StepError>,
+}
+
+enum AttemptOk {
+    Action(crate::action::RawOutcome),
+    Undo(crate::action::UndoOutcome),
+}
+
+struct InFlight {
+    phase: Phase,
+    attempt: u32,
+    abort: AbortHandle,
+}
+
+pub(crate) struct RunDriver {
+    sh: Arc<Shared>,
+    lease: Lease,
+    notify: Arc<Notify>,
+    stop: watch::Receiver<bool>,
+}
+
+impl RunDriver {
+    pub(crate) fn new(
+        sh: Arc<Shared>,
+        lease: Lease,
+        notify: Arc<Notify>,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            sh,
+            lease,
+            notify,
+            stop,
+        }
+    }
+
+    pub(crate) async fn drive(self) -> RunExit {
+        let sh = self.sh.clone();
+        let lease = self.lease.clone();
+        let out = self.drive_inner().await;
+        let exit = match out {
+            Ok(exit) => exit,
+            Err(Stop::LeaseLost) => return RunExit::LeaseLost,
+            Err(Stop::Shutdown) => {
+                // Due again at once, so another worker continues without waiting.
+                let now = sh.clock.now();
+                let _ = sh.store.release(&lease, Some(now)).await;
+                return RunExit::Shutdown;
+            }
+            Err(Stop::Broken(reason)) => {
+                error!(run_id = %lease.run_id, %reason, "run abandoned by this worker");
+                return RunExit::LeaseLost;
+            }
+        };
+        let wake = match &exit {
+            RunExit::Released(w) => *w,
+            _ => None,
+        };
+        if let Err(e) = sh.store.release(&lease, wake).await {
+            warn!(run_id = %lease.run_id, error = %e, "releasing the lease failed; it will expire");
+        }
+        exit
+    }
+
+    async fn drive_inner(mut self) -> Result<RunExit, Stop> {
+        let sh = self.sh.clone();
+        let run_id = self.lease.run_id;
+        let rec = persist(&sh, |s| async move { s.load_run(run_id).await }).await?;
+        let Some(rec) = rec else {
+            return Err(Stop::Broken("run vanished from the journal".into()));
+        };
+        let labels = Arc::new(rec.summary.labels.clone());
+        let view = match fold(&rec) {
+            Ok(v) => v,
+            Err(reason) => return self.park_unreadable(&rec, reason).await,
+        };
+        if view.finished.is_some() {
+            return Ok(RunExit::Finished(view.state()));
+        }
+        let writer = Arc::new(Mutex::new(Writer {
+            sh: sh.clone(),
+            lease: self.lease.clone(),
+            view,
+        }));
+        // Every action the persisted DAG names must be known to this binary.
+        {
+            let mut w = writer.lock().await;
+            let mut unknown: Vec<String> = w
+                .view
+                .dag
+                .nodes
+                .iter()
+                .filter(|n| !sh.registry.contains(&n.action))
+                .map(|n| format!("{} (action {})", n.name, n.action))
+                .collect();
+            unknown.dedup();
+            if !unknown.is_empty() {
+                let reason = format!(
+                    "this binary does not know step(s) {}; run a binary that does, then `hcp-workflow resume {run_id}`",
+                    unknown.join(", ")
+                );
+                let cmds =
+                    persist(&sh, |s| async move { s.pending_commands(run_id).await }).await?;
+                let mut events = Vec::new();
+                for c in &cmds {
+                    if let Ok(command) = serde_json::from_str::<OperatorCommand>(&c.command) {
+                        events.push(Event::Operator {
+                            command_id: c.id,
+                            command,
+                            by: c.requested_by.clone(),
+                            reason: c.reason.clone(),
+                            outcome: format!("refused: {reason}"),
+                        });
+                    }
+                }
+                if w.view.parked.as_deref() != Some(reason.as_str()) {
+                    if w.view.parked.is_some() {
+                        events.push(Event::RunUnparked);
+                    }
+                    events.push(Event::RunParked {
+                        reason: reason.clone(),
+                    });
+                }
+                w.write(events, cmds.iter().map(|c| c.id).collect()).await?;
+                return Ok(RunExit::Parked(reason));
+            }
+        }
+        let sink: Arc<dyn CheckpointSink> = Arc::new(Sink(writer.clone()));
+        let mut inflight: HashMap<usize, InFlight> = HashMap::new();
+        let mut task_idx: HashMap<tokio::task::Id, usize> = HashMap::new();
+        let mut tasks: JoinSet<AttemptDone> = JoinSet::new();
+        let mut check_commands = true;
+        loop {
+            if *self.stop.borrow() {
+                tasks.abort_all();
+                return Err(Stop::Shutdown);
+            }
+            if check_commands {
+                check_commands = false;
+                self.apply_commands(&writer, &mut inflight).await?;
+            }
+            if writer.lock().await.view.parked.is_some() {
+                let reason = writer.lock().await.view.parked.clone().unwrap_or_default();
+                return Ok(RunExit::Parked(reason));
+            }
+            // Journal what can happen now, then start it.
+            loop {
+                let mut w = writer.lock().await;
+                let now = sh.clock.now();
+                let (events, starts) = plan(&w.view, &inflight, now);
+                if events.is_empty() {
+                    break;
+                }
+                w.write(events, vec![]).await?;
+                for (idx, phase, attempt) in starts {
+                    let (h, id) = self
+                        .spawn_attempt(&w.view, idx, phase, attempt, &labels, &sink, &mut tasks);
+                    task_idx.insert(id, idx);
+                    inflight.insert(
+                        idx,
+                        InFlight {
+                            phase,
+                            attempt,
+                            abort: h,
+                        },
+                    );
+                }
+            }
+            let (state, next_timer) = {
+                let w = writer.lock().await;
+                (w.view.state(), w.view.next_timer())
+            };
+            if state.is_terminal() {
+                return Ok(RunExit::Finished(state));
+            }
+            let now = sh.clock.now();
+            if inflight.is_empty() {
+                if state == RunState::NeedsOperator {
+                    info!(%run_id, "an undo gave up: the run needs an operator");
+                    return Ok(RunExit::NeedsOperator);
+                }
+                match next_timer {
+                    None => return Ok(RunExit::Released(None)),
+                    Some(t) if t.duration_since(now) > sh.config.hold_threshold => {
+                        return Ok(RunExit::Released(Some(t)));
+                    }
+                    Some(_) => {}
+                }
+            }
+            let sleep_for = next_timer
+                .map(|t| t.duration_since(now))
+                .unwrap_or(Duration::from_secs(3600));
+            tokio::select! {
+                Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                    let done = match done {
+                        Ok((id, d)) => { task_idx.remove(&id); d }
+                        Err(e) => {
+                            let Some(idx) = task_idx.remove(&e.id()) else { continue };
+                            if e.is_cancelled() { continue; }
+                            let Some(f) = inflight.get(&idx) else { continue };
+                            AttemptDone {
+                                idx,
+                                phase: f.phase,
+                                attempt: f.attempt,
+                                result: Err(StepError::retryable("panic", format!("the step panicked: {e}"))),
+                            }
+                        }
+                    };
+                    if inflight.remove(&done.idx).is_none() {
+                        continue; // aborted by a cancel; already journaled as failed
+                    }
+                    let mut w = writer.lock().await;
+                    let name = w.view.dag.nodes[done.idx].name.clone();
+                    let events = outcome_events(&w.view, &done, sh.clock.now());
+                    w.write(events, vec![]).await?;
+                    drop(w);
+                    sh.hooks.boundary(&Boundary {
+                        run_id,
+                        node: &name,
+                        phase: done.phase,
+                        attempt: done.attempt,
+                        point: BoundaryPoint::AfterWrite,
+                    });
+                }
+                () = tokio::time::sleep(sleep_for), if next_timer.is_some() => {}
+                () = self.notify.notified() => { check_commands = true; }
+                _ = self.stop.changed() => {}
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_attempt(
+        &self,
+        view: &RunView,
+        idx: usize,
+        phase: Phase,
+        attempt: u32,
+        labels: &Arc<BTreeMap<String, String>>,
+        sink: &Arc<dyn CheckpointSink>,
+        tasks: &mut JoinSet<AttemptDone>,
+    ) -> (AbortHandle, tokio::task::Id) {
+        let spec = &view.dag.nodes[idx];
+        let st = &view.nodes[idx];
+        let policy = match phase {
+            Phase::Action => &spec.retry,
+            Phase::Undo => &spec.undo_retry,
+        };
+        let timeout = policy.attempt_timeout();
+        let ctx = StepContext {
+            run_id: self.lease.run_id,
+            node: spec.name.clone(),
+            phase,
+            attempt,
+            outputs: Arc::new(view.outputs()),
+            checkpoint: std::sync::Mutex::new(match phase {
+                Phase::Action => st.checkpoint.clone(),
+                Phase::Undo => st.undo_checkpoint.clone(),
+            }),
+            labels: labels.clone(),
+            sink: sink.clone(),
+            clock: self.sh.clock.clone(),
+        };
+        let action = self.sh.registry.get(&spec.action);
+        let input = spec.input.clone();
+        let output = st.output.clone();
+        let hooks = self.sh.hooks.clone();
+        let run_id = self.lease.run_id;
+        let span = info_span!("step", node = %spec.name, ?phase, attempt);
+        let h = tasks.spawn(
+            async move {
+                let b = |point| Boundary {
+                    run_id,
+                    node: &ctx.node,
+                    phase,
+                    attempt,
+                    point,
+                };
+                hooks.boundary(&b(BoundaryPoint::BeforeEffect));
+                let result = match action {
+                    None => Err(StepError::permanent(kind::DEFINITION, "unknown action")),
+                    Some(a) => {
+                        let fut = async {
+                            match phase {
+                                Phase::Action => a.run(&ctx, input).await.map(AttemptOk::Action),
+                                Phase::Undo => {
+                                    a.undo(&ctx, input, output).await.map(AttemptOk::Undo)
+                                }
+                            }
+                        };
+                        match tokio::time::timeout(timeout, fut).await {
+                            Ok(r) => r,
+                            Err(_) => Err(StepError::retryable(
+                                kind::TIMEOUT,
+                                format!("attempt exceeded its timeout of {timeout:?}"),
+                            )),
+                        }
+                    }
+                };
+                hooks.boundary(&b(BoundaryPoint::AfterEffect));
+                AttemptDone {
+                    idx,
+                    phase,
+                    attempt,
+                    result,
+                }
+            }
+            .instrument(span),
+        );
+        let id = h.id();
+        (h, id)
+    }
+
+    async fn apply_commands(
+        &mut self,
+        writer: &Arc<Mutex<Writer>>,
+        inflight: &mut HashMap<usize, InFlight>,
+    ) -> Result<(), Stop> {
+        let run_id = self.lease.run_id;
+        let cmds = persist(
+            &self.sh,
+            |s| async move { s.pending_commands(run_id).await },
+        )
+        .await?;
+        for c in cmds {
+            let mut w = writer.lock().await;
+            let events = command_events(&w.view, &c, inflight);
+            w.write(events, vec![c.id]).await?;
+        }
+        Ok(())
+    }
+
+    async fn park_unreadable(&self, rec: &RunRecord, reason: String) -> Result<RunExit, Stop> {
+        let reason = format!(
+            "the journal cannot be read: {reason}; repair the row or resolve by hand (`hcp-workflow history {}`)",
+            rec.summary.id
+        );
+        error!(run_id = %rec.summary.id, %reason, "parking run");
+        let now = self.sh.clock.now();
+        let applied: Vec<i64> = rec
+            .commands
+            .iter()
+            .filter(|c| c.applied_at.is_none())
+            .map(|c| c.id)
+            .collect();
+        let already = rec.summary.state == RunState::Failed
+            && rec.summary.blocked_on == format!("parked: {reason}");
+        let events = if already {
+            vec![]
+        } else {
+            let ev = Event::RunParked {
+                reason: reason.clone(),
+            };
+            let data = serde_json::to_string(&ev).map_err(|e| Stop::Broken(e.to_string()))?;
+            vec![NewEvent {
+                kind: ev.kind().into(),
+                node: None,
+                data,
+                at: now,
+            }]
+        };
+        let append = Append {
+            events,
+            patch: RunPatch {
+                state: RunState::Failed,
+                blocked_on: format!("parked: {reason}"),
+                current_step: rec.summary.current_step.clone(),
+                wake_at: None,
+                updated_at: now,
+            },
+            applied_commands: applied,
+        };
+        let lease = self.lease.clone();
+        persist(&self.sh, |s| {
+            let a = append.clone();
+            let l = lease.clone();
+            async move { s.append(&l, a).await.map(|_| ()) }
+        })
+        .await?;
+        Ok(RunExit::Parked(reason))
+    }
+}
+
+/// The events that apply one operator command (always starting with the audit record).
+fn command_events(
+    view: &RunView,
+    c: &CommandRecord,
+    inflight: &mut HashMap<usize, InFlight>,
+) -> Vec<Event> {
+    let command: OperatorCommand = match serde_json::from_str(&c.command) {
+        Ok(cmd) => cmd,
+        Err(e) => {
+            warn!(command = %c.command, error = %e, "ignoring an unreadable operator command");
+            return vec![];
+        }
+    };
+    let audit = |outcome: String| Event::Operator {
+        command_id: c.id,
+        command: command.clone(),
+        by: c.requested_by.clone(),
+        reason: c.reason.clone(),
+        outcome,
+    };
+    if let Err(why) = check_command(view, &command) {
+        return vec![audit(format!("refused: {why}"))];
+    }
+    let mut events = vec![audit(OPERATOR_APPLIED.to_string())];
+    match &command {
+        OperatorCommand::Cancel => {
+            events.push(Event::UnwindStarted {
+                cause: UnwindCause::Cancelled {
+                    by: c.requested_by.clone(),
+                    reason: c.reason.clone(),
+                },
+            });
+            // Forward attempts in flight are interrupted: their nodes count as started and
+            // will be undone. (Undos are never interrupted by a cancel.)
+            let forward: Vec<usize> = inflight
+                .iter()
+                .filter(|(_, f)| f.phase == Phase::Action)
+                .map(|(i, _)| *i)
+                .collect();
+            for idx in forward {
+                if let Some(f) = inflight.remove(&idx) {
+                    f.abort.abort();
+                }
+                events.push(Event::NodeFailed {
+                    node: view.dag.nodes[idx].name.clone(),
+                    error: StepError::permanent(kind::CANCELLED, "attempt interrupted by cancel"),
+                    reason: format!("cancelled by {}", c.requested_by),
+                });
+            }
+        }
+        OperatorCommand::Resolve { step } => events.push(Event::UndoResolved {
+            node: step.clone(),
+            by: c.requested_by.clone(),
+            note: c.reason.clone(),
+        }),
+        OperatorCommand::Resume => {
+            if view.parked.is_some() {
+                events.push(Event::RunUnparked);
+            }
+        }
+        OperatorCommand::Retry { .. } => {}
+    }
+    events
+}
+
+/// Decide, from the view alone, what to journal now and which attempts to start after.
+fn plan(
+    view: &RunView,
+    inflight: &HashMap<usize, InFlight>,
+    now: Timestamp,
+) -> (Vec<Event>, Vec<(usize, Phase, u32)>) {
+    let mut events = Vec::new();
+    let mut starts = Vec::new();
+    if view.finished.is_some() || view.parked.is_some() {
+        return (events, starts);
+    }
+    let exhausted = |max: u32, a: u32| max != 0 && a >= max;
+    match &view.unwinding {
+        None => {
+            if let Some(i) = view
+                .nodes
+                .iter()
+                .position(|n| matches!(n.status, NodeStatus::Failed { .. }))
+            {
+                events.push(Event::UnwindStarted {
+                    cause: UnwindCause::NodeFailed {
+                        node: view.dag.nodes[i].name.clone(),
+                    },
+                });
+                return (events, starts);
+            }
+            if view.nodes.iter().all(|n| n.status == NodeStatus::Succeeded) {
+                events.push(Event::RunFinished {
+                    state: RunState::Succeeded,
+                });
+                return (events, starts);
+            }
+            for (idx, (spec, st)) in view.dag.nodes.iter().zip(&view.nodes).enumerate() {
+                if inflight.contains_key(&idx) {
+                    continue;
+                }
+                let name = &spec.name;
+                let next = match &st.status {
+                    NodeStatus::Pending => {
+                        let ready = spec.deps.iter().all(|d| {
+                            view.node(d)
+                                .is_some_and(|n| n.status == NodeStatus::Succeeded)
+                        });
+                        ready.then_some(1)
+                    }
+                    NodeStatus::Running { attempt } => {
+                        // Interrupted by a crash or a lost lease: the attempt counts.
+                        if exhausted(spec.retry.max_attempts, *attempt) {
+                            events.push(Event::NodeFailed {
+                                node: name.clone(),
+                                error: StepError::permanent(
+                                    kind::INTERRUPTED,
+                                    format!(
+                                        "attempt {attempt} was interrupted and no attempts are left"
+                                    ),
+                                ),
+                                reason: "retries exhausted".into(),
+                            });
+                            continue;
+                        }
+                        Some(attempt + 1)
+                    }
+                    NodeStatus::Waiting { attempt, until, .. } => {
+                        (*until <= now).then_some(*attempt)
+                    }
+                    NodeStatus::RetryScheduled {
+                        attempt, next_at, ..
+                    } => (*next_at <= now).then_some(attempt + 1),
+                    _ => None,
+                };
+                if let Some(attempt) = next {
+                    events.push(Event::NodeStarted {
+                        node: name.clone(),
+                        attempt,
+                    });
+                    starts.push((idx, Phase::Action, attempt));
+                }
+            }
+        }
+        Some(cause) => {
+            let dependents = view.dag.dependents();
+            let mut done = true;
+            for (idx, (spec, st)) in view.dag.nodes.iter().zip(&view.nodes).enumerate() {
+                if !matches!(st.status, NodeStatus::Pending | NodeStatus::Undone { .. }) {
+                    done = false;
+                }
+                if inflight.contains_key(&idx) {
+                    continue;
+                }
+                let name = &spec.name;
+                let children_clear = || {
+                    dependents.get(name.as_str()).is_none_or(|ds| {
+                        ds.iter().all(|d| {
+                            let di = view.index_of(d);
+                            di.is_some_and(|di| {
+                                !inflight.contains_key(&di)
+                                    && matches!(
+                                        view.nodes[di].status,
+                                        NodeStatus::Pending | NodeStatus::Undone { .. }
+                                    )
+                            })
+                        })
+                    })
+                };
+                let max = spec.undo_retry.max_attempts;
+                let next = match &st.status {
+                    NodeStatus::Running { .. }
+                    | NodeStatus::Waiting { .. }
+                    | NodeStatus::RetryScheduled { .. }
+                    | NodeStatus::Succeeded
+                    | NodeStatus::Failed { .. } => {
+                        if !children_clear() {
+                            None
+                        } else if !spec.has_undo {
+                            events.push(Event::NodeUndone {
+                                node: name.clone(),
+                                skipped: true,
+                            });
+                            None
+                        } else {
+                            Some(1)
+                        }
+                    }
+                    NodeStatus::UndoRunning { attempt } => {
+                        if exhausted(max, *attempt) {
+                            events.push(Event::UndoFailed {
+                                node: name.clone(),
+                                error: StepError::permanent(kind::INTERRUPTED, format!("undo attempt {attempt} was interrupted and no attempts are left")),
+                                reason: "retries exhausted".into(),
+                            });
+                            None
+                        } else {
+                            Some(attempt + 1)
+                        }
+                    }
+                    NodeStatus::UndoWaiting { attempt, until, .. } => {
+                        (*until <= now).then_some(*attempt)
+                    }
+                    NodeStatus::UndoRetryScheduled {
+                        attempt, next_at, ..
+                    } => (*next_at <= now).then_some(attempt + 1),
+                    NodeStatus::UndoFailed { .. } if st.retry_requested => Some(1),
+                    _ => None,
+                };
+                if let Some(attempt) = next {
+                    events.push(Event::UndoStarted {
+                        node: name.clone(),
+                        attempt,
+                    });
+                    starts.push((idx, Phase::Undo, attempt));
+                }
+            }
+            if done && inflight.is_empty() && events.is_empty() {
+                let state = match cause {
+                    UnwindCause::Cancelled { .. } => RunState::Cancelled,
+                    UnwindCause::NodeFailed { .. } => RunState::RolledBack,
+                };
+                events.push(Event::RunFinished { state });
+            }
+        }
+    }
+    (events, starts)
+}
+
+/// The events that record one attempt's outcome.
+fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event> {
+    let spec = &view.dag.nodes[d.idx];
+    let node = spec.name.clone();
+    let unwinding = view.unwinding.is_some();
+    match (&d.result, d.phase) {
+        (Ok(AttemptOk::Action(crate::action::Outcome::Done(output))), _) => {
+            vec![Event::NodeSucceeded {
+                node,
+                output: output.clone(),
+            }]
+        }
+        (Ok(AttemptOk::Action(crate::action::Outcome::Wait { until, reason })), _) => {
+            if unwinding {
+                vec![Event::NodeFailed {
+                    node,
+                    error: StepError::permanent(
+                        kind::CANCELLED,
+                        format!("abandoned while waiting ({reason})"),
+                    ),
+                    reason: "the run is unwinding".into(),
+                }]
+            } else {
+                vec![Event::NodeWaiting {
+                    node,
+                    until: *until,
+                    reason: reason.clone(),
+                }]
+            }
+        }
+        (Ok(AttemptOk::Undo(crate::action::UndoOutcome::Done)), _) => {
+            vec![Event::NodeUndone {
+                node,
+                skipped: false,
+            }]
+        }
+        (Ok(AttemptOk::Undo(crate::action::UndoOutcome::Wait { until, reason })), _) => {
+            vec![Event::UndoWaiting {
+                node,
+                until: *until,
+                reason: reason.clone(),
+            }]
+        }
+        (Err(error), Phase::Action) => {
+            if unwinding {
+                return vec![Event::NodeFailed {
+                    node,
+                    error: error.clone(),
+                    reason: "the run is unwinding; no further attempts".into(),
+                }];
+            }
+            match spec.retry.decide(d.attempt, error) {
+                RetryDecision::RetryAfter(delay) => vec![Event::NodeRetryScheduled {
+                    node,
+                    attempt: d.attempt,
+                    next_at: now.plus(delay),
+                    error: error.clone(),
+                }],
+                RetryDecision::GiveUp { reason } => {
+                    vec![Event::NodeFailed {
+                        node,
+                        error: error.clone(),
+                        reason,
+                    }]
+                }
+            }
+        }
+        (Err(error), Phase::Undo) => match spec.undo_retry.decide(d.attempt, error) {
+            RetryDecision::RetryAfter(delay) => vec![Event::UndoRetryScheduled {
+                node,
+                attempt: d.attempt,
+                next_at: now.plus(delay),
+                error: error.clone(),
+            }],
+            RetryDecision::GiveUp { reason } => {
+                vec![Event::UndoFailed {
+                    node,
+                    error: error.clone(),
+                    reason,
+                }]
+            }
+        },
+    }
+}

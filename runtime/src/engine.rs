@@ -1,0 +1,488 @@
+//! The engine: start runs, submit operator commands, and run workers.
+//!
+//! A worker leases due runs from the store and drives each in its own task
+//! ([`crate::driver`]). Leases are renewed in bulk every `lease_ttl / 3`; a run whose
+//! lease is lost is abandoned at once (its in-flight attempts are dropped and its writes
+//! would be fenced anyway). A run that only waits on a far timer gives its lease back with
+//! `wake_at` set, so long waits cost no lease and any worker can pick the run up later.
+//!
+//! # Guarantees
+//! - Intent before effect: a node's `started` event is durable before its action runs.
+//! - Journal writes are retried until they succeed or the lease is lost; never skipped.
+//! - A failure or cancellation unwinds every started node in reverse dependency order.
+//!
+//! # Caveats
+//! Actions must be idempotent: after a crash the interrupted attempt is run again.
+
+use crate::action::{Phase, Registry};
+use crate::dag::SagaDag;
+use crate::driver::{self, RunDriver};
+use crate::journal::{OperatorCommand, RunState, RunView};
+use crate::store::{CreateOutcome, JournalStore, NewCommand, NewRun, RunId, StoreError};
+use crate::time::{Clock, SystemClock, Timestamp};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tracing::{Instrument, debug, info_span, warn};
+use uuid::Uuid;
+
+/// Engine errors (configuration, input, store).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The journal store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No such run.
+    #[error("run {0} not found")]
+    NotFound(RunId),
+    /// The run's journal cannot be read by this binary.
+    #[error("run {run} cannot be loaded: {reason}")]
+    Unreadable {
+        /// The run.
+        run: RunId,
+        /// Why.
+        reason: String,
+    },
+    /// An operator command does not apply to the run's current state.
+    #[error("{0}")]
+    CommandRefused(String),
+    /// The DAG uses actions this binary does not know.
+    #[error("workflow uses unknown step action(s): {0}")]
+    UnknownActions(String),
+    /// Serialization of the DAG failed.
+    #[error("cannot serialize the saga DAG: {0}")]
+    Dag(String),
+}
+
+/// Where in an attempt a boundary hook fires (crash tests kill the process there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundaryPoint {
+    /// The `started` intent is durable; the side effect has not run yet.
+    BeforeEffect,
+    /// The side effect returned; its outcome is not journaled yet.
+    AfterEffect,
+    /// The outcome is journaled.
+    AfterWrite,
+}
+
+impl BoundaryPoint {
+    /// kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BeforeEffect => "before-effect",
+            Self::AfterEffect => "after-effect",
+            Self::AfterWrite => "after-write",
+        }
+    }
+}
+
+/// A journal boundary of one attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Boundary<'a> {
+    /// The run.
+    pub run_id: RunId,
+    /// The node.
+    pub node: &'a str,
+    /// Action or undo.
+    pub phase: Phase,
+    /// Attempt number of that phase.
+    pub attempt: u32,
+    /// Where.
+    pub point: BoundaryPoint,
+}
+
+/// Observation hooks. The crash-test harness parks the process at a chosen boundary so the
+/// test can SIGKILL it there.
+pub trait EngineHooks: Send + Sync + fmt::Debug + 'static {
+    /// Called at each journal boundary of every attempt.
+    fn boundary(&self, b: &Boundary<'_>) {
+        let _ = b;
+    }
+}
+
+/// Hooks that do nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHooks;
+impl EngineHooks for NoHooks {}
+
+/// Tunables. Defaults suit production; tests shorten them.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Lease duration; renewed every third of it. A crashed worker's runs are taken over
+    /// after at most this long (SQLite: at once, since one executor owns the file).
+    pub lease_ttl: Duration,
+    /// How often an idle worker looks for due runs (wake-up hints make it sooner).
+    pub poll_interval: Duration,
+    /// Runs one worker drives at once.
+    pub max_runs: usize,
+    /// A run whose next timer is further away than this gives its lease back.
+    pub hold_threshold: Duration,
+    /// Runs leased per store round trip.
+    pub acquire_batch: usize,
+    /// Identifier of this worker in leases (default: `host-pid-uuid`).
+    pub worker_id: String,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            lease_ttl: Duration::from_secs(15),
+            poll_interval: Duration::from_millis(500),
+            max_runs: 20_000,
+            hold_threshold: Duration::from_secs(5),
+            acquire_batch: 1_000,
+            worker_id: default_worker_id(),
+        }
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into());
+    let short = Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &short[..8])
+}
+
+/// Options for [`Engine::start`].
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// A second start with the same key returns the first run.
+    pub idempotency_key: Option<String>,
+    /// Labels for listing (e.g. `cluster`).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Result of [`Engine::start`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Started {
+    /// The run.
+    pub run_id: RunId,
+    /// Whether it already existed (same idempotency key).
+    pub existing: bool,
+}
+
+/// How a driven run left the worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunExit {
+    /// Reached a terminal state.
+    Finished(RunState),
+    /// Waits for an operator (stuck undo).
+    NeedsOperator,
+    /// Parked: cannot be executed by this binary.
+    Parked(String),
+    /// Gave its lease back until `wake_at`.
+    Released(Option<Timestamp>),
+    /// Lease lost to another worker.
+    LeaseLost,
+    /// The worker is shutting down.
+    Shutdown,
+}
+
+pub(crate) struct Shared {
+    pub store: Arc<dyn JournalStore>,
+    pub registry: Registry,
+    pub clock: Arc<dyn Clock>,
+    pub hooks: Arc<dyn EngineHooks>,
+    pub config: EngineConfig,
+}
+
+/// The saga engine (cheap to clone).
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("store", &self.shared.store.backend())
+            .field("worker_id", &self.shared.config.worker_id)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine over `store` running the actions in `registry`.
+    pub fn new(store: Arc<dyn JournalStore>, registry: Registry) -> Self {
+        Self::with(
+            store,
+            registry,
+            Arc::new(SystemClock),
+            Arc::new(NoHooks),
+            EngineConfig::default(),
+        )
+    }
+
+    /// Full constructor.
+    pub fn with(
+        store: Arc<dyn JournalStore>,
+        registry: Registry,
+        clock: Arc<dyn Clock>,
+        hooks: Arc<dyn EngineHooks>,
+        config: EngineConfig,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                store,
+                registry,
+                clock,
+                hooks,
+                config,
+            }),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn JournalStore> {
+        &self.shared.store
+    }
+
+    /// This worker's id.
+    pub fn worker_id(&self) -> &str {
+        &self.shared.config.worker_id
+    }
+
+    /// Journal a new run of `dag` (or return the run with the same idempotency key).
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownActions`] if the DAG uses actions this binary does not know;
+    /// store errors.
+    pub async fn start(&self, dag: &SagaDag, opts: StartOptions) -> Result<Started, EngineError> {
+        let unknown: Vec<&str> = dag
+            .nodes
+            .iter()
+            .filter(|n| !self.shared.registry.contains(&n.action))
+            .map(|n| n.action.as_str())
+            .collect();
+        if !unknown.is_empty() {
+            return Err(EngineError::UnknownActions(unknown.join(", ")));
+        }
+        let text = serde_json::to_string(dag).map_err(|e| EngineError::Dag(e.to_string()))?;
+        let out = self
+            .shared
+            .store
+            .create_run(NewRun {
+                id: Uuid::new_v4(),
+                workflow: dag.workflow.clone(),
+                workflow_version: dag.version,
+                labels: opts.labels,
+                idempotency_key: opts.idempotency_key,
+                dag: text,
+                created_at: self.shared.clock.now(),
+            })
+            .await?;
+        Ok(Started {
+            run_id: out.id(),
+            existing: matches!(out, CreateOutcome::Existing(_)),
+        })
+    }
+
+    /// Load and fold a run (read-only; works while another process executes it).
+    ///
+    /// # Errors
+    /// [`EngineError::NotFound`], [`EngineError::Unreadable`] for a corrupt journal.
+    pub async fn view(&self, run: RunId) -> Result<RunView, EngineError> {
+        let rec = self
+            .shared
+            .store
+            .load_run(run)
+            .await?
+            .ok_or(EngineError::NotFound(run))?;
+        driver::fold(&rec).map_err(|reason| EngineError::Unreadable { run, reason })
+    }
+
+    /// Queue an operator command after checking that it applies to the run's state.
+    /// Returns the command id. The lease holder applies it (journaling who/when/why).
+    ///
+    /// # Errors
+    /// [`EngineError::CommandRefused`] with an explanation when it does not apply.
+    pub async fn submit(
+        &self,
+        run: RunId,
+        command: OperatorCommand,
+        by: &str,
+        reason: &str,
+    ) -> Result<i64, EngineError> {
+        match self.view(run).await {
+            Ok(view) => {
+                driver::check_command(&view, &command).map_err(EngineError::CommandRefused)?
+            }
+            // A journal we cannot fold can still be resumed (after an upgrade) or cancelled.
+            Err(EngineError::Unreadable { .. })
+                if matches!(command, OperatorCommand::Resume | OperatorCommand::Cancel) => {}
+            Err(e) => return Err(e),
+        }
+        let text = serde_json::to_string(&command).map_err(|e| EngineError::Dag(e.to_string()))?;
+        Ok(self
+            .shared
+            .store
+            .submit_command(
+                run,
+                NewCommand {
+                    command: text,
+                    requested_by: by.to_string(),
+                    reason: reason.to_string(),
+                    requested_at: self.shared.clock.now(),
+                },
+            )
+            .await?)
+    }
+
+    /// Run a worker until `shutdown` resolves: lease due runs, drive them, recover expired
+    /// leases. On shutdown, in-flight attempts are dropped (they re-run elsewhere) and every
+    /// lease is released so another worker can continue at once.
+    ///
+    /// # Errors
+    /// [`StoreError::ExecutorBusy`] when another executor owns a SQLite journal; store
+    /// errors that are not transient.
+    pub async fn run_worker(
+        &self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), EngineError> {
+        self.work(None, shutdown).await.map(|_| ())
+    }
+
+    /// Drive one run until it finishes, needs an operator, or is parked (used by
+    /// `hcp-workflow start` in the foreground). Other runs are left alone.
+    ///
+    /// # Errors
+    /// As [`Engine::run_worker`].
+    pub async fn drive(
+        &self,
+        run: RunId,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<RunExit, EngineError> {
+        self.work(Some(run), shutdown).await
+    }
+
+    async fn work(
+        &self,
+        only: Option<RunId>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<RunExit, EngineError> {
+        let sh = &self.shared;
+        let owner = sh.config.worker_id.clone();
+        sh.store.claim_executor(&owner).await?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut wake = sh.store.subscribe();
+        let mut runs: JoinSet<(RunId, RunExit)> = JoinSet::new();
+        let mut active: HashMap<RunId, (tokio::task::AbortHandle, Arc<tokio::sync::Notify>)> =
+            HashMap::new();
+        let renew_every = sh.config.lease_ttl / 3;
+        let mut renew = tokio::time::interval(renew_every);
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut poll = tokio::time::interval(sh.config.poll_interval);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        let mut last_exit = RunExit::Shutdown;
+        loop {
+            // Lease what is due, up to capacity.
+            let room = sh.config.max_runs.saturating_sub(active.len());
+            if room > 0 {
+                let limit = room.min(sh.config.acquire_batch);
+                match sh
+                    .store
+                    .acquire(&owner, sh.clock.now(), sh.config.lease_ttl, limit, only)
+                    .await
+                {
+                    Ok(leases) => {
+                        let got = leases.len();
+                        for lease in leases {
+                            let id = lease.run_id;
+                            let notify = Arc::new(tokio::sync::Notify::new());
+                            let d = RunDriver::new(
+                                self.shared.clone(),
+                                lease,
+                                notify.clone(),
+                                stop_rx.clone(),
+                            );
+                            let span = info_span!("run", run_id = %id);
+                            let h =
+                                runs.spawn(async move { (id, d.drive().await) }.instrument(span));
+                            active.insert(id, (h, notify));
+                        }
+                        if got == limit {
+                            // More may be due: go round again before sleeping.
+                            tokio::task::yield_now().await;
+                            continue;
+                        }
+                    }
+                    Err(e) if e.is_retryable() => warn!(error = %e, "acquire failed; will retry"),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                Some(done) = runs.join_next(), if !runs.is_empty() => {
+                    match done {
+                        Ok((id, exit)) => {
+                            active.remove(&id);
+                            debug!(run_id = %id, ?exit, "run left the worker");
+                            if only == Some(id) {
+                                match exit {
+                                    RunExit::Released(_) | RunExit::LeaseLost => {}
+                                    other => { last_exit = other; break; }
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            active.retain(|_, (h, _)| !h.is_finished());
+                            if !e.is_cancelled() {
+                                warn!(error = %e, "run task panicked");
+                            }
+                        }
+                    }
+                }
+                _ = renew.tick() => {
+                    let until = sh.clock.now().plus(sh.config.lease_ttl);
+                    match sh.store.renew(&owner, until).await {
+                        Ok(held) => {
+                            let held: std::collections::HashSet<RunId> = held.into_iter().collect();
+                            for (id, (h, _)) in &active {
+                                if !held.contains(id) {
+                                    warn!(run_id = %id, "lease lost; abandoning the run");
+                                    h.abort();
+                                }
+                            }
+                        }
+                        Err(e) => warn!(error = %e, "lease renewal failed"),
+                    }
+                }
+                r = wake.changed() => {
+                    if r.is_ok() {
+                        for (_, n) in active.values() {
+                            n.notify_one();
+                        }
+                    }
+                }
+                _ = poll.tick() => {
+                    // Operators in other processes: one query tells which held runs have
+                    // commands waiting.
+                    if !active.is_empty()
+                        && let Ok(ids) = sh.store.runs_with_commands(&owner).await
+                    {
+                        for id in ids {
+                            if let Some((_, n)) = active.get(&id) {
+                                n.notify_one();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Shutdown: ask every driver to stop at its next boundary and release its lease.
+        let _ = stop_tx.send(true);
+        while let Some(done) = runs.join_next().await {
+            if let Ok((id, exit)) = done
+                && only == Some(id)
+                && !matches!(exit, RunExit::Shutdown)
+            {
+                last_exit = exit;
+            }
+        }
+        Ok(last_exit)
+    }
+}

@@ -1,0 +1,1140 @@
+//! The journal: events, the per-node state machine and the run view folded from them.
+//!
+//! A run's journal is an append-only sequence of [`Event`]s. Folding them through
+//! [`RunView::apply`] gives every node's [`NodeStatus`] and the run's [`RunState`]. Each
+//! node follows this machine (steno's `SagaNodeLoadStatus::next_status`, extended with
+//! durable waits and journaled retries):
+//!
+//! ```text
+//! Pending ─started(1)→ Running ─succeeded→ Succeeded
+//!                        │ │ └─failed→ Failed
+//!                        │ └─waiting→ Waiting ─started(same)→ Running
+//!                        └─retry scheduled(n)→ RetryScheduled ─started(n+1)→ Running
+//! Running ─started(n+1)→ Running            (an attempt interrupted by a crash)
+//! {Running, Waiting, RetryScheduled, Succeeded, Failed} ─undo started(1)→ UndoRunning
+//!       (or ─undone(skipped)→ Undone when the action has no undo)
+//! UndoRunning ─undone→ Undone | ─undo failed→ UndoFailed | ─undo waiting→ UndoWaiting
+//!             | ─undo retry scheduled(n)→ UndoRetryScheduled ─undo started(n+1)→ UndoRunning
+//! UndoFailed ─undo started(1)→ UndoRunning  (operator retry)  | ─resolved→ Undone
+//! ```
+//!
+//! Anything else is an [`IllegalTransition`]: the executor validates every event against
+//! the in-memory view *before* writing it, and recovery re-validates on load, so a journal
+//! that does not fold is reported instead of being acted upon.
+
+use crate::dag::SagaDag;
+use crate::error::StepError;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+
+/// Why a run unwinds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum UnwindCause {
+    /// A node failed permanently (or ran out of retries).
+    NodeFailed {
+        /// The failed node.
+        node: String,
+    },
+    /// An operator cancelled the run.
+    Cancelled {
+        /// Who asked.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Operator commands, journaled with who, when and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum OperatorCommand {
+    /// Unwind the run.
+    Cancel,
+    /// Run a waiting or backing-off step now, or retry a stuck undo with a fresh budget.
+    /// Without a step: every such step of the run.
+    Retry {
+        /// The step, or all.
+        step: Option<String>,
+    },
+    /// Mark a stuck undo as done by hand.
+    Resolve {
+        /// The step whose undo is stuck.
+        step: String,
+    },
+    /// Un-park a failed run (e.g. after upgrading the binary) and retry stuck undos.
+    Resume,
+}
+
+impl fmt::Display for OperatorCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cancel => f.write_str("cancel"),
+            Self::Retry { step: None } => f.write_str("retry"),
+            Self::Retry { step: Some(s) } => write!(f, "retry --step {s}"),
+            Self::Resolve { step } => write!(f, "resolve --step {step}"),
+            Self::Resume => f.write_str("resume"),
+        }
+    }
+}
+
+/// `outcome` of an [`Event::Operator`] whose command took effect.
+pub const OPERATOR_APPLIED: &str = "applied";
+
+/// One journal entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// Intent: attempt `attempt` of the action is about to run.
+    NodeStarted { node: String, attempt: u32 },
+    /// The action saved a mid-step checkpoint.
+    NodeCheckpoint {
+        node: String,
+        data: serde_json::Value,
+    },
+    /// The action asked to be re-run at `until`.
+    NodeWaiting {
+        node: String,
+        until: Timestamp,
+        reason: String,
+    },
+    /// Attempt `attempt` failed; the next one is due at `next_at`.
+    NodeRetryScheduled {
+        node: String,
+        attempt: u32,
+        next_at: Timestamp,
+        error: StepError,
+    },
+    /// The action completed.
+    NodeSucceeded {
+        node: String,
+        output: serde_json::Value,
+    },
+    /// The action failed for good.
+    NodeFailed {
+        node: String,
+        error: StepError,
+        reason: String,
+    },
+    /// The run starts unwinding.
+    UnwindStarted { cause: UnwindCause },
+    /// Intent: attempt `attempt` of the undo is about to run.
+    UndoStarted { node: String, attempt: u32 },
+    /// The undo saved a checkpoint.
+    UndoCheckpoint {
+        node: String,
+        data: serde_json::Value,
+    },
+    /// The undo asked to be re-run at `until`.
+    UndoWaiting {
+        node: String,
+        until: Timestamp,
+        reason: String,
+    },
+    /// Undo attempt `attempt` failed; the next one is due at `next_at`.
+    UndoRetryScheduled {
+        node: String,
+        attempt: u32,
+        next_at: Timestamp,
+        error: StepError,
+    },
+    /// The node's effects are gone (`skipped`: it has no undo).
+    NodeUndone { node: String, skipped: bool },
+    /// The undo gave up: the run needs an operator.
+    UndoFailed {
+        node: String,
+        error: StepError,
+        reason: String,
+    },
+    /// An operator declared a stuck undo done by hand.
+    UndoResolved {
+        node: String,
+        by: String,
+        note: String,
+    },
+    /// An operator command was applied (or refused, see `outcome`).
+    Operator {
+        command_id: i64,
+        command: OperatorCommand,
+        by: String,
+        reason: String,
+        outcome: String,
+    },
+    /// The run cannot be executed by this binary; it waits for an operator.
+    RunParked { reason: String },
+    /// A parked run is tried again.
+    RunUnparked,
+    /// The run is over.
+    RunFinished { state: RunState },
+}
+
+impl Event {
+    /// The node this event is about, if any.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Self::NodeStarted { node, .. }
+            | Self::NodeCheckpoint { node, .. }
+            | Self::NodeWaiting { node, .. }
+            | Self::NodeRetryScheduled { node, .. }
+            | Self::NodeSucceeded { node, .. }
+            | Self::NodeFailed { node, .. }
+            | Self::UndoStarted { node, .. }
+            | Self::UndoCheckpoint { node, .. }
+            | Self::UndoWaiting { node, .. }
+            | Self::UndoRetryScheduled { node, .. }
+            | Self::NodeUndone { node, .. }
+            | Self::UndoFailed { node, .. }
+            | Self::UndoResolved { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+
+    /// Short type name (`node_started`, …) as stored in the `kind` column.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NodeStarted { .. } => "node_started",
+            Self::NodeCheckpoint { .. } => "node_checkpoint",
+            Self::NodeWaiting { .. } => "node_waiting",
+            Self::NodeRetryScheduled { .. } => "node_retry_scheduled",
+            Self::NodeSucceeded { .. } => "node_succeeded",
+            Self::NodeFailed { .. } => "node_failed",
+            Self::UnwindStarted { .. } => "unwind_started",
+            Self::UndoStarted { .. } => "undo_started",
+            Self::UndoCheckpoint { .. } => "undo_checkpoint",
+            Self::UndoWaiting { .. } => "undo_waiting",
+            Self::UndoRetryScheduled { .. } => "undo_retry_scheduled",
+            Self::NodeUndone { .. } => "node_undone",
+            Self::UndoFailed { .. } => "undo_failed",
+            Self::UndoResolved { .. } => "undo_resolved",
+            Self::Operator { .. } => "operator",
+            Self::RunParked { .. } => "run_parked",
+            Self::RunUnparked => "run_unparked",
+            Self::RunFinished { .. } => "run_finished",
+        }
+    }
+}
+
+/// The state of a run, as users see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    /// Journaled, not picked up yet.
+    Pending,
+    /// A step is executing.
+    Running,
+    /// Every in-flight step waits on a durable timer (poll or retry).
+    Waiting,
+    /// Compensations are running.
+    Unwinding,
+    /// Every step succeeded.
+    Succeeded,
+    /// A step failed and every started step was undone.
+    RolledBack,
+    /// An undo gave up: an operator must retry or resolve it.
+    NeedsOperator,
+    /// The run was parked (unknown step, undecodable journal): nothing runs until an
+    /// operator resumes it.
+    Failed,
+    /// An operator cancelled and every started step was undone.
+    Cancelled,
+}
+
+impl RunState {
+    /// All states, for filters and metrics.
+    pub const ALL: [RunState; 9] = [
+        Self::Pending,
+        Self::Running,
+        Self::Waiting,
+        Self::Unwinding,
+        Self::Succeeded,
+        Self::RolledBack,
+        Self::NeedsOperator,
+        Self::Failed,
+        Self::Cancelled,
+    ];
+
+    /// Finished for good: no worker will touch it again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::RolledBack | Self::Cancelled)
+    }
+
+    /// The kebab-case name (`needs-operator`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Waiting => "waiting",
+            Self::Unwinding => "unwinding",
+            Self::Succeeded => "succeeded",
+            Self::RolledBack => "rolled-back",
+            Self::NeedsOperator => "needs-operator",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse the kebab-case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A node's place in its state machine.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum NodeStatus {
+    /// Never started.
+    Pending,
+    /// Attempt `attempt` was journaled as started (in flight, or interrupted by a crash).
+    Running { attempt: u32 },
+    /// Durable poll: re-run at `until`.
+    Waiting {
+        attempt: u32,
+        until: Timestamp,
+        reason: String,
+    },
+    /// Attempt `attempt` failed; next attempt at `next_at`.
+    RetryScheduled {
+        attempt: u32,
+        next_at: Timestamp,
+        error: StepError,
+    },
+    /// Done.
+    Succeeded,
+    /// Failed for good.
+    Failed { error: StepError },
+    /// Undo attempt in flight (or interrupted).
+    UndoRunning { attempt: u32 },
+    /// Undo polling.
+    UndoWaiting {
+        attempt: u32,
+        until: Timestamp,
+        reason: String,
+    },
+    /// Undo attempt failed; next at `next_at`.
+    UndoRetryScheduled {
+        attempt: u32,
+        next_at: Timestamp,
+        error: StepError,
+    },
+    /// Effects removed (`skipped`: no undo; `resolved`: by an operator).
+    Undone { skipped: bool, resolved: bool },
+    /// Undo gave up.
+    UndoFailed { error: StepError },
+}
+
+impl NodeStatus {
+    /// Short name for display.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running { .. } => "started",
+            Self::Waiting { .. } => "waiting",
+            Self::RetryScheduled { .. } => "retry-scheduled",
+            Self::Succeeded => "succeeded",
+            Self::Failed { .. } => "failed",
+            Self::UndoRunning { .. } => "undo-started",
+            Self::UndoWaiting { .. } => "undo-waiting",
+            Self::UndoRetryScheduled { .. } => "undo-retry-scheduled",
+            Self::Undone { .. } => "undone",
+            Self::UndoFailed { .. } => "undo-failed",
+        }
+    }
+
+    /// Whether the forward action ever started (so unwinding must undo it).
+    pub fn started(&self) -> bool {
+        !matches!(self, Self::Pending)
+    }
+
+    /// The forward half is in progress (not finished).
+    pub fn forward_active(&self) -> bool {
+        matches!(
+            self,
+            Self::Running { .. } | Self::Waiting { .. } | Self::RetryScheduled { .. }
+        )
+    }
+}
+
+/// An event that does not fit the state machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal transition for `{subject}`: `{event}` in state `{from}`")]
+pub struct IllegalTransition {
+    /// Node name, or `run`.
+    pub subject: String,
+    /// The current state.
+    pub from: String,
+    /// The refused event kind.
+    pub event: String,
+}
+
+/// What the journal says about one node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeState {
+    /// State machine position.
+    pub status: NodeStatus,
+    /// Output once succeeded.
+    pub output: Option<serde_json::Value>,
+    /// Latest action checkpoint.
+    pub checkpoint: Option<serde_json::Value>,
+    /// Latest undo checkpoint.
+    pub undo_checkpoint: Option<serde_json::Value>,
+    /// Action attempts journaled so far.
+    pub attempts: u32,
+    /// Undo attempts journaled so far (reset by an operator retry).
+    pub undo_attempts: u32,
+    /// Most recent error (action or undo).
+    pub last_error: Option<StepError>,
+    /// First start.
+    pub started_at: Option<Timestamp>,
+    /// Forward completion (succeeded or failed).
+    pub finished_at: Option<Timestamp>,
+    /// First undo start.
+    pub undo_started_at: Option<Timestamp>,
+    /// Undo completion.
+    pub undone_at: Option<Timestamp>,
+    /// An operator asked to retry this node's stuck undo.
+    pub retry_requested: bool,
+}
+
+impl NodeState {
+    fn new() -> Self {
+        Self {
+            status: NodeStatus::Pending,
+            output: None,
+            checkpoint: None,
+            undo_checkpoint: None,
+            attempts: 0,
+            undo_attempts: 0,
+            last_error: None,
+            started_at: None,
+            finished_at: None,
+            undo_started_at: None,
+            undone_at: None,
+            retry_requested: false,
+        }
+    }
+
+    /// Apply a node event at time `at`.
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] when the event does not follow from the current status.
+    pub fn apply(
+        &mut self,
+        name: &str,
+        ev: &Event,
+        at: Timestamp,
+    ) -> Result<(), IllegalTransition> {
+        use NodeStatus as S;
+        let illegal = |from: &S| IllegalTransition {
+            subject: name.to_string(),
+            from: from.name().to_string(),
+            event: ev.kind().to_string(),
+        };
+        let next = match (&self.status, ev) {
+            (S::Pending, Event::NodeStarted { attempt: 1, .. }) => {
+                self.started_at = Some(at);
+                S::Running { attempt: 1 }
+            }
+            (S::Waiting { attempt: a, .. }, Event::NodeStarted { attempt, .. }) if attempt == a => {
+                S::Running { attempt: *attempt }
+            }
+            (S::RetryScheduled { attempt: a, .. }, Event::NodeStarted { attempt, .. })
+            | (S::Running { attempt: a }, Event::NodeStarted { attempt, .. })
+                if *attempt == a + 1 =>
+            {
+                S::Running { attempt: *attempt }
+            }
+            (S::Running { .. }, Event::NodeCheckpoint { data, .. }) => {
+                self.checkpoint = Some(data.clone());
+                self.status.clone()
+            }
+            (S::Running { attempt }, Event::NodeWaiting { until, reason, .. }) => S::Waiting {
+                attempt: *attempt,
+                until: *until,
+                reason: reason.clone(),
+            },
+            (
+                S::Running { attempt: a },
+                Event::NodeRetryScheduled {
+                    attempt,
+                    next_at,
+                    error,
+                    ..
+                },
+            ) if attempt == a => {
+                self.last_error = Some(error.clone());
+                S::RetryScheduled {
+                    attempt: *attempt,
+                    next_at: *next_at,
+                    error: error.clone(),
+                }
+            }
+            (S::Running { .. }, Event::NodeSucceeded { output, .. }) => {
+                self.output = Some(output.clone());
+                self.finished_at = Some(at);
+                S::Succeeded
+            }
+            (
+                S::Running { .. } | S::Waiting { .. } | S::RetryScheduled { .. },
+                Event::NodeFailed { error, .. },
+            ) => {
+                self.last_error = Some(error.clone());
+                self.finished_at = Some(at);
+                S::Failed {
+                    error: error.clone(),
+                }
+            }
+            (
+                S::Running { .. }
+                | S::Waiting { .. }
+                | S::RetryScheduled { .. }
+                | S::Succeeded
+                | S::Failed { .. },
+                Event::UndoStarted { attempt: 1, .. },
+            ) => {
+                self.undo_started_at = Some(at);
+                self.undo_attempts = 1;
+                S::UndoRunning { attempt: 1 }
+            }
+            (S::UndoFailed { .. }, Event::UndoStarted { attempt: 1, .. }) => {
+                self.undo_attempts = 1;
+                S::UndoRunning { attempt: 1 }
+            }
+            (S::UndoWaiting { attempt: a, .. }, Event::UndoStarted { attempt, .. })
+                if attempt == a =>
+            {
+                S::UndoRunning { attempt: *attempt }
+            }
+            (S::UndoRetryScheduled { attempt: a, .. }, Event::UndoStarted { attempt, .. })
+            | (S::UndoRunning { attempt: a }, Event::UndoStarted { attempt, .. })
+                if *attempt == a + 1 =>
+            {
+                self.undo_attempts = *attempt;
+                S::UndoRunning { attempt: *attempt }
+            }
+            (S::UndoRunning { .. }, Event::UndoCheckpoint { data, .. }) => {
+                self.undo_checkpoint = Some(data.clone());
+                self.status.clone()
+            }
+            (S::UndoRunning { attempt }, Event::UndoWaiting { until, reason, .. }) => {
+                S::UndoWaiting {
+                    attempt: *attempt,
+                    until: *until,
+                    reason: reason.clone(),
+                }
+            }
+            (
+                S::UndoRunning { attempt: a },
+                Event::UndoRetryScheduled {
+                    attempt,
+                    next_at,
+                    error,
+                    ..
+                },
+            ) if attempt == a => {
+                self.last_error = Some(error.clone());
+                S::UndoRetryScheduled {
+                    attempt: *attempt,
+                    next_at: *next_at,
+                    error: error.clone(),
+                }
+            }
+            (S::UndoRunning { .. }, Event::NodeUndone { skipped: false, .. }) => {
+                self.undone_at = Some(at);
+                S::Undone {
+                    skipped: false,
+                    resolved: false,
+                }
+            }
+            (
+                S::Running { .. }
+                | S::Waiting { .. }
+                | S::RetryScheduled { .. }
+                | S::Succeeded
+                | S::Failed { .. },
+                Event::NodeUndone { skipped: true, .. },
+            ) => {
+                self.undone_at = Some(at);
+                S::Undone {
+                    skipped: true,
+                    resolved: false,
+                }
+            }
+            (
+                S::UndoRunning { .. } | S::UndoWaiting { .. } | S::UndoRetryScheduled { .. },
+                Event::UndoFailed { error, .. },
+            ) => {
+                self.last_error = Some(error.clone());
+                S::UndoFailed {
+                    error: error.clone(),
+                }
+            }
+            (S::UndoFailed { .. }, Event::UndoResolved { .. }) => {
+                self.undone_at = Some(at);
+                S::Undone {
+                    skipped: false,
+                    resolved: true,
+                }
+            }
+            (from, _) => return Err(illegal(from)),
+        };
+        if let Event::NodeStarted { attempt, .. } = ev {
+            self.attempts = *attempt;
+        }
+        if let Event::UndoStarted { .. } = ev {
+            self.retry_requested = false;
+        }
+        self.status = next;
+        Ok(())
+    }
+}
+
+/// A run folded from its DAG and journal.
+#[derive(Clone, Debug)]
+pub struct RunView {
+    /// The persisted DAG.
+    pub dag: SagaDag,
+    /// Node states, in DAG order.
+    pub nodes: Vec<NodeState>,
+    index: HashMap<String, usize>,
+    /// Set once unwinding started.
+    pub unwinding: Option<UnwindCause>,
+    /// Set while parked.
+    pub parked: Option<String>,
+    /// Set once finished.
+    pub finished: Option<RunState>,
+    /// Number of events applied.
+    pub events: u64,
+}
+
+impl RunView {
+    /// An empty view of `dag`.
+    pub fn new(dag: SagaDag) -> Self {
+        let index = dag
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        let nodes = dag.nodes.iter().map(|_| NodeState::new()).collect();
+        Self {
+            dag,
+            nodes,
+            index,
+            unwinding: None,
+            parked: None,
+            finished: None,
+            events: 0,
+        }
+    }
+
+    /// Index of a node by name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// State of a node by name.
+    pub fn node(&self, name: &str) -> Option<&NodeState> {
+        self.index_of(name).map(|i| &self.nodes[i])
+    }
+
+    /// Validate and apply one event.
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] when the event does not follow (unknown node, wrong status,
+    /// a second unwind, anything after the run finished).
+    pub fn apply(&mut self, ev: &Event, at: Timestamp) -> Result<(), IllegalTransition> {
+        let run_illegal = |from: &str| IllegalTransition {
+            subject: "run".into(),
+            from: from.into(),
+            event: ev.kind().into(),
+        };
+        if let Some(s) = self.finished {
+            return Err(run_illegal(s.as_str()));
+        }
+        match ev {
+            Event::UnwindStarted { cause } => {
+                if self.unwinding.is_some() {
+                    return Err(run_illegal("unwinding"));
+                }
+                self.unwinding = Some(cause.clone());
+            }
+            Event::RunParked { reason } => self.parked = Some(reason.clone()),
+            Event::RunUnparked => {
+                if self.parked.take().is_none() {
+                    return Err(run_illegal("not-parked"));
+                }
+            }
+            Event::RunFinished { state } => {
+                let ok = match state {
+                    RunState::Succeeded => {
+                        self.unwinding.is_none()
+                            && self.nodes.iter().all(|n| n.status == NodeStatus::Succeeded)
+                    }
+                    RunState::RolledBack | RunState::Cancelled => {
+                        self.unwinding.is_some()
+                            && self.nodes.iter().all(|n| {
+                                matches!(n.status, NodeStatus::Pending | NodeStatus::Undone { .. })
+                            })
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    return Err(run_illegal(self.state().as_str()));
+                }
+                self.finished = Some(*state);
+            }
+            Event::Operator {
+                command, outcome, ..
+            } => {
+                if outcome == OPERATOR_APPLIED {
+                    self.apply_operator(command, at);
+                }
+            }
+            other => {
+                let Some(name) = other.node() else {
+                    return Err(run_illegal("?"));
+                };
+                let Some(i) = self.index_of(name) else {
+                    return Err(IllegalTransition {
+                        subject: name.to_string(),
+                        from: "unknown-node".into(),
+                        event: ev.kind().into(),
+                    });
+                };
+                // Forward progress after unwinding started is refused: the saga only goes
+                // backwards from there (an in-flight attempt may still report its result).
+                if self.unwinding.is_some() && matches!(ev, Event::NodeStarted { .. }) {
+                    return Err(run_illegal("unwinding"));
+                }
+                self.nodes[i].apply(name, ev, at)?;
+            }
+        }
+        self.events += 1;
+        Ok(())
+    }
+
+    fn apply_operator(&mut self, command: &OperatorCommand, at: Timestamp) {
+        let (step, stuck_only) = match command {
+            OperatorCommand::Retry { step } => (step.as_deref(), false),
+            OperatorCommand::Resume => (None, true),
+            _ => return,
+        };
+        for (spec, st) in self.dag.nodes.iter().zip(self.nodes.iter_mut()) {
+            if step.is_some_and(|s| s != spec.name) {
+                continue;
+            }
+            match &mut st.status {
+                NodeStatus::UndoFailed { .. } => st.retry_requested = true,
+                _ if stuck_only => {}
+                NodeStatus::Waiting { until, .. } | NodeStatus::UndoWaiting { until, .. } => {
+                    *until = (*until).min(at)
+                }
+                NodeStatus::RetryScheduled { next_at, .. }
+                | NodeStatus::UndoRetryScheduled { next_at, .. } => *next_at = (*next_at).min(at),
+                _ => {}
+            }
+        }
+    }
+
+    /// The run's user-facing state.
+    pub fn state(&self) -> RunState {
+        if let Some(s) = self.finished {
+            return s;
+        }
+        if self.parked.is_some() {
+            return RunState::Failed;
+        }
+        if self.unwinding.is_some() {
+            if self
+                .nodes
+                .iter()
+                .any(|n| matches!(n.status, NodeStatus::UndoFailed { .. }))
+            {
+                return RunState::NeedsOperator;
+            }
+            return RunState::Unwinding;
+        }
+        if self.nodes.iter().all(|n| n.status == NodeStatus::Pending) {
+            return RunState::Pending;
+        }
+        let running = self
+            .nodes
+            .iter()
+            .any(|n| matches!(n.status, NodeStatus::Running { .. }));
+        let waiting = self.nodes.iter().any(|n| {
+            matches!(
+                n.status,
+                NodeStatus::Waiting { .. } | NodeStatus::RetryScheduled { .. }
+            )
+        });
+        if !running && waiting {
+            RunState::Waiting
+        } else {
+            RunState::Running
+        }
+    }
+
+    /// The step operators should look at first: a stuck undo, an active undo, a waiting or
+    /// running step, in that order.
+    pub fn current_step(&self) -> Option<&str> {
+        let pick = |f: &dyn Fn(&NodeStatus) -> bool| {
+            self.dag
+                .nodes
+                .iter()
+                .zip(&self.nodes)
+                .find(|(_, s)| f(&s.status))
+                .map(|(n, _)| n.name.as_str())
+        };
+        pick(&|s| matches!(s, NodeStatus::UndoFailed { .. }))
+            .or_else(|| {
+                pick(&|s| {
+                    matches!(
+                        s,
+                        NodeStatus::UndoRunning { .. }
+                            | NodeStatus::UndoWaiting { .. }
+                            | NodeStatus::UndoRetryScheduled { .. }
+                    )
+                })
+            })
+            .or_else(|| pick(&|s| matches!(s, NodeStatus::RetryScheduled { .. })))
+            .or_else(|| pick(&|s| s.forward_active()))
+    }
+
+    /// One line: what the run waits for, and until when.
+    pub fn blocked_on(&self) -> String {
+        match self.state() {
+            RunState::Succeeded => return "nothing: every step succeeded".into(),
+            RunState::RolledBack => return "nothing: rolled back".into(),
+            RunState::Cancelled => return "nothing: cancelled and unwound".into(),
+            RunState::Pending => return "waiting for a worker to pick the run up".into(),
+            RunState::Failed => {
+                return format!(
+                    "parked: {}",
+                    self.parked.as_deref().unwrap_or("unknown reason")
+                );
+            }
+            _ => {}
+        }
+        let Some(step) = self.current_step() else {
+            return "between steps".into();
+        };
+        let Some(n) = self.node(step) else {
+            return "between steps".into();
+        };
+        let max = |undo: bool| {
+            self.dag
+                .node(step)
+                .map(|s| {
+                    if undo {
+                        s.undo_retry.max_attempts
+                    } else {
+                        s.retry.max_attempts
+                    }
+                })
+                .unwrap_or(0)
+        };
+        let of = |m: u32| {
+            if m == 0 {
+                "∞".to_string()
+            } else {
+                m.to_string()
+            }
+        };
+        match &n.status {
+            NodeStatus::UndoFailed { error } => format!(
+                "undo of {step} gave up after {} attempts: {error}",
+                n.undo_attempts
+            ),
+            NodeStatus::UndoRunning { attempt } => {
+                format!("undoing {step} (attempt {attempt}/{})", of(max(true)))
+            }
+            NodeStatus::UndoWaiting { until, reason, .. } => {
+                format!("undo of {step} waits until {until}: {reason}")
+            }
+            NodeStatus::UndoRetryScheduled {
+                attempt,
+                next_at,
+                error,
+            } => format!(
+                "undo of {step} retries at {next_at} (attempt {}/{}) after: {error}",
+                attempt + 1,
+                of(max(true))
+            ),
+            NodeStatus::Running { attempt } => {
+                format!("running {step} (attempt {attempt}/{})", of(max(false)))
+            }
+            NodeStatus::Waiting { until, reason, .. } => {
+                format!("{step} waits until {until}: {reason}")
+            }
+            NodeStatus::RetryScheduled {
+                attempt,
+                next_at,
+                error,
+            } => format!(
+                "{step} retries at {next_at} (attempt {}/{}) after: {error}",
+                attempt + 1,
+                of(max(false))
+            ),
+            other => format!("{step}: {}", other.name()),
+        }
+    }
+
+    /// The earliest durable timer among nodes that are waiting (poll or retry).
+    pub fn next_timer(&self) -> Option<Timestamp> {
+        self.nodes
+            .iter()
+            .filter_map(|n| match &n.status {
+                NodeStatus::Waiting { until, .. } | NodeStatus::UndoWaiting { until, .. } => {
+                    Some(*until)
+                }
+                NodeStatus::RetryScheduled { next_at, .. }
+                | NodeStatus::UndoRetryScheduled { next_at, .. } => Some(*next_at),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Outputs of succeeded nodes, by name.
+    pub fn outputs(&self) -> HashMap<String, serde_json::Value> {
+        self.dag
+            .nodes
+            .iter()
+            .zip(&self.nodes)
+            .filter_map(|(spec, st)| st.output.clone().map(|o| (spec.name.clone(), o)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::dag::NodeSpec;
+    use crate::retry::RetryPolicy;
+
+    fn dag() -> SagaDag {
+        let n = |name: &str, deps: &[&str]| NodeSpec {
+            name: name.into(),
+            action: "a".into(),
+            stage: "s".into(),
+            input: serde_json::Value::Null,
+            deps: deps.iter().map(|s| s.to_string()).collect(),
+            retry: RetryPolicy::default(),
+            undo_retry: RetryPolicy::default(),
+            has_undo: true,
+        };
+        SagaDag {
+            workflow: "w".into(),
+            version: 1,
+            stages: vec!["s".into()],
+            nodes: vec![n("a", &[]), n("b", &["a"])],
+        }
+    }
+
+    fn started(n: &str, a: u32) -> Event {
+        Event::NodeStarted {
+            node: n.into(),
+            attempt: a,
+        }
+    }
+
+    #[test]
+    fn happy_path_and_finish() {
+        let mut v = RunView::new(dag());
+        let t = Timestamp(1);
+        assert_eq!(v.state(), RunState::Pending);
+        v.apply(&started("a", 1), t).unwrap();
+        assert_eq!(v.state(), RunState::Running);
+        v.apply(
+            &Event::NodeSucceeded {
+                node: "a".into(),
+                output: 1.into(),
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(&started("b", 1), t).unwrap();
+        let err = StepError::retryable("throttled", "429");
+        v.apply(
+            &Event::NodeRetryScheduled {
+                node: "b".into(),
+                attempt: 1,
+                next_at: Timestamp(9),
+                error: err,
+            },
+            t,
+        )
+        .unwrap();
+        assert_eq!(v.state(), RunState::Waiting);
+        assert_eq!(v.next_timer(), Some(Timestamp(9)));
+        assert!(
+            v.blocked_on().contains("attempt 2/10"),
+            "{}",
+            v.blocked_on()
+        );
+        v.apply(&started("b", 2), t).unwrap();
+        v.apply(
+            &Event::NodeSucceeded {
+                node: "b".into(),
+                output: 2.into(),
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(
+            &Event::RunFinished {
+                state: RunState::Succeeded,
+            },
+            t,
+        )
+        .unwrap();
+        assert_eq!(v.state(), RunState::Succeeded);
+        assert!(
+            v.apply(&started("a", 2), t).is_err(),
+            "nothing after finish"
+        );
+    }
+
+    #[test]
+    fn illegal_transitions_are_refused() {
+        let mut v = RunView::new(dag());
+        let t = Timestamp(1);
+        assert!(
+            v.apply(&started("a", 2), t).is_err(),
+            "first attempt must be 1"
+        );
+        assert!(
+            v.apply(
+                &Event::NodeSucceeded {
+                    node: "a".into(),
+                    output: 1.into()
+                },
+                t
+            )
+            .is_err()
+        );
+        assert!(v.apply(&started("zzz", 1), t).is_err(), "unknown node");
+        assert!(
+            v.apply(
+                &Event::UndoStarted {
+                    node: "a".into(),
+                    attempt: 1
+                },
+                t
+            )
+            .is_err(),
+            "never started"
+        );
+        assert!(
+            v.apply(
+                &Event::RunFinished {
+                    state: RunState::Succeeded
+                },
+                t
+            )
+            .is_err()
+        );
+        v.apply(&started("a", 1), t).unwrap();
+        assert!(
+            v.apply(&started("a", 3), t).is_err(),
+            "attempts go one by one"
+        );
+        v.apply(
+            &Event::UnwindStarted {
+                cause: UnwindCause::NodeFailed { node: "a".into() },
+            },
+            t,
+        )
+        .unwrap();
+        assert!(
+            v.apply(&started("b", 1), t).is_err(),
+            "no forward progress while unwinding"
+        );
+        assert!(
+            v.apply(
+                &Event::UnwindStarted {
+                    cause: UnwindCause::NodeFailed { node: "a".into() }
+                },
+                t
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn stuck_undo_needs_operator_then_resolves() {
+        let mut v = RunView::new(dag());
+        let t = Timestamp(1);
+        v.apply(&started("a", 1), t).unwrap();
+        let e = StepError::permanent("validation", "boom");
+        v.apply(
+            &Event::NodeFailed {
+                node: "a".into(),
+                error: e.clone(),
+                reason: "x".into(),
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(
+            &Event::UnwindStarted {
+                cause: UnwindCause::NodeFailed { node: "a".into() },
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(
+            &Event::UndoStarted {
+                node: "a".into(),
+                attempt: 1,
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(
+            &Event::UndoFailed {
+                node: "a".into(),
+                error: e,
+                reason: "x".into(),
+            },
+            t,
+        )
+        .unwrap();
+        assert_eq!(v.state(), RunState::NeedsOperator);
+        assert!(
+            v.apply(
+                &Event::RunFinished {
+                    state: RunState::RolledBack
+                },
+                t
+            )
+            .is_err()
+        );
+        v.apply(
+            &Event::UndoResolved {
+                node: "a".into(),
+                by: "op".into(),
+                note: "gone".into(),
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(
+            &Event::RunFinished {
+                state: RunState::RolledBack,
+            },
+            t,
+        )
+        .unwrap();
+        assert_eq!(v.state(), RunState::RolledBack);
+    }
+}

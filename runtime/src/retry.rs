@@ -1,0 +1,182 @@
+//! Retry policies and the delay schedule.
+//!
+//! The engine computes every delay itself and journals the resulting `next_at`, so a restart
+//! continues the same schedule (RUSTSEC-2025-0012: the `backoff` crate is unmaintained, and
+//! an in-memory retry loop around a side effect would not survive a crash anyway).
+
+use crate::error::StepError;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Per-node retry policy (one for the action, one for the undo).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Delay before the second attempt.
+    pub initial_interval_ms: u64,
+    /// Multiplier applied per further attempt (≥ 1.0).
+    pub coefficient: f64,
+    /// Upper bound on the computed delay (a server's Retry-After may exceed it).
+    pub max_interval_ms: u64,
+    /// Attempts in total, including the first. `0` means unlimited.
+    pub max_attempts: u32,
+    /// Each attempt is abandoned (and counted as a retryable `timeout`) after this long.
+    pub attempt_timeout_ms: u64,
+    /// Error kinds that are permanent for this node even when reported retryable.
+    #[serde(default)]
+    pub non_retryable: Vec<String>,
+}
+
+impl Default for RetryPolicy {
+    /// 1 s, ×2, capped at 60 s, 10 attempts, 5 min per attempt: roughly ten minutes of
+    /// trying, which covers ARM throttling windows and identity replication delays.
+    fn default() -> Self {
+        Self {
+            initial_interval_ms: 1_000,
+            coefficient: 2.0,
+            max_interval_ms: 60_000,
+            max_attempts: 10,
+            attempt_timeout_ms: 300_000,
+            non_retryable: Vec::new(),
+        }
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RetryDecision {
+    /// Try again after this delay.
+    RetryAfter(Duration),
+    /// Give up: the error is permanent, or the attempts are used up.
+    GiveUp {
+        /// Why we give up, for the journal.
+        reason: String,
+    },
+}
+
+impl RetryPolicy {
+    /// A policy that never retries.
+    pub fn no_retry() -> Self {
+        Self {
+            max_attempts: 1,
+            ..Self::default()
+        }
+    }
+
+    /// Builder: attempts in total.
+    pub fn with_max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Builder: initial delay, coefficient and cap.
+    pub fn with_backoff(mut self, initial: Duration, coefficient: f64, max: Duration) -> Self {
+        self.initial_interval_ms = duration_ms(initial);
+        self.coefficient = coefficient.max(1.0);
+        self.max_interval_ms = duration_ms(max);
+        self
+    }
+
+    /// Builder: per-attempt timeout.
+    pub fn with_attempt_timeout(mut self, t: Duration) -> Self {
+        self.attempt_timeout_ms = duration_ms(t);
+        self
+    }
+
+    /// Builder: error kinds that are never retried on this node.
+    pub fn with_non_retryable<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        kinds: I,
+    ) -> Self {
+        self.non_retryable = kinds.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Per-attempt timeout.
+    pub fn attempt_timeout(&self) -> Duration {
+        Duration::from_millis(self.attempt_timeout_ms)
+    }
+
+    /// The backoff delay after failed attempt number `attempt` (1-based), without Retry-After.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(64);
+        let raw = (self.initial_interval_ms as f64) * self.coefficient.max(1.0).powi(exp as i32);
+        let capped = raw.min(self.max_interval_ms as f64).max(0.0);
+        Duration::from_millis(capped as u64)
+    }
+
+    /// Decide what follows failed attempt number `attempt` (1-based) with `error`.
+    ///
+    /// The delay is the exponential backoff, raised to the server's Retry-After when that is
+    /// longer (a throttled caller that retries early only burns more of its quota).
+    pub fn decide(&self, attempt: u32, error: &StepError) -> RetryDecision {
+        if !error.retryable {
+            return RetryDecision::GiveUp {
+                reason: "permanent error".into(),
+            };
+        }
+        if self.non_retryable.iter().any(|k| k == &error.kind) {
+            return RetryDecision::GiveUp {
+                reason: format!("error kind `{}` is not retried on this step", error.kind),
+            };
+        }
+        if self.max_attempts != 0 && attempt >= self.max_attempts {
+            return RetryDecision::GiveUp {
+                reason: format!("retries exhausted after {attempt} attempts"),
+            };
+        }
+        let mut delay = self.backoff(attempt);
+        if let Some(ra) = error.retry_after() {
+            delay = delay.max(ra);
+        }
+        RetryDecision::RetryAfter(delay)
+    }
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exponential_capped_and_retry_after_raises() {
+        let p = RetryPolicy::default()
+            .with_backoff(Duration::from_millis(100), 2.0, Duration::from_millis(700))
+            .with_max_attempts(6);
+        assert_eq!(p.backoff(1), Duration::from_millis(100));
+        assert_eq!(p.backoff(2), Duration::from_millis(200));
+        assert_eq!(p.backoff(3), Duration::from_millis(400));
+        assert_eq!(p.backoff(4), Duration::from_millis(700));
+        let e = StepError::retryable("throttled", "429");
+        assert_eq!(
+            p.decide(1, &e),
+            RetryDecision::RetryAfter(Duration::from_millis(100))
+        );
+        let e = e.with_retry_after(Duration::from_secs(3));
+        assert_eq!(
+            p.decide(1, &e),
+            RetryDecision::RetryAfter(Duration::from_secs(3))
+        );
+        assert!(matches!(p.decide(6, &e), RetryDecision::GiveUp { .. }));
+    }
+
+    #[test]
+    fn permanent_and_non_retryable_kinds_give_up() {
+        let p = RetryPolicy::default().with_non_retryable(["quota"]);
+        assert!(matches!(
+            p.decide(1, &StepError::permanent("validation", "bad")),
+            RetryDecision::GiveUp { .. }
+        ));
+        assert!(matches!(
+            p.decide(1, &StepError::retryable("quota", "over")),
+            RetryDecision::GiveUp { .. }
+        ));
+        let unlimited = RetryPolicy::default().with_max_attempts(0);
+        assert!(matches!(
+            unlimited.decide(10_000, &StepError::retryable("transient", "x")),
+            RetryDecision::RetryAfter(_)
+        ));
+    }
+}

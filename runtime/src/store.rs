@@ -1,0 +1,349 @@
+//! The journal store contract.
+//!
+//! The runtime owns the contract; `persistence/` implements it for SQLite and Postgres and
+//! [`crate::MemoryStore`] implements it in memory. Every implementation must pass the
+//! conformance suite in [`crate::conformance`] (feature `conformance`).
+//!
+//! The store is deliberately ignorant of the saga: it stores the DAG and events as opaque
+//! JSON text, keeps one summary row per run, and arbitrates leases. Decoding (and deciding
+//! what an undecodable row means) is the runtime's job, so a corrupt row parks one run
+//! instead of failing every query that touches it.
+//!
+//! # Guarantees every implementation gives
+//! - **Atomic appends.** [`JournalStore::append`] writes all its events, the summary patch
+//!   and the command acknowledgements in one transaction, or nothing.
+//! - **Durability.** When `append` returns `Ok`, the write survives a process crash (SQLite:
+//!   WAL + `synchronous=FULL`; Postgres: a committed transaction).
+//! - **Fencing.** `append`, `release` and `renew` succeed only for the lease holder at the
+//!   lease's epoch; a worker whose lease was taken over gets [`StoreError::Fenced`] and its
+//!   write leaves no trace.
+//! - **Exclusive leases.** At most one owner holds an unexpired lease on a run; `acquire`
+//!   takes expired leases over and bumps the epoch.
+//! - **Idempotent create.** A second `create_run` with the same idempotency key returns the
+//!   first run's id and writes nothing.
+//! - **Commands never need the lease.** Operators write to a per-run inbox that the lease
+//!   holder drains; a run with pending commands is acquirable even if it has no timer.
+
+use crate::journal::RunState;
+use crate::time::Timestamp;
+use async_trait::async_trait;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// A run's identifier.
+pub type RunId = Uuid;
+
+/// Store failures, classified.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The caller's lease was taken over (or released): its write was refused.
+    #[error("lease on run {run} lost (epoch {epoch} is no longer current): write refused")]
+    Fenced {
+        /// The run.
+        run: RunId,
+        /// The stale epoch.
+        epoch: i64,
+    },
+    /// No such run.
+    #[error("run {0} not found")]
+    NotFound(RunId),
+    /// Another executor owns this journal (SQLite allows one executor per file).
+    #[error("{0}")]
+    ExecutorBusy(String),
+    /// Worth retrying: busy/locked database, lost connection, pool timeout.
+    #[error("transient journal store error: {0}")]
+    Transient(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Not worth retrying: constraint violation, schema mismatch, bad configuration.
+    #[error("journal store error: {0}")]
+    Permanent(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    /// Whether retrying the same call may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Transient(_))
+    }
+
+    /// A permanent error from a message.
+    pub fn permanent(msg: impl Into<String>) -> Self {
+        Self::Permanent(msg.into().into())
+    }
+
+    /// A transient error from a message.
+    pub fn transient(msg: impl Into<String>) -> Self {
+        Self::Transient(msg.into().into())
+    }
+}
+
+/// A run to create.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    /// Its id (chosen by the caller so it can be printed before anything else happens).
+    pub id: RunId,
+    /// Workflow name.
+    pub workflow: String,
+    /// Workflow definition version.
+    pub workflow_version: u32,
+    /// Free-form labels (`cluster` = name), for listing.
+    pub labels: BTreeMap<String, String>,
+    /// Caller-supplied key: a second start with the same key returns this run.
+    pub idempotency_key: Option<String>,
+    /// The serialized [`crate::SagaDag`].
+    pub dag: String,
+    /// Creation time (also the first wake time).
+    pub created_at: Timestamp,
+}
+
+/// Result of [`JournalStore::create_run`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// A new run was journaled.
+    Created(RunId),
+    /// A run with the same idempotency key already existed.
+    Existing(RunId),
+}
+
+impl CreateOutcome {
+    /// The run id either way.
+    pub fn id(self) -> RunId {
+        match self {
+            Self::Created(id) | Self::Existing(id) => id,
+        }
+    }
+}
+
+/// A lease on a run: the right to append to its journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The run.
+    pub run_id: RunId,
+    /// The holder (a worker id).
+    pub owner: String,
+    /// Fencing token: bumped on every acquisition.
+    pub epoch: i64,
+    /// When the lease lapses unless renewed.
+    pub expires_at: Timestamp,
+}
+
+/// An event to append (serialized by the runtime).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    /// Event type (`node_started`, …).
+    pub kind: String,
+    /// Node it concerns.
+    pub node: Option<String>,
+    /// JSON text of the event.
+    pub data: String,
+    /// When it happened.
+    pub at: Timestamp,
+}
+
+/// An event as stored.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StoredEvent {
+    /// 1-based position in the run's journal.
+    pub seq: i64,
+    /// Event type.
+    pub kind: String,
+    /// Node it concerns.
+    pub node: Option<String>,
+    /// JSON text (may be undecodable if the row is corrupt).
+    pub data: String,
+    /// When it happened.
+    pub at: Timestamp,
+}
+
+/// The summary columns the executor maintains with every append.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunPatch {
+    /// State after this append.
+    pub state: RunState,
+    /// One-line "blocked on".
+    pub blocked_on: String,
+    /// The step operators should look at.
+    pub current_step: Option<String>,
+    /// When a worker should look at the run next (`None`: only commands wake it).
+    pub wake_at: Option<Timestamp>,
+    /// Time of the append.
+    pub updated_at: Timestamp,
+}
+
+/// One atomic journal write.
+#[derive(Clone, Debug)]
+pub struct Append {
+    /// Events, in order.
+    pub events: Vec<NewEvent>,
+    /// New summary.
+    pub patch: RunPatch,
+    /// Commands acknowledged by this write.
+    pub applied_commands: Vec<i64>,
+}
+
+/// An operator command to submit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewCommand {
+    /// JSON of the [`crate::OperatorCommand`].
+    pub command: String,
+    /// Who (user@host).
+    pub requested_by: String,
+    /// Why.
+    pub reason: String,
+    /// When.
+    pub requested_at: Timestamp,
+}
+
+/// A command as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommandRecord {
+    /// Store-assigned id.
+    pub id: i64,
+    /// JSON of the [`crate::OperatorCommand`].
+    pub command: String,
+    /// Who.
+    pub requested_by: String,
+    /// Why.
+    pub reason: String,
+    /// When requested.
+    pub requested_at: Timestamp,
+    /// When a worker applied it.
+    pub applied_at: Option<Timestamp>,
+}
+
+/// The per-run summary row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// Run id.
+    pub id: RunId,
+    /// Workflow.
+    pub workflow: String,
+    /// Workflow version.
+    pub workflow_version: u32,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// State.
+    pub state: RunState,
+    /// Blocked-on line.
+    pub blocked_on: String,
+    /// Current step.
+    pub current_step: Option<String>,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last journal write.
+    pub updated_at: Timestamp,
+    /// Next wake-up.
+    pub wake_at: Option<Timestamp>,
+    /// Lease holder.
+    pub lease_owner: Option<String>,
+    /// Lease epoch.
+    pub lease_epoch: i64,
+    /// Lease expiry.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Commands waiting for the lease holder.
+    pub commands_pending: bool,
+}
+
+/// Everything stored about a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    /// Summary row.
+    pub summary: RunSummary,
+    /// DAG JSON text.
+    pub dag: String,
+    /// Journal, in order.
+    pub events: Vec<StoredEvent>,
+    /// Operator commands, in order.
+    pub commands: Vec<CommandRecord>,
+}
+
+/// Filter for [`JournalStore::list_runs`]. Empty fields match everything.
+#[derive(Clone, Debug, Default)]
+pub struct RunFilter {
+    /// Only these states.
+    pub states: Vec<RunState>,
+    /// Only this workflow.
+    pub workflow: Option<String>,
+    /// Only runs with this label value (e.g. `("cluster", "demo")`).
+    pub label: Option<(String, String)>,
+    /// Only runs created at or after.
+    pub since: Option<Timestamp>,
+    /// At most this many (newest first); 0 = no limit.
+    pub limit: usize,
+}
+
+impl RunFilter {
+    /// Whether `s` passes the filter (used by stores that filter in memory).
+    pub fn matches(&self, s: &RunSummary) -> bool {
+        (self.states.is_empty() || self.states.contains(&s.state))
+            && self.workflow.as_ref().is_none_or(|w| w == &s.workflow)
+            && self
+                .label
+                .as_ref()
+                .is_none_or(|(k, v)| s.labels.get(k) == Some(v))
+            && self.since.is_none_or(|t| s.created_at >= t)
+    }
+}
+
+/// The journal store.
+///
+/// # Caveats
+/// Implementations retry nothing themselves; the executor retries transient errors of
+/// journal writes (never skipping one) and gives up a run's lease on a fenced write.
+#[async_trait]
+pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
+    /// `memory`, `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+
+    /// Declare this process an executor. SQLite: take the file's executor lock (a second
+    /// executor gets [`StoreError::ExecutorBusy`]) and, since every other lease holder must
+    /// then be dead, release their leases. Postgres and memory: nothing to do.
+    async fn claim_executor(&self, owner: &str) -> Result<(), StoreError>;
+
+    /// Journal a new run (or find the existing one with the same idempotency key).
+    async fn create_run(&self, run: NewRun) -> Result<CreateOutcome, StoreError>;
+
+    /// Lease up to `limit` runs that are due (`wake_at <= now` or commands pending), not
+    /// terminal, and not leased (or whose lease expired before `now`). Each acquisition
+    /// bumps the run's epoch. `only` restricts to one run.
+    async fn acquire(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_for: Duration,
+        limit: usize,
+        only: Option<RunId>,
+    ) -> Result<Vec<Lease>, StoreError>;
+
+    /// Append atomically under `lease`. Returns the seq of the last event written.
+    async fn append(&self, lease: &Lease, append: Append) -> Result<i64, StoreError>;
+
+    /// Extend every lease `owner` holds to `until`; returns the runs still held.
+    async fn renew(&self, owner: &str, until: Timestamp) -> Result<Vec<RunId>, StoreError>;
+
+    /// Give the lease up; the run is next due at `wake_at` (`None`: only commands wake it).
+    async fn release(&self, lease: &Lease, wake_at: Option<Timestamp>) -> Result<(), StoreError>;
+
+    /// Everything about one run, or `None`.
+    async fn load_run(&self, run: RunId) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Summaries, newest first.
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Queue an operator command for the run's lease holder. Needs no lease.
+    async fn submit_command(&self, run: RunId, cmd: NewCommand) -> Result<i64, StoreError>;
+
+    /// Commands not applied yet, oldest first.
+    async fn pending_commands(&self, run: RunId) -> Result<Vec<CommandRecord>, StoreError>;
+
+    /// Runs leased by `owner` that have commands waiting (one cheap query per poll, so a
+    /// worker notices an operator in another process without polling every run).
+    async fn runs_with_commands(&self, owner: &str) -> Result<Vec<RunId>, StoreError>;
+
+    /// A wake-up hint that changes when runs are created or commands submitted (in this
+    /// process; Postgres also relays other processes' NOTIFYs). Workers poll regardless.
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<u64>;
+}

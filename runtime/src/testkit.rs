@@ -1,0 +1,282 @@
+//! A sample saga with observable side effects, for the engine's own tests, the store
+//! conformance suite, the crash tests (which SIGKILL a real process running it) and the
+//! engine benchmark.
+//!
+//! Side effects are files in a directory, so they survive the process: creating node `n`
+//! creates `<dir>/res/<n>` (if absent) and appends to `<dir>/effects.log`; undoing removes
+//! it. Because the effect log says whether a create found the file already there, a test
+//! can check that each resource was created exactly once however often the action ran.
+
+#![allow(missing_docs)]
+
+use crate::action::{Action, Outcome, Registry, StepContext, UndoOutcome};
+use crate::dag::{NodeOptions, Ref, SagaBuilder, SagaDag};
+use crate::error::StepError;
+use crate::retry::RetryPolicy;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Injected behaviour, shared by every node of the sample saga.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Nodes whose action fails permanently (after its side effect, to prove undo runs).
+    pub fail: HashSet<String>,
+    /// Nodes whose action fails retryably this many times first.
+    pub flaky: HashMap<String, u32>,
+    /// Nodes whose undo fails (retryably) until removed from this set.
+    pub stuck_undo: HashSet<String>,
+    /// Nodes whose undo fails retryably once *after* removing the resource (so the undo
+    /// runs twice: unwinding twice must be harmless).
+    pub undo_twice: HashSet<String>,
+    /// Nodes whose action returns `Wait` this many times before completing.
+    pub waits: HashMap<String, u32>,
+    /// Calls so far, by "do:<node>" / "undo:<node>".
+    pub calls: HashMap<String, u32>,
+}
+
+/// The world the sample actions act on.
+#[derive(Debug)]
+pub struct World {
+    pub dir: PathBuf,
+    pub faults: Mutex<Faults>,
+}
+
+impl World {
+    pub fn new(dir: impl Into<PathBuf>) -> Arc<Self> {
+        let dir = dir.into();
+        let _ = std::fs::create_dir_all(dir.join("res"));
+        Arc::new(Self {
+            dir,
+            faults: Mutex::new(Faults::default()),
+        })
+    }
+
+    pub fn faults(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn log(&self, line: &str) -> Result<(), StepError> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("effects.log"))
+            .map_err(io)?;
+        writeln!(f, "{line}").map_err(io)?;
+        f.sync_all().map_err(io)
+    }
+
+    /// The effect log, line by line.
+    pub fn effects(&self) -> Vec<String> {
+        read_lines(&self.dir.join("effects.log"))
+    }
+
+    /// Resources that exist now, sorted.
+    pub fn resources(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.dir.join("res"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    fn bump(&self, key: String) -> u32 {
+        let mut f = self.faults();
+        let c = f.calls.entry(key).or_default();
+        *c += 1;
+        *c
+    }
+}
+
+pub fn read_lines(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn io(e: std::io::Error) -> StepError {
+    StepError::retryable("transient", format!("test world I/O: {e}"))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepInput {
+    pub key: String,
+    #[serde(default)]
+    pub needs: Vec<Ref<StepOutput>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepOutput {
+    pub key: String,
+    /// Concatenation of the keys this step read from its ancestors' outputs.
+    pub seen: Vec<String>,
+}
+
+/// Creates resource `key`; undo deletes it.
+#[derive(Debug, Clone)]
+pub struct TestStep(pub Arc<World>);
+
+impl Action for TestStep {
+    const NAME: &'static str = "test.step";
+    type Input = StepInput;
+    type Output = StepOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        RetryPolicy::default()
+            .with_backoff(Duration::from_millis(10), 2.0, Duration::from_millis(100))
+            .with_max_attempts(5)
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        RetryPolicy::default()
+            .with_backoff(Duration::from_millis(10), 2.0, Duration::from_millis(50))
+            .with_max_attempts(3)
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: StepInput,
+    ) -> Result<Outcome<StepOutput>, StepError> {
+        let w = &self.0;
+        let n = w.bump(format!("do:{}", input.key));
+        let mut seen = Vec::new();
+        for r in &input.needs {
+            seen.push(ctx.output(r)?.key);
+        }
+        let (flaky, waits) = {
+            let f = w.faults();
+            (
+                f.flaky.get(&input.key).copied().unwrap_or(0),
+                f.waits.get(&input.key).copied().unwrap_or(0),
+            )
+        };
+        if n <= flaky {
+            return Err(
+                StepError::retryable("throttled", format!("flaky {n}/{flaky}"))
+                    .with_code("TooManyRequests"),
+            );
+        }
+        let path = w.dir.join("res").join(&input.key);
+        if path.exists() {
+            w.log(&format!("effect {} exists", input.key))?;
+        } else {
+            std::fs::write(&path, ctx.run_id().to_string()).map_err(io)?;
+            w.log(&format!("effect {} create", input.key))?;
+        }
+        if n <= flaky + waits {
+            return Ok(ctx.wait(
+                Duration::from_secs(600),
+                format!("waiting for {} to settle", input.key),
+            ));
+        }
+        if w.faults().fail.contains(&input.key) {
+            return Err(StepError::permanent(
+                "validation",
+                format!("injected failure at {}", input.key),
+            )
+            .with_code("InvalidParameter"));
+        }
+        Ok(Outcome::Done(StepOutput {
+            key: input.key,
+            seen,
+        }))
+    }
+
+    async fn undo(
+        &self,
+        _ctx: &StepContext,
+        input: StepInput,
+        _out: Option<StepOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let w = &self.0;
+        let n = w.bump(format!("undo:{}", input.key));
+        if w.faults().stuck_undo.contains(&input.key) {
+            return Err(StepError::retryable(
+                "conflict",
+                format!("injected stuck undo at {}", input.key),
+            )
+            .with_code("AnotherOperationInProgress"));
+        }
+        let path = w.dir.join("res").join(&input.key);
+        if path.exists() {
+            std::fs::remove_file(&path).map_err(io)?;
+            w.log(&format!("undo {} delete", input.key))?;
+        } else {
+            w.log(&format!("undo {} absent", input.key))?;
+        }
+        if n == 1 && w.faults().undo_twice.contains(&input.key) {
+            return Err(StepError::retryable(
+                "transient",
+                "injected failure after the undo's effect",
+            ));
+        }
+        Ok(UndoOutcome::Done)
+    }
+}
+
+/// A no-op step (engine overhead benchmarks).
+#[derive(Debug, Clone, Copy)]
+pub struct NoOp;
+
+impl Action for NoOp {
+    const NAME: &'static str = "bench.noop";
+    const HAS_UNDO: bool = false;
+    type Input = u32;
+    type Output = u32;
+
+    async fn run(&self, _ctx: &StepContext, input: u32) -> Result<Outcome<u32>, StepError> {
+        Ok(Outcome::Done(input))
+    }
+}
+
+/// A registry with the sample actions.
+pub fn registry(world: &Arc<World>) -> Registry {
+    let mut r = Registry::new();
+    let _ = r.register(TestStep(world.clone()));
+    let _ = r.register(NoOp);
+    r
+}
+
+/// Node names of [`sample_dag`], in a valid topological order.
+pub const SAMPLE_NODES: [&str; 5] = ["a", "b1", "b2", "c", "d"];
+
+/// `a → {b1 ∥ b2} → c (reads a and b2) → d`.
+pub fn sample_dag() -> SagaDag {
+    let mut b = SagaBuilder::new("sample", 1);
+    let step = |key: &str, needs: Vec<Ref<StepOutput>>| StepInput {
+        key: key.into(),
+        needs,
+    };
+    b.stage("first");
+    let a = b.add::<TestStep>("a", &step("a", vec![]), NodeOptions::default());
+    b.stage("parallel");
+    let _b1 = b.add::<TestStep>("b1", &step("b1", vec![]), NodeOptions::default());
+    let b2 = b.add::<TestStep>("b2", &step("b2", vec![]), NodeOptions::default());
+    b.stage("last");
+    let c = match (a, b2) {
+        (Ok(a), Ok(b2)) => b.add::<TestStep>("c", &step("c", vec![a, b2]), NodeOptions::default()),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    };
+    let _ = c.map(|c| b.add::<TestStep>("d", &step("d", vec![]), NodeOptions::default().after(&c)));
+    b.build()
+        .unwrap_or_else(|e| panic!("sample DAG is valid: {e}"))
+}
+
+/// `steps` no-op nodes in sequence.
+pub fn noop_dag(steps: u32) -> SagaDag {
+    let mut b = SagaBuilder::new("bench-noop", 1);
+    for i in 0..steps {
+        b.stage(format!("s{i}"));
+        let _ = b.add::<NoOp>(format!("bench.noop.{i}"), &i, NodeOptions::default());
+    }
+    b.build()
+        .unwrap_or_else(|e| panic!("noop DAG is valid: {e}"))
+}

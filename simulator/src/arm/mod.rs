@@ -1,0 +1,219 @@
+//! Simulated Azure Resource Manager.
+//!
+//! Resources are stored as JSON ([`crate::state::ArmResource`]) with per-type logic for
+//! validation, generated fields and rendering, written from the real API contract
+//! (DOMAIN.md and the reference examples) rather than shared with the client code.
+//! Child resources (subnets, PLS connections, federated credentials, DNS links/records,
+//! containers) are stored separately and folded into their parent when it is rendered.
+//!
+//! Code map: [`path`] parses URLs, [`types`] lists types and api-versions, [`handlers`]
+//! implements PUT/GET/DELETE/LIST/POST, [`prepare`] validates and fills PUT bodies,
+//! [`render`] produces response bodies, [`ops`] runs long-running operations, [`store`]
+//! holds lookups, cascading removal and IP allocation.
+
+mod handlers;
+mod ops;
+pub(crate) mod path;
+mod prepare;
+mod render;
+pub(crate) mod store;
+pub(crate) mod types;
+
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::http::{Req, json as json_resp, set_header};
+use crate::sim::{InventoryItem, Simulator, lock};
+use crate::state::State;
+
+pub(crate) use store::find_storage_account;
+
+/// An ARM error answer: `{"error":{"code","message"}}` plus `x-ms-error-code`.
+#[derive(Debug, Clone)]
+pub(crate) struct ArmError {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+}
+
+impl ArmError {
+    pub(crate) fn new(status: u16, code: &str, message: impl Into<String>) -> Self {
+        Self { status, code: code.to_string(), message: message.into() }
+    }
+    pub(crate) fn bad_request(code: &str, message: impl Into<String>) -> Self {
+        Self::new(400, code, message)
+    }
+}
+
+impl IntoResponse for ArmError {
+    fn into_response(self) -> Response {
+        error_response(self.status, &self.code, &self.message)
+    }
+}
+
+/// ARM error response.
+pub(crate) fn error_response(status: u16, code: &str, message: &str) -> Response {
+    let mut resp = json_resp(status, &json!({"error": {"code": code, "message": message, "details": []}}));
+    set_header(&mut resp, "x-ms-error-code", code);
+    resp
+}
+
+/// Per-request context handed to the handlers (state locked for the whole request).
+pub(crate) struct Ctx<'a> {
+    pub sim: &'a Simulator,
+    pub st: &'a mut State,
+    pub now: u64,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn uuid(&mut self) -> String {
+        crate::util::uuid(self.st, self.sim.config().seed).to_string()
+    }
+    pub(crate) fn cfg(&self) -> &crate::config::SimConfig {
+        self.sim.config()
+    }
+}
+
+/// The ARM resource type a request addresses (for fault matching).
+pub(crate) fn classify_type(req: &Req) -> Option<String> {
+    match path::parse(&req.segments, req.method == Method::POST).ok()? {
+        path::Target::RgList { .. } => Some(types::RG.to_string()),
+        path::Target::Resource(r) | path::Target::Action { res: r, .. } => Some(r.spec.rtype.to_string()),
+        path::Target::Collection { spec, .. } => Some(spec.rtype.to_string()),
+        path::Target::Operation { .. } => Some("Microsoft.Resources/operations".to_string()),
+    }
+}
+
+/// Subscription of an ARM path (throttling key).
+pub(crate) fn subscription_of(req: &Req) -> Option<String> {
+    match req.segments.as_slice() {
+        [first, sub, ..] if first.eq_ignore_ascii_case("subscriptions") => Some(sub.clone()),
+        _ => None,
+    }
+}
+
+/// Serves one ARM request.
+pub(crate) async fn handle(sim: &Simulator, req: &Req, fail_async: Option<(String, String)>) -> Response {
+    let mut resp = match handle_inner(sim, req, fail_async).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    let rid = {
+        let mut st = lock(&sim.inner.state);
+        crate::util::uuid(&mut st, sim.config().seed).to_string()
+    };
+    set_header(&mut resp, "x-ms-request-id", &rid);
+    set_header(&mut resp, "x-ms-correlation-request-id", &rid);
+    resp
+}
+
+async fn handle_inner(sim: &Simulator, req: &Req, fail_async: Option<(String, String)>) -> Result<Response, ArmError> {
+    match req.header("authorization") {
+        None => {
+            return Err(ArmError::new(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing."));
+        }
+        Some(h) if !h.starts_with("Bearer ") || h.len() <= 7 => {
+            return Err(ArmError::new(401, "InvalidAuthenticationToken", "The access token is invalid."));
+        }
+        Some(_) => {}
+    }
+    let target = match path::parse(&req.segments, req.method == Method::POST) {
+        Ok(t) => t,
+        Err(path::PathError::NotFound) => {
+            return Err(ArmError::new(404, "NotFound", format!("The requested path '{}' is not an ARM path the simulator serves.", req.path)));
+        }
+        Err(path::PathError::UnknownType(t)) => {
+            return Err(ArmError::new(404, "InvalidResourceType", format!("The resource type '{t}' could not be found.")));
+        }
+    };
+    check_api_version(req, &target)?;
+    // Federated credential writes occupy their identity for a while; a second write
+    // meanwhile is refused like Azure does. The wait happens before locking the state.
+    let _fic_guard = match &target {
+        path::Target::Resource(r) if r.spec.rtype == types::FIC && matches!(req.method, Method::PUT | Method::DELETE) => {
+            Some(handlers::FicGuard::acquire(sim, &r.parent).await?)
+        }
+        _ => None,
+    };
+    let now = sim.now_ms();
+    let mut st = lock(&sim.inner.state);
+    let mut ctx = Ctx { sim, st: &mut st, now };
+    match (&req.method, target) {
+        (&Method::PUT, path::Target::Resource(r)) => handlers::put(&mut ctx, req, &r, fail_async),
+        (&Method::GET, path::Target::Resource(r)) => handlers::get(&mut ctx, req, &r),
+        (&Method::HEAD, path::Target::Resource(r)) => handlers::get(&mut ctx, req, &r).map(|r| {
+            let status = r.status();
+            let mut e = crate::http::empty(if status.is_success() { 204 } else { status.as_u16() });
+            *e.headers_mut() = r.headers().clone();
+            e
+        }),
+        (&Method::DELETE, path::Target::Resource(r)) => handlers::delete(&mut ctx, req, &r, fail_async),
+        (&Method::GET, path::Target::Collection { sub, rg, parent, spec }) => {
+            handlers::list(&mut ctx, req, &sub, rg.as_deref(), &parent, spec)
+        }
+        (&Method::GET, path::Target::RgList { sub }) => handlers::list_groups(&mut ctx, req, &sub),
+        (&Method::POST, path::Target::Action { res, action }) => handlers::action(&mut ctx, &res, &action),
+        (&Method::GET, path::Target::Operation { op_id, result, .. }) => ops::get_operation(&mut ctx, req, &op_id, result),
+        (m, _) => Err(ArmError::new(405, "MethodNotAllowed", format!("The method {m} is not allowed on {}.", req.path))),
+    }
+}
+
+fn check_api_version(req: &Req, target: &path::Target) -> Result<(), ArmError> {
+    let Some(v) = req.q("api-version") else {
+        return Err(ArmError::bad_request(
+            "MissingApiVersionParameter",
+            "The api-version query parameter (?api-version=) is required for all requests.",
+        ));
+    };
+    let (ok, rtype, supported) = match target {
+        path::Target::RgList { .. } => {
+            let s = types::lookup(types::RG);
+            (s.is_some_and(|s| s.api_versions.contains(&v)), types::RG, s.map(|s| s.api_versions).unwrap_or(&[]))
+        }
+        path::Target::Resource(r) | path::Target::Action { res: r, .. } => {
+            (r.spec.api_versions.contains(&v), r.spec.rtype, r.spec.api_versions)
+        }
+        path::Target::Collection { spec, .. } => (spec.api_versions.contains(&v), spec.rtype, spec.api_versions),
+        path::Target::Operation { namespace, .. } => (types::provider_knows_version(namespace, v), "operations", &[][..]),
+    };
+    if ok {
+        return Ok(());
+    }
+    let list = supported.join(", ");
+    if rtype == types::RG {
+        Err(ArmError::bad_request(
+            "InvalidApiVersionParameter",
+            format!("The api-version '{v}' is invalid. The supported versions are '{list}'."),
+        ))
+    } else {
+        Err(ArmError::bad_request(
+            "NoRegisteredProviderFound",
+            format!("No registered resource provider found for API version '{v}' and type '{rtype}'. The supported api-versions are '{list}'."),
+        ))
+    }
+}
+
+/// Completes due operations; returns whether anything changed.
+pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
+    ops::tick(sim, st, now)
+}
+
+/// Inventory entries of every ARM resource.
+pub(crate) fn inventory(st: &State) -> Vec<InventoryItem> {
+    st.arm
+        .values()
+        .map(|r| InventoryItem {
+            id: r.id.clone(),
+            rtype: r.rtype.clone(),
+            name: r.name.clone(),
+            tags: r.body.get("tags").cloned().unwrap_or(Value::Object(Default::default())),
+            created_seq: r.created_seq,
+        })
+        .collect()
+}
+
+/// Creates the management resource group and VNet the operator and PLS stage rely on.
+pub(crate) fn seed_management(sim: &Simulator, st: &mut State, now: u64) {
+    store::seed_management(sim, st, now);
+}

@@ -1,0 +1,137 @@
+//! The ARM resource types the simulator serves, with their api-versions and LRO styles.
+//!
+//! The first api-version of each type is the one DOMAIN.md §2 pins; the others are the
+//! versions the reference examples were written against (ARM accepts many versions per
+//! type; anything not listed answers 400 like ARM does for an unknown version).
+
+/// How a PUT answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PutMode {
+    /// 200/201 with the final body.
+    Sync,
+    /// 200/201 with body (`provisioningState` not terminal) + `Azure-AsyncOperation` —
+    /// Microsoft.Network.
+    AsyncBody,
+    /// Create: 202 without body + `Location` (+ `Retry-After`), no `Azure-AsyncOperation`;
+    /// update of an existing resource: synchronous 200 — Microsoft.Storage accounts.
+    AcceptedLocation,
+    /// 202 without body + `Azure-AsyncOperation` + `Location` — Private DNS zones and links.
+    AcceptedAsync,
+}
+
+/// How a DELETE answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DelMode {
+    /// 200 (or 204 when missing).
+    Sync,
+    /// 202 + `Azure-AsyncOperation` + `Location`.
+    Async,
+    /// 202 + `Location` only — resource groups.
+    AsyncLocation,
+}
+
+/// Static description of one resource type.
+#[derive(Debug)]
+pub(crate) struct TypeSpec {
+    /// Canonical type (`Microsoft.Network/virtualNetworks/subnets`).
+    pub rtype: &'static str,
+    pub api_versions: &'static [&'static str],
+    pub put: PutMode,
+    pub delete: DelMode,
+    /// Status of DELETE on a missing resource (204 for most types, 404 for groups).
+    pub missing_delete: u16,
+    /// Whether the body has `properties.provisioningState`.
+    pub has_prov: bool,
+    /// Whether PUT requires a `location`.
+    pub tracked: bool,
+    /// `etag` rendering.
+    pub etag: bool,
+    /// A path segment pair that is not stored (`blobServices/default`): existence checks go
+    /// to its parent.
+    pub virtual_: bool,
+    /// POST actions on a resource of this type.
+    pub actions: &'static [&'static str],
+}
+
+const NET: &[&str] = &["2023-11-01", "2024-01-01", "2024-03-01", "2024-05-01", "2023-09-01", "2023-06-01", "2023-05-01"];
+const DNS: &[&str] = &["2024-06-01", "2020-06-01", "2020-01-01", "2018-09-01"];
+const MSI: &[&str] = &["2024-11-30", "2023-01-31", "2023-07-31-preview", "2018-11-30"];
+const AUTHZ: &[&str] = &["2022-04-01", "2020-10-01-preview", "2020-04-01-preview", "2018-09-01-preview", "2015-07-01"];
+const STORAGE: &[&str] = &["2024-01-01", "2023-05-01", "2023-04-01", "2023-01-01", "2022-09-01"];
+const RES: &[&str] = &["2021-04-01", "2022-09-01", "2020-06-01", "2019-10-01"];
+
+const fn spec(
+    rtype: &'static str,
+    api_versions: &'static [&'static str],
+    put: PutMode,
+    delete: DelMode,
+    has_prov: bool,
+    tracked: bool,
+    etag: bool,
+) -> TypeSpec {
+    TypeSpec { rtype, api_versions, put, delete, missing_delete: 204, has_prov, tracked, etag, virtual_: false, actions: &[] }
+}
+
+pub(crate) const RG: &str = "Microsoft.Resources/resourceGroups";
+pub(crate) const IDENTITY: &str = "Microsoft.ManagedIdentity/userAssignedIdentities";
+pub(crate) const FIC: &str = "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials";
+pub(crate) const ROLE: &str = "Microsoft.Authorization/roleAssignments";
+pub(crate) const STORAGE_ACCOUNT: &str = "Microsoft.Storage/storageAccounts";
+pub(crate) const CONTAINER: &str = "Microsoft.Storage/storageAccounts/blobServices/containers";
+pub(crate) const NSG: &str = "Microsoft.Network/networkSecurityGroups";
+pub(crate) const VNET: &str = "Microsoft.Network/virtualNetworks";
+pub(crate) const SUBNET: &str = "Microsoft.Network/virtualNetworks/subnets";
+pub(crate) const PIP: &str = "Microsoft.Network/publicIPAddresses";
+pub(crate) const LB: &str = "Microsoft.Network/loadBalancers";
+pub(crate) const PLS: &str = "Microsoft.Network/privateLinkServices";
+pub(crate) const PEC: &str = "Microsoft.Network/privateLinkServices/privateEndpointConnections";
+pub(crate) const PE: &str = "Microsoft.Network/privateEndpoints";
+pub(crate) const NIC: &str = "Microsoft.Network/networkInterfaces";
+pub(crate) const ZONE: &str = "Microsoft.Network/privateDnsZones";
+pub(crate) const LINK: &str = "Microsoft.Network/privateDnsZones/virtualNetworkLinks";
+pub(crate) const AREC: &str = "Microsoft.Network/privateDnsZones/A";
+
+pub(crate) static TYPES: &[TypeSpec] = &[
+    TypeSpec {
+        missing_delete: 404,
+        ..spec(RG, RES, PutMode::Sync, DelMode::AsyncLocation, true, true, false)
+    },
+    spec(IDENTITY, MSI, PutMode::Sync, DelMode::Sync, false, true, false),
+    spec(FIC, MSI, PutMode::Sync, DelMode::Sync, false, false, false),
+    spec(ROLE, AUTHZ, PutMode::Sync, DelMode::Sync, false, false, false),
+    TypeSpec {
+        actions: &["listKeys"],
+        ..spec(STORAGE_ACCOUNT, STORAGE, PutMode::AcceptedLocation, DelMode::Sync, true, true, false)
+    },
+    TypeSpec {
+        virtual_: true,
+        ..spec("Microsoft.Storage/storageAccounts/blobServices", STORAGE, PutMode::Sync, DelMode::Sync, false, false, false)
+    },
+    spec(CONTAINER, STORAGE, PutMode::Sync, DelMode::Sync, false, false, true),
+    spec(NSG, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    spec(VNET, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    spec(SUBNET, NET, PutMode::AsyncBody, DelMode::Async, true, false, true),
+    spec(PIP, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    spec(LB, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    spec(PLS, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    spec(PEC, NET, PutMode::Sync, DelMode::Async, true, false, true),
+    spec(PE, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    spec(NIC, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    spec(ZONE, DNS, PutMode::AcceptedAsync, DelMode::Async, true, true, true),
+    spec(LINK, DNS, PutMode::AcceptedAsync, DelMode::Async, true, true, true),
+    spec(AREC, DNS, PutMode::Sync, DelMode::Sync, false, false, true),
+];
+
+/// Looks a type up by its case-insensitive full name.
+pub(crate) fn lookup(rtype: &str) -> Option<&'static TypeSpec> {
+    TYPES.iter().find(|t| t.rtype.eq_ignore_ascii_case(rtype))
+}
+
+/// Whether `v` is an api-version some type of this resource provider accepts (used for
+/// operation-status URLs, which belong to the provider rather than a type).
+pub(crate) fn provider_knows_version(namespace: &str, v: &str) -> bool {
+    TYPES
+        .iter()
+        .filter(|t| t.rtype.split('/').next().is_some_and(|ns| ns.eq_ignore_ascii_case(namespace)))
+        .any(|t| t.api_versions.contains(&v))
+}

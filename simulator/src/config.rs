@@ -1,0 +1,229 @@
+//! Simulator configuration: time scale, latency model, throttling, Azure quirks.
+//!
+//! Every simulated delay is a *model* duration (roughly what real Azure or HyperShift takes)
+//! multiplied by [`SimConfig::time_scale`]. The default scale (0.01) turns a two-minute
+//! HyperShift reconcile into 1.2 s so a whole cluster lifecycle runs in seconds;
+//! [`SimConfig::realistic`] uses scale 1.0 for benchmarks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// Token-bucket limits per subscription (DOMAIN.md §6: reads ≈250 burst at 25/s,
+/// writes ≈200 burst at 10/s). Throttling runs on real (tokio) time, not scaled time:
+/// it models what a client must survive per wall-clock second.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThrottleConfig {
+    /// When false, no request is ever throttled.
+    pub enabled: bool,
+    /// Read (GET/HEAD) bucket capacity.
+    pub read_burst: u32,
+    /// Read tokens added per second.
+    pub read_per_second: f64,
+    /// Write (PUT/PATCH/POST/DELETE) bucket capacity.
+    pub write_burst: u32,
+    /// Write tokens added per second.
+    pub write_per_second: f64,
+}
+
+impl Default for ThrottleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            read_burst: 250,
+            read_per_second: 25.0,
+            write_burst: 200,
+            write_per_second: 10.0,
+        }
+    }
+}
+
+/// How long things take in the model (before [`SimConfig::time_scale`] is applied).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LatencyModel {
+    /// PUT duration of an ARM long-running operation when the type has no entry in `put`.
+    pub default_put: Duration,
+    /// DELETE duration when the type has no entry in `delete`.
+    pub default_delete: Duration,
+    /// PUT durations by ARM resource type (case-insensitive, e.g.
+    /// `Microsoft.Network/privateEndpoints`).
+    pub put: BTreeMap<String, Duration>,
+    /// DELETE durations by ARM resource type.
+    pub delete: BTreeMap<String, Duration>,
+    /// Suggested polling interval sent as `Retry-After` on LRO responses.
+    pub poll_interval: Duration,
+    /// How long one federated-credential write keeps its identity busy; a second write on
+    /// the same identity during that time gets 409.
+    pub fic_write: Duration,
+    /// HostedCluster seen → `private-router` Service + internal LB exist.
+    pub operator_router: Duration,
+    /// HostedCluster seen → `Available=True` for topology Public (private topologies also
+    /// wait for the private endpoint and DNS).
+    pub operator_available: Duration,
+    /// HostedCluster deletion requested → operator tries to tear down and drop its finalizer.
+    pub operator_delete: Duration,
+    /// NodePool seen → `Ready=True`.
+    pub nodepool_ready: Duration,
+    /// NodePool deletion requested → finalizer removed.
+    pub nodepool_delete: Duration,
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+impl Default for LatencyModel {
+    fn default() -> Self {
+        // Ballpark figures observed on public Azure; precise values do not matter, their
+        // order of magnitude does (a PE takes a minute, a subnet a few seconds).
+        let put = [
+            ("Microsoft.Network/virtualNetworks", 5),
+            ("Microsoft.Network/virtualNetworks/subnets", 5),
+            ("Microsoft.Network/networkSecurityGroups", 5),
+            ("Microsoft.Network/publicIPAddresses", 5),
+            ("Microsoft.Network/loadBalancers", 10),
+            ("Microsoft.Network/privateLinkServices", 30),
+            ("Microsoft.Network/privateEndpoints", 60),
+            ("Microsoft.Network/privateDnsZones", 30),
+            ("Microsoft.Network/privateDnsZones/virtualNetworkLinks", 30),
+            ("Microsoft.Storage/storageAccounts", 20),
+        ];
+        let delete = [
+            ("Microsoft.Resources/resourceGroups", 60),
+            ("Microsoft.Network/privateEndpoints", 30),
+            ("Microsoft.Network/privateLinkServices", 20),
+            ("Microsoft.Network/privateLinkServices/privateEndpointConnections", 10),
+            ("Microsoft.Network/privateDnsZones", 30),
+            ("Microsoft.Network/privateDnsZones/virtualNetworkLinks", 30),
+        ];
+        Self {
+            default_put: secs(5),
+            default_delete: secs(10),
+            put: put.iter().map(|(k, v)| (k.to_string(), secs(*v))).collect(),
+            delete: delete.iter().map(|(k, v)| (k.to_string(), secs(*v))).collect(),
+            poll_interval: secs(10),
+            fic_write: secs(2),
+            operator_router: secs(120),
+            operator_available: secs(60),
+            operator_delete: secs(30),
+            nodepool_ready: secs(300),
+            nodepool_delete: secs(60),
+        }
+    }
+}
+
+impl LatencyModel {
+    /// Model duration of a PUT of `rtype`.
+    pub fn put_for(&self, rtype: &str) -> Duration {
+        lookup(&self.put, rtype).unwrap_or(self.default_put)
+    }
+    /// Model duration of a DELETE of `rtype`.
+    pub fn delete_for(&self, rtype: &str) -> Duration {
+        lookup(&self.delete, rtype).unwrap_or(self.default_delete)
+    }
+}
+
+fn lookup(map: &BTreeMap<String, Duration>, rtype: &str) -> Option<Duration> {
+    map.iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(rtype))
+        .map(|(_, v)| *v)
+}
+
+/// Everything that shapes a simulator instance.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Multiplier applied to every model duration (1.0 = realistic Azure timings).
+    pub time_scale: f64,
+    /// Seed of the random generator (ids, GUIDs, IPs, probabilistic faults).
+    pub seed: u64,
+    /// Model time during which a role assignment naming a freshly created identity's
+    /// principal answers `PrincipalNotFound` (Entra replication delay).
+    pub principal_not_found_for: Duration,
+    /// Whether a *rejected* private-endpoint connection still blocks deleting its PLS
+    /// (Azure does block until the connection is deleted; default true).
+    pub rejected_connection_blocks_pls_delete: bool,
+    /// Per-subscription token buckets.
+    pub throttle: ThrottleConfig,
+    /// Directory of CRD YAML files; HostedCluster/NodePool writes are validated against them.
+    pub crds_dir: Option<PathBuf>,
+    /// File the whole state is persisted to after every mutation (and loaded from at start).
+    pub state_file: Option<PathBuf>,
+    /// Subscription holding the management cluster (its resource group, VNet, and the
+    /// internal load balancers the simulated HyperShift operator creates).
+    pub management_subscription: String,
+    /// Resource group of the management cluster's network resources.
+    pub management_resource_group: String,
+    /// Region of the management resources.
+    pub management_location: String,
+    /// Name of the management VNet (address space 10.224.0.0/12, subnet `aks-subnet`
+    /// 10.224.0.0/16) seeded at start so a PLS NAT subnet can be added to it.
+    pub management_vnet: String,
+    /// Tenant reported in identities and tokens.
+    pub tenant_id: String,
+    /// Items per page of ARM list responses before a `nextLink` is emitted (small by
+    /// default so clients that ignore `nextLink` fail visibly).
+    pub list_page_size: usize,
+    /// Model durations.
+    pub latency: LatencyModel,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            time_scale: 0.01,
+            seed: 1,
+            principal_not_found_for: secs(30),
+            rejected_connection_blocks_pls_delete: true,
+            throttle: ThrottleConfig::default(),
+            crds_dir: None,
+            state_file: None,
+            management_subscription: "00000000-0000-0000-0000-00000000a0a0".to_string(),
+            management_resource_group: "hcp-management".to_string(),
+            management_location: "eastus".to_string(),
+            management_vnet: "management-vnet".to_string(),
+            tenant_id: "00000000-0000-0000-0000-0000000000e1".to_string(),
+            list_page_size: 5,
+            latency: LatencyModel::default(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Realistic Azure timings (scale 1.0) and a replication delay of two minutes, for
+    /// benchmarks and rehearsals that want minutes-long operations.
+    pub fn realistic() -> Self {
+        Self {
+            time_scale: 1.0,
+            principal_not_found_for: secs(120),
+            list_page_size: 100,
+            ..Self::default()
+        }
+    }
+
+    /// Scaled wall-clock duration of a model duration, in milliseconds.
+    pub fn scaled_ms(&self, model: Duration) -> u64 {
+        let ms = model.as_secs_f64() * 1000.0 * self.time_scale;
+        if ms.is_finite() && ms > 0.0 {
+            ms.round() as u64
+        } else {
+            0
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if !(self.time_scale.is_finite() && self.time_scale >= 0.0) {
+            return Err(Error::Config(format!(
+                "time scale must be a non-negative number, got {}",
+                self.time_scale
+            )));
+        }
+        if self.list_page_size == 0 {
+            return Err(Error::Config("list_page_size must be at least 1".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+//! Simulated Azure + management cluster. See issue 3; built in `src/`.

@@ -1,0 +1,323 @@
+//! The [`Simulator`] handle: shared state, clock, background ticker, public helpers.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::config::SimConfig;
+use crate::faults::{FaultEngine, FaultRule};
+use crate::kube::crd::CrdSet;
+use crate::state::{KubeEvent, State};
+use crate::throttle::Throttle;
+use crate::{Error, arm, kube, operator};
+
+/// One resource as listed by `GET /_sim/inventory`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InventoryItem {
+    /// ARM id, or the Kubernetes object path (`/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>`).
+    pub id: String,
+    /// ARM resource type, or `<group>/<plural>` for Kubernetes (`core` for the core group).
+    #[serde(rename = "type")]
+    pub rtype: String,
+    /// Resource or object name.
+    pub name: String,
+    /// ARM tags, or Kubernetes labels.
+    pub tags: serde_json::Value,
+    /// Creation order across ARM and Kubernetes.
+    pub created_seq: u64,
+}
+
+/// One entry of the request log (`GET /_sim/requests`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestRecord {
+    /// Arrival order (starts at 1).
+    pub seq: u64,
+    /// HTTP method.
+    pub method: String,
+    /// Path with query string, as received.
+    pub path: String,
+    /// Status sent (0 when a fault dropped the connection).
+    pub status: u16,
+    /// `x-ms-error-code`, Kubernetes Status reason, or OAuth error, if any.
+    pub error_code: Option<String>,
+}
+
+/// Simulator clock: wall time at start plus tokio time since, so paused-time tests control
+/// it and persisted timestamps stay meaningful after a restart.
+#[derive(Debug)]
+pub(crate) struct Clock {
+    wall0_ms: u64,
+    inst0: tokio::time::Instant,
+}
+
+impl Clock {
+    fn new() -> Self {
+        let wall0_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Self { wall0_ms, inst0: tokio::time::Instant::now() }
+    }
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.wall0_ms + self.inst0.elapsed().as_millis() as u64
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub config: SimConfig,
+    pub clock: Clock,
+    pub state: Mutex<State>,
+    pub faults: Mutex<FaultEngine>,
+    pub throttle: Mutex<Throttle>,
+    pub log: Mutex<Vec<RequestRecord>>,
+    pub seq: AtomicU64,
+    pub events: broadcast::Sender<Arc<KubeEvent>>,
+    pub crds: CrdSet,
+    /// Identities with a federated-credential write in flight (lower-cased ids).
+    pub fic_busy: Mutex<HashSet<String>>,
+}
+
+/// A running simulated cloud + management cluster. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Simulator {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it: the simulator's
+/// state stays usable for the remaining requests of a test.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How often the background ticker completes operations and advances the operator.
+const TICK: Duration = Duration::from_millis(20);
+
+impl Simulator {
+    /// Builds a simulator; loads `config.state_file` if it exists and the CRDs of
+    /// `config.crds_dir`. When called inside a tokio runtime it starts the background
+    /// ticker that completes operations and runs the simulated operator between requests.
+    ///
+    /// # Errors
+    /// Unreadable state file or CRD directory, or an invalid configuration.
+    pub fn new(config: SimConfig) -> Result<Simulator, Error> {
+        config.validate()?;
+        let crds = match &config.crds_dir {
+            Some(dir) => CrdSet::load(dir)?,
+            None => CrdSet::default(),
+        };
+        let loaded = match &config.state_file {
+            Some(p) => State::load(p)?,
+            None => None,
+        };
+        let fresh = loaded.is_none();
+        let state = loaded.unwrap_or_default();
+        let (events, _) = broadcast::channel(4096);
+        let sim = Simulator {
+            inner: Arc::new(Inner {
+                faults: Mutex::new(FaultEngine::new(config.seed)),
+                throttle: Mutex::new(Throttle::new(config.throttle.clone())),
+                clock: Clock::new(),
+                state: Mutex::new(state),
+                log: Mutex::new(Vec::new()),
+                seq: AtomicU64::new(0),
+                events,
+                crds,
+                fic_busy: Mutex::new(HashSet::new()),
+                config,
+            }),
+        };
+        if fresh {
+            let now = sim.now_ms();
+            let mut st = lock(&sim.inner.state);
+            arm::seed_management(&sim, &mut st, now);
+            kube::seed_namespaces(&sim, &mut st, now);
+        }
+        sim.persist()?;
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&sim.inner);
+            handle.spawn(ticker(weak));
+        }
+        Ok(sim)
+    }
+
+    /// The configuration this simulator runs with.
+    pub fn config(&self) -> &SimConfig {
+        &self.inner.config
+    }
+
+    /// The axum router serving every surface (ARM, Entra, blob, Kubernetes, `/_sim`).
+    /// In-process callers can drive it with `tower::ServiceExt::oneshot`.
+    pub fn router(&self) -> axum::Router {
+        crate::http::router(self.clone())
+    }
+
+    /// Serves the router on `listener` until the task is cancelled.
+    ///
+    /// # Errors
+    /// I/O errors of the listener.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<(), Error> {
+        axum::serve(listener, self.router()).await.map_err(Error::Serve)
+    }
+
+    /// Every ARM resource and Kubernetes object, in creation order.
+    pub fn inventory(&self) -> Vec<InventoryItem> {
+        self.tick();
+        let st = lock(&self.inner.state);
+        let mut items: Vec<InventoryItem> = arm::inventory(&st);
+        items.extend(kube::inventory(&st));
+        items.sort_by_key(|i| i.created_seq);
+        items
+    }
+
+    /// The request log so far.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.inner.log).clone()
+    }
+
+    /// Adds a fault rule; returns its id.
+    ///
+    /// # Errors
+    /// The rule is inconsistent (see [`FaultRule`]).
+    pub fn add_fault(&self, rule: FaultRule) -> Result<String, String> {
+        lock(&self.inner.faults).add(rule)
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        lock(&self.inner.faults).clear();
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// Scaled duration of a model duration, in ms.
+    pub(crate) fn scaled(&self, model: Duration) -> u64 {
+        self.inner.config.scaled_ms(model)
+    }
+
+    pub(crate) fn next_request_seq(&self) -> u64 {
+        self.inner.seq.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Completes due operations and advances the simulated operator. Returns whether
+    /// anything changed (and persists if so).
+    pub(crate) fn tick(&self) -> bool {
+        let changed = {
+            let now = self.now_ms();
+            let mut st = lock(&self.inner.state);
+            let a = arm::tick(self, &mut st, now);
+            let b = operator::tick(self, &mut st, now);
+            let c = kube::tick(self, &mut st, now);
+            a || b || c
+        };
+        if changed {
+            self.persist_logged();
+        }
+        changed
+    }
+
+    /// Writes the state file, if one is configured.
+    pub(crate) fn persist(&self) -> Result<(), Error> {
+        if let Some(path) = &self.inner.config.state_file {
+            let st = lock(&self.inner.state);
+            st.save(path)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn persist_logged(&self) {
+        if let Err(e) = self.persist() {
+            tracing::error!(error = %e, "persisting simulator state failed");
+        }
+    }
+}
+
+async fn ticker(weak: Weak<Inner>) {
+    let mut interval = tokio::time::interval(TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = weak.upgrade() else { return };
+        Simulator { inner }.tick();
+    }
+}
+
+/// Options of `hcp-workflow simulator serve`.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Address to listen on (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// State file (`--state`).
+    pub state: Option<PathBuf>,
+    /// Time scale (`--time-scale`); default [`SimConfig::default`]'s.
+    pub time_scale: Option<f64>,
+    /// Seed (`--seed`).
+    pub seed: Option<u64>,
+    /// CRD directory (`--crds`).
+    pub crds: Option<PathBuf>,
+}
+
+/// Binds, prints the endpoints and the settings to use, and serves until Ctrl-C.
+///
+/// # Errors
+/// Bind failure, unreadable state/CRDs, or serving errors.
+pub async fn serve_cli(opts: ServeOptions) -> Result<(), Error> {
+    let mut config = SimConfig::default();
+    if let Some(t) = opts.time_scale {
+        config.time_scale = t;
+    }
+    if let Some(s) = opts.seed {
+        config.seed = s;
+    }
+    config.state_file = opts.state.clone();
+    config.crds_dir = opts.crds.clone();
+    let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(Error::Serve)?;
+    let addr = listener.local_addr().map_err(Error::Serve)?;
+    let sim = Simulator::new(config)?;
+    println!("{}", banner(&sim, addr));
+    let router = sim.router();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(Error::Serve)
+}
+
+/// The text `serve_cli` prints: endpoints and the settings to use.
+pub fn banner(sim: &Simulator, addr: SocketAddr) -> String {
+    let c = sim.config();
+    let base = format!("http://{addr}");
+    format!(
+        "hcp-simulator listening on {base}\n\
+         endpoints (one listener; https Azure URLs are routed here by the simulator transport):\n  \
+         Entra token:  https://login.microsoftonline.com/{{tenant}}/oauth2/v2.0/token -> {base}/{{tenant}}/oauth2/v2.0/token\n  \
+         ARM:          https://management.azure.com/subscriptions/... -> {base}/subscriptions/...\n  \
+         Blob:         https://{{account}}.blob.core.windows.net/{{container}}/{{blob}} -> {base}/_blob/{{account}}/{{container}}/{{blob}}\n  \
+         Kubernetes:   {base} (plain HTTP, any bearer token)\n  \
+         Control:      {base}/_sim/inventory, {base}/_sim/requests, {base}/_sim/faults\n\
+         settings:\n  \
+         use: hcp-workflow <command> --simulator {base}\n  \
+         management subscription: {ms}\n  \
+         management resource group: {mrg} (VNet {vnet}, location {loc})\n  \
+         tenant: {tenant}\n  \
+         time scale: {ts}  seed: {seed}  state: {state}  crds: {crds}",
+        ms = c.management_subscription,
+        mrg = c.management_resource_group,
+        vnet = c.management_vnet,
+        loc = c.management_location,
+        tenant = c.tenant_id,
+        ts = c.time_scale,
+        seed = c.seed,
+        state = c.state_file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(memory)".into()),
+        crds = c.crds_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(none)".into()),
+    )
+}

@@ -1,0 +1,201 @@
+//! The simulator's whole mutable world, and its persistence.
+//!
+//! One [`State`] value holds ARM resources, long-running operations, Kubernetes objects,
+//! blobs and the simulated operator's bookkeeping. It is serialisable so `--state FILE`
+//! can write it after every mutation (temp file + rename, so a crash never leaves half a
+//! file) and a restarted simulator continues where the old one stopped. Timestamps are
+//! simulator-clock milliseconds (wall clock at start + tokio time since), which stay
+//! meaningful across a restart.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Error;
+
+/// Provisioning state the simulator tracks per ARM resource; rendered into
+/// `properties.provisioningState` for types that have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Prov {
+    Creating,
+    Updating,
+    Succeeded,
+    Failed,
+    Deleting,
+}
+
+impl Prov {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Prov::Creating => "Creating",
+            Prov::Updating => "Updating",
+            Prov::Succeeded => "Succeeded",
+            Prov::Failed => "Failed",
+            Prov::Deleting => "Deleting",
+        }
+    }
+}
+
+/// One stored ARM resource (including child resources such as subnets, which are stored
+/// separately and folded into their parent's body when rendered).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ArmResource {
+    /// Canonical id (`/subscriptions/{s}/resourceGroups/{rg}/providers/...`).
+    pub id: String,
+    /// Canonical type, e.g. `Microsoft.Network/virtualNetworks/subnets`.
+    pub rtype: String,
+    pub name: String,
+    /// Lower-cased id of the scope or parent resource this resource lives under (the
+    /// resource group for top-level resources, the VNet for a subnet, the scope for a role
+    /// assignment); lists select by it.
+    pub parent: String,
+    /// The stored body: the client's last PUT body plus generated fields.
+    pub body: Value,
+    pub etag: String,
+    pub prov: Prov,
+    pub created_seq: u64,
+    pub created_ms: u64,
+    /// Operation currently running against this resource, if any.
+    pub op: Option<String>,
+    /// Simulator-only bookkeeping never rendered on the wire (resolved PLS ids, NIC id,
+    /// allocated IPs, storage keys).
+    #[serde(default)]
+    pub internal: Value,
+}
+
+/// What a long-running operation does when it completes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum OpKind {
+    Put { resource_id: String },
+    Delete { resource_id: String },
+}
+
+/// Final outcome of an operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum OpOutcome {
+    Succeeded,
+    Failed { status: u16, code: String, message: String },
+}
+
+/// A long-running ARM operation, polled through its `Azure-AsyncOperation` or `Location`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Operation {
+    pub id: String,
+    pub kind: OpKind,
+    pub start_ms: u64,
+    pub done_ms: u64,
+    /// Set when the operation has completed.
+    pub outcome: Option<OpOutcome>,
+    /// Failure injected by a fault rule, applied when the operation completes.
+    pub inject_failure: Option<(String, String)>,
+}
+
+/// One stored blob.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Blob {
+    pub content_type: String,
+    /// Base64 of the content, so the state file stays JSON.
+    pub data_b64: String,
+    pub etag: String,
+    pub modified_ms: u64,
+}
+
+/// Per-HostedCluster bookkeeping of the simulated HyperShift operator.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct HcSim {
+    pub seen_ms: u64,
+    pub router_ip: Option<String>,
+    pub lb_id: Option<String>,
+    pub available: bool,
+    pub delete_seen_ms: Option<u64>,
+}
+
+/// Per-NodePool bookkeeping.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct NpSim {
+    pub seen_ms: u64,
+    pub ready: bool,
+    pub delete_seen_ms: Option<u64>,
+}
+
+/// Everything the simulator knows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct State {
+    /// Monotonic creation counter shared by ARM and Kubernetes objects.
+    pub created_seq: u64,
+    /// Counter mixed into the seed for generated ids (so a reload does not repeat ids).
+    pub rng_draws: u64,
+    /// ARM resources by lower-cased id.
+    pub arm: BTreeMap<String, ArmResource>,
+    /// Operations by id.
+    pub ops: BTreeMap<String, Operation>,
+    /// Next private IP offset per subnet (lower-cased subnet id).
+    pub ip_next: BTreeMap<String, u32>,
+    /// Kubernetes objects by `<group>/<plural>|<namespace>|<name>`.
+    pub kube: BTreeMap<String, KubeEntry>,
+    /// Current Kubernetes resourceVersion.
+    pub kube_rv: u64,
+    /// Blobs by `<account>/<container>/<blob>` (account lower-cased).
+    pub blobs: BTreeMap<String, Blob>,
+    /// Operator bookkeeping by HostedCluster key `<namespace>/<name>`.
+    pub hcs: BTreeMap<String, HcSim>,
+    /// Operator bookkeeping by NodePool key.
+    pub nps: BTreeMap<String, NpSim>,
+    /// Recent Kubernetes watch events (not persisted: a watcher of a restarted simulator
+    /// gets 410 Gone and re-lists, as with a real API server).
+    #[serde(skip)]
+    pub kube_events: std::collections::VecDeque<std::sync::Arc<KubeEvent>>,
+}
+
+/// One Kubernetes watch event.
+#[derive(Debug, Clone)]
+pub(crate) struct KubeEvent {
+    pub rv: u64,
+    pub kind_key: String,
+    pub namespace: String,
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub etype: &'static str,
+    pub object: Value,
+}
+
+/// One stored Kubernetes object.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct KubeEntry {
+    /// `<group>/<plural>` (`core/secrets`, `hypershift.openshift.io/hostedclusters`).
+    pub kind_key: String,
+    pub namespace: String,
+    pub name: String,
+    pub object: Value,
+    pub created_seq: u64,
+}
+
+impl State {
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.created_seq += 1;
+        self.created_seq
+    }
+
+    pub(crate) fn load(path: &Path) -> Result<Option<State>, Error> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|source| Error::ParseState { path: path.to_path_buf(), source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(Error::ReadState { path: path.to_path_buf(), source }),
+        }
+    }
+
+    /// Writes the state atomically: a reader (or a restarted simulator) sees either the
+    /// previous or the new file, never a torn one.
+    pub(crate) fn save(&self, path: &Path) -> Result<(), Error> {
+        let err = |source| Error::WriteState { path: path.to_path_buf(), source };
+        let bytes = serde_json::to_vec(self).map_err(|e| err(std::io::Error::other(e)))?;
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = std::path::PathBuf::from(tmp);
+        std::fs::write(&tmp, bytes).map_err(err)?;
+        std::fs::rename(&tmp, path).map_err(err)
+    }
+}
