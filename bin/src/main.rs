@@ -1,1 +1,166 @@
-fn main() {}
+//! `hcp-workflow`: the command line over the saga engine.
+//!
+//! A thin binary: argument parsing, output formatting and process concerns (signals, exit
+//! codes, logging) live here; everything else is in the library crates.
+//!
+//! Exit codes: 0 success; 1 the run ended badly (rolled back, cancelled, needs an operator,
+//! parked) or a command failed; 2 invalid input (nothing was journaled or created).
+
+mod bench;
+mod ops;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use hcp_runtime::JournalStore;
+use std::sync::Arc;
+
+/// Default journal: a SQLite file in the current directory.
+pub const DEFAULT_DATABASE: &str = "sqlite://./hcp-workflow.db";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hcp-workflow",
+    version,
+    about = "Create and delete self-managed Azure HyperShift hosted clusters as durable, crash-safe sagas",
+    after_help = "Examples:\n  hcp-workflow selftest\n  hcp-workflow list --output json\n  hcp-workflow worker --database postgres://postgres@127.0.0.1/hcp"
+)]
+struct Cli {
+    /// Journal database: `sqlite://PATH`, `postgres://…`, or `memory:` (nothing is kept).
+    #[arg(long, global = true, env = "HCP_WORKFLOW_DATABASE_URL", default_value = DEFAULT_DATABASE)]
+    database: String,
+    /// Output format for commands that print data.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    output: OutputFormat,
+    /// Log format (logs go to stderr; `RUST_LOG` sets the level, default `warn`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run and recover runs until SIGTERM or Ctrl-C.
+    #[command(
+        after_help = "Example:\n  hcp-workflow worker --database postgres://postgres@127.0.0.1/hcp"
+    )]
+    Worker(ops::WorkerArgs),
+    /// Run the engine self-test saga (five steps with side effects in a scratch directory)
+    /// and follow it to the end.
+    #[command(after_help = "Example:\n  hcp-workflow selftest --fail c   # watch it unwind")]
+    Selftest(ops::SelftestArgs),
+    /// List runs.
+    #[command(after_help = "Example:\n  hcp-workflow list --state needs-operator --output json")]
+    List(ops::ListArgs),
+    /// Show one run: steps, states, attempts, blocked-on.
+    #[command(after_help = "Example:\n  hcp-workflow show 6f1c…")]
+    Show(ops::RunArg),
+    /// Print a run's journal.
+    #[command(after_help = "Example:\n  hcp-workflow history 6f1c… --output json")]
+    History(ops::RunArg),
+    /// Cancel a run: it unwinds (every started step is undone).
+    #[command(after_help = "Example:\n  hcp-workflow cancel 6f1c… --reason 'wrong region'")]
+    Cancel(ops::CommandArgs),
+    /// Retry a waiting, backing-off or stuck step now.
+    #[command(after_help = "Example:\n  hcp-workflow retry 6f1c… --step create-cluster.pls.ensure")]
+    Retry(ops::RetryArgs),
+    /// Mark a stuck undo as done by hand (after cleaning up yourself).
+    #[command(
+        after_help = "Example:\n  hcp-workflow resolve 6f1c… --step create-cluster.pls.ensure --note 'deleted in the portal'"
+    )]
+    Resolve(ops::ResolveArgs),
+    /// Resume a parked run (after upgrading) or retry every stuck undo.
+    #[command(after_help = "Example:\n  hcp-workflow resume 6f1c…")]
+    Resume(ops::CommandArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+/// Open the journal named by `--database`.
+pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
+    if url == "memory:" {
+        // Nothing survives the process: for benchmarks of the engine's own overhead.
+        return Ok(Arc::new(hcp_runtime::MemoryStore::new()));
+    }
+    hcp_persistence::open(url)
+        .await
+        .with_context(|| format!("opening the journal at {url}"))
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<u8> {
+    let out = cli.output;
+    let db = cli.database;
+    match cli.command {
+        Command::Worker(a) => ops::worker(&db, a).await,
+        Command::Selftest(a) => ops::selftest(&db, out, a).await,
+        Command::List(a) => ops::list(&db, out, a).await,
+        Command::Show(a) => ops::show(&db, out, a).await,
+        Command::History(a) => ops::history(&db, out, a).await,
+        Command::Cancel(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Cancel).await,
+        Command::Resume(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Resume).await,
+        Command::Retry(a) => {
+            let cmd = hcp_runtime::OperatorCommand::Retry {
+                step: a.step.clone(),
+            };
+            ops::command(&db, out, a.common, cmd).await
+        }
+        Command::Resolve(a) => {
+            let cmd = hcp_runtime::OperatorCommand::Resolve {
+                step: a.step.clone(),
+            };
+            let common = ops::CommandArgs {
+                run: a.run,
+                reason: Some(a.note),
+            };
+            ops::command(&db, out, common, cmd).await
+        }
+        Command::Bench(b) => bench::run(&db, b).await,
+    }
+}

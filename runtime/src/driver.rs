@@ -200,7 +200,10 @@ where
     loop {
         match f(sh.store.clone()).await {
             Ok(v) => return Ok(v),
-            Err(StoreError::Fenced { .. }) => return Err(Stop::LeaseLost),
+            Err(e @ StoreError::Fenced { .. }) => {
+                warn!(error = %e, "journal write refused: another worker took the run over");
+                return Err(Stop::LeaseLost);
+            }
             Err(e) => {
                 if !e.is_retryable() {
                     permanent += 1;

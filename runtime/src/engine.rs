@@ -378,6 +378,23 @@ impl Engine {
         tokio::pin!(shutdown);
         let mut last_exit = RunExit::Shutdown;
         loop {
+            // Driving one run: stop if it is already somewhere no worker takes it (finished,
+            // waiting for an operator, parked) and nobody holds or is asked to move it.
+            if let Some(id) = only
+                && !active.contains_key(&id)
+            {
+                let Some(rec) = sh.store.load_run(id).await? else {
+                    return Err(EngineError::NotFound(id));
+                };
+                let s = &rec.summary;
+                let idle = s.lease_owner.is_none() && !s.commands_pending;
+                match s.state {
+                    st if st.is_terminal() => return Ok(RunExit::Finished(st)),
+                    RunState::NeedsOperator if idle => return Ok(RunExit::NeedsOperator),
+                    RunState::Failed if idle => return Ok(RunExit::Parked(s.blocked_on.clone())),
+                    _ => {}
+                }
+            }
             // Lease what is due, up to capacity.
             let room = sh.config.max_runs.saturating_sub(active.len());
             if room > 0 {

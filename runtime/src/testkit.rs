@@ -20,8 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Injected behaviour, shared by every node of the sample saga.
-#[derive(Debug, Default)]
+/// Injected behaviour, shared by every node of the sample saga. Child processes read it
+/// from `HCP_SAMPLE_FAULTS` (JSON).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct Faults {
     /// Nodes whose action fails permanently (after its side effect, to prove undo runs).
     pub fail: HashSet<String>,
@@ -34,7 +36,10 @@ pub struct Faults {
     pub undo_twice: HashSet<String>,
     /// Nodes whose action returns `Wait` this many times before completing.
     pub waits: HashMap<String, u32>,
+    /// How long each `Wait` lasts (default 600 s).
+    pub wait_ms: Option<u64>,
     /// Calls so far, by "do:<node>" / "undo:<node>".
+    #[serde(skip)]
     pub calls: HashMap<String, u32>,
 }
 
@@ -65,7 +70,8 @@ impl World {
             .append(true)
             .open(self.dir.join("effects.log"))
             .map_err(io)?;
-        writeln!(f, "{line}").map_err(io)?;
+        // One write(2) per line: with O_APPEND it cannot interleave with parallel steps.
+        f.write_all(format!("{line}\n").as_bytes()).map_err(io)?;
         f.sync_all().map_err(io)
     }
 
@@ -154,8 +160,8 @@ impl Action for TestStep {
         let (flaky, waits) = {
             let f = w.faults();
             (
-                f.flaky.get(&input.key).copied().unwrap_or(0),
-                f.waits.get(&input.key).copied().unwrap_or(0),
+                f.flaky.get(ctx.node()).copied().unwrap_or(0),
+                f.waits.get(ctx.node()).copied().unwrap_or(0),
             )
         };
         if n <= flaky {
@@ -173,11 +179,11 @@ impl Action for TestStep {
         }
         if n <= flaky + waits {
             return Ok(ctx.wait(
-                Duration::from_secs(600),
+                Duration::from_millis(w.faults().wait_ms.unwrap_or(600_000)),
                 format!("waiting for {} to settle", input.key),
             ));
         }
-        if w.faults().fail.contains(&input.key) {
+        if w.faults().fail.contains(ctx.node()) {
             return Err(StepError::permanent(
                 "validation",
                 format!("injected failure at {}", input.key),
@@ -192,13 +198,13 @@ impl Action for TestStep {
 
     async fn undo(
         &self,
-        _ctx: &StepContext,
+        ctx: &StepContext,
         input: StepInput,
         _out: Option<StepOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let w = &self.0;
         let n = w.bump(format!("undo:{}", input.key));
-        if w.faults().stuck_undo.contains(&input.key) {
+        if w.faults().stuck_undo.contains(ctx.node()) {
             return Err(StepError::retryable(
                 "conflict",
                 format!("injected stuck undo at {}", input.key),
@@ -212,7 +218,7 @@ impl Action for TestStep {
         } else {
             w.log(&format!("undo {} absent", input.key))?;
         }
-        if n == 1 && w.faults().undo_twice.contains(&input.key) {
+        if n == 1 && w.faults().undo_twice.contains(ctx.node()) {
             return Err(StepError::retryable(
                 "transient",
                 "injected failure after the undo's effect",
@@ -250,9 +256,14 @@ pub const SAMPLE_NODES: [&str; 5] = ["a", "b1", "b2", "c", "d"];
 
 /// `a → {b1 ∥ b2} → c (reads a and b2) → d`.
 pub fn sample_dag() -> SagaDag {
+    sample_dag_for("")
+}
+
+/// [`sample_dag`] whose resources are named `<prefix><node>` (several runs in one world).
+pub fn sample_dag_for(prefix: &str) -> SagaDag {
     let mut b = SagaBuilder::new("sample", 1);
     let step = |key: &str, needs: Vec<Ref<StepOutput>>| StepInput {
-        key: key.into(),
+        key: format!("{prefix}{key}"),
         needs,
     };
     b.stage("first");
@@ -279,4 +290,56 @@ pub fn noop_dag(steps: u32) -> SagaDag {
     }
     b.build()
         .unwrap_or_else(|e| panic!("noop DAG is valid: {e}"))
+}
+
+/// Engine hooks for crash tests, configured by environment:
+/// - `HCP_TRACE_BOUNDARIES=1` prints `HCP_BOUNDARY <n> <point> <phase> <node> <attempt>`
+///   to stdout at every boundary;
+/// - `HCP_CRASH_AT=<n>` (the n-th boundary of this process, 1-based) or
+///   `HCP_CRASH_AT=<point>:<phase>:<node>` prints `HCP_CRASHPOINT …` and then blocks the
+///   process forever, so the test can SIGKILL it at exactly that instant.
+#[derive(Debug, Default)]
+pub struct CrashHooks {
+    trace: bool,
+    at: Option<String>,
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl CrashHooks {
+    /// From the environment; `None` when neither variable is set.
+    pub fn from_env() -> Option<Self> {
+        let trace = std::env::var("HCP_TRACE_BOUNDARIES").is_ok_and(|v| v == "1");
+        let at = std::env::var("HCP_CRASH_AT").ok().filter(|s| !s.is_empty());
+        (trace || at.is_some()).then(|| Self {
+            trace,
+            at,
+            count: Default::default(),
+        })
+    }
+}
+
+impl crate::engine::EngineHooks for CrashHooks {
+    fn boundary(&self, b: &crate::engine::Boundary<'_>) {
+        let n = self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let phase = match b.phase {
+            crate::action::Phase::Action => "action",
+            crate::action::Phase::Undo => "undo",
+        };
+        let desc = format!("{n} {} {phase} {} {}", b.point.as_str(), b.node, b.attempt);
+        if self.trace {
+            println!("HCP_BOUNDARY {desc}");
+        }
+        let hit = self.at.as_deref().is_some_and(|at| {
+            at == n.to_string() || at == format!("{}:{phase}:{}", b.point.as_str(), b.node)
+        });
+        if hit {
+            println!("HCP_CRASHPOINT {desc}");
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            // Wait for the test's SIGKILL. Blocking this thread is the point: nothing after
+            // this boundary may happen.
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+    }
 }

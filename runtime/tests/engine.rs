@@ -31,7 +31,11 @@ fn engine_with(store: Arc<MemoryStore>, registry: Registry) -> Engine {
 fn sample_engine() -> (Engine, Arc<World>, Arc<MemoryStore>) {
     let world = World::new(tempdir());
     let store = Arc::new(MemoryStore::new());
-    (engine_with(store.clone(), testkit::registry(&world)), world, store)
+    (
+        engine_with(store.clone(), testkit::registry(&world)),
+        world,
+        store,
+    )
 }
 
 async fn drive(e: &Engine, run: RunId) -> RunExit {
@@ -55,26 +59,51 @@ async fn a_failure_at_every_node_unwinds_to_a_clean_world() {
     for failing in SAMPLE_NODES {
         let (e, world, _) = sample_engine();
         world.faults().fail.insert(failing.to_string());
-        let run = e.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
-        assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::RolledBack), "fail at {failing}");
-        assert!(world.resources().is_empty(), "fail at {failing}: {:?}", world.resources());
+        let run = e
+            .start(&testkit::sample_dag(), StartOptions::default())
+            .await
+            .unwrap()
+            .run_id;
+        assert_eq!(
+            drive(&e, run).await,
+            RunExit::Finished(RunState::RolledBack),
+            "fail at {failing}"
+        );
+        assert!(
+            world.resources().is_empty(),
+            "fail at {failing}: {:?}",
+            world.resources()
+        );
         let view = e.view(run).await.unwrap();
         let fx = world.effects();
         for (spec, st) in view.dag.nodes.iter().zip(&view.nodes) {
-            let undone = fx.iter().any(|l| l.starts_with(&format!("undo {} ", spec.name)));
+            let undone = fx
+                .iter()
+                .any(|l| l.starts_with(&format!("undo {} ", spec.name)));
             let started = st.started_at.is_some();
-            assert_eq!(undone, started, "fail at {failing}: node {} started={started} undone={undone}", spec.name);
+            assert_eq!(
+                undone, started,
+                "fail at {failing}: node {} started={started} undone={undone}",
+                spec.name
+            );
         }
         // Reverse order: an undo never precedes the undo of a node depending on it.
         let pos = |n: &str| fx.iter().position(|l| l.starts_with(&format!("undo {n} ")));
         for spec in &view.dag.nodes {
             for dep in &spec.deps {
                 if let (Some(child), Some(parent)) = (pos(&spec.name), pos(dep)) {
-                    assert!(child < parent, "fail at {failing}: {} undone before its dependent {}", dep, spec.name);
+                    assert!(
+                        child < parent,
+                        "fail at {failing}: {} undone before its dependent {}",
+                        dep,
+                        spec.name
+                    );
                 }
             }
         }
-        assert!(matches!(view.unwinding, Some(UnwindCause::NodeFailed { ref node }) if node == failing));
+        assert!(
+            matches!(view.unwinding, Some(UnwindCause::NodeFailed { ref node }) if node == failing)
+        );
     }
 }
 
@@ -84,15 +113,26 @@ async fn unwinding_twice_is_harmless() {
     {
         let mut f = world.faults();
         f.fail.insert("d".into());
-        f.undo_twice.extend(SAMPLE_NODES.iter().map(|s| s.to_string()));
+        f.undo_twice
+            .extend(SAMPLE_NODES.iter().map(|s| s.to_string()));
     }
-    let run = e.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
-    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::RolledBack));
+    let run = e
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
+    assert_eq!(
+        drive(&e, run).await,
+        RunExit::Finished(RunState::RolledBack)
+    );
     assert!(world.resources().is_empty());
     let fx = world.effects();
     for n in SAMPLE_NODES {
         assert!(fx.contains(&format!("undo {n} delete")), "{fx:?}");
-        assert!(fx.contains(&format!("undo {n} absent")), "second undo of {n} found nothing: {fx:?}");
+        assert!(
+            fx.contains(&format!("undo {n} absent")),
+            "second undo of {n} found nothing: {fx:?}"
+        );
     }
 }
 
@@ -100,8 +140,15 @@ async fn unwinding_twice_is_harmless() {
 async fn each_action_succeeds_when_repeated() {
     // Every action fails retryably once after... before its effect, then runs again.
     let (e, world, _) = sample_engine();
-    world.faults().flaky.extend(SAMPLE_NODES.iter().map(|s| (s.to_string(), 1)));
-    let run = e.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
+    world
+        .faults()
+        .flaky
+        .extend(SAMPLE_NODES.iter().map(|s| (s.to_string(), 1)));
+    let run = e
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Succeeded));
     assert_eq!(world.resources(), SAMPLE_NODES.to_vec());
     let view = e.view(run).await.unwrap();
@@ -116,29 +163,58 @@ async fn stuck_undo_needs_an_operator_and_retry_completes_it() {
         f.fail.insert("c".into());
         f.stuck_undo.insert("a".into());
     }
-    let run = e.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
+    let run = e
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
     let s = e.store().load_run(run).await.unwrap().unwrap().summary;
     assert_eq!(s.state, RunState::NeedsOperator);
-    assert!(s.blocked_on.contains("undo of a gave up after 3 attempts"), "{}", s.blocked_on);
-    assert!(s.blocked_on.contains("AnotherOperationInProgress"), "{}", s.blocked_on);
+    assert!(
+        s.blocked_on.contains("undo of a gave up after 3 attempts"),
+        "{}",
+        s.blocked_on
+    );
+    assert!(
+        s.blocked_on.contains("AnotherOperationInProgress"),
+        "{}",
+        s.blocked_on
+    );
     assert_eq!(s.wake_at, None, "nothing wakes it but an operator");
     assert_eq!(world.resources(), vec!["a"]);
     // Resolving a step that is not stuck is refused with an explanation.
     let err = e
-        .submit(run, OperatorCommand::Resolve { step: "b1".into() }, "op", "x")
+        .submit(
+            run,
+            OperatorCommand::Resolve { step: "b1".into() },
+            "op",
+            "x",
+        )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("step `b1` is undone"), "{err}");
     world.faults().stuck_undo.clear();
-    e.submit(run, OperatorCommand::Retry { step: Some("a".into()) }, "alice@ops", "quota raised")
-        .await
-        .unwrap();
-    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::RolledBack));
+    e.submit(
+        run,
+        OperatorCommand::Retry {
+            step: Some("a".into()),
+        },
+        "alice@ops",
+        "quota raised",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        drive(&e, run).await,
+        RunExit::Finished(RunState::RolledBack)
+    );
     assert!(world.resources().is_empty());
     let evs = events(&e, run).await;
-    assert!(evs.iter().any(|ev| matches!(ev, Event::Operator { by, reason, outcome, .. }
-        if by == "alice@ops" && reason == "quota raised" && outcome == "applied")));
+    assert!(evs.iter().any(
+        |ev| matches!(ev, Event::Operator { by, reason, outcome, .. }
+        if by == "alice@ops" && reason == "quota raised" && outcome == "applied")
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -149,23 +225,46 @@ async fn stuck_undo_can_be_resolved_by_hand() {
         f.fail.insert("b2".into());
         f.stuck_undo.insert("b2".into());
     }
-    let run = e.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
-    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
-    e.submit(run, OperatorCommand::Resolve { step: "b2".into() }, "bob", "deleted in the portal")
+    let run = e
+        .start(&testkit::sample_dag(), StartOptions::default())
         .await
-        .unwrap();
-    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::RolledBack));
-    assert_eq!(world.resources(), vec!["b2"], "resolved by hand: the engine did not touch it");
+        .unwrap()
+        .run_id;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    e.submit(
+        run,
+        OperatorCommand::Resolve { step: "b2".into() },
+        "bob",
+        "deleted in the portal",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        drive(&e, run).await,
+        RunExit::Finished(RunState::RolledBack)
+    );
+    assert_eq!(
+        world.resources(),
+        vec!["b2"],
+        "resolved by hand: the engine did not touch it"
+    );
     let evs = events(&e, run).await;
-    assert!(evs.iter().any(|ev| matches!(ev, Event::UndoResolved { node, by, note }
-        if node == "b2" && by == "bob" && note == "deleted in the portal")));
+    assert!(
+        evs.iter()
+            .any(|ev| matches!(ev, Event::UndoResolved { node, by, note }
+        if node == "b2" && by == "bob" && note == "deleted in the portal"))
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn waits_are_durable_timers_that_release_the_lease() {
     let (e, world, store) = sample_engine();
     world.faults().waits.insert("b1".into(), 2);
-    let run = e.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
+    let run = e
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     let t0 = tokio::time::Instant::now();
     let bg = {
         let e = e.clone();
@@ -178,23 +277,42 @@ async fn waits_are_durable_timers_that_release_the_lease() {
         let s = store.load_run(run).await.unwrap().unwrap().summary;
         if s.state == RunState::Waiting && s.lease_owner.is_none() {
             assert!(s.blocked_on.contains("b1 waits until"), "{}", s.blocked_on);
-            assert!(s.blocked_on.contains("waiting for b1 to settle"), "{}", s.blocked_on);
+            assert!(
+                s.blocked_on.contains("waiting for b1 to settle"),
+                "{}",
+                s.blocked_on
+            );
             assert!(s.wake_at.is_some());
             seen_waiting = true;
             break;
         }
     }
     assert!(seen_waiting);
-    assert_eq!(bg.await.unwrap().unwrap(), RunExit::Finished(RunState::Succeeded));
-    assert!(t0.elapsed() >= Duration::from_secs(1200), "two 600 s waits: {:?}", t0.elapsed());
-    assert!(t0.elapsed() < Duration::from_secs(1300), "{:?}", t0.elapsed());
+    assert_eq!(
+        bg.await.unwrap().unwrap(),
+        RunExit::Finished(RunState::Succeeded)
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1200),
+        "two 600 s waits: {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(1300),
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn cancel_unwinds_a_waiting_run() {
     let (e, world, store) = sample_engine();
     world.faults().waits.insert("c".into(), 100);
-    let run = e.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
+    let run = e
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     let bg = {
         let e = e.clone();
         tokio::spawn(async move { e.drive(run, std::future::pending()).await })
@@ -205,26 +323,42 @@ async fn cancel_unwinds_a_waiting_run() {
             break;
         }
     }
-    e.submit(run, OperatorCommand::Cancel, "carol", "wrong region").await.unwrap();
-    assert_eq!(bg.await.unwrap().unwrap(), RunExit::Finished(RunState::Cancelled));
+    e.submit(run, OperatorCommand::Cancel, "carol", "wrong region")
+        .await
+        .unwrap();
+    assert_eq!(
+        bg.await.unwrap().unwrap(),
+        RunExit::Finished(RunState::Cancelled)
+    );
     assert!(world.resources().is_empty(), "{:?}", world.resources());
     let view = e.view(run).await.unwrap();
-    assert!(matches!(view.unwinding, Some(UnwindCause::Cancelled { ref by, ref reason }) if by == "carol" && reason == "wrong region"));
+    assert!(
+        matches!(view.unwinding, Some(UnwindCause::Cancelled { ref by, ref reason }) if by == "carol" && reason == "wrong region")
+    );
     assert!(!world.effects().iter().any(|l| l.contains(" d ")));
-    let err = e.submit(run, OperatorCommand::Cancel, "carol", "again").await.unwrap_err();
+    let err = e
+        .submit(run, OperatorCommand::Cancel, "carol", "again")
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("already cancelled"), "{err}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn idempotent_start_returns_the_existing_run() {
     let (e, _, store) = sample_engine();
-    let opts = StartOptions { idempotency_key: Some("k".into()), ..Default::default() };
+    let opts = StartOptions {
+        idempotency_key: Some("k".into()),
+        ..Default::default()
+    };
     let a = e.start(&testkit::sample_dag(), opts.clone()).await.unwrap();
     let b = e.start(&testkit::sample_dag(), opts).await.unwrap();
     assert!(!a.existing);
     assert!(b.existing);
     assert_eq!(a.run_id, b.run_id);
-    assert_eq!(store.list_runs(&RunFilter::default()).await.unwrap().len(), 1);
+    assert_eq!(
+        store.list_runs(&RunFilter::default()).await.unwrap().len(),
+        1
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -232,16 +366,32 @@ async fn an_unknown_step_parks_the_run_until_resumed_by_a_binary_that_knows_it()
     let world = World::new(tempdir());
     let store = Arc::new(MemoryStore::new());
     let full = engine_with(store.clone(), testkit::registry(&world));
-    let run = full.start(&testkit::sample_dag(), StartOptions::default()).await.unwrap().run_id;
+    let run = full
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     let old = engine_with(store.clone(), Registry::new());
     let exit = drive(&old, run).await;
-    assert!(matches!(exit, RunExit::Parked(ref r) if r.contains("does not know step(s) a (action test.step)")), "{exit:?}");
+    assert!(
+        matches!(exit, RunExit::Parked(ref r) if r.contains("does not know step(s) a (action test.step)")),
+        "{exit:?}"
+    );
     let s = store.load_run(run).await.unwrap().unwrap().summary;
     assert_eq!(s.state, RunState::Failed);
-    assert!(s.blocked_on.contains("hcp-workflow resume"), "{}", s.blocked_on);
+    assert!(
+        s.blocked_on.contains("hcp-workflow resume"),
+        "{}",
+        s.blocked_on
+    );
     assert!(world.resources().is_empty(), "nothing ran");
-    full.submit(run, OperatorCommand::Resume, "ops", "upgraded").await.unwrap();
-    assert_eq!(drive(&full, run).await, RunExit::Finished(RunState::Succeeded));
+    full.submit(run, OperatorCommand::Resume, "ops", "upgraded")
+        .await
+        .unwrap();
+    assert_eq!(
+        drive(&full, run).await,
+        RunExit::Finished(RunState::Succeeded)
+    );
 }
 
 // ---- custom actions for checkpoint, timeout and timing tests ----
@@ -273,10 +423,19 @@ impl Action for Checkpointing {
     }
     async fn run(&self, ctx: &StepContext, _: ()) -> Result<Outcome<String>, StepError> {
         let seen: Option<Op> = ctx.checkpoint()?;
-        self.1.lock().unwrap().push(seen.as_ref().map(|o| o.url.clone()));
+        self.1
+            .lock()
+            .unwrap()
+            .push(seen.as_ref().map(|o| o.url.clone()));
         if self.0.bump("cp") == 1 {
-            ctx.save_checkpoint(&Op { url: "https://op/1".into() }).await?;
-            return Err(StepError::retryable("transient", "connection reset after the PUT"));
+            ctx.save_checkpoint(&Op {
+                url: "https://op/1".into(),
+            })
+            .await?;
+            return Err(StepError::retryable(
+                "transient",
+                "connection reset after the PUT",
+            ));
         }
         Ok(Outcome::Done(seen.map(|o| o.url).unwrap_or_default()))
     }
@@ -309,11 +468,16 @@ impl Action for Throttled {
     type Input = ();
     type Output = ();
     fn retry_policy() -> RetryPolicy {
-        RetryPolicy::default().with_backoff(Duration::from_secs(1), 2.0, Duration::from_secs(60)).with_max_attempts(4)
+        RetryPolicy::default()
+            .with_backoff(Duration::from_secs(1), 2.0, Duration::from_secs(60))
+            .with_max_attempts(4)
     }
     async fn run(&self, _: &StepContext, _: ()) -> Result<Outcome<()>, StepError> {
         match self.0.bump("t") {
-            1 => Err(StepError::retryable("throttled", "429").with_retry_after(Duration::from_secs(30))),
+            1 => {
+                Err(StepError::retryable("throttled", "429")
+                    .with_retry_after(Duration::from_secs(30)))
+            }
             2 => Err(StepError::retryable("transient", "503")),
             _ => Ok(Outcome::Done(())),
         }
@@ -331,13 +495,24 @@ fn single<A: Action<Input = ()>>(name: &str) -> SagaDag {
 async fn a_checkpoint_is_read_back_by_the_next_attempt() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut r = Registry::new();
-    r.register(Checkpointing(Arc::new(Counter::default()), seen.clone())).unwrap();
+    r.register(Checkpointing(Arc::new(Counter::default()), seen.clone()))
+        .unwrap();
     let e = engine_with(Arc::new(MemoryStore::new()), r);
-    let run = e.start(&single::<Checkpointing>("cp"), StartOptions::default()).await.unwrap().run_id;
+    let run = e
+        .start(&single::<Checkpointing>("cp"), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Succeeded));
-    assert_eq!(*seen.lock().unwrap(), vec![None, Some("https://op/1".to_string())]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![None, Some("https://op/1".to_string())]
+    );
     let view = e.view(run).await.unwrap();
-    assert_eq!(view.node("cp").unwrap().output, Some(serde_json::json!("https://op/1")));
+    assert_eq!(
+        view.node("cp").unwrap().output,
+        Some(serde_json::json!("https://op/1"))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -345,13 +520,22 @@ async fn an_attempt_over_its_timeout_is_retried() {
     let mut r = Registry::new();
     r.register(Slow(Arc::new(Counter::default()))).unwrap();
     let e = engine_with(Arc::new(MemoryStore::new()), r);
-    let run = e.start(&single::<Slow>("slow"), StartOptions::default()).await.unwrap().run_id;
+    let run = e
+        .start(&single::<Slow>("slow"), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     let t0 = tokio::time::Instant::now();
     assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Succeeded));
     assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
     let evs = events(&e, run).await;
-    assert!(evs.iter().any(|ev| matches!(ev, Event::NodeRetryScheduled { error, .. } if error.kind == "timeout")));
-    assert_eq!(e.view(run).await.unwrap().node("slow").unwrap().output, Some(serde_json::json!(2)));
+    assert!(evs.iter().any(
+        |ev| matches!(ev, Event::NodeRetryScheduled { error, .. } if error.kind == "timeout")
+    ));
+    assert_eq!(
+        e.view(run).await.unwrap().node("slow").unwrap().output,
+        Some(serde_json::json!(2))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -359,7 +543,11 @@ async fn retry_delays_follow_the_policy_and_retry_after_raises_them() {
     let mut r = Registry::new();
     r.register(Throttled(Arc::new(Counter::default()))).unwrap();
     let e = engine_with(Arc::new(MemoryStore::new()), r);
-    let run = e.start(&single::<Throttled>("t"), StartOptions::default()).await.unwrap().run_id;
+    let run = e
+        .start(&single::<Throttled>("t"), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
     let t0 = tokio::time::Instant::now();
     assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Succeeded));
     let rec = e.store().load_run(run).await.unwrap().unwrap();
@@ -371,9 +559,16 @@ async fn retry_delays_follow_the_policy_and_retry_after_raises_them() {
             _ => None,
         })
         .collect();
-    assert_eq!(delays, vec![30_000, 2_000], "Retry-After 30 s beats 1 s; then 1 s × 2");
+    assert_eq!(
+        delays,
+        vec![30_000, 2_000],
+        "Retry-After 30 s beats 1 s; then 1 s × 2"
+    );
     let el = t0.elapsed();
-    assert!(el >= Duration::from_secs(32) && el < Duration::from_secs(40), "{el:?}");
+    assert!(
+        el >= Duration::from_secs(32) && el < Duration::from_secs(40),
+        "{el:?}"
+    );
     let view = e.view(run).await.unwrap();
     assert_eq!(view.node("t").unwrap().attempts, 3);
 }
@@ -381,19 +576,43 @@ async fn retry_delays_follow_the_policy_and_retry_after_raises_them() {
 #[test]
 fn dag_builder_rejects_bad_definitions() {
     let mut b = SagaBuilder::new("w", 1);
-    let step = testkit::StepInput { key: "x".into(), needs: vec![] };
-    assert!(matches!(b.add::<testkit::TestStep>("x", &step, NodeOptions::default()), Err(DagError::NoStage(_))));
+    let step = testkit::StepInput {
+        key: "x".into(),
+        needs: vec![],
+    };
+    assert!(matches!(
+        b.add::<testkit::TestStep>("x", &step, NodeOptions::default()),
+        Err(DagError::NoStage(_))
+    ));
     b.stage("s1");
-    let x = b.add::<testkit::TestStep>("x", &step, NodeOptions::default()).unwrap();
-    assert_eq!(b.add::<testkit::TestStep>("x", &step, NodeOptions::default()).unwrap_err(), DagError::DuplicateNode("x".into()));
+    let x = b
+        .add::<testkit::TestStep>("x", &step, NodeOptions::default())
+        .unwrap();
+    assert_eq!(
+        b.add::<testkit::TestStep>("x", &step, NodeOptions::default())
+            .unwrap_err(),
+        DagError::DuplicateNode("x".into())
+    );
     // A sibling in the same stage is not an ancestor unless named in `after`.
-    let bad = testkit::StepInput { key: "y".into(), needs: vec![x.clone()] };
-    assert!(matches!(b.add::<testkit::TestStep>("y", &bad, NodeOptions::default()), Err(DagError::NotAnAncestor { .. })));
-    b.add::<testkit::TestStep>("y", &bad, NodeOptions::default().after(&x)).unwrap();
+    let bad = testkit::StepInput {
+        key: "y".into(),
+        needs: vec![x.clone()],
+    };
+    assert!(matches!(
+        b.add::<testkit::TestStep>("y", &bad, NodeOptions::default()),
+        Err(DagError::NotAnAncestor { .. })
+    ));
+    b.add::<testkit::TestStep>("y", &bad, NodeOptions::default().after(&x))
+        .unwrap();
     b.stage("s2");
-    let z = b.add::<testkit::TestStep>("z", &bad, NodeOptions::default()).unwrap();
+    let z = b
+        .add::<testkit::TestStep>("z", &bad, NodeOptions::default())
+        .unwrap();
     let dag = b.build().unwrap();
-    assert_eq!(dag.node("z").unwrap().deps, vec!["x".to_string(), "y".to_string()]);
+    assert_eq!(
+        dag.node("z").unwrap().deps,
+        vec!["x".to_string(), "y".to_string()]
+    );
     assert_eq!(dag.node("y").unwrap().deps, vec!["x".to_string()]);
     assert_eq!(z.node(), "z");
     let json = serde_json::to_string(&dag).unwrap();

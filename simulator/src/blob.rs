@@ -25,7 +25,11 @@ use crate::util;
 
 pub(crate) fn handle(sim: &Simulator, req: &Req, account: &str, rest: &[String]) -> Response {
     if rest.len() < 2 {
-        return error_response(400, "InvalidUri", "The requested URI does not represent any resource on the server (container-level operations are not simulated).");
+        return error_response(
+            400,
+            "InvalidUri",
+            "The requested URI does not represent any resource on the server (container-level operations are not simulated).",
+        );
     }
     let container = rest[0].to_ascii_lowercase();
     let blob_name = rest[1..].join("/");
@@ -33,27 +37,59 @@ pub(crate) fn handle(sim: &Simulator, req: &Req, account: &str, rest: &[String])
     let now = sim.now_ms();
     let mut st = lock(&sim.inner.state);
     let Some(acct) = arm::find_storage_account(&st, account) else {
-        return error_response(404, "ResourceNotFound", "The specified resource does not exist.");
+        return error_response(
+            404,
+            "ResourceNotFound",
+            "The specified resource does not exist.",
+        );
     };
-    let cid = format!("{}/blobservices/default/containers/{}", acct.id.to_ascii_lowercase(), container);
+    let cid = format!(
+        "{}/blobservices/default/containers/{}",
+        acct.id.to_ascii_lowercase(),
+        container
+    );
     let public = match st.arm.get(&cid) {
-        None => return error_response(404, "ContainerNotFound", "The specified container does not exist."),
+        None => {
+            return error_response(
+                404,
+                "ContainerNotFound",
+                "The specified container does not exist.",
+            );
+        }
         Some(c) => {
             let access = util::str_at(&c.body, "/properties/publicAccess").unwrap_or("None");
             access.eq_ignore_ascii_case("Container") || access.eq_ignore_ascii_case("Blob")
         }
     };
-    let key = format!("{}/{}/{}", account.to_ascii_lowercase(), container, blob_name);
+    let key = format!(
+        "{}/{}/{}",
+        account.to_ascii_lowercase(),
+        container,
+        blob_name
+    );
     match req.method {
         Method::PUT => {
             if !authed {
-                return error_response(401, "NoAuthenticationInformation", "Server failed to authenticate the request. Please refer to the information in the www-authenticate header.");
+                return error_response(
+                    401,
+                    "NoAuthenticationInformation",
+                    "Server failed to authenticate the request. Please refer to the information in the www-authenticate header.",
+                );
             }
             match req.header("x-ms-blob-type") {
                 Some(t) if t.eq_ignore_ascii_case("BlockBlob") => {}
-                _ => return error_response(400, "MissingRequiredHeader", "An HTTP header that's mandatory for this request is not specified: x-ms-blob-type (only BlockBlob is simulated)."),
+                _ => {
+                    return error_response(
+                        400,
+                        "MissingRequiredHeader",
+                        "An HTTP header that's mandatory for this request is not specified: x-ms-blob-type (only BlockBlob is simulated).",
+                    );
+                }
             }
-            let etag = format!("\"0x{:X}\"", util::uuid(&mut st, sim.config().seed).as_u128() as u64);
+            let etag = format!(
+                "\"0x{:X}\"",
+                util::uuid(&mut st, sim.config().seed).as_u128() as u64
+            );
             let content_type = req
                 .header("x-ms-blob-content-type")
                 .or_else(|| req.header("content-type"))
@@ -61,7 +97,12 @@ pub(crate) fn handle(sim: &Simulator, req: &Req, account: &str, rest: &[String])
                 .to_string();
             st.blobs.insert(
                 key,
-                Blob { content_type, data_b64: STANDARD.encode(&req.body), etag: etag.clone(), modified_ms: now },
+                Blob {
+                    content_type,
+                    data_b64: STANDARD.encode(&req.body),
+                    etag: etag.clone(),
+                    modified_ms: now,
+                },
             );
             let mut resp = status(201);
             set_header(&mut resp, "etag", &etag);
@@ -72,14 +113,22 @@ pub(crate) fn handle(sim: &Simulator, req: &Req, account: &str, rest: &[String])
         Method::GET | Method::HEAD => {
             if !authed && !public {
                 // Azure hides private blobs from anonymous callers behind a 404.
-                return error_response(404, "ResourceNotFound", "The specified resource does not exist.");
+                return error_response(
+                    404,
+                    "ResourceNotFound",
+                    "The specified resource does not exist.",
+                );
             }
             let Some(b) = st.blobs.get(&key) else {
                 return error_response(404, "BlobNotFound", "The specified blob does not exist.");
             };
             let data = STANDARD.decode(&b.data_b64).unwrap_or_default();
             let len = data.len();
-            let mut resp = if req.method == Method::HEAD { status(200) } else { Response::new(Body::from(data)) };
+            let mut resp = if req.method == Method::HEAD {
+                status(200)
+            } else {
+                Response::new(Body::from(data))
+            };
             if let Ok(v) = HeaderValue::from_str(&b.content_type) {
                 resp.headers_mut().insert("content-type", v);
             }
@@ -91,14 +140,22 @@ pub(crate) fn handle(sim: &Simulator, req: &Req, account: &str, rest: &[String])
         }
         Method::DELETE => {
             if !authed {
-                return error_response(401, "NoAuthenticationInformation", "Server failed to authenticate the request.");
+                return error_response(
+                    401,
+                    "NoAuthenticationInformation",
+                    "Server failed to authenticate the request.",
+                );
             }
             match st.blobs.remove(&key) {
                 Some(_) => status(202),
                 None => error_response(404, "BlobNotFound", "The specified blob does not exist."),
             }
         }
-        _ => error_response(405, "UnsupportedHttpVerb", "The resource doesn't support the specified HTTP verb."),
+        _ => error_response(
+            405,
+            "UnsupportedHttpVerb",
+            "The resource doesn't support the specified HTTP verb.",
+        ),
     }
 }
 

@@ -96,7 +96,10 @@ impl Default for LatencyModel {
             ("Microsoft.Resources/resourceGroups", 60),
             ("Microsoft.Network/privateEndpoints", 30),
             ("Microsoft.Network/privateLinkServices", 20),
-            ("Microsoft.Network/privateLinkServices/privateEndpointConnections", 10),
+            (
+                "Microsoft.Network/privateLinkServices/privateEndpointConnections",
+                10,
+            ),
             ("Microsoft.Network/privateDnsZones", 30),
             ("Microsoft.Network/privateDnsZones/virtualNetworkLinks", 30),
         ];
@@ -104,7 +107,10 @@ impl Default for LatencyModel {
             default_put: secs(5),
             default_delete: secs(10),
             put: put.iter().map(|(k, v)| (k.to_string(), secs(*v))).collect(),
-            delete: delete.iter().map(|(k, v)| (k.to_string(), secs(*v))).collect(),
+            delete: delete
+                .iter()
+                .map(|(k, v)| (k.to_string(), secs(*v)))
+                .collect(),
             poll_interval: secs(10),
             fic_write: secs(2),
             operator_router: secs(120),

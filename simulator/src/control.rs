@@ -14,7 +14,11 @@ pub(crate) fn handle(sim: &Simulator, req: &Req) -> Response {
         (&Method::GET, ["inventory"]) => json(200, &json!(sim.inventory())),
         (&Method::GET, ["requests"]) => {
             let since: u64 = req.q("since").and_then(|s| s.parse().ok()).unwrap_or(0);
-            let log: Vec<_> = sim.requests().into_iter().filter(|r| r.seq > since).collect();
+            let log: Vec<_> = sim
+                .requests()
+                .into_iter()
+                .filter(|r| r.seq > since)
+                .collect();
             json(200, &json!(log))
         }
         (&Method::DELETE, ["requests"]) => {
@@ -58,6 +62,9 @@ pub(crate) fn handle(sim: &Simulator, req: &Req) -> Response {
                 }),
             )
         }
-        _ => json(404, &json!({ "error": format!("no control endpoint {} {}", req.method, req.path) })),
+        _ => json(
+            404,
+            &json!({ "error": format!("no control endpoint {} {}", req.method, req.path) }),
+        ),
     }
 }

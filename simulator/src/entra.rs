@@ -14,7 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::json;
 
 use crate::http::{ErrorCode, Req, json};
-use crate::sim::{Simulator, lock};
+use crate::sim::Simulator;
 use crate::util;
 
 /// Token lifetime in seconds (what Entra issues by default).
@@ -40,40 +40,75 @@ pub(crate) fn handle(sim: &Simulator, req: &Req) -> Response {
                 }),
             )
         }
-        _ => error_response(404, "invalid_request", "AADSTS90002: no such endpoint on the simulated Entra"),
+        _ => error_response(
+            404,
+            "invalid_request",
+            "AADSTS90002: no such endpoint on the simulated Entra",
+        ),
     }
 }
 
 fn token(sim: &Simulator, req: &Req, tenant: &str) -> Response {
     let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&req.body).unwrap_or_default();
-    let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty());
+    let get = |k: &str| {
+        form.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    };
     match get("grant_type") {
         Some("client_credentials") => {}
         Some(other) => {
-            return error_response(400, "unsupported_grant_type", &format!("AADSTS70003: grant type '{other}' is not supported by the simulator"));
+            return error_response(
+                400,
+                "unsupported_grant_type",
+                &format!("AADSTS70003: grant type '{other}' is not supported by the simulator"),
+            );
         }
-        None => return error_response(400, "invalid_request", "AADSTS900144: The request body must contain the following parameter: 'grant_type'."),
+        None => {
+            return error_response(
+                400,
+                "invalid_request",
+                "AADSTS900144: The request body must contain the following parameter: 'grant_type'.",
+            );
+        }
     }
     let Some(client_id) = get("client_id") else {
-        return error_response(400, "invalid_request", "AADSTS900144: The request body must contain the following parameter: 'client_id'.");
+        return error_response(
+            400,
+            "invalid_request",
+            "AADSTS900144: The request body must contain the following parameter: 'client_id'.",
+        );
     };
     let Some(scope) = get("scope") else {
-        return error_response(400, "invalid_scope", "AADSTS900144: The request body must contain the following parameter: 'scope'.");
+        return error_response(
+            400,
+            "invalid_scope",
+            "AADSTS900144: The request body must contain the following parameter: 'scope'.",
+        );
     };
     if !scope.split(' ').all(|s| s.ends_with("/.default")) {
-        return error_response(400, "invalid_scope", &format!("AADSTS1002012: The provided value for scope {scope} is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier (application ID URI)."));
+        return error_response(
+            400,
+            "invalid_scope",
+            &format!(
+                "AADSTS1002012: The provided value for scope {scope} is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier (application ID URI)."
+            ),
+        );
     }
     let has_secret = get("client_secret").is_some();
     let has_assertion = get("client_assertion").is_some()
-        && get("client_assertion_type") == Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer");
+        && get("client_assertion_type")
+            == Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer");
     if !has_secret && !has_assertion {
-        return error_response(401, "invalid_client", "AADSTS7000216: 'client_assertion', 'client_secret' or 'request' is required for the 'client_credentials' grant type.");
+        return error_response(
+            401,
+            "invalid_client",
+            "AADSTS7000216: 'client_assertion', 'client_secret' or 'request' is required for the 'client_credentials' grant type.",
+        );
     }
     let now = sim.now_ms();
-    let jti = {
-        let mut st = lock(&sim.inner.state);
-        util::uuid(&mut st, sim.config().seed)
-    };
+    let jti = uuid::Uuid::new_v4();
     let aud = scope.trim_end_matches("/.default");
     let header = json!({"typ": "JWT", "alg": "RS256", "kid": "hcp-simulator"});
     let claims = json!({
@@ -89,7 +124,12 @@ fn token(sim: &Simulator, req: &Req, tenant: &str) -> Response {
         "jti": jti,
     });
     let enc = |v: &serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
-    let token = format!("{}.{}.{}", enc(&header), enc(&claims), URL_SAFE_NO_PAD.encode("hcp-simulator-unsigned"));
+    let token = format!(
+        "{}.{}.{}",
+        enc(&header),
+        enc(&claims),
+        URL_SAFE_NO_PAD.encode("hcp-simulator-unsigned")
+    );
     json(
         200,
         &json!({

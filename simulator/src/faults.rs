@@ -64,9 +64,17 @@ pub struct FaultRule {
 pub(crate) enum FaultAction {
     /// Only the latency (if any) applies; process normally.
     Pass,
-    Respond { status: u16, code: String, message: String, retry_after: Option<u64> },
+    Respond {
+        status: u16,
+        code: String,
+        message: String,
+        retry_after: Option<u64>,
+    },
     Drop,
-    FailAsync { code: String, message: String },
+    FailAsync {
+        code: String,
+        message: String,
+    },
 }
 
 /// Result of evaluating the rules for one request.
@@ -93,7 +101,11 @@ pub(crate) struct FaultEngine {
 
 impl FaultEngine {
     pub(crate) fn new(seed: u64) -> Self {
-        Self { rules: Vec::new(), next_id: 1, rng: StdRng::seed_from_u64(seed ^ 0xfa17) }
+        Self {
+            rules: Vec::new(),
+            next_id: 1,
+            rng: StdRng::seed_from_u64(seed ^ 0xfa17),
+        }
     }
 
     pub(crate) fn add(&mut self, mut rule: FaultRule) -> Result<String, String> {
@@ -113,7 +125,11 @@ impl FaultEngine {
         {
             return Err(format!("status {s} is not an HTTP status"));
         }
-        if rule.status.is_none() && rule.latency_ms.is_none() && !rule.drop_connection && !rule.fail_async {
+        if rule.status.is_none()
+            && rule.latency_ms.is_none()
+            && !rule.drop_connection
+            && !rule.fail_async
+        {
             return Err("a rule needs status, latency_ms, drop_connection or fail_async".into());
         }
         if rule.fail_async && rule.error_code.is_none() {
@@ -122,7 +138,11 @@ impl FaultEngine {
         let id = format!("fault-{}", self.next_id);
         self.next_id += 1;
         rule.id = Some(id.clone());
-        self.rules.push(Armed { rule, seen: 0, fired: 0 });
+        self.rules.push(Armed {
+            rule,
+            seen: 0,
+            fired: 0,
+        });
         Ok(id)
     }
 
@@ -141,7 +161,12 @@ impl FaultEngine {
     }
 
     /// Evaluates the rules in insertion order; the first firing rule wins.
-    pub(crate) fn check(&mut self, method: &str, path: &str, rtype: Option<&str>) -> Option<FaultHit> {
+    pub(crate) fn check(
+        &mut self,
+        method: &str,
+        path: &str,
+        rtype: Option<&str>,
+    ) -> Option<FaultHit> {
         for armed in &mut self.rules {
             let r = &armed.rule;
             if let Some(m) = &r.method
@@ -166,7 +191,9 @@ impl FaultEngine {
                 continue;
             }
             armed.seen += 1;
-            let limit = r.times.unwrap_or(if r.nth.is_some() { 1 } else { u64::MAX });
+            let limit = r
+                .times
+                .unwrap_or(if r.nth.is_some() { 1 } else { u64::MAX });
             if armed.fired >= limit {
                 continue;
             }
@@ -181,18 +208,32 @@ impl FaultEngine {
                 continue;
             }
             armed.fired += 1;
-            let code = r.error_code.clone().unwrap_or_else(|| default_code(r.status.unwrap_or(500)));
-            let message = r.message.clone().unwrap_or_else(|| "injected fault".to_string());
+            let code = r
+                .error_code
+                .clone()
+                .unwrap_or_else(|| default_code(r.status.unwrap_or(500)));
+            let message = r
+                .message
+                .clone()
+                .unwrap_or_else(|| "injected fault".to_string());
             let action = if r.drop_connection {
                 FaultAction::Drop
             } else if r.fail_async {
                 FaultAction::FailAsync { code, message }
             } else if let Some(status) = r.status {
-                FaultAction::Respond { status, code, message, retry_after: r.retry_after }
+                FaultAction::Respond {
+                    status,
+                    code,
+                    message,
+                    retry_after: r.retry_after,
+                }
             } else {
                 FaultAction::Pass
             };
-            return Some(FaultHit { latency_ms: r.latency_ms.unwrap_or(0), action });
+            return Some(FaultHit {
+                latency_ms: r.latency_ms.unwrap_or(0),
+                action,
+            });
         }
         None
     }
@@ -223,11 +264,22 @@ mod tests {
     #[test]
     fn nth_fires_once_by_default() {
         let mut e = FaultEngine::new(1);
-        let rule = FaultRule { method: Some("PUT".into()), nth: Some(2), status: Some(500), ..Default::default() };
+        let rule = FaultRule {
+            method: Some("PUT".into()),
+            nth: Some(2),
+            status: Some(500),
+            ..Default::default()
+        };
         assert!(e.add(rule).is_ok());
         assert!(e.check("PUT", "/x", None).is_none());
         assert!(e.check("GET", "/x", None).is_none());
-        assert!(matches!(e.check("PUT", "/x", None), Some(FaultHit { action: FaultAction::Respond { status: 500, .. }, .. })));
+        assert!(matches!(
+            e.check("PUT", "/x", None),
+            Some(FaultHit {
+                action: FaultAction::Respond { status: 500, .. },
+                ..
+            })
+        ));
         assert!(e.check("PUT", "/x", None).is_none());
     }
 

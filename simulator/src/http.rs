@@ -51,7 +51,10 @@ pub(crate) struct Req {
 impl Req {
     /// First query value for `key` (case-insensitive key, as ARM treats `api-version`).
     pub(crate) fn q(&self, key: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
+        self.query
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.as_str())
     }
 
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
@@ -63,7 +66,13 @@ impl Req {
     /// `https://management.azure.com`, a plain client keeps seeing `http://127.0.0.1:PORT`.
     pub(crate) fn base_url(&self) -> String {
         let h = self.host.to_ascii_lowercase();
-        let azure = [".azure.com", ".windows.net", ".usgovcloudapi.net", ".chinacloudapi.cn", "login.microsoftonline.com"];
+        let azure = [
+            ".azure.com",
+            ".windows.net",
+            ".usgovcloudapi.net",
+            ".chinacloudapi.cn",
+            "login.microsoftonline.com",
+        ];
         if self.headers.contains_key(ORIGINAL_HOST_HEADER) || azure.iter().any(|s| h.ends_with(s)) {
             format!("https://{}", self.host)
         } else {
@@ -99,10 +108,16 @@ pub(crate) fn classify(req: &Req) -> Surface {
     let host = req.host.to_ascii_lowercase();
     let host = host.split(':').next().unwrap_or("");
     if let Some(account) = host.strip_suffix(".blob.core.windows.net") {
-        return Surface::Blob { account: account.to_string(), rest: segs.clone() };
+        return Surface::Blob {
+            account: account.to_string(),
+            rest: segs.clone(),
+        };
     }
     if first == "_blob" && segs.len() >= 2 {
-        return Surface::Blob { account: segs[1].to_ascii_lowercase(), rest: segs[2..].to_vec() };
+        return Surface::Blob {
+            account: segs[1].to_ascii_lowercase(),
+            rest: segs[2..].to_vec(),
+        };
     }
     if first.eq_ignore_ascii_case("subscriptions") {
         return Surface::Arm;
@@ -127,11 +142,19 @@ async fn handle(State(sim): State<Simulator>, request: Request) -> Response {
         Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "body too large").into_response(),
     };
     let path = parts.uri.path().to_string();
-    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| path.clone());
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| path.clone());
     let segments = path
         .split('/')
         .filter(|s| !s.is_empty())
-        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
         .collect();
     let query = parts
         .uri
@@ -146,7 +169,16 @@ async fn handle(State(sim): State<Simulator>, request: Request) -> Response {
         .map(str::to_string)
         .or_else(|| parts.uri.authority().map(|a| a.to_string()))
         .unwrap_or_else(|| "localhost".to_string());
-    let req = Req { method: parts.method, path, path_and_query, segments, query, headers: parts.headers, body, host };
+    let req = Req {
+        method: parts.method,
+        path,
+        path_and_query,
+        segments,
+        query,
+        headers: parts.headers,
+        body,
+        host,
+    };
     dispatch(sim, req).await
 }
 
@@ -161,11 +193,14 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
     let rtype = match &surface {
         Surface::Arm => arm::classify_type(&req),
         Surface::Kube => kube::classify_type(&req),
-        Surface::Blob { .. } => Some("Microsoft.Storage/storageAccounts/blobServices/containers/blobs".to_string()),
+        Surface::Blob { .. } => {
+            Some("Microsoft.Storage/storageAccounts/blobServices/containers/blobs".to_string())
+        }
         Surface::Entra => Some("Microsoft.Entra/token".to_string()),
         _ => None,
     };
-    let hit = lock(&sim.inner.faults).check(req.method.as_str(), &req.path_and_query, rtype.as_deref());
+    let hit =
+        lock(&sim.inner.faults).check(req.method.as_str(), &req.path_and_query, rtype.as_deref());
     let mut fail_async = None;
     if let Some(hit) = hit {
         if hit.latency_ms > 0 {
@@ -178,7 +213,12 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
                 record(&sim, seq, &req, 0, Some("ConnectionDropped".into()));
                 return dropped_connection();
             }
-            FaultAction::Respond { status, code, message, retry_after } => {
+            FaultAction::Respond {
+                status,
+                code,
+                message,
+                retry_after,
+            } => {
                 let mut resp = error_for(&surface, status, &code, &message);
                 if let Some(s) = retry_after {
                     set_header(&mut resp, "retry-after", &s.to_string());
@@ -201,7 +241,13 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
                 );
                 let mut resp = arm::error_response(429, "SubscriptionRequestsThrottled", &msg);
                 set_header(&mut resp, "retry-after", &secs.to_string());
-                record(&sim, seq, &req, 429, Some("SubscriptionRequestsThrottled".into()));
+                record(
+                    &sim,
+                    seq,
+                    &req,
+                    429,
+                    Some("SubscriptionRequestsThrottled".into()),
+                );
                 return resp;
             }
             Take::Ok(left) => {
@@ -221,9 +267,12 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
         Surface::Kube => kube::handle(&sim, &req).await,
         Surface::Entra => entra::handle(&sim, &req),
         Surface::Blob { account, rest } => blob::handle(&sim, &req, &account, &rest),
-        Surface::Control | Surface::Unknown => {
-            error_for(&Surface::Unknown, 404, "NotFound", &format!("no simulated endpoint at {}", req.path))
-        }
+        Surface::Control | Surface::Unknown => error_for(
+            &Surface::Unknown,
+            404,
+            "NotFound",
+            &format!("no simulated endpoint at {}", req.path),
+        ),
     };
     finish(&sim, seq, &req, resp)
 }
@@ -260,7 +309,10 @@ fn record(sim: &Simulator, seq: u64, req: &Req, status: u16, error_code: Option<
 /// sees a transport error rather than an HTTP status.
 fn dropped_connection() -> Response {
     let stream = futures::stream::once(async {
-        Err::<Bytes, std::io::Error>(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fault: connection dropped"))
+        Err::<Bytes, std::io::Error>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "fault: connection dropped",
+        ))
     });
     Response::new(Body::from_stream(stream))
 }
@@ -285,7 +337,10 @@ pub(crate) fn set_header(resp: &mut Response, name: &'static str, value: &str) {
 pub(crate) fn json(status: u16, v: &Value) -> Response {
     let mut resp = Response::new(Body::from(serde_json::to_vec(v).unwrap_or_default()));
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert("content-type", HeaderValue::from_static("application/json; charset=utf-8"));
+    resp.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
     resp
 }
 

@@ -1,1 +1,104 @@
-//! Simulated Azure + management cluster. See issue 3; built in `src/`.
+//! # hcp-simulator: simulated Azure and HyperShift management cluster
+//!
+//! One HTTP router that speaks the real wire protocols of Microsoft Entra (token
+//! endpoint), Azure Resource Manager, the Azure Blob data plane and a Kubernetes API
+//! server with a simulated HyperShift operator, so the real clients — `azure_core` with
+//! `azure_identity` credentials, and kube-rs — talk to it unchanged. Operators rehearse
+//! rollouts and failures with it; every end-to-end test runs against it.
+//!
+//! **Architecture invariant:** the simulator shares no request/response types with the
+//! client code (`activities`). Resources are JSON (`serde_json::Value`) with per-type logic
+//! written from the real contract (DOMAIN.md and the reference examples), so a wire mismatch
+//! between our client and Azure shows up as a failing test.
+//!
+//! ## Using it
+//! - In process: [`Simulator::new`] + [`Simulator::router`] and `tower::ServiceExt::oneshot`
+//!   (no socket), or [`Simulator::serve`] on a `TcpListener`.
+//! - As a process: [`serve_cli`] (behind `hcp-workflow simulator serve --listen ADDR
+//!   [--state FILE] [--time-scale F] [--seed N]`) prints the endpoints and the settings to
+//!   use (`--simulator http://127.0.0.1:PORT`).
+//!
+//! ## URL shapes (one listener)
+//! | Surface | How it is selected | Paths |
+//! |---|---|---|
+//! | Control | path | `GET /_sim/inventory`, `GET /_sim/requests[?since=SEQ]`, `DELETE /_sim/requests`, `GET/POST/DELETE /_sim/faults`, `DELETE /_sim/faults/{id}`, `GET /_sim/info` |
+//! | Entra | path | `POST /{tenant}/oauth2/v2.0/token` (client credentials: `client_secret` or `client_assertion`), `GET /{tenant}/v2.0/.well-known/openid-configuration` |
+//! | ARM | path `/subscriptions/...` | resources, lists (`nextLink` with `$skipToken`), `POST …/storageAccounts/{a}/listKeys`, LRO URLs `/subscriptions/{s}/providers/{RP}/locations/{loc}/operations/{id}` (Azure-AsyncOperation) and `…/operationResults/{id}` (Location) |
+//! | Blob | `Host: {account}.blob.core.windows.net`, or path | `/{container}/{blob…}`, or `/_blob/{account}/{container}/{blob…}` |
+//! | Kubernetes | path | `/version`, `/api`, `/apis`, `/api/v1/...`, `/apis/{group}/{version}/...` |
+//!
+//! Azure SDK credentials refuse http, so a client keeps its real `https://…` URLs and its
+//! transport sends them here; it should set [`ORIGINAL_HOST_HEADER`] (`x-ms-original-host`)
+//! to the host it meant, which also makes the simulator hand out `https://{that host}/…`
+//! in `nextLink`, `Azure-AsyncOperation` and `Location`. Plain-http callers get URLs on the
+//! host they used. ARM requires an `Authorization: Bearer …` header (any token).
+//!
+//! ## ARM
+//! Types and api-versions: DOMAIN.md §2 (pinned versions first; the versions the reference
+//! examples use are also accepted; others answer 400 `NoRegisteredProviderFound` /
+//! `InvalidApiVersionParameter`, a missing one 400 `MissingApiVersionParameter`). PUT is
+//! create-or-replace (201 new, 200 replaced). Long-running operations follow each
+//! provider: Microsoft.Network PUT → 201/200 with `provisioningState: Updating` +
+//! `Azure-AsyncOperation`; network DELETE → 202 + `Azure-AsyncOperation` + `Location`;
+//! resource-group DELETE → 202 + `Location` only; storage-account create → 202 + `Location`
+//! only; Private DNS zone/link PUT and DELETE → 202 + both. All carry `Retry-After` (whole
+//! seconds) and `retry-after-ms` (scaled). Status documents go `InProgress` →
+//! `Succeeded`/`Failed`. Errors are `{"error":{"code","message","details"}}` +
+//! `x-ms-error-code`. DELETE of a missing resource answers 204 (a missing group: 404).
+//! Modelled Azure behaviours: resource groups own their contents (cascade delete, refused
+//! while something outside depends on something inside); `InUseSubnetCannotBeDeleted`
+//! (also for a VNet PUT that drops a used subnet); `PrincipalNotFound` for
+//! [`SimConfig::principal_not_found_for`] after an identity's creation;
+//! `RoleAssignmentExists`; 409 `ConcurrentFederatedIdentityCredentialsWritesForSingleManagedIdentity`
+//! when federated-credential writes on one identity overlap; PE → PLS connections
+//! (`Approved` when the PE's subscription is in `autoApproval`, else `Pending`; by id or
+//! alias); rejection visible on the PE side; `PrivateLinkServiceWithPrivateEndpointConnectionsCannotBeDeleted`
+//! ([`SimConfig::rejected_connection_blocks_pls_delete`]); `CannotDeleteLoadBalancerWithPrivateLinkService`;
+//! per-subscription throttling with 429 `SubscriptionRequestsThrottled` + `Retry-After`.
+//!
+//! ## Kubernetes and the operator
+//! See the `kube` module for verbs and caveats, and [`FINALIZER`]'s module for the
+//! simulated HyperShift operator (private-router Service + internal LB, `Available`,
+//! `Ready`, finalizer-guarded deletion). With [`SimConfig::crds_dir`] set, HostedCluster,
+//! NodePool and AzurePrivateLinkService writes are validated against the CRD schemas (422).
+//!
+//! ## Fault rules (`POST /_sim/faults`, answers `{"id": "fault-N"}`)
+//! ```json
+//! {"method": "PUT", "path": "*/privateLinkServices/*", "resource_type": "Microsoft.Network/privateLinkServices",
+//!  "nth": 3, "probability": 0.2, "times": 1,
+//!  "status": 429, "error_code": "TooManyRequests", "message": "...", "retry_after": 2,
+//!  "latency_ms": 100, "drop_connection": false, "fail_async": false}
+//! ```
+//! All fields optional, but one of `status`, `latency_ms`, `drop_connection`, `fail_async`
+//! is needed; see [`FaultRule`] for exact semantics. Rules are checked in insertion order;
+//! the first firing rule wins. Requests answered by a fault or by throttling are logged.
+//!
+//! ## Time, randomness, persistence
+//! Every simulated delay is a model duration ([`LatencyModel`]) × [`SimConfig::time_scale`]
+//! (default 0.01: a cluster lifecycle takes seconds; [`SimConfig::realistic`]: 1.0). The
+//! clock is tokio's, so paused-time tests control it; throttling refills on unscaled time.
+//! Generated ids derive from [`SimConfig::seed`]. With [`SimConfig::state_file`] the whole
+//! state is written (temp file + rename) after every mutating request and every background
+//! change, and loaded at start, so a separate simulator process outlives a killed worker.
+
+mod arm;
+mod blob;
+mod config;
+mod control;
+mod entra;
+mod error;
+mod faults;
+mod http;
+mod kube;
+mod operator;
+mod sim;
+mod state;
+mod throttle;
+mod util;
+
+pub use config::{LatencyModel, SimConfig, ThrottleConfig};
+pub use error::Error;
+pub use faults::FaultRule;
+pub use http::ORIGINAL_HOST_HEADER;
+pub use operator::FINALIZER;
+pub use sim::{InventoryItem, RequestRecord, ServeOptions, Simulator, banner, serve_cli};

@@ -62,7 +62,10 @@ impl Clock {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        Self { wall0_ms, inst0: tokio::time::Instant::now() }
+        Self {
+            wall0_ms,
+            inst0: tokio::time::Instant::now(),
+        }
     }
     pub(crate) fn now_ms(&self) -> u64 {
         self.wall0_ms + self.inst0.elapsed().as_millis() as u64
@@ -133,11 +136,16 @@ impl Simulator {
                 config,
             }),
         };
-        if fresh {
+        {
             let now = sim.now_ms();
             let mut st = lock(&sim.inner.state);
-            arm::seed_management(&sim, &mut st, now);
-            kube::seed_namespaces(&sim, &mut st, now);
+            if fresh {
+                arm::seed_management(&sim, &mut st, now);
+                kube::seed_namespaces(&sim, &mut st, now);
+            } else {
+                // Watch history is not persisted: resuming from an older version is 410.
+                st.kube_history_floor = st.kube_rv;
+            }
         }
         sim.persist()?;
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -163,7 +171,9 @@ impl Simulator {
     /// # Errors
     /// I/O errors of the listener.
     pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<(), Error> {
-        axum::serve(listener, self.router()).await.map_err(Error::Serve)
+        axum::serve(listener, self.router())
+            .await
+            .map_err(Error::Serve)
     }
 
     /// Every ARM resource and Kubernetes object, in creation order.
@@ -279,7 +289,9 @@ pub async fn serve_cli(opts: ServeOptions) -> Result<(), Error> {
     }
     config.state_file = opts.state.clone();
     config.crds_dir = opts.crds.clone();
-    let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(Error::Serve)?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(Error::Serve)?;
     let addr = listener.local_addr().map_err(Error::Serve)?;
     let sim = Simulator::new(config)?;
     println!("{}", banner(&sim, addr));
@@ -317,7 +329,15 @@ pub fn banner(sim: &Simulator, addr: SocketAddr) -> String {
         tenant = c.tenant_id,
         ts = c.time_scale,
         seed = c.seed,
-        state = c.state_file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(memory)".into()),
-        crds = c.crds_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "(none)".into()),
+        state = c
+            .state_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(memory)".into()),
+        crds = c
+            .crds_dir
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(none)".into()),
     )
 }

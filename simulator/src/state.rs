@@ -76,7 +76,11 @@ pub(crate) enum OpKind {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum OpOutcome {
     Succeeded,
-    Failed { status: u16, code: String, message: String },
+    Failed {
+        status: u16,
+        code: String,
+        message: String,
+    },
 }
 
 /// A long-running ARM operation, polled through its `Azure-AsyncOperation` or `Location`.
@@ -147,6 +151,9 @@ pub(crate) struct State {
     /// gets 410 Gone and re-lists, as with a real API server).
     #[serde(skip)]
     pub kube_events: std::collections::VecDeque<std::sync::Arc<KubeEvent>>,
+    /// Oldest resourceVersion a watch can resume from (history before it is gone).
+    #[serde(skip)]
+    pub kube_history_floor: u64,
 }
 
 /// One Kubernetes watch event.
@@ -179,18 +186,29 @@ impl State {
 
     pub(crate) fn load(path: &Path) -> Result<Option<State>, Error> {
         match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|source| Error::ParseState { path: path.to_path_buf(), source }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|source| Error::ParseState {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(Error::ReadState { path: path.to_path_buf(), source }),
+            Err(source) => Err(Error::ReadState {
+                path: path.to_path_buf(),
+                source,
+            }),
         }
     }
 
     /// Writes the state atomically: a reader (or a restarted simulator) sees either the
     /// previous or the new file, never a torn one.
     pub(crate) fn save(&self, path: &Path) -> Result<(), Error> {
-        let err = |source| Error::WriteState { path: path.to_path_buf(), source };
+        let err = |source| Error::WriteState {
+            path: path.to_path_buf(),
+            source,
+        };
         let bytes = serde_json::to_vec(self).map_err(|e| err(std::io::Error::other(e)))?;
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");

@@ -33,7 +33,10 @@ pub(crate) struct Throttle {
 
 impl Throttle {
     pub(crate) fn new(cfg: ThrottleConfig) -> Self {
-        Self { cfg, buckets: HashMap::new() }
+        Self {
+            cfg,
+            buckets: HashMap::new(),
+        }
     }
 
     pub(crate) fn take(&mut self, subscription: &str, write: bool) -> Take {
@@ -49,7 +52,10 @@ impl Throttle {
         let b = self
             .buckets
             .entry((subscription.to_ascii_lowercase(), write))
-            .or_insert(Bucket { tokens: f64::from(burst), last: now });
+            .or_insert(Bucket {
+                tokens: f64::from(burst),
+                last: now,
+            });
         let elapsed = now.duration_since(b.last).as_secs_f64();
         b.tokens = (b.tokens + elapsed * rate).min(f64::from(burst));
         b.last = now;
@@ -70,7 +76,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn bucket_empties_and_refills() {
-        let cfg = ThrottleConfig { read_burst: 2, read_per_second: 1.0, ..ThrottleConfig::default() };
+        let cfg = ThrottleConfig {
+            read_burst: 2,
+            read_per_second: 1.0,
+            ..ThrottleConfig::default()
+        };
         let mut t = Throttle::new(cfg);
         assert_eq!(t.take("s", false), Take::Ok(1));
         assert_eq!(t.take("s", false), Take::Ok(0));

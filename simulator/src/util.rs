@@ -47,7 +47,9 @@ pub(crate) fn mentions(v: &Value, needle: &str) -> bool {
 /// Whether any string inside `v` starts with `prefix` ignoring ASCII case.
 pub(crate) fn mentions_prefix(v: &Value, prefix: &str) -> bool {
     match v {
-        Value::String(s) => s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix),
+        Value::String(s) => {
+            s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+        }
         Value::Array(a) => a.iter().any(|x| mentions_prefix(x, prefix)),
         Value::Object(o) => o.values().any(|x| mentions_prefix(x, prefix)),
         _ => false,
@@ -59,8 +61,12 @@ pub(crate) fn obj_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Va
     if !v.is_object() {
         *v = Value::Object(Map::new());
     }
-    let Value::Object(m) = v else { unreachable!("just made an object") };
-    let slot = m.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(m) = v else {
+        unreachable!("just made an object")
+    };
+    let slot = m
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
     if !slot.is_object() {
         *slot = Value::Object(Map::new());
     }
@@ -90,7 +96,11 @@ pub(crate) fn parse_cidr(s: &str) -> Option<(u32, u32)> {
 
 /// The address `offset` hosts into `cidr`'s network.
 pub(crate) fn ip_in(cidr: (u32, u32), offset: u32) -> String {
-    let mask = if cidr.1 == 0 { 0 } else { u32::MAX << (32 - cidr.1) };
+    let mask = if cidr.1 == 0 {
+        0
+    } else {
+        u32::MAX << (32 - cidr.1)
+    };
     Ipv4Addr::from((cidr.0 & mask).wrapping_add(offset)).to_string()
 }
 
@@ -127,7 +137,10 @@ mod tests {
 
     #[test]
     fn glob_matches() {
-        assert!(glob("*/privateLinkServices/*", "/subscriptions/x/providers/Microsoft.Network/privatelinkservices/p"));
+        assert!(glob(
+            "*/privateLinkServices/*",
+            "/subscriptions/x/providers/Microsoft.Network/privatelinkservices/p"
+        ));
         assert!(glob("/a*c", "/abbbc"));
         assert!(!glob("/a*c", "/abbbd"));
         assert!(glob("*", ""));

@@ -1,1 +1,176 @@
-//! Shared helpers for the end-to-end tests.
+//! Helpers for the end-to-end tests: locating the real `hcp-workflow` binary, fresh
+//! journals (SQLite files, Postgres databases), and child processes that can be killed at
+//! an exact journal boundary.
+//!
+//! The binary is built by the same `cargo test` invocation (the `hcp-workflow` package has
+//! integration tests of its own, so cargo builds its binary before running any test).
+
+#![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Path of the `hcp-workflow` binary next to the test executable.
+pub fn bin() -> PathBuf {
+    if let Ok(p) = std::env::var("HCP_WORKFLOW_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/hcp-workflow
+    let p = exe.parent().unwrap().parent().unwrap().join("hcp-workflow");
+    assert!(
+        p.exists(),
+        "{} not found: run the tests with `cargo test --workspace` (it builds the binary) or set HCP_WORKFLOW_BIN",
+        p.display()
+    );
+    p
+}
+
+/// A fresh scratch directory.
+pub fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hcp-e2e-{tag}-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The Postgres server for tests, from `HCP_TEST_POSTGRES_URL`. `None` (with a note on
+/// stderr) when unset — unless `HCP_REQUIRE_POSTGRES=1`, in which case this panics.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("HCP_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            if std::env::var("HCP_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+                panic!("HCP_REQUIRE_POSTGRES=1 but HCP_TEST_POSTGRES_URL is not set");
+            }
+            eprintln!("skipped: HCP_TEST_POSTGRES_URL not set (Postgres tests need a server)");
+            None
+        }
+    }
+}
+
+/// A new, empty Postgres database on the test server; returns its URL.
+pub async fn fresh_postgres(base: &str) -> String {
+    use sqlx::Connection;
+    let name = format!("hcp_e2e_{}", uuid::Uuid::new_v4().simple());
+    let mut c = sqlx::PgConnection::connect(base)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach the test Postgres at {base}: {e}"));
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    format!("{prefix}/{name}")
+}
+
+/// A child process whose stdout lines are collected as they come.
+#[derive(Debug)]
+pub struct Proc {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+    stderr_path: PathBuf,
+}
+
+impl Proc {
+    /// Spawn `hcp-workflow args…` with `envs`; stderr goes to a file in `dir`.
+    pub fn spawn(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Proc {
+        let stderr_path = dir.join(format!("stderr-{}.log", uuid::Uuid::new_v4().simple()));
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .stdin(Stdio::null());
+        cmd.env_remove("HCP_CRASH_AT")
+            .env_remove("HCP_TRACE_BOUNDARIES")
+            .env_remove("HCP_SAMPLE_FAULTS");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Proc {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+            stderr_path,
+        }
+    }
+
+    /// Wait for a stdout line starting with `prefix`.
+    pub fn wait_line(&mut self, prefix: &str, timeout: Duration) -> Option<String> {
+        let end = Instant::now() + timeout;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.starts_with(prefix) {
+                        return Some(l);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Wait for exit (killing after `timeout`); returns the exit code and all stdout.
+    pub fn finish(mut self, timeout: Duration) -> (Option<i32>, Vec<String>, String) {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    self.seen.push(l);
+                }
+                let err = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+                return (st.code(), self.seen, err);
+            }
+            if Instant::now() > end {
+                self.kill();
+                let err = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+                panic!(
+                    "process did not finish within {timeout:?}; stdout: {:?}; stderr: {err}",
+                    self.seen
+                );
+            }
+            while let Ok(l) = self.lines.try_recv() {
+                self.seen.push(l);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Send a signal by name (`STOP`, `CONT`, `TERM`) with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill -{sig} failed");
+    }
+}

@@ -32,7 +32,10 @@ impl FicGuard {
                 ),
             ));
         }
-        let guard = FicGuard { sim: sim.clone(), key };
+        let guard = FicGuard {
+            sim: sim.clone(),
+            key,
+        };
         let ms = sim.scaled(sim.config().latency.fic_write);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(guard)
@@ -47,8 +50,16 @@ impl Drop for FicGuard {
 
 fn not_found(rid: &ResId) -> ArmError {
     match rid.spec.rtype {
-        types::RG => ArmError::new(404, "ResourceGroupNotFound", format!("Resource group '{}' could not be found.", rid.name)),
-        types::ROLE => ArmError::new(404, "RoleAssignmentNotFound", format!("The role assignment '{}' is not found.", rid.name)),
+        types::RG => ArmError::new(
+            404,
+            "ResourceGroupNotFound",
+            format!("Resource group '{}' could not be found.", rid.name),
+        ),
+        types::ROLE => ArmError::new(
+            404,
+            "RoleAssignmentNotFound",
+            format!("The role assignment '{}' is not found.", rid.name),
+        ),
         _ => ArmError::new(
             404,
             "ResourceNotFound",
@@ -64,7 +75,9 @@ fn not_found(rid: &ResId) -> ArmError {
 
 /// Fails when the resource group of `rid` is missing (404) or, for writes, being deleted.
 fn check_group(ctx: &Ctx<'_>, rid: &ResId, write: bool) -> Result<(), ArmError> {
-    let Some(rg_id) = rid.rg_id() else { return Ok(()) };
+    let Some(rg_id) = rid.rg_id() else {
+        return Ok(());
+    };
     if rid.spec.rtype == types::RG {
         return Ok(());
     }
@@ -72,12 +85,18 @@ fn check_group(ctx: &Ctx<'_>, rid: &ResId, write: bool) -> Result<(), ArmError> 
         None => Err(ArmError::new(
             404,
             "ResourceGroupNotFound",
-            format!("Resource group '{}' could not be found.", rid.rg.as_deref().unwrap_or_default()),
+            format!(
+                "Resource group '{}' could not be found.",
+                rid.rg.as_deref().unwrap_or_default()
+            ),
         )),
         Some(rg) if write && rg.prov == Prov::Deleting => Err(ArmError::new(
             409,
             "ResourceGroupBeingDeleted",
-            format!("The resource group '{}' is in deprovisioning state and cannot perform this operation.", rg.name),
+            format!(
+                "The resource group '{}' is in deprovisioning state and cannot perform this operation.",
+                rg.name
+            ),
         )),
         Some(_) => Ok(()),
     }
@@ -97,12 +116,20 @@ fn check_parent(ctx: &Ctx<'_>, rid: &ResId) -> Result<(), ArmError> {
         Err(ArmError::new(
             404,
             "ParentResourceNotFound",
-            format!("Can not perform requested operation on nested resource. Parent resource '{}' not found.", rid.parent),
+            format!(
+                "Can not perform requested operation on nested resource. Parent resource '{}' not found.",
+                rid.parent
+            ),
         ))
     }
 }
 
-pub(crate) fn put(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(String, String)>) -> Result<Response, ArmError> {
+pub(crate) fn put(
+    ctx: &mut Ctx<'_>,
+    req: &Req,
+    rid: &ResId,
+    fail: Option<(String, String)>,
+) -> Result<Response, ArmError> {
     let mut body = req
         .json_body()
         .map_err(|m| ArmError::bad_request("InvalidRequestContent", m))?;
@@ -110,19 +137,28 @@ pub(crate) fn put(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(Strin
         body = json!({});
     }
     let Value::Object(obj) = &mut body else {
-        return Err(ArmError::bad_request("InvalidRequestContent", "The request content must be a JSON object."));
+        return Err(ArmError::bad_request(
+            "InvalidRequestContent",
+            "The request content must be a JSON object.",
+        ));
     };
     for k in ["id", "type", "etag"] {
         obj.remove(k);
     }
     obj.remove("name");
     if rid.spec.tracked && !obj.get("location").is_some_and(Value::is_string) {
-        return Err(ArmError::bad_request("LocationRequired", "The location property is required for this definition."));
+        return Err(ArmError::bad_request(
+            "LocationRequired",
+            "The location property is required for this definition.",
+        ));
     }
     if let Some(t) = obj.get("tags")
         && !t.is_object()
     {
-        return Err(ArmError::bad_request("InvalidRequestContent", "tags must be an object of strings."));
+        return Err(ArmError::bad_request(
+            "InvalidRequestContent",
+            "tags must be an object of strings.",
+        ));
     }
     check_group(ctx, rid, true)?;
     check_parent(ctx, rid)?;
@@ -134,7 +170,10 @@ pub(crate) fn put(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(Strin
         return Err(ArmError::new(
             409,
             "AnotherOperationInProgress",
-            format!("Another operation on this or dependent resource is in progress. Resource '{}' is being deleted.", e.id),
+            format!(
+                "Another operation on this or dependent resource is in progress. Resource '{}' is being deleted.",
+                e.id
+            ),
         ));
     }
     let prepared = prepare::prepare(ctx, rid, body, existing.as_ref())?;
@@ -164,12 +203,25 @@ pub(crate) fn put(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(Strin
         None
     } else {
         let dur = ctx.sim.scaled(ctx.cfg().latency.put_for(rid.spec.rtype));
-        Some(ops::start(ctx, OpKind::Put { resource_id: rid.id.clone() }, dur, fail))
+        Some(ops::start(
+            ctx,
+            OpKind::Put {
+                resource_id: rid.id.clone(),
+            },
+            dur,
+            fail,
+        ))
     };
     let res = ArmResource {
-        id: existing.as_ref().map(|e| e.id.clone()).unwrap_or_else(|| rid.id.clone()),
+        id: existing
+            .as_ref()
+            .map(|e| e.id.clone())
+            .unwrap_or_else(|| rid.id.clone()),
         rtype: rid.spec.rtype.to_string(),
-        name: existing.as_ref().map(|e| e.name.clone()).unwrap_or_else(|| rid.name.clone()),
+        name: existing
+            .as_ref()
+            .map(|e| e.name.clone())
+            .unwrap_or_else(|| rid.name.clone()),
         parent: rid.parent.to_ascii_lowercase(),
         body: prepared.body,
         etag,
@@ -190,9 +242,18 @@ pub(crate) fn put(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(Strin
         _ => empty(202),
     };
     let h = match mode {
-        PutMode::AcceptedLocation => Headers { async_op: false, location: true },
-        PutMode::AcceptedAsync => Headers { async_op: true, location: true },
-        _ => Headers { async_op: true, location: false },
+        PutMode::AcceptedLocation => Headers {
+            async_op: false,
+            location: true,
+        },
+        PutMode::AcceptedAsync => Headers {
+            async_op: true,
+            location: true,
+        },
+        _ => Headers {
+            async_op: true,
+            location: false,
+        },
     };
     ops::add_headers(ctx, &mut resp, req, rid, &op_id, h);
     Ok(resp)
@@ -207,15 +268,28 @@ fn rendered(ctx: &Ctx<'_>, key: &str) -> Value {
 
 pub(crate) fn get(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId) -> Result<Response, ArmError> {
     check_group(ctx, rid, false)?;
-    let expand = req.q("$expand").is_some_and(|e| e.to_ascii_lowercase().contains("networkinterfaces"));
+    let expand = req
+        .q("$expand")
+        .is_some_and(|e| e.to_ascii_lowercase().contains("networkinterfaces"));
     match ctx.st.arm.get(&rid.key()) {
         Some(r) => Ok(json_resp(200, &render::render(ctx.sim, ctx.st, r, expand))),
         None => Err(not_found(rid)),
     }
 }
 
-pub(crate) fn delete(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(String, String)>) -> Result<Response, ArmError> {
-    if rid.spec.rtype != types::RG && rid.rg.is_some() && !ctx.st.arm.contains_key(&rid.rg_id().unwrap_or_default().to_ascii_lowercase()) {
+pub(crate) fn delete(
+    ctx: &mut Ctx<'_>,
+    req: &Req,
+    rid: &ResId,
+    fail: Option<(String, String)>,
+) -> Result<Response, ArmError> {
+    if rid.spec.rtype != types::RG
+        && rid.rg.is_some()
+        && !ctx
+            .st
+            .arm
+            .contains_key(&rid.rg_id().unwrap_or_default().to_ascii_lowercase())
+    {
         // Deleting inside a missing group: ARM answers 404 ResourceGroupNotFound.
         check_group(ctx, rid, false)?;
     }
@@ -224,15 +298,21 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(St
         if rid.spec.missing_delete == 404 {
             return Err(not_found(rid));
         }
-        if check_parent(ctx, rid).is_err() && rid.spec.rtype != types::FIC {
+        if check_parent(ctx, rid).is_err() {
             return Err(not_found(rid));
         }
         return Ok(empty(204));
     };
     let h = match rid.spec.delete {
         DelMode::Sync => None,
-        DelMode::Async => Some(Headers { async_op: true, location: true }),
-        DelMode::AsyncLocation => Some(Headers { async_op: false, location: true }),
+        DelMode::Async => Some(Headers {
+            async_op: true,
+            location: true,
+        }),
+        DelMode::AsyncLocation => Some(Headers {
+            async_op: false,
+            location: true,
+        }),
     };
     if existing.prov == Prov::Deleting
         && let (Some(h), Some(op_id)) = (h, existing.op.clone())
@@ -255,7 +335,14 @@ pub(crate) fn delete(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId, fail: Option<(St
         });
     };
     let dur = ctx.sim.scaled(ctx.cfg().latency.delete_for(rid.spec.rtype));
-    let op_id = ops::start(ctx, OpKind::Delete { resource_id: existing.id.clone() }, dur, fail);
+    let op_id = ops::start(
+        ctx,
+        OpKind::Delete {
+            resource_id: existing.id.clone(),
+        },
+        dur,
+        fail,
+    );
     if let Some(r) = ctx.st.arm.get_mut(&key) {
         r.prov = Prov::Deleting;
         r.op = Some(op_id.clone());
@@ -278,31 +365,53 @@ pub(crate) fn list(
     if let Some(rg) = rg {
         let rg_key = format!("{sub_key}/resourcegroups/{}", rg.to_ascii_lowercase());
         if !ctx.st.arm.contains_key(&rg_key) {
-            return Err(ArmError::new(404, "ResourceGroupNotFound", format!("Resource group '{rg}' could not be found.")));
+            return Err(ArmError::new(
+                404,
+                "ResourceGroupNotFound",
+                format!("Resource group '{rg}' could not be found."),
+            ));
         }
         let real = store::real_parent_key(&parent_key);
         if real != rg_key && spec.rtype != types::ROLE && !ctx.st.arm.contains_key(&real) {
-            return Err(ArmError::new(404, "ParentResourceNotFound", format!("Parent resource '{parent}' not found.")));
+            return Err(ArmError::new(
+                404,
+                "ParentResourceNotFound",
+                format!("Parent resource '{parent}' not found."),
+            ));
         }
     }
     let items: Vec<&ArmResource> = if spec.rtype == types::ROLE {
         role_assignments_at(ctx, &parent_key, req.q("$filter"))
     } else if parent_key == sub_key {
         let prefix = format!("{sub_key}/");
-        store::of_type(ctx.st, spec.rtype).into_iter().filter(|r| r.parent.starts_with(&prefix)).collect()
+        store::of_type(ctx.st, spec.rtype)
+            .into_iter()
+            .filter(|r| r.parent.starts_with(&prefix))
+            .collect()
     } else {
         store::children(ctx.st, &parent_key, spec.rtype)
     };
-    let values: Vec<Value> = items.iter().map(|r| render::render(ctx.sim, ctx.st, r, false)).collect();
+    let values: Vec<Value> = items
+        .iter()
+        .map(|r| render::render(ctx.sim, ctx.st, r, false))
+        .collect();
     Ok(page(ctx, req, values))
 }
 
 /// Role assignments at, above and below a scope (ARM's default), or at/above only with
 /// `$filter=atScope()`, optionally `principalId eq '...'`.
-fn role_assignments_at<'a>(ctx: &'a Ctx<'_>, scope_key: &str, filter: Option<&str>) -> Vec<&'a ArmResource> {
+fn role_assignments_at<'a>(
+    ctx: &'a Ctx<'_>,
+    scope_key: &str,
+    filter: Option<&str>,
+) -> Vec<&'a ArmResource> {
     let filter = filter.unwrap_or("").to_ascii_lowercase();
     let at_scope = filter.contains("atscope()");
-    let principal = filter.split("principalid eq '").nth(1).and_then(|s| s.split('\'').next()).map(str::to_string);
+    let principal = filter
+        .split("principalid eq '")
+        .nth(1)
+        .and_then(|s| s.split('\'').next())
+        .map(str::to_string);
     store::of_type(ctx.st, types::ROLE)
         .into_iter()
         .filter(|r| {
@@ -313,7 +422,8 @@ fn role_assignments_at<'a>(ctx: &'a Ctx<'_>, scope_key: &str, filter: Option<&st
         })
         .filter(|r| {
             principal.as_ref().is_none_or(|pid| {
-                crate::util::str_at(&r.body, "/properties/principalId").is_some_and(|x| x.eq_ignore_ascii_case(pid))
+                crate::util::str_at(&r.body, "/properties/principalId")
+                    .is_some_and(|x| x.eq_ignore_ascii_case(pid))
             })
         })
         .collect()
@@ -321,21 +431,30 @@ fn role_assignments_at<'a>(ctx: &'a Ctx<'_>, scope_key: &str, filter: Option<&st
 
 pub(crate) fn list_groups(ctx: &mut Ctx<'_>, req: &Req, sub: &str) -> Result<Response, ArmError> {
     let parent = format!("/subscriptions/{}", sub.to_ascii_lowercase());
-    let values: Vec<Value> =
-        store::children(ctx.st, &parent, types::RG).iter().map(|r| render::render(ctx.sim, ctx.st, r, false)).collect();
+    let values: Vec<Value> = store::children(ctx.st, &parent, types::RG)
+        .iter()
+        .map(|r| render::render(ctx.sim, ctx.st, r, false))
+        .collect();
     Ok(page(ctx, req, values))
 }
 
 /// One page of `values` (`$skipToken` = offset), with `nextLink` when more remain.
 fn page(ctx: &Ctx<'_>, req: &Req, values: Vec<Value>) -> Response {
     let size = ctx.cfg().list_page_size;
-    let skip: usize = req.q("$skipToken").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let skip: usize = req
+        .q("$skipToken")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let total = values.len();
     let chunk: Vec<Value> = values.into_iter().skip(skip).take(size).collect();
     let mut body = json!({ "value": chunk });
     if skip + size < total {
-        let mut query: Vec<(String, String)> =
-            req.query.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("$skipToken")).cloned().collect();
+        let mut query: Vec<(String, String)> = req
+            .query
+            .iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("$skipToken"))
+            .cloned()
+            .collect();
         query.push(("$skipToken".to_string(), (skip + size).to_string()));
         let qs = serde_urlencoded::to_string(&query).unwrap_or_default();
         body["nextLink"] = Value::String(format!("{}{}?{qs}", req.base_url(), req.path));
@@ -345,7 +464,9 @@ fn page(ctx: &Ctx<'_>, req: &Req, values: Vec<Value>) -> Response {
 
 pub(crate) fn action(ctx: &mut Ctx<'_>, rid: &ResId, action: &str) -> Result<Response, ArmError> {
     check_group(ctx, rid, false)?;
-    let Some(r) = ctx.st.arm.get(&rid.key()) else { return Err(not_found(rid)) };
+    let Some(r) = ctx.st.arm.get(&rid.key()) else {
+        return Err(not_found(rid));
+    };
     match (rid.spec.rtype, action) {
         (types::STORAGE_ACCOUNT, "listKeys") => {
             let created = crate::util::rfc3339(r.created_ms);
@@ -364,6 +485,10 @@ pub(crate) fn action(ctx: &mut Ctx<'_>, rid: &ResId, action: &str) -> Result<Res
             set_header(&mut resp, "cache-control", "no-cache");
             Ok(resp)
         }
-        _ => Err(ArmError::new(404, "InvalidResourceType", format!("Action '{action}' is not supported."))),
+        _ => Err(ArmError::new(
+            404,
+            "InvalidResourceType",
+            format!("Action '{action}' is not supported."),
+        )),
     }
 }

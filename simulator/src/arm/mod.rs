@@ -27,6 +27,7 @@ use crate::http::{Req, json as json_resp, set_header};
 use crate::sim::{InventoryItem, Simulator, lock};
 use crate::state::State;
 
+pub(crate) use prepare::privatelink::pls_referencing_lb as prepare_pls_referencing_lb;
 pub(crate) use store::find_storage_account;
 
 /// An ARM error answer: `{"error":{"code","message"}}` plus `x-ms-error-code`.
@@ -39,7 +40,11 @@ pub(crate) struct ArmError {
 
 impl ArmError {
     pub(crate) fn new(status: u16, code: &str, message: impl Into<String>) -> Self {
-        Self { status, code: code.to_string(), message: message.into() }
+        Self {
+            status,
+            code: code.to_string(),
+            message: message.into(),
+        }
     }
     pub(crate) fn bad_request(code: &str, message: impl Into<String>) -> Self {
         Self::new(400, code, message)
@@ -54,7 +59,10 @@ impl IntoResponse for ArmError {
 
 /// ARM error response.
 pub(crate) fn error_response(status: u16, code: &str, message: &str) -> Response {
-    let mut resp = json_resp(status, &json!({"error": {"code": code, "message": message, "details": []}}));
+    let mut resp = json_resp(
+        status,
+        &json!({"error": {"code": code, "message": message, "details": []}}),
+    );
     set_header(&mut resp, "x-ms-error-code", code);
     resp
 }
@@ -79,7 +87,9 @@ impl Ctx<'_> {
 pub(crate) fn classify_type(req: &Req) -> Option<String> {
     match path::parse(&req.segments, req.method == Method::POST).ok()? {
         path::Target::RgList { .. } => Some(types::RG.to_string()),
-        path::Target::Resource(r) | path::Target::Action { res: r, .. } => Some(r.spec.rtype.to_string()),
+        path::Target::Resource(r) | path::Target::Action { res: r, .. } => {
+            Some(r.spec.rtype.to_string())
+        }
         path::Target::Collection { spec, .. } => Some(spec.rtype.to_string()),
         path::Target::Operation { .. } => Some("Microsoft.Resources/operations".to_string()),
     }
@@ -94,68 +104,119 @@ pub(crate) fn subscription_of(req: &Req) -> Option<String> {
 }
 
 /// Serves one ARM request.
-pub(crate) async fn handle(sim: &Simulator, req: &Req, fail_async: Option<(String, String)>) -> Response {
+pub(crate) async fn handle(
+    sim: &Simulator,
+    req: &Req,
+    fail_async: Option<(String, String)>,
+) -> Response {
     let mut resp = match handle_inner(sim, req, fail_async).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
-    let rid = {
-        let mut st = lock(&sim.inner.state);
-        crate::util::uuid(&mut st, sim.config().seed).to_string()
-    };
+    // Request ids are random: they must not consume the seeded id sequence.
+    let rid = uuid::Uuid::new_v4().to_string();
     set_header(&mut resp, "x-ms-request-id", &rid);
     set_header(&mut resp, "x-ms-correlation-request-id", &rid);
     resp
 }
 
-async fn handle_inner(sim: &Simulator, req: &Req, fail_async: Option<(String, String)>) -> Result<Response, ArmError> {
+async fn handle_inner(
+    sim: &Simulator,
+    req: &Req,
+    fail_async: Option<(String, String)>,
+) -> Result<Response, ArmError> {
     match req.header("authorization") {
         None => {
-            return Err(ArmError::new(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing."));
+            return Err(ArmError::new(
+                401,
+                "AuthenticationFailed",
+                "Authentication failed. The 'Authorization' header is missing.",
+            ));
         }
         Some(h) if !h.starts_with("Bearer ") || h.len() <= 7 => {
-            return Err(ArmError::new(401, "InvalidAuthenticationToken", "The access token is invalid."));
+            return Err(ArmError::new(
+                401,
+                "InvalidAuthenticationToken",
+                "The access token is invalid.",
+            ));
         }
         Some(_) => {}
     }
     let target = match path::parse(&req.segments, req.method == Method::POST) {
         Ok(t) => t,
         Err(path::PathError::NotFound) => {
-            return Err(ArmError::new(404, "NotFound", format!("The requested path '{}' is not an ARM path the simulator serves.", req.path)));
+            return Err(ArmError::new(
+                404,
+                "NotFound",
+                format!(
+                    "The requested path '{}' is not an ARM path the simulator serves.",
+                    req.path
+                ),
+            ));
         }
         Err(path::PathError::UnknownType(t)) => {
-            return Err(ArmError::new(404, "InvalidResourceType", format!("The resource type '{t}' could not be found.")));
+            return Err(ArmError::new(
+                404,
+                "InvalidResourceType",
+                format!("The resource type '{t}' could not be found."),
+            ));
         }
     };
     check_api_version(req, &target)?;
     // Federated credential writes occupy their identity for a while; a second write
     // meanwhile is refused like Azure does. The wait happens before locking the state.
     let _fic_guard = match &target {
-        path::Target::Resource(r) if r.spec.rtype == types::FIC && matches!(req.method, Method::PUT | Method::DELETE) => {
+        path::Target::Resource(r)
+            if r.spec.rtype == types::FIC && matches!(req.method, Method::PUT | Method::DELETE) =>
+        {
             Some(handlers::FicGuard::acquire(sim, &r.parent).await?)
         }
         _ => None,
     };
     let now = sim.now_ms();
     let mut st = lock(&sim.inner.state);
-    let mut ctx = Ctx { sim, st: &mut st, now };
+    let mut ctx = Ctx {
+        sim,
+        st: &mut st,
+        now,
+    };
     match (&req.method, target) {
         (&Method::PUT, path::Target::Resource(r)) => handlers::put(&mut ctx, req, &r, fail_async),
         (&Method::GET, path::Target::Resource(r)) => handlers::get(&mut ctx, req, &r),
         (&Method::HEAD, path::Target::Resource(r)) => handlers::get(&mut ctx, req, &r).map(|r| {
             let status = r.status();
-            let mut e = crate::http::empty(if status.is_success() { 204 } else { status.as_u16() });
+            let mut e = crate::http::empty(if status.is_success() {
+                204
+            } else {
+                status.as_u16()
+            });
             *e.headers_mut() = r.headers().clone();
             e
         }),
-        (&Method::DELETE, path::Target::Resource(r)) => handlers::delete(&mut ctx, req, &r, fail_async),
-        (&Method::GET, path::Target::Collection { sub, rg, parent, spec }) => {
-            handlers::list(&mut ctx, req, &sub, rg.as_deref(), &parent, spec)
+        (&Method::DELETE, path::Target::Resource(r)) => {
+            handlers::delete(&mut ctx, req, &r, fail_async)
         }
+        (
+            &Method::GET,
+            path::Target::Collection {
+                sub,
+                rg,
+                parent,
+                spec,
+            },
+        ) => handlers::list(&mut ctx, req, &sub, rg.as_deref(), &parent, spec),
         (&Method::GET, path::Target::RgList { sub }) => handlers::list_groups(&mut ctx, req, &sub),
-        (&Method::POST, path::Target::Action { res, action }) => handlers::action(&mut ctx, &res, &action),
-        (&Method::GET, path::Target::Operation { op_id, result, .. }) => ops::get_operation(&mut ctx, req, &op_id, result),
-        (m, _) => Err(ArmError::new(405, "MethodNotAllowed", format!("The method {m} is not allowed on {}.", req.path))),
+        (&Method::POST, path::Target::Action { res, action }) => {
+            handlers::action(&mut ctx, &res, &action)
+        }
+        (&Method::GET, path::Target::Operation { op_id, result, .. }) => {
+            ops::get_operation(&mut ctx, req, &op_id, result)
+        }
+        (m, _) => Err(ArmError::new(
+            405,
+            "MethodNotAllowed",
+            format!("The method {m} is not allowed on {}.", req.path),
+        )),
     }
 }
 
@@ -169,13 +230,27 @@ fn check_api_version(req: &Req, target: &path::Target) -> Result<(), ArmError> {
     let (ok, rtype, supported) = match target {
         path::Target::RgList { .. } => {
             let s = types::lookup(types::RG);
-            (s.is_some_and(|s| s.api_versions.contains(&v)), types::RG, s.map(|s| s.api_versions).unwrap_or(&[]))
+            (
+                s.is_some_and(|s| s.api_versions.contains(&v)),
+                types::RG,
+                s.map(|s| s.api_versions).unwrap_or(&[]),
+            )
         }
-        path::Target::Resource(r) | path::Target::Action { res: r, .. } => {
-            (r.spec.api_versions.contains(&v), r.spec.rtype, r.spec.api_versions)
-        }
-        path::Target::Collection { spec, .. } => (spec.api_versions.contains(&v), spec.rtype, spec.api_versions),
-        path::Target::Operation { namespace, .. } => (types::provider_knows_version(namespace, v), "operations", &[][..]),
+        path::Target::Resource(r) | path::Target::Action { res: r, .. } => (
+            r.spec.api_versions.contains(&v),
+            r.spec.rtype,
+            r.spec.api_versions,
+        ),
+        path::Target::Collection { spec, .. } => (
+            spec.api_versions.contains(&v),
+            spec.rtype,
+            spec.api_versions,
+        ),
+        path::Target::Operation { namespace, .. } => (
+            types::provider_knows_version(namespace, v),
+            "operations",
+            &[][..],
+        ),
     };
     if ok {
         return Ok(());
@@ -189,7 +264,9 @@ fn check_api_version(req: &Req, target: &path::Target) -> Result<(), ArmError> {
     } else {
         Err(ArmError::bad_request(
             "NoRegisteredProviderFound",
-            format!("No registered resource provider found for API version '{v}' and type '{rtype}'. The supported api-versions are '{list}'."),
+            format!(
+                "No registered resource provider found for API version '{v}' and type '{rtype}'. The supported api-versions are '{list}'."
+            ),
         ))
     }
 }
@@ -207,7 +284,11 @@ pub(crate) fn inventory(st: &State) -> Vec<InventoryItem> {
             id: r.id.clone(),
             rtype: r.rtype.clone(),
             name: r.name.clone(),
-            tags: r.body.get("tags").cloned().unwrap_or(Value::Object(Default::default())),
+            tags: r
+                .body
+                .get("tags")
+                .cloned()
+                .unwrap_or(Value::Object(Default::default())),
             created_seq: r.created_seq,
         })
         .collect()

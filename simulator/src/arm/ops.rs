@@ -17,7 +17,12 @@ use crate::state::{OpKind, OpOutcome, Operation, Prov, State};
 use crate::util;
 
 /// Starts an operation against `rid`; returns its id.
-pub(crate) fn start(ctx: &mut Ctx<'_>, kind: OpKind, duration_ms: u64, fail: Option<(String, String)>) -> String {
+pub(crate) fn start(
+    ctx: &mut Ctx<'_>,
+    kind: OpKind,
+    duration_ms: u64,
+    fail: Option<(String, String)>,
+) -> String {
     let id = ctx.uuid();
     let op = Operation {
         id: id.clone(),
@@ -39,8 +44,20 @@ pub(crate) struct Headers {
 }
 
 /// Adds `Azure-AsyncOperation` / `Location` / `Retry-After` headers.
-pub(crate) fn add_headers(ctx: &Ctx<'_>, resp: &mut Response, req: &Req, rid: &ResId, op_id: &str, h: Headers) {
-    let ns = rid.spec.rtype.split('/').next().unwrap_or("Microsoft.Resources");
+pub(crate) fn add_headers(
+    ctx: &Ctx<'_>,
+    resp: &mut Response,
+    req: &Req,
+    rid: &ResId,
+    op_id: &str,
+    h: Headers,
+) {
+    let ns = rid
+        .spec
+        .rtype
+        .split('/')
+        .next()
+        .unwrap_or("Microsoft.Resources");
     let loc = ctx
         .st
         .arm
@@ -50,12 +67,24 @@ pub(crate) fn add_headers(ctx: &Ctx<'_>, resp: &mut Response, req: &Req, rid: &R
         .to_ascii_lowercase()
         .replace(' ', "");
     let api = req.q("api-version").unwrap_or(rid.spec.api_versions[0]);
-    let base = format!("{}/subscriptions/{}/providers/{ns}/locations/{loc}", req.base_url(), rid.sub);
+    let base = format!(
+        "{}/subscriptions/{}/providers/{ns}/locations/{loc}",
+        req.base_url(),
+        rid.sub
+    );
     if h.async_op {
-        set_header(resp, "azure-asyncoperation", &format!("{base}/operations/{op_id}?api-version={api}"));
+        set_header(
+            resp,
+            "azure-asyncoperation",
+            &format!("{base}/operations/{op_id}?api-version={api}"),
+        );
     }
     if h.location {
-        set_header(resp, "location", &format!("{base}/operationResults/{op_id}?api-version={api}"));
+        set_header(
+            resp,
+            "location",
+            &format!("{base}/operationResults/{op_id}?api-version={api}"),
+        );
     }
     retry_after(ctx, resp);
 }
@@ -70,10 +99,16 @@ fn retry_after(ctx: &Ctx<'_>, resp: &mut Response) {
 
 /// Finishes due operations.
 pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
-    let due: Vec<String> =
-        st.ops.values().filter(|o| o.outcome.is_none() && o.done_ms <= now).map(|o| o.id.clone()).collect();
+    let due: Vec<String> = st
+        .ops
+        .values()
+        .filter(|o| o.outcome.is_none() && o.done_ms <= now)
+        .map(|o| o.id.clone())
+        .collect();
     for id in &due {
-        let Some(op) = st.ops.get(id).cloned() else { continue };
+        let Some(op) = st.ops.get(id).cloned() else {
+            continue;
+        };
         let outcome = complete(sim, st, &op);
         if let Some(o) = st.ops.get_mut(id) {
             o.outcome = Some(outcome);
@@ -83,7 +118,14 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
 }
 
 fn complete(sim: &Simulator, st: &mut State, op: &Operation) -> OpOutcome {
-    let failure = op.inject_failure.clone().map(|(code, message)| OpOutcome::Failed { status: 409, code, message });
+    let failure = op
+        .inject_failure
+        .clone()
+        .map(|(code, message)| OpOutcome::Failed {
+            status: 409,
+            code,
+            message,
+        });
     match &op.kind {
         OpKind::Put { resource_id } => {
             let key = resource_id.to_ascii_lowercase();
@@ -91,23 +133,37 @@ fn complete(sim: &Simulator, st: &mut State, op: &Operation) -> OpOutcome {
                 && r.op.as_deref() == Some(op.id.as_str())
             {
                 r.op = None;
-                r.prov = if failure.is_some() { Prov::Failed } else { Prov::Succeeded };
+                r.prov = if failure.is_some() {
+                    Prov::Failed
+                } else {
+                    Prov::Succeeded
+                };
             }
             failure.unwrap_or(OpOutcome::Succeeded)
         }
         OpKind::Delete { resource_id } => {
             let key = resource_id.to_ascii_lowercase();
-            let Some(res) = st.arm.get(&key).cloned() else { return OpOutcome::Succeeded };
+            let Some(res) = st.arm.get(&key).cloned() else {
+                return OpOutcome::Succeeded;
+            };
             let blocked = match failure {
                 Some(f) => Some(f),
                 None if res.rtype == types::RG => super::prepare::rg_delete_blocker(sim, st, &key)
-                    .map(|e| OpOutcome::Failed { status: e.status, code: e.code, message: e.message }),
+                    .map(|e| OpOutcome::Failed {
+                        status: e.status,
+                        code: e.code,
+                        message: e.message,
+                    }),
                 None => None,
             };
             if let Some(f) = blocked {
                 if let Some(r) = st.arm.get_mut(&key) {
                     r.op = None;
-                    r.prov = if res.rtype == types::RG { Prov::Succeeded } else { Prov::Failed };
+                    r.prov = if res.rtype == types::RG {
+                        Prov::Succeeded
+                    } else {
+                        Prov::Failed
+                    };
                 }
                 return f;
             }
@@ -118,9 +174,18 @@ fn complete(sim: &Simulator, st: &mut State, op: &Operation) -> OpOutcome {
 }
 
 /// `GET` of an operation status or result URL.
-pub(crate) fn get_operation(ctx: &mut Ctx<'_>, req: &Req, op_id: &str, result: bool) -> Result<Response, ArmError> {
+pub(crate) fn get_operation(
+    ctx: &mut Ctx<'_>,
+    req: &Req,
+    op_id: &str,
+    result: bool,
+) -> Result<Response, ArmError> {
     let Some(op) = ctx.st.ops.get(op_id).cloned() else {
-        return Err(ArmError::new(404, "OperationNotFound", format!("The operation '{op_id}' was not found.")));
+        return Err(ArmError::new(
+            404,
+            "OperationNotFound",
+            format!("The operation '{op_id}' was not found."),
+        ));
     };
     let status = match &op.outcome {
         None => "InProgress",
@@ -149,20 +214,30 @@ pub(crate) fn get_operation(ctx: &mut Ctx<'_>, req: &Req, op_id: &str, result: b
     match &op.outcome {
         None => {
             let mut resp = empty(202);
-            set_header(&mut resp, "location", &format!("{}{}", req.base_url(), req.path_and_query));
+            set_header(
+                &mut resp,
+                "location",
+                &format!("{}{}", req.base_url(), req.path_and_query),
+            );
             retry_after(ctx, &mut resp);
             Ok(resp)
         }
-        Some(OpOutcome::Failed { status, code, message }) => Err(ArmError::new(*status, code, message.clone())),
+        Some(OpOutcome::Failed {
+            status,
+            code,
+            message,
+        }) => Err(ArmError::new(*status, code, message.clone())),
         Some(OpOutcome::Succeeded) => match &op.kind {
             OpKind::Delete { .. } => Ok(empty(200)),
-            OpKind::Put { resource_id } => match ctx.st.arm.get(&resource_id.to_ascii_lowercase()) {
-                Some(r) => {
-                    let body = render::render(ctx.sim, ctx.st, r, false);
-                    Ok(json_resp(200, &body))
+            OpKind::Put { resource_id } => {
+                match ctx.st.arm.get(&resource_id.to_ascii_lowercase()) {
+                    Some(r) => {
+                        let body = render::render(ctx.sim, ctx.st, r, false);
+                        Ok(json_resp(200, &body))
+                    }
+                    None => Ok(empty(200)),
                 }
-                None => Ok(empty(200)),
-            },
+            }
         },
     }
 }

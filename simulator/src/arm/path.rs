@@ -29,19 +29,35 @@ impl ResId {
         self.id.to_ascii_lowercase()
     }
     pub(crate) fn rg_id(&self) -> Option<String> {
-        self.rg.as_ref().map(|rg| format!("/subscriptions/{}/resourceGroups/{}", self.sub, rg))
+        self.rg
+            .as_ref()
+            .map(|rg| format!("/subscriptions/{}/resourceGroups/{}", self.sub, rg))
     }
 }
 
 /// What an ARM path addresses.
 #[derive(Debug, Clone)]
 pub(crate) enum Target {
-    RgList { sub: String },
+    RgList {
+        sub: String,
+    },
     Resource(ResId),
     /// Items of `spec` directly under `parent` (a scope or a parent resource).
-    Collection { sub: String, rg: Option<String>, parent: String, spec: &'static TypeSpec },
-    Action { res: ResId, action: String },
-    Operation { sub: String, namespace: String, op_id: String, result: bool },
+    Collection {
+        sub: String,
+        rg: Option<String>,
+        parent: String,
+        spec: &'static TypeSpec,
+    },
+    Action {
+        res: ResId,
+        action: String,
+    },
+    Operation {
+        namespace: String,
+        op_id: String,
+        result: bool,
+    },
 }
 
 /// Why a path could not be understood.
@@ -87,6 +103,24 @@ pub(crate) fn parse(segs: &[String], post: bool) -> Result<Target, PathError> {
             }));
         }
     }
+    // A role assignment may sit on any resource, including types this simulator does not
+    // serve: everything before `providers/Microsoft.Authorization/roleAssignments` is then
+    // an opaque scope.
+    if let Some(e) = (i..segs.len().saturating_sub(2)).rev().find(|&e| {
+        eq(&segs[e], "providers")
+            && eq(&segs[e + 1], "Microsoft.Authorization")
+            && eq(&segs[e + 2], "roleAssignments")
+    }) && e > i
+        && types::lookup(&format!(
+            "{}/{}",
+            segs.get(i + 1).map(String::as_str).unwrap_or(""),
+            segs.get(i + 2).map(String::as_str).unwrap_or("")
+        ))
+        .is_none()
+    {
+        scope = format!("{scope}/{}", segs[i..e].join("/"));
+        i = e;
+    }
     // One or more provider chains (`providers/{ns}/{type}/{name}...`); a chain after a
     // named resource makes that resource the scope of an extension resource.
     loop {
@@ -102,7 +136,6 @@ pub(crate) fn parse(segs: &[String], post: bool) -> Result<Target, PathError> {
             && (eq(&segs[i + 2], "operations") || eq(&segs[i + 2], "operationResults"))
         {
             return Ok(Target::Operation {
-                sub,
                 namespace: ns.clone(),
                 op_id: segs[i + 3].clone(),
                 result: eq(&segs[i + 2], "operationResults"),
@@ -121,11 +154,19 @@ pub(crate) fn parse(segs: &[String], post: bool) -> Result<Target, PathError> {
             let Some(spec) = types::lookup(&candidate) else {
                 // An action on the resource addressed so far?
                 if post && i + 1 == segs.len() && id != scope {
-                    let spec = types::lookup(&type_path).ok_or_else(|| PathError::UnknownType(type_path.clone()))?;
+                    let spec = types::lookup(&type_path)
+                        .ok_or_else(|| PathError::UnknownType(type_path.clone()))?;
                     if let Some(action) = spec.actions.iter().find(|a| eq(a, t)) {
                         let name = id.rsplit('/').next().unwrap_or_default().to_string();
                         return Ok(Target::Action {
-                            res: ResId { id, sub, rg, spec, name, parent },
+                            res: ResId {
+                                id,
+                                sub,
+                                rg,
+                                spec,
+                                name,
+                                parent,
+                            },
                             action: (*action).to_string(),
                         });
                     }
@@ -144,17 +185,33 @@ pub(crate) fn parse(segs: &[String], post: bool) -> Result<Target, PathError> {
             }
             match segs.get(i + 1) {
                 None => {
-                    return Ok(Target::Collection { sub, rg, parent: container, spec });
+                    return Ok(Target::Collection {
+                        sub,
+                        rg,
+                        parent: container,
+                        spec,
+                    });
                 }
                 Some(name) => {
                     // Private DNS record set names are case-insensitive and stored lower-case.
-                    let name = if spec.rtype == types::AREC { name.to_ascii_lowercase() } else { name.clone() };
+                    let name = if spec.rtype == types::AREC {
+                        name.to_ascii_lowercase()
+                    } else {
+                        name.clone()
+                    };
                     let name = &name;
                     parent = container;
                     id = format!("{id}/{canon_seg}/{name}");
                     i += 2;
                     if i == segs.len() {
-                        return Ok(Target::Resource(ResId { id, sub, rg, spec, name: name.clone(), parent }));
+                        return Ok(Target::Resource(ResId {
+                            id,
+                            sub,
+                            rg,
+                            spec,
+                            name: name.clone(),
+                            parent,
+                        }));
                     }
                 }
             }

@@ -9,22 +9,31 @@ use crate::util;
 
 /// Resources of `rtype` whose parent is `parent_key`, in creation order.
 pub(crate) fn children<'a>(st: &'a State, parent_key: &str, rtype: &str) -> Vec<&'a ArmResource> {
-    let mut v: Vec<&ArmResource> =
-        st.arm.values().filter(|r| r.parent == parent_key && r.rtype.eq_ignore_ascii_case(rtype)).collect();
+    let mut v: Vec<&ArmResource> = st
+        .arm
+        .values()
+        .filter(|r| r.parent == parent_key && r.rtype.eq_ignore_ascii_case(rtype))
+        .collect();
     v.sort_by_key(|r| r.created_seq);
     v
 }
 
 /// All resources of a type, in creation order.
 pub(crate) fn of_type<'a>(st: &'a State, rtype: &str) -> Vec<&'a ArmResource> {
-    let mut v: Vec<&ArmResource> = st.arm.values().filter(|r| r.rtype.eq_ignore_ascii_case(rtype)).collect();
+    let mut v: Vec<&ArmResource> = st
+        .arm
+        .values()
+        .filter(|r| r.rtype.eq_ignore_ascii_case(rtype))
+        .collect();
     v.sort_by_key(|r| r.created_seq);
     v
 }
 
 /// A storage account by (globally unique) name.
 pub(crate) fn find_storage_account<'a>(st: &'a State, name: &str) -> Option<&'a ArmResource> {
-    st.arm.values().find(|r| r.rtype == types::STORAGE_ACCOUNT && r.name.eq_ignore_ascii_case(name))
+    st.arm
+        .values()
+        .find(|r| r.rtype == types::STORAGE_ACCOUNT && r.name.eq_ignore_ascii_case(name))
 }
 
 /// The parent key to check for existence, skipping virtual segments (`blobServices/default`).
@@ -61,7 +70,12 @@ pub(crate) fn alloc_ip(st: &mut State, subnet_id: &str) -> String {
 /// (a removed private endpoint disappears from its PLS, a removed account loses its blobs).
 pub(crate) fn remove_tree(st: &mut State, key: &str) -> Vec<ArmResource> {
     let prefix = format!("{key}/");
-    let keys: Vec<String> = st.arm.keys().filter(|k| *k == key || k.starts_with(&prefix)).cloned().collect();
+    let keys: Vec<String> = st
+        .arm
+        .keys()
+        .filter(|k| *k == key || k.starts_with(&prefix))
+        .cloned()
+        .collect();
     let removed: Vec<ArmResource> = keys.iter().filter_map(|k| st.arm.remove(k)).collect();
     for r in &removed {
         on_removed(st, r);
@@ -78,7 +92,8 @@ fn on_removed(st: &mut State, r: &ArmResource) {
                 .iter()
                 .filter(|(_, c)| {
                     c.rtype == types::PEC
-                        && util::str_at(&c.body, "/properties/privateEndpoint/id").is_some_and(|i| i.eq_ignore_ascii_case(&pe))
+                        && util::str_at(&c.body, "/properties/privateEndpoint/id")
+                            .is_some_and(|i| i.eq_ignore_ascii_case(&pe))
                 })
                 .map(|(k, _)| k.clone())
                 .collect();
@@ -94,7 +109,11 @@ fn on_removed(st: &mut State, r: &ArmResource) {
             st.blobs.retain(|k, _| !k.starts_with(&prefix));
         }
         types::CONTAINER => {
-            let account = r.id.split('/').nth(8).unwrap_or_default().to_ascii_lowercase();
+            let account =
+                r.id.split('/')
+                    .nth(8)
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
             let prefix = format!("{account}/{}/", r.name.to_ascii_lowercase());
             st.blobs.retain(|k, _| !k.starts_with(&prefix));
         }
@@ -143,7 +162,10 @@ pub(crate) fn insert_internal(
 pub(crate) fn seed_management(sim: &Simulator, st: &mut State, now: u64) {
     let c = sim.config();
     let sub = &c.management_subscription;
-    let rg_id = format!("/subscriptions/{sub}/resourceGroups/{}", c.management_resource_group);
+    let rg_id = format!(
+        "/subscriptions/{sub}/resourceGroups/{}",
+        c.management_resource_group
+    );
     let tags = json!({"hcp-simulator/seeded": "true"});
     insert_internal(
         sim,
@@ -154,7 +176,10 @@ pub(crate) fn seed_management(sim: &Simulator, st: &mut State, now: u64) {
         &format!("/subscriptions/{sub}"),
         json!({"location": c.management_location, "tags": tags, "properties": {}}),
     );
-    let vnet_id = format!("{rg_id}/providers/Microsoft.Network/virtualNetworks/{}", c.management_vnet);
+    let vnet_id = format!(
+        "{rg_id}/providers/Microsoft.Network/virtualNetworks/{}",
+        c.management_vnet
+    );
     insert_internal(
         sim,
         st,

@@ -46,18 +46,40 @@ pub(crate) struct TypeSpec {
     pub tracked: bool,
     /// `etag` rendering.
     pub etag: bool,
-    /// A path segment pair that is not stored (`blobServices/default`): existence checks go
-    /// to its parent.
-    pub virtual_: bool,
     /// POST actions on a resource of this type.
     pub actions: &'static [&'static str],
 }
 
-const NET: &[&str] = &["2023-11-01", "2024-01-01", "2024-03-01", "2024-05-01", "2023-09-01", "2023-06-01", "2023-05-01"];
+const NET: &[&str] = &[
+    "2023-11-01",
+    "2024-01-01",
+    "2024-03-01",
+    "2024-05-01",
+    "2023-09-01",
+    "2023-06-01",
+    "2023-05-01",
+];
 const DNS: &[&str] = &["2024-06-01", "2020-06-01", "2020-01-01", "2018-09-01"];
-const MSI: &[&str] = &["2024-11-30", "2023-01-31", "2023-07-31-preview", "2018-11-30"];
-const AUTHZ: &[&str] = &["2022-04-01", "2020-10-01-preview", "2020-04-01-preview", "2018-09-01-preview", "2015-07-01"];
-const STORAGE: &[&str] = &["2024-01-01", "2023-05-01", "2023-04-01", "2023-01-01", "2022-09-01"];
+const MSI: &[&str] = &[
+    "2024-11-30",
+    "2023-01-31",
+    "2023-07-31-preview",
+    "2018-11-30",
+];
+const AUTHZ: &[&str] = &[
+    "2022-04-01",
+    "2020-10-01-preview",
+    "2020-04-01-preview",
+    "2018-09-01-preview",
+    "2015-07-01",
+];
+const STORAGE: &[&str] = &[
+    "2024-01-01",
+    "2023-05-01",
+    "2023-04-01",
+    "2023-01-01",
+    "2022-09-01",
+];
 const RES: &[&str] = &["2021-04-01", "2022-09-01", "2020-06-01", "2019-10-01"];
 
 const fn spec(
@@ -69,12 +91,23 @@ const fn spec(
     tracked: bool,
     etag: bool,
 ) -> TypeSpec {
-    TypeSpec { rtype, api_versions, put, delete, missing_delete: 204, has_prov, tracked, etag, virtual_: false, actions: &[] }
+    TypeSpec {
+        rtype,
+        api_versions,
+        put,
+        delete,
+        missing_delete: 204,
+        has_prov,
+        tracked,
+        etag,
+        actions: &[],
+    }
 }
 
 pub(crate) const RG: &str = "Microsoft.Resources/resourceGroups";
 pub(crate) const IDENTITY: &str = "Microsoft.ManagedIdentity/userAssignedIdentities";
-pub(crate) const FIC: &str = "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials";
+pub(crate) const FIC: &str =
+    "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials";
 pub(crate) const ROLE: &str = "Microsoft.Authorization/roleAssignments";
 pub(crate) const STORAGE_ACCOUNT: &str = "Microsoft.Storage/storageAccounts";
 pub(crate) const CONTAINER: &str = "Microsoft.Storage/storageAccounts/blobServices/containers";
@@ -94,31 +127,158 @@ pub(crate) const AREC: &str = "Microsoft.Network/privateDnsZones/A";
 pub(crate) static TYPES: &[TypeSpec] = &[
     TypeSpec {
         missing_delete: 404,
-        ..spec(RG, RES, PutMode::Sync, DelMode::AsyncLocation, true, true, false)
+        ..spec(
+            RG,
+            RES,
+            PutMode::Sync,
+            DelMode::AsyncLocation,
+            true,
+            true,
+            false,
+        )
     },
-    spec(IDENTITY, MSI, PutMode::Sync, DelMode::Sync, false, true, false),
+    spec(
+        IDENTITY,
+        MSI,
+        PutMode::Sync,
+        DelMode::Sync,
+        false,
+        true,
+        false,
+    ),
     spec(FIC, MSI, PutMode::Sync, DelMode::Sync, false, false, false),
-    spec(ROLE, AUTHZ, PutMode::Sync, DelMode::Sync, false, false, false),
+    spec(
+        ROLE,
+        AUTHZ,
+        PutMode::Sync,
+        DelMode::Sync,
+        false,
+        false,
+        false,
+    ),
     TypeSpec {
         actions: &["listKeys"],
-        ..spec(STORAGE_ACCOUNT, STORAGE, PutMode::AcceptedLocation, DelMode::Sync, true, true, false)
+        ..spec(
+            STORAGE_ACCOUNT,
+            STORAGE,
+            PutMode::AcceptedLocation,
+            DelMode::Sync,
+            true,
+            true,
+            false,
+        )
     },
-    TypeSpec {
-        virtual_: true,
-        ..spec("Microsoft.Storage/storageAccounts/blobServices", STORAGE, PutMode::Sync, DelMode::Sync, false, false, false)
-    },
-    spec(CONTAINER, STORAGE, PutMode::Sync, DelMode::Sync, false, false, true),
-    spec(NSG, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
-    spec(VNET, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
-    spec(SUBNET, NET, PutMode::AsyncBody, DelMode::Async, true, false, true),
-    spec(PIP, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
-    spec(LB, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
-    spec(PLS, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
+    // `blobServices/default` is a path segment only: it is never stored, and existence
+    // checks skip to the account (`store::real_parent_key`).
+    spec(
+        "Microsoft.Storage/storageAccounts/blobServices",
+        STORAGE,
+        PutMode::Sync,
+        DelMode::Sync,
+        false,
+        false,
+        false,
+    ),
+    spec(
+        CONTAINER,
+        STORAGE,
+        PutMode::Sync,
+        DelMode::Sync,
+        false,
+        false,
+        true,
+    ),
+    spec(
+        NSG,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
+    spec(
+        VNET,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
+    spec(
+        SUBNET,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        false,
+        true,
+    ),
+    spec(
+        PIP,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
+    spec(
+        LB,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
+    spec(
+        PLS,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
     spec(PEC, NET, PutMode::Sync, DelMode::Async, true, false, true),
-    spec(PE, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
-    spec(NIC, NET, PutMode::AsyncBody, DelMode::Async, true, true, true),
-    spec(ZONE, DNS, PutMode::AcceptedAsync, DelMode::Async, true, true, true),
-    spec(LINK, DNS, PutMode::AcceptedAsync, DelMode::Async, true, true, true),
+    spec(
+        PE,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
+    spec(
+        NIC,
+        NET,
+        PutMode::AsyncBody,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
+    spec(
+        ZONE,
+        DNS,
+        PutMode::AcceptedAsync,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
+    spec(
+        LINK,
+        DNS,
+        PutMode::AcceptedAsync,
+        DelMode::Async,
+        true,
+        true,
+        true,
+    ),
     spec(AREC, DNS, PutMode::Sync, DelMode::Sync, false, false, true),
 ];
 
@@ -132,6 +292,11 @@ pub(crate) fn lookup(rtype: &str) -> Option<&'static TypeSpec> {
 pub(crate) fn provider_knows_version(namespace: &str, v: &str) -> bool {
     TYPES
         .iter()
-        .filter(|t| t.rtype.split('/').next().is_some_and(|ns| ns.eq_ignore_ascii_case(namespace)))
+        .filter(|t| {
+            t.rtype
+                .split('/')
+                .next()
+                .is_some_and(|ns| ns.eq_ignore_ascii_case(namespace))
+        })
         .any(|t| t.api_versions.contains(&v))
 }

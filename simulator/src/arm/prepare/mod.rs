@@ -6,7 +6,7 @@
 //! storage and Private DNS are here; networking is in [`network`] and [`privatelink`].
 
 mod network;
-mod privatelink;
+pub(crate) mod privatelink;
 
 use serde_json::{Map, Value, json};
 
@@ -26,7 +26,12 @@ pub(crate) fn props(body: &mut Value) -> &mut Map<String, Value> {
     obj_mut(body, "properties")
 }
 
-pub(crate) fn prepare(ctx: &mut Ctx<'_>, rid: &ResId, mut body: Value, existing: Option<&ArmResource>) -> Result<Prepared, ArmError> {
+pub(crate) fn prepare(
+    ctx: &mut Ctx<'_>,
+    rid: &ResId,
+    mut body: Value,
+    existing: Option<&ArmResource>,
+) -> Result<Prepared, ArmError> {
     let mut internal = existing.map(|e| e.internal.clone()).unwrap_or(Value::Null);
     if !internal.is_object() {
         internal = json!({});
@@ -41,7 +46,9 @@ pub(crate) fn prepare(ctx: &mut Ctx<'_>, rid: &ResId, mut body: Value, existing:
                     return Err(ArmError::new(
                         409,
                         "InvalidResourceGroupLocation",
-                        format!("Invalid resource group location '{new}'. The Resource group already exists in location '{old}'."),
+                        format!(
+                            "Invalid resource group location '{new}'. The Resource group already exists in location '{old}'."
+                        ),
                     ));
                 }
             }
@@ -54,7 +61,10 @@ pub(crate) fn prepare(ctx: &mut Ctx<'_>, rid: &ResId, mut body: Value, existing:
         types::ZONE => zone(rid, &mut body)?,
         types::LINK => {
             if str_at(&body, "/properties/virtualNetwork/id").is_none() {
-                return Err(ArmError::bad_request("BadRequest", "properties.virtualNetwork.id is required."));
+                return Err(ArmError::bad_request(
+                    "BadRequest",
+                    "properties.virtualNetwork.id is required.",
+                ));
             }
             default_field(props(&mut body), "registrationEnabled", json!(false));
             if let Some(Value::String(l)) = body.get_mut("location") {
@@ -70,7 +80,9 @@ pub(crate) fn prepare(ctx: &mut Ctx<'_>, rid: &ResId, mut body: Value, existing:
         types::NSG | types::VNET | types::SUBNET | types::PIP | types::LB | types::NIC => {
             network::prepare(ctx, rid, &mut body, &mut internal, existing)?;
         }
-        types::PLS | types::PEC | types::PE => privatelink::prepare(ctx, rid, &mut body, &mut internal, existing)?,
+        types::PLS | types::PEC | types::PE => {
+            privatelink::prepare(ctx, rid, &mut body, &mut internal, existing)?
+        }
         _ => {}
     }
     Ok(Prepared { body, internal })
@@ -101,24 +113,29 @@ pub(crate) fn rg_delete_blocker(sim: &Simulator, st: &State, rg_key: &str) -> Op
     let inside = |k: &str| k == rg_key || k.starts_with(&prefix);
     for (key, r) in st.arm.iter().filter(|(k, _)| k.starts_with(&prefix)) {
         match r.rtype.as_str() {
-            types::SUBNET => {
-                if st.arm.iter().any(|(k, o)| !inside(k) && util::mentions(&o.body, key)) {
-                    return Some(network::subnet_in_use(&r.id));
-                }
+            types::SUBNET
+                if st
+                    .arm
+                    .iter()
+                    .any(|(k, o)| !inside(k) && util::mentions(&o.body, key)) =>
+            {
+                return Some(network::subnet_in_use(&r.id));
             }
             types::PLS => {
                 let foreign = store::children(st, key, types::PEC).into_iter().any(|c| {
-                    let pe = str_at(&c.body, "/properties/privateEndpoint/id").unwrap_or_default().to_ascii_lowercase();
+                    let pe = str_at(&c.body, "/properties/privateEndpoint/id")
+                        .unwrap_or_default()
+                        .to_ascii_lowercase();
                     !inside(&pe) && privatelink::connection_blocks(sim, c)
                 });
                 if foreign {
                     return Some(privatelink::pls_has_connections(&r.id));
                 }
             }
-            types::LB => {
-                if privatelink::pls_referencing_lb(st, key).is_some_and(|pls| !inside(&pls)) {
-                    return Some(privatelink::lb_in_use(&r.id));
-                }
+            types::LB
+                if privatelink::pls_referencing_lb(st, key).is_some_and(|pls| !inside(&pls)) =>
+            {
+                return Some(privatelink::lb_in_use(&r.id));
             }
             _ => {}
         }
@@ -127,7 +144,9 @@ pub(crate) fn rg_delete_blocker(sim: &Simulator, st: &State, rg_key: &str) -> Op
 }
 
 fn identity(ctx: &mut Ctx<'_>, body: &mut Value, existing: Option<&ArmResource>) {
-    let keep = |f: &str| existing.and_then(|e| str_at(&e.body, &format!("/properties/{f}")).map(str::to_string));
+    let keep = |f: &str| {
+        existing.and_then(|e| str_at(&e.body, &format!("/properties/{f}")).map(str::to_string))
+    };
     let client_id = keep("clientId").unwrap_or_else(|| ctx.uuid());
     let principal_id = keep("principalId").unwrap_or_else(|| ctx.uuid());
     let tenant = ctx.cfg().tenant_id.clone();
@@ -143,36 +162,66 @@ fn valid_fic_name(n: &str) -> bool {
     let b = n.as_bytes();
     (3..=120).contains(&b.len())
         && b[0].is_ascii_alphanumeric()
-        && b[1..].iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+        && b[1..]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
 }
 
 /// Azure's limit of federated credentials per identity.
 const MAX_FICS: usize = 20;
 
-fn fic(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value, existing: Option<&ArmResource>) -> Result<(), ArmError> {
+fn fic(
+    ctx: &mut Ctx<'_>,
+    rid: &ResId,
+    body: &mut Value,
+    existing: Option<&ArmResource>,
+) -> Result<(), ArmError> {
     if !valid_fic_name(&rid.name) {
         return Err(ArmError::bad_request(
             "BadRequest",
-            format!("The federated identity credential name '{}' is invalid. It must match ^[a-zA-Z0-9][a-zA-Z0-9-_]{{2,119}}$.", rid.name),
+            format!(
+                "The federated identity credential name '{}' is invalid. It must match ^[a-zA-Z0-9][a-zA-Z0-9-_]{{2,119}}$.",
+                rid.name
+            ),
         ));
     }
-    let issuer = str_at(body, "/properties/issuer").unwrap_or_default().to_string();
-    let subject = str_at(body, "/properties/subject").unwrap_or_default().to_string();
+    let issuer = str_at(body, "/properties/issuer")
+        .unwrap_or_default()
+        .to_string();
+    let subject = str_at(body, "/properties/subject")
+        .unwrap_or_default()
+        .to_string();
     if !issuer.starts_with("https://") {
-        return Err(ArmError::bad_request("BadRequest", "The issuer must be a valid URL using the https scheme."));
+        return Err(ArmError::bad_request(
+            "BadRequest",
+            "The issuer must be a valid URL using the https scheme.",
+        ));
     }
     if subject.is_empty() {
-        return Err(ArmError::bad_request("BadRequest", "The subject must not be empty."));
+        return Err(ArmError::bad_request(
+            "BadRequest",
+            "The subject must not be empty.",
+        ));
     }
-    match body.pointer("/properties/audiences").and_then(Value::as_array) {
+    match body
+        .pointer("/properties/audiences")
+        .and_then(Value::as_array)
+    {
         Some(a) if a.len() == 1 && a[0].as_str().is_some_and(|s| !s.is_empty()) => {}
-        _ => return Err(ArmError::bad_request("BadRequest", "Exactly one audience is supported.")),
+        _ => {
+            return Err(ArmError::bad_request(
+                "BadRequest",
+                "Exactly one audience is supported.",
+            ));
+        }
     }
     let siblings = store::children(ctx.st, &rid.parent.to_ascii_lowercase(), types::FIC);
     if existing.is_none() && siblings.len() >= MAX_FICS {
         return Err(ArmError::bad_request(
             "BadRequest",
-            format!("A managed identity can have at most {MAX_FICS} federated identity credentials."),
+            format!(
+                "A managed identity can have at most {MAX_FICS} federated identity credentials."
+            ),
         ));
     }
     let dup = siblings.iter().any(|s| {
@@ -190,18 +239,34 @@ fn fic(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value, existing: Option<&ArmRe
 }
 
 fn role_guid(role_definition_id: &str) -> String {
-    role_definition_id.rsplit('/').next().unwrap_or_default().to_ascii_lowercase()
+    role_definition_id
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
 }
 
-fn role_assignment(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value, existing: Option<&ArmResource>) -> Result<(), ArmError> {
+fn role_assignment(
+    ctx: &mut Ctx<'_>,
+    rid: &ResId,
+    body: &mut Value,
+    existing: Option<&ArmResource>,
+) -> Result<(), ArmError> {
     if uuid::Uuid::parse_str(&rid.name).is_err() {
         return Err(ArmError::bad_request(
             "InvalidRoleAssignmentId",
-            format!("The role assignment ID '{}' is not valid. The role assignment ID must be a GUID.", rid.name),
+            format!(
+                "The role assignment ID '{}' is not valid. The role assignment ID must be a GUID.",
+                rid.name
+            ),
         ));
     }
-    let role = str_at(body, "/properties/roleDefinitionId").unwrap_or_default().to_string();
-    let principal = str_at(body, "/properties/principalId").unwrap_or_default().to_string();
+    let role = str_at(body, "/properties/roleDefinitionId")
+        .unwrap_or_default()
+        .to_string();
+    let principal = str_at(body, "/properties/principalId")
+        .unwrap_or_default()
+        .to_string();
     if role.is_empty() || principal.is_empty() {
         return Err(ArmError::bad_request(
             "InvalidRoleAssignmentRequest",
@@ -209,8 +274,11 @@ fn role_assignment(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value, existing: O
         ));
     }
     if let Some(e) = existing {
-        let same_principal = str_at(&e.body, "/properties/principalId").is_some_and(|p| p.eq_ignore_ascii_case(&principal));
-        let same_role = role_guid(str_at(&e.body, "/properties/roleDefinitionId").unwrap_or_default()) == role_guid(&role);
+        let same_principal = str_at(&e.body, "/properties/principalId")
+            .is_some_and(|p| p.eq_ignore_ascii_case(&principal));
+        let same_role =
+            role_guid(str_at(&e.body, "/properties/roleDefinitionId").unwrap_or_default())
+                == role_guid(&role);
         if !same_principal || !same_role {
             return Err(ArmError::new(
                 409,
@@ -220,21 +288,32 @@ fn role_assignment(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value, existing: O
         }
     }
     let scope_key = rid.parent.to_ascii_lowercase();
-    let twin = store::children(ctx.st, &scope_key, types::ROLE).into_iter().any(|r| {
-        !r.name.eq_ignore_ascii_case(&rid.name)
-            && str_at(&r.body, "/properties/principalId").is_some_and(|p| p.eq_ignore_ascii_case(&principal))
-            && role_guid(str_at(&r.body, "/properties/roleDefinitionId").unwrap_or_default()) == role_guid(&role)
-    });
+    let twin = store::children(ctx.st, &scope_key, types::ROLE)
+        .into_iter()
+        .any(|r| {
+            !r.name.eq_ignore_ascii_case(&rid.name)
+                && str_at(&r.body, "/properties/principalId")
+                    .is_some_and(|p| p.eq_ignore_ascii_case(&principal))
+                && role_guid(str_at(&r.body, "/properties/roleDefinitionId").unwrap_or_default())
+                    == role_guid(&role)
+        });
     if twin {
-        return Err(ArmError::new(409, "RoleAssignmentExists", "The role assignment already exists."));
+        return Err(ArmError::new(
+            409,
+            "RoleAssignmentExists",
+            "The role assignment already exists.",
+        ));
     }
     // Entra replication delay: a principal created moments ago is not visible to
     // authorization yet.
     let window = ctx.sim.scaled(ctx.cfg().principal_not_found_for);
-    let fresh = store::of_type(ctx.st, types::IDENTITY).into_iter().any(|i| {
-        str_at(&i.body, "/properties/principalId").is_some_and(|p| p.eq_ignore_ascii_case(&principal))
-            && ctx.now < i.created_ms + window
-    });
+    let fresh = store::of_type(ctx.st, types::IDENTITY)
+        .into_iter()
+        .any(|i| {
+            str_at(&i.body, "/properties/principalId")
+                .is_some_and(|p| p.eq_ignore_ascii_case(&principal))
+                && ctx.now < i.created_ms + window
+        });
     if fresh {
         let tenant = &ctx.cfg().tenant_id;
         return Err(ArmError::bad_request(
@@ -248,7 +327,9 @@ fn role_assignment(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value, existing: O
         ));
     }
     let now = util::rfc3339(ctx.now);
-    let created = existing.and_then(|e| str_at(&e.body, "/properties/createdOn").map(str::to_string)).unwrap_or(now.clone());
+    let created = existing
+        .and_then(|e| str_at(&e.body, "/properties/createdOn").map(str::to_string))
+        .unwrap_or(now.clone());
     let p = props(body);
     p.insert("scope".into(), json!(rid.parent));
     default_field(p, "principalType", json!("User"));
@@ -265,25 +346,44 @@ fn storage_account(
     existing: Option<&ArmResource>,
 ) -> Result<(), ArmError> {
     let name = &rid.name;
-    let valid = (3..=24).contains(&name.len()) && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let valid = (3..=24).contains(&name.len())
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if !valid {
         return Err(ArmError::bad_request(
             "AccountNameInvalid",
-            format!("{name} is not a valid storage account name. Storage account name must be between 3 and 24 characters in length and use numbers and lower-case letters only."),
+            format!(
+                "{name} is not a valid storage account name. Storage account name must be between 3 and 24 characters in length and use numbers and lower-case letters only."
+            ),
         ));
     }
     if let Some(other) = store::find_storage_account(ctx.st, name)
         && !other.id.eq_ignore_ascii_case(&rid.id)
     {
-        return Err(ArmError::new(409, "StorageAccountAlreadyTaken", format!("The storage account named {name} is already taken.")));
+        return Err(ArmError::new(
+            409,
+            "StorageAccountAlreadyTaken",
+            format!("The storage account named {name} is already taken."),
+        ));
     }
     let Some(sku) = str_at(body, "/sku/name").map(str::to_string) else {
-        return Err(ArmError::bad_request("InvalidRequestContent", "sku.name is required."));
+        return Err(ArmError::bad_request(
+            "InvalidRequestContent",
+            "sku.name is required.",
+        ));
     };
     if body.get("kind").and_then(Value::as_str).is_none() {
-        return Err(ArmError::bad_request("InvalidRequestContent", "kind is required."));
+        return Err(ArmError::bad_request(
+            "InvalidRequestContent",
+            "kind is required.",
+        ));
     }
-    let tier = if sku.starts_with("Premium") { "Premium" } else { "Standard" };
+    let tier = if sku.starts_with("Premium") {
+        "Premium"
+    } else {
+        "Standard"
+    };
     obj_mut(body, "sku").insert("tier".into(), json!(tier));
     let location = str_at(body, "/location").unwrap_or_default().to_string();
     let created = existing
@@ -304,20 +404,24 @@ fn storage_account(
         "blob": ep("blob", ""), "dfs": ep("dfs", ""), "file": ep("file", ""),
         "queue": ep("queue", ""), "table": ep("table", ""), "web": ep("web", ""),
     });
-    if body.pointer("/properties/routingPreference/publishInternetEndpoints") == Some(&json!(true)) {
+    if body.pointer("/properties/routingPreference/publishInternetEndpoints") == Some(&json!(true))
+    {
         endpoints["internetEndpoints"] = json!({
             "blob": ep("blob", "-internetrouting"), "dfs": ep("dfs", "-internetrouting"),
             "file": ep("file", "-internetrouting"), "web": ep("web", "-internetrouting"),
         });
     }
-    if body.pointer("/properties/routingPreference/publishMicrosoftEndpoints") == Some(&json!(true)) {
+    if body.pointer("/properties/routingPreference/publishMicrosoftEndpoints") == Some(&json!(true))
+    {
         endpoints["microsoftEndpoints"] = json!({
             "blob": ep("blob", "-microsoftrouting"), "dfs": ep("dfs", "-microsoftrouting"),
             "file": ep("file", "-microsoftrouting"), "queue": ep("queue", "-microsoftrouting"),
             "table": ep("table", "-microsoftrouting"), "web": ep("web", "-microsoftrouting"),
         });
     }
-    let geo = ["GRS", "RAGRS", "GZRS", "RAGZRS"].iter().any(|g| sku.ends_with(g));
+    let geo = ["GRS", "RAGRS", "GZRS", "RAGZRS"]
+        .iter()
+        .any(|g| sku.ends_with(g));
     let p = props(body);
     p.insert("creationTime".into(), json!(created));
     p.insert("primaryEndpoints".into(), endpoints);
@@ -330,7 +434,11 @@ fn storage_account(
     default_field(p, "supportsHttpsTrafficOnly", json!(true));
     default_field(p, "allowBlobPublicAccess", json!(false));
     default_field(p, "minimumTlsVersion", json!("TLS1_2"));
-    default_field(p, "keyCreationTime", json!({"key1": created, "key2": created}));
+    default_field(
+        p,
+        "keyCreationTime",
+        json!({"key1": created, "key2": created}),
+    );
     let enc = p.entry("encryption").or_insert_with(|| json!({}));
     if let Value::Object(enc) = enc {
         default_field(enc, "keySource", json!("Microsoft.Storage"));
@@ -361,9 +469,17 @@ fn container(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value) -> Result<(), Arm
     let now = util::rfc3339(ctx.now);
     let p = props(body);
     default_field(p, "publicAccess", json!("None"));
-    let access = p.get("publicAccess").and_then(Value::as_str).unwrap_or("None").to_string();
+    let access = p
+        .get("publicAccess")
+        .and_then(Value::as_str)
+        .unwrap_or("None")
+        .to_string();
     if !access.eq_ignore_ascii_case("None") && !public_allowed {
-        return Err(ArmError::new(409, "PublicAccessNotPermitted", "Public access is not permitted on this storage account."));
+        return Err(ArmError::new(
+            409,
+            "PublicAccessNotPermitted",
+            "Public access is not permitted on this storage account.",
+        ));
     }
     p.insert("lastModifiedTime".into(), json!(now));
     default_field(p, "leaseStatus", json!("Unlocked"));
@@ -372,17 +488,26 @@ fn container(ctx: &mut Ctx<'_>, rid: &ResId, body: &mut Value) -> Result<(), Arm
     default_field(p, "hasLegalHold", json!(false));
     default_field(p, "deleted", json!(false));
     default_field(p, "remainingRetentionDays", json!(0));
-    default_field(p, "defaultEncryptionScope", json!("$account-encryption-key"));
+    default_field(
+        p,
+        "defaultEncryptionScope",
+        json!("$account-encryption-key"),
+    );
     default_field(p, "denyEncryptionScopeOverride", json!(false));
     Ok(())
 }
 
 fn zone(rid: &ResId, body: &mut Value) -> Result<(), ArmError> {
-    let loc = str_at(body, "/location").unwrap_or_default().to_ascii_lowercase();
+    let loc = str_at(body, "/location")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     if loc != "global" {
         return Err(ArmError::bad_request(
             "BadRequest",
-            format!("The location '{loc}' is not valid for private DNS zone '{}'. Private DNS zones are global.", rid.name),
+            format!(
+                "The location '{loc}' is not valid for private DNS zone '{}'. Private DNS zones are global.",
+                rid.name
+            ),
         ));
     }
     body["location"] = json!("global");
@@ -390,6 +515,9 @@ fn zone(rid: &ResId, body: &mut Value) -> Result<(), ArmError> {
     // Azure's documented per-zone limits.
     p.insert("maxNumberOfRecordSets".into(), json!(25000));
     p.insert("maxNumberOfVirtualNetworkLinks".into(), json!(1000));
-    p.insert("maxNumberOfVirtualNetworkLinksWithRegistration".into(), json!(100));
+    p.insert(
+        "maxNumberOfVirtualNetworkLinksWithRegistration".into(),
+        json!(100),
+    );
     Ok(())
 }

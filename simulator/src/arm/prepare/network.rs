@@ -28,7 +28,11 @@ pub(crate) fn prepare(
             p.insert("resourceGuid".into(), json!(guid));
         }
         types::VNET => {
-            if body.pointer("/properties/addressSpace/addressPrefixes").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+            if body
+                .pointer("/properties/addressSpace/addressPrefixes")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
                 return Err(ArmError::bad_request(
                     "InvalidRequestFormat",
                     "Cannot parse the request: properties.addressSpace.addressPrefixes is required.",
@@ -38,14 +42,24 @@ pub(crate) fn prepare(
             // `sync_subnets`; a PUT without them means "no subnets" (create-or-replace).
             let wanted: Vec<String> = subnet_list(body)
                 .iter()
-                .map(|s| s.get("name").and_then(Value::as_str).unwrap_or_default().to_ascii_lowercase())
+                .map(|s| {
+                    s.get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_ascii_lowercase()
+                })
                 .collect();
             if wanted.iter().any(String::is_empty) {
-                return Err(ArmError::bad_request("InvalidRequestFormat", "Every subnet needs a name."));
+                return Err(ArmError::bad_request(
+                    "InvalidRequestFormat",
+                    "Every subnet needs a name.",
+                ));
             }
             let key = rid.key();
             for s in store::children(ctx.st, &key, types::SUBNET) {
-                if !wanted.contains(&s.name.to_ascii_lowercase()) && subnet_used(ctx, &s.id.to_ascii_lowercase()) {
+                if !wanted.contains(&s.name.to_ascii_lowercase())
+                    && subnet_used(ctx, &s.id.to_ascii_lowercase())
+                {
                     return Err(subnet_in_use(&s.id));
                 }
             }
@@ -60,15 +74,24 @@ pub(crate) fn prepare(
             let sku_obj = util::obj_mut(body, "sku");
             default_field(sku_obj, "name", json!(sku));
             default_field(sku_obj, "tier", json!("Regional"));
-            let method = if sku.eq_ignore_ascii_case("Standard") { "Static" } else { "Dynamic" };
+            let method = if sku.eq_ignore_ascii_case("Standard") {
+                "Static"
+            } else {
+                "Dynamic"
+            };
             let p = props(body);
             default_field(p, "publicIPAllocationMethod", json!(method));
             default_field(p, "publicIPAddressVersion", json!("IPv4"));
             default_field(p, "idleTimeoutInMinutes", json!(4));
             default_field(p, "ipTags", json!([]));
-            default_field(p, "ddosSettings", json!({"protectionMode": "VirtualNetworkInherited"}));
+            default_field(
+                p,
+                "ddosSettings",
+                json!({"protectionMode": "VirtualNetworkInherited"}),
+            );
             p.insert("resourceGuid".into(), json!(guid));
-            let is_static = p.get("publicIPAllocationMethod").and_then(Value::as_str) == Some("Static");
+            let is_static =
+                p.get("publicIPAllocationMethod").and_then(Value::as_str) == Some("Static");
             if is_static {
                 let ip = match str_at(internal, "/ip") {
                     Some(ip) => ip.to_string(),
@@ -95,13 +118,19 @@ pub(crate) fn prepare(
 }
 
 fn subnet_list(body: &Value) -> Vec<Value> {
-    body.pointer("/properties/subnets").and_then(Value::as_array).cloned().unwrap_or_default()
+    body.pointer("/properties/subnets")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn subnet_defaults(body: &mut Value) -> Result<(), ArmError> {
     let p = props(body);
     if p.get("addressPrefix").is_none() && p.get("addressPrefixes").is_none() {
-        return Err(ArmError::bad_request("InvalidRequestFormat", "A subnet needs properties.addressPrefix."));
+        return Err(ArmError::bad_request(
+            "InvalidRequestFormat",
+            "A subnet needs properties.addressPrefix.",
+        ));
     }
     default_field(p, "privateEndpointNetworkPolicies", json!("Disabled"));
     default_field(p, "privateLinkServiceNetworkPolicies", json!("Enabled"));
@@ -110,12 +139,18 @@ fn subnet_defaults(body: &mut Value) -> Result<(), ArmError> {
 
 /// Gives every element of `properties.<arr>` its id and type (names are required).
 pub(crate) fn name_subresources(rid: &ResId, body: &mut Value, arr: &str) -> Result<(), ArmError> {
-    let Some(items) = body.pointer_mut(&format!("/properties/{arr}")).and_then(Value::as_array_mut) else {
+    let Some(items) = body
+        .pointer_mut(&format!("/properties/{arr}"))
+        .and_then(Value::as_array_mut)
+    else {
         return Ok(());
     };
     for item in items {
         let Some(name) = item.get("name").and_then(Value::as_str).map(str::to_string) else {
-            return Err(ArmError::bad_request("InvalidRequestFormat", format!("Every element of properties.{arr} needs a name.")));
+            return Err(ArmError::bad_request(
+                "InvalidRequestFormat",
+                format!("Every element of properties.{arr} needs a name."),
+            ));
         };
         item["id"] = json!(format!("{}/{arr}/{name}", rid.id));
         item["type"] = json!(format!("{}/{arr}", rid.spec.rtype));
@@ -125,7 +160,13 @@ pub(crate) fn name_subresources(rid: &ResId, body: &mut Value, arr: &str) -> Res
 }
 
 fn default_rules(nsg_id: &str) -> Value {
-    let rule = |name: &str, desc: &str, src: &str, dst: &str, access: &str, prio: u32, dir: &str| {
+    let rule = |name: &str,
+                desc: &str,
+                src: &str,
+                dst: &str,
+                access: &str,
+                prio: u32,
+                dir: &str| {
         json!({
             "name": name,
             "id": format!("{nsg_id}/defaultSecurityRules/{name}"),
@@ -140,12 +181,60 @@ fn default_rules(nsg_id: &str) -> Value {
         })
     };
     json!([
-        rule("AllowVnetInBound", "Allow inbound traffic from all VMs in VNET", "VirtualNetwork", "VirtualNetwork", "Allow", 65000, "Inbound"),
-        rule("AllowAzureLoadBalancerInBound", "Allow inbound traffic from azure load balancer", "AzureLoadBalancer", "*", "Allow", 65001, "Inbound"),
-        rule("DenyAllInBound", "Deny all inbound traffic", "*", "*", "Deny", 65500, "Inbound"),
-        rule("AllowVnetOutBound", "Allow outbound traffic from all VMs to all VMs in VNET", "VirtualNetwork", "VirtualNetwork", "Allow", 65000, "Outbound"),
-        rule("AllowInternetOutBound", "Allow outbound traffic from all VMs to Internet", "*", "Internet", "Allow", 65001, "Outbound"),
-        rule("DenyAllOutBound", "Deny all outbound traffic", "*", "*", "Deny", 65500, "Outbound"),
+        rule(
+            "AllowVnetInBound",
+            "Allow inbound traffic from all VMs in VNET",
+            "VirtualNetwork",
+            "VirtualNetwork",
+            "Allow",
+            65000,
+            "Inbound"
+        ),
+        rule(
+            "AllowAzureLoadBalancerInBound",
+            "Allow inbound traffic from azure load balancer",
+            "AzureLoadBalancer",
+            "*",
+            "Allow",
+            65001,
+            "Inbound"
+        ),
+        rule(
+            "DenyAllInBound",
+            "Deny all inbound traffic",
+            "*",
+            "*",
+            "Deny",
+            65500,
+            "Inbound"
+        ),
+        rule(
+            "AllowVnetOutBound",
+            "Allow outbound traffic from all VMs to all VMs in VNET",
+            "VirtualNetwork",
+            "VirtualNetwork",
+            "Allow",
+            65000,
+            "Outbound"
+        ),
+        rule(
+            "AllowInternetOutBound",
+            "Allow outbound traffic from all VMs to Internet",
+            "*",
+            "Internet",
+            "Allow",
+            65001,
+            "Outbound"
+        ),
+        rule(
+            "DenyAllOutBound",
+            "Deny all outbound traffic",
+            "*",
+            "*",
+            "Deny",
+            65500,
+            "Outbound"
+        ),
     ])
 }
 
@@ -176,17 +265,33 @@ fn load_balancer(
     props(body).insert("resourceGuid".into(), json!(guid));
     // Private frontends keep their address across PUTs; new ones get the next free one.
     let old_ips: Vec<(String, String)> = existing
-        .and_then(|e| e.body.pointer("/properties/frontendIPConfigurations").and_then(Value::as_array).cloned())
+        .and_then(|e| {
+            e.body
+                .pointer("/properties/frontendIPConfigurations")
+                .and_then(Value::as_array)
+                .cloned()
+        })
         .unwrap_or_default()
         .iter()
         .filter_map(|f| {
-            Some((f.get("name")?.as_str()?.to_string(), str_at(f, "/properties/privateIPAddress")?.to_string()))
+            Some((
+                f.get("name")?.as_str()?.to_string(),
+                str_at(f, "/properties/privateIPAddress")?.to_string(),
+            ))
         })
         .collect();
-    let fes = body.pointer("/properties/frontendIPConfigurations").and_then(Value::as_array).cloned().unwrap_or_default();
+    let fes = body
+        .pointer("/properties/frontendIPConfigurations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let mut new_fes = Vec::new();
     for mut fe in fes {
-        let name = fe.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = fe
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let subnet = str_at(&fe, "/properties/subnet/id").map(str::to_string);
         let p = props(&mut fe);
         default_field(p, "privateIPAllocationMethod", json!("Dynamic"));
@@ -204,12 +309,27 @@ fn load_balancer(
     }
     props(body).insert("frontendIPConfigurations".into(), Value::Array(new_fes));
     for (arr, defaults) in [
-        ("loadBalancingRules", json!({"enableTcpReset": false, "idleTimeoutInMinutes": 4, "enableFloatingIP": false, "loadDistribution": "Default", "disableOutboundSnat": false})),
-        ("inboundNatRules", json!({"enableTcpReset": false, "idleTimeoutInMinutes": 4, "enableFloatingIP": false})),
-        ("outboundRules", json!({"enableTcpReset": false, "idleTimeoutInMinutes": 4, "allocatedOutboundPorts": 0})),
-        ("probes", json!({"intervalInSeconds": 15, "numberOfProbes": 2, "probeThreshold": 1})),
+        (
+            "loadBalancingRules",
+            json!({"enableTcpReset": false, "idleTimeoutInMinutes": 4, "enableFloatingIP": false, "loadDistribution": "Default", "disableOutboundSnat": false}),
+        ),
+        (
+            "inboundNatRules",
+            json!({"enableTcpReset": false, "idleTimeoutInMinutes": 4, "enableFloatingIP": false}),
+        ),
+        (
+            "outboundRules",
+            json!({"enableTcpReset": false, "idleTimeoutInMinutes": 4, "allocatedOutboundPorts": 0}),
+        ),
+        (
+            "probes",
+            json!({"intervalInSeconds": 15, "numberOfProbes": 2, "probeThreshold": 1}),
+        ),
     ] {
-        if let Some(items) = body.pointer_mut(&format!("/properties/{arr}")).and_then(Value::as_array_mut) {
+        if let Some(items) = body
+            .pointer_mut(&format!("/properties/{arr}"))
+            .and_then(Value::as_array_mut)
+        {
             for item in items {
                 let p = props(item);
                 if let Value::Object(d) = &defaults {
@@ -227,7 +347,12 @@ fn load_balancer(
 /// Fills the read-only cross references inside a load balancer (which rules use a
 /// frontend, pool or probe), as Azure reports them.
 fn back_references(body: &mut Value) {
-    let arr = |b: &Value, a: &str| b.pointer(&format!("/properties/{a}")).and_then(Value::as_array).cloned().unwrap_or_default();
+    let arr = |b: &Value, a: &str| {
+        b.pointer(&format!("/properties/{a}"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
     let rules = arr(body, "loadBalancingRules");
     let nats = arr(body, "inboundNatRules");
     let outs = arr(body, "outboundRules");
@@ -236,7 +361,9 @@ fn back_references(body: &mut Value) {
             .iter()
             .filter(|it| {
                 ptrs.iter().any(|p| match it.pointer(p) {
-                    Some(Value::Array(a)) => a.iter().any(|x| str_at(x, "/id").is_some_and(|i| i.eq_ignore_ascii_case(target))),
+                    Some(Value::Array(a)) => a
+                        .iter()
+                        .any(|x| str_at(x, "/id").is_some_and(|i| i.eq_ignore_ascii_case(target))),
                     Some(v) => str_at(v, "/id").is_some_and(|i| i.eq_ignore_ascii_case(target)),
                     None => false,
                 })
@@ -245,9 +372,16 @@ fn back_references(body: &mut Value) {
             .collect()
     };
     let fill = |body: &mut Value, a: &str, sets: &[(&str, &[Value], &[&str])]| {
-        if let Some(items) = body.pointer_mut(&format!("/properties/{a}")).and_then(Value::as_array_mut) {
+        if let Some(items) = body
+            .pointer_mut(&format!("/properties/{a}"))
+            .and_then(Value::as_array_mut)
+        {
             for item in items.iter_mut() {
-                let id = item.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+                let id = item
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
                 for (field, src, ptrs) in sets {
                     let r = refs(src, ptrs, &id);
                     let p = props(item);
@@ -262,14 +396,28 @@ fn back_references(body: &mut Value) {
     };
     let fe_ptr: &[&str] = &["/properties/frontendIPConfiguration"];
     let fe_ptrs_out: &[&str] = &["/properties/frontendIPConfigurations"];
-    let pool_ptrs: &[&str] = &["/properties/backendAddressPool", "/properties/backendAddressPools"];
+    let pool_ptrs: &[&str] = &[
+        "/properties/backendAddressPool",
+        "/properties/backendAddressPools",
+    ];
     let probe_ptr: &[&str] = &["/properties/probe"];
     fill(
         body,
         "frontendIPConfigurations",
-        &[("loadBalancingRules", &rules, fe_ptr), ("inboundNatRules", &nats, fe_ptr), ("outboundRules", &outs, fe_ptrs_out)],
+        &[
+            ("loadBalancingRules", &rules, fe_ptr),
+            ("inboundNatRules", &nats, fe_ptr),
+            ("outboundRules", &outs, fe_ptrs_out),
+        ],
     );
-    fill(body, "backendAddressPools", &[("loadBalancingRules", &rules, pool_ptrs), ("outboundRules", &outs, pool_ptrs)]);
+    fill(
+        body,
+        "backendAddressPools",
+        &[
+            ("loadBalancingRules", &rules, pool_ptrs),
+            ("outboundRules", &outs, pool_ptrs),
+        ],
+    );
     fill(body, "probes", &[("loadBalancingRules", &rules, probe_ptr)]);
 }
 
@@ -277,7 +425,9 @@ fn back_references(body: &mut Value) {
 /// (their being unused was checked in `prepare`).
 pub(crate) fn sync_subnets(ctx: &mut Ctx<'_>, rid: &ResId) -> Result<(), ArmError> {
     let key = rid.key();
-    let Some(vnet) = ctx.st.arm.get_mut(&key) else { return Ok(()) };
+    let Some(vnet) = ctx.st.arm.get_mut(&key) else {
+        return Ok(());
+    };
     let subnets = vnet
         .body
         .pointer_mut("/properties")
@@ -289,7 +439,11 @@ pub(crate) fn sync_subnets(ctx: &mut Ctx<'_>, rid: &ResId) -> Result<(), ArmErro
     let prov = vnet.prov;
     let mut keep = Vec::new();
     for mut s in subnets {
-        let name = s.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = s
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if let Value::Object(o) = &mut s {
             for k in ["id", "name", "type", "etag"] {
                 o.remove(k);
@@ -313,7 +467,11 @@ pub(crate) fn sync_subnets(ctx: &mut Ctx<'_>, rid: &ResId) -> Result<(), ArmErro
                 parent: key.clone(),
                 body: s,
                 etag,
-                prov: if prov == Prov::Succeeded { Prov::Succeeded } else { Prov::Updating },
+                prov: if prov == Prov::Succeeded {
+                    Prov::Succeeded
+                } else {
+                    Prov::Updating
+                },
                 created_seq: seq,
                 created_ms: created,
                 op: None,
@@ -321,8 +479,11 @@ pub(crate) fn sync_subnets(ctx: &mut Ctx<'_>, rid: &ResId) -> Result<(), ArmErro
             },
         );
     }
-    let drop: Vec<String> =
-        store::children(ctx.st, &key, types::SUBNET).iter().map(|s| s.id.to_ascii_lowercase()).filter(|k| !keep.contains(k)).collect();
+    let drop: Vec<String> = store::children(ctx.st, &key, types::SUBNET)
+        .iter()
+        .map(|s| s.id.to_ascii_lowercase())
+        .filter(|k| !keep.contains(k))
+        .collect();
     for k in drop {
         store::remove_tree(ctx.st, &k);
     }
@@ -332,27 +493,24 @@ pub(crate) fn sync_subnets(ctx: &mut Ctx<'_>, rid: &ResId) -> Result<(), ArmErro
 /// Whether anything other than the subnet itself references it.
 fn subnet_used(ctx: &Ctx<'_>, subnet_key: &str) -> bool {
     let prefix = format!("{subnet_key}/");
-    ctx.st
-        .arm
-        .iter()
-        .any(|(k, r)| k != subnet_key && !k.starts_with(&prefix) && util::mentions(&r.body, subnet_key))
+    ctx.st.arm.iter().any(|(k, r)| {
+        k != subnet_key && !k.starts_with(&prefix) && util::mentions(&r.body, subnet_key)
+    })
 }
 
 pub(crate) fn subnet_in_use(id: &str) -> ArmError {
     ArmError::bad_request(
         "InUseSubnetCannotBeDeleted",
-        format!("Subnet {id} is in use and cannot be deleted. In order to delete the subnet, delete all the resources within the subnet."),
+        format!(
+            "Subnet {id} is in use and cannot be deleted. In order to delete the subnet, delete all the resources within the subnet."
+        ),
     )
 }
 
 pub(crate) fn pre_delete(ctx: &mut Ctx<'_>, res: &ArmResource) -> Result<(), ArmError> {
     let key = res.id.to_ascii_lowercase();
     match res.rtype.as_str() {
-        types::SUBNET => {
-            if subnet_used(ctx, &key) {
-                return Err(subnet_in_use(&res.id));
-            }
-        }
+        types::SUBNET if subnet_used(ctx, &key) => return Err(subnet_in_use(&res.id)),
         types::VNET => {
             for s in store::children(ctx.st, &key, types::SUBNET) {
                 if subnet_used(ctx, &s.id.to_ascii_lowercase()) {
@@ -362,21 +520,30 @@ pub(crate) fn pre_delete(ctx: &mut Ctx<'_>, res: &ArmResource) -> Result<(), Arm
         }
         types::NSG => {
             let used = store::of_type(ctx.st, types::SUBNET).into_iter().find(|s| {
-                str_at(&s.body, "/properties/networkSecurityGroup/id").is_some_and(|i| i.eq_ignore_ascii_case(&key))
+                str_at(&s.body, "/properties/networkSecurityGroup/id")
+                    .is_some_and(|i| i.eq_ignore_ascii_case(&key))
             });
             if let Some(s) = used {
                 return Err(ArmError::bad_request(
                     "InUseNetworkSecurityGroupCannotBeDeleted",
-                    format!("Network security group {} cannot be deleted because it is in use by the following resources: {}.", res.id, s.id),
+                    format!(
+                        "Network security group {} cannot be deleted because it is in use by the following resources: {}.",
+                        res.id, s.id
+                    ),
                 ));
             }
         }
         types::PIP => {
-            let used = store::of_type(ctx.st, types::LB).into_iter().find(|lb| util::mentions(&lb.body, &key));
+            let used = store::of_type(ctx.st, types::LB)
+                .into_iter()
+                .find(|lb| util::mentions(&lb.body, &key));
             if let Some(lb) = used {
                 return Err(ArmError::bad_request(
                     "PublicIPAddressCannotBeDeleted",
-                    format!("Public IP address {} can not be deleted since it is still allocated to resource {}.", res.id, lb.id),
+                    format!(
+                        "Public IP address {} can not be deleted since it is still allocated to resource {}.",
+                        res.id, lb.id
+                    ),
                 ));
             }
         }

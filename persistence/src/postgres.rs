@@ -1,0 +1,701 @@
+//! The PostgreSQL journal store.
+//!
+//! Many workers (processes, hosts) may share one database: leases are taken with
+//! `FOR UPDATE SKIP LOCKED`, so concurrent `acquire`s split the due runs between them
+//! instead of queueing on the same rows, and every write under a lease is fenced in its own
+//! `UPDATE`. Each call is one transaction on a pooled connection, in most cases a single
+//! statement (data-modifying CTEs), so it costs one round trip.
+//!
+//! Wake-ups: inserting a run or a command fires a trigger that `NOTIFY`s
+//! `hcp_workflow_wake` at commit; a background [`PgListener`] task bumps the watch channel
+//! [`JournalStore::subscribe`] hands out. It is only a hint — workers poll regardless — so
+//! a lost notification (the listener reconnecting) just means waiting for the next poll,
+//! and the listener bumps the channel after every reconnect to cover that gap.
+//!
+//! Times are `timestamptz`; the runtime's milliseconds are converted in SQL by the
+//! migration's `hcp_ts(bigint)` / `hcp_ms(timestamptz)`.
+
+use crate::error::{bad_row, classify, migrate_error};
+use async_trait::async_trait;
+use hcp_runtime::store::{
+    Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewRun, RunFilter,
+    RunId, RunRecord, RunSummary, StoredEvent,
+};
+use hcp_runtime::{RunState, StoreError, Timestamp};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::{ConnectOptions, Connection, Executor, Postgres, QueryBuilder, Row};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The NOTIFY channel (the migration's trigger function names it too).
+pub const WAKE_CHANNEL: &str = "hcp_workflow_wake";
+
+/// Pooled connections per store. A worker's calls are short single statements; ten covers
+/// the executor's concurrent appends plus the listener plus an operator's reads, and stays
+/// far below a default server's 100 connections with several workers.
+const POOL_SIZE: u32 = 10;
+
+/// How long a call waits for a pooled connection before a (transient) `PoolTimedOut`.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Back-off after the listener fails to (re)connect, so a down server is not hammered.
+const LISTENER_RETRY: Duration = Duration::from_secs(2);
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The PostgreSQL journal store.
+///
+/// # Guarantees
+/// Everything the [`JournalStore`] contract lists, plus:
+/// - **Shared by many workers.** `acquire` skips rows another worker's `acquire` has locked
+///   and never hands one run to two owners; `claim_executor` is a no-op.
+/// - **Wake-ups across processes.** `create_run` and `submit_command` anywhere on the
+///   database bump [`JournalStore::subscribe`] here (as a hint).
+///
+/// # Caveats
+/// The NOTIFY channel is per database, not per schema: stores in different schemas of one
+/// database wake each other spuriously (harmless; it only triggers a poll).
+pub struct PostgresStore {
+    pool: PgPool,
+    schema: Option<String>,
+    wake: Arc<watch::Sender<u64>>,
+    listener: JoinHandle<()>,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // The listener holds a connection of its own; it must not outlive the store.
+        self.listener.abort();
+    }
+}
+
+impl PostgresStore {
+    /// Connect to the database at `url` and bring its schema up to date.
+    ///
+    /// # Errors
+    /// [`StoreError::Transient`] if the server is unreachable; [`StoreError::Permanent`] for a
+    /// bad URL, refused credentials, or a schema migrated by a newer binary.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url).map_err(classify)?;
+        Self::start(options, None).await
+    }
+
+    /// Like [`PostgresStore::connect`], but in schema `schema` (created if missing): every
+    /// pooled connection gets `search_path=<schema>`, so tables, migrations and the
+    /// conversion functions all live there. Meant for tests (one schema per test).
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect`]; [`StoreError::Permanent`] for a schema name that is not
+    /// a lowercase identifier (`[a-z_][a-z0-9_]*`, at most 63 bytes).
+    pub async fn connect_with_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        let valid = !schema.is_empty()
+            && schema.len() <= 63
+            && schema
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && !schema.as_bytes()[0].is_ascii_digit();
+        if !valid {
+            return Err(StoreError::permanent(format!(
+                "invalid journal schema name {schema:?}: use [a-z_][a-z0-9_]*"
+            )));
+        }
+        let options = PgConnectOptions::from_str(url).map_err(classify)?;
+        let mut conn = options.connect().await.map_err(classify)?;
+        // Validated above, so quoting is only belt and braces.
+        conn.execute(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"").as_str())
+            .await
+            .map_err(classify)?;
+        conn.close().await.map_err(classify)?;
+        let options = options.options([("search_path", schema)]);
+        Self::start(options, Some(schema.to_string())).await
+    }
+
+    async fn start(options: PgConnectOptions, schema: Option<String>) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .min_connections(0)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(classify)?;
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| migrate_error(e, Self::latest_schema_version()))?;
+        let wake = Arc::new(watch::channel(0).0);
+        let mut listener = PgListener::connect_with(&pool).await.map_err(classify)?;
+        listener.listen(WAKE_CHANNEL).await.map_err(classify)?;
+        let listener = tokio::spawn(listen(listener, Arc::clone(&wake)));
+        Ok(Self {
+            pool,
+            schema,
+            wake,
+            listener,
+        })
+    }
+
+    /// The schema this store lives in (`None`: the connection's default search path).
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// The pool, for tests and tools that need raw SQL (e.g. to corrupt a row on purpose).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The newest migration applied (sqlx's `_sqlx_migrations` table).
+    ///
+    /// # Errors
+    /// [`StoreError`] if the table cannot be read.
+    pub async fn schema_version(&self) -> Result<i64, StoreError> {
+        sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)
+    }
+
+    /// The newest migration this binary knows.
+    pub fn latest_schema_version() -> i64 {
+        MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
+    fn poke(&self) {
+        self.wake.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// After a fenced statement matched no row: lease lost, or no such run?
+    async fn fenced_or_missing<'e, E>(&self, exec: E, lease: &Lease) -> StoreError
+    where
+        E: Executor<'e, Database = Postgres>,
+    {
+        match sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)")
+            .bind(lease.run_id)
+            .fetch_one(exec)
+            .await
+        {
+            Ok(true) => StoreError::Fenced {
+                run: lease.run_id,
+                epoch: lease.epoch,
+            },
+            Ok(false) => StoreError::NotFound(lease.run_id),
+            Err(e) => classify(e),
+        }
+    }
+}
+
+/// Relay NOTIFYs to the watch channel until the store drops (aborts) this task.
+async fn listen(mut listener: PgListener, wake: Arc<watch::Sender<u64>>) {
+    loop {
+        match listener.try_recv().await {
+            Ok(Some(_)) => {}
+            // The connection was lost and re-established: notifications sent meanwhile are
+            // gone, so wake everyone once to cover them.
+            Ok(None) => tracing::debug!("journal wake-up listener reconnected"),
+            Err(e) => {
+                tracing::warn!(error = %e, "journal wake-up listener failed; retrying");
+                tokio::time::sleep(LISTENER_RETRY).await;
+            }
+        }
+        wake.send_modify(|v| *v = v.wrapping_add(1));
+    }
+}
+
+/// `runs` columns for a [`RunSummary`], times as epoch milliseconds, in
+/// [`summary_from_row`]'s order.
+macro_rules! summary_columns {
+    () => {
+        "runs.id, runs.workflow, runs.workflow_version, runs.labels::text, \
+         runs.idempotency_key, runs.state, runs.blocked_on, runs.current_step, \
+         hcp_ms(runs.created_at), hcp_ms(runs.updated_at), hcp_ms(runs.wake_at), \
+         runs.lease_owner, runs.lease_epoch, hcp_ms(runs.lease_expires_at), \
+         runs.commands_pending"
+    };
+}
+
+macro_rules! command_columns {
+    () => {
+        "id, command, requested_by, reason, hcp_ms(requested_at), hcp_ms(applied_at)"
+    };
+}
+
+/// Terminal states, spelled like the partial indexes' predicate in the migration.
+macro_rules! active {
+    () => {
+        "state NOT IN ('succeeded', 'rolled-back', 'cancelled')"
+    };
+}
+
+/// A lease nobody holds any more (never taken, released, or expired before `$3`).
+macro_rules! lease_free {
+    () => {
+        "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < hcp_ts($3))"
+    };
+}
+
+fn summary_from_row(row: &PgRow) -> Result<RunSummary, StoreError> {
+    let id: RunId = row.try_get(0).map_err(classify)?;
+    let version: i64 = row.try_get(2).map_err(classify)?;
+    let labels: String = row.try_get(3).map_err(classify)?;
+    let state: String = row.try_get(5).map_err(classify)?;
+    let ts = |i: usize| row.try_get::<i64, _>(i).map(Timestamp).map_err(classify);
+    let opt_ts = |i: usize| {
+        row.try_get::<Option<i64>, _>(i)
+            .map(|t| t.map(Timestamp))
+            .map_err(classify)
+    };
+    Ok(RunSummary {
+        id,
+        workflow: row.try_get(1).map_err(classify)?,
+        workflow_version: u32::try_from(version)
+            .map_err(|_| bad_row(format!("run {id}: workflow_version {version}")))?,
+        labels: serde_json::from_str::<BTreeMap<String, String>>(&labels)
+            .map_err(|e| bad_row(format!("run {id}: labels {labels:?}: {e}")))?,
+        idempotency_key: row.try_get(4).map_err(classify)?,
+        state: RunState::parse(&state)
+            .ok_or_else(|| bad_row(format!("run {id}: unknown state {state:?}")))?,
+        blocked_on: row.try_get(6).map_err(classify)?,
+        current_step: row.try_get(7).map_err(classify)?,
+        created_at: ts(8)?,
+        updated_at: ts(9)?,
+        wake_at: opt_ts(10)?,
+        lease_owner: row.try_get(11).map_err(classify)?,
+        lease_epoch: row.try_get(12).map_err(classify)?,
+        lease_expires_at: opt_ts(13)?,
+        commands_pending: row.try_get(14).map_err(classify)?,
+    })
+}
+
+fn command_from_row(row: &PgRow) -> Result<CommandRecord, StoreError> {
+    Ok(CommandRecord {
+        id: row.try_get(0).map_err(classify)?,
+        command: row.try_get(1).map_err(classify)?,
+        requested_by: row.try_get(2).map_err(classify)?,
+        reason: row.try_get(3).map_err(classify)?,
+        requested_at: Timestamp(row.try_get(4).map_err(classify)?),
+        applied_at: row
+            .try_get::<Option<i64>, _>(5)
+            .map_err(classify)?
+            .map(Timestamp),
+    })
+}
+
+/// The summary a run starts with (the in-memory store's wording).
+const INITIAL_BLOCKED_ON: &str = "waiting for a worker to pick the run up";
+
+#[async_trait]
+impl JournalStore for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    /// Nothing to claim: many workers share a Postgres journal, and leases alone keep them
+    /// apart.
+    async fn claim_executor(&self, _owner: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn create_run(&self, run: NewRun) -> Result<CreateOutcome, StoreError> {
+        let labels =
+            serde_json::to_string(&run.labels).map_err(|e| StoreError::Permanent(Box::new(e)))?;
+        // One statement: the run and its DAG, or nothing if the idempotency key is taken
+        // (ON CONFLICT waits for a concurrent insert of the same key to commit or abort).
+        // A duplicate *id* is not covered by ON CONFLICT and fails (permanent).
+        let created: Option<RunId> = sqlx::query_scalar(
+            "WITH ins AS ( \
+                 INSERT INTO runs (id, workflow, workflow_version, labels, idempotency_key, \
+                                   state, blocked_on, created_at, updated_at, wake_at) \
+                 VALUES ($1, $2, $3, $4::jsonb, $5, 'pending', $6, hcp_ts($7), hcp_ts($7), \
+                         hcp_ts($7)) \
+                 ON CONFLICT (idempotency_key) DO NOTHING \
+                 RETURNING id), \
+             dag AS (INSERT INTO run_dags (run_id, dag) SELECT id, $8 FROM ins) \
+             SELECT id FROM ins",
+        )
+        .bind(run.id)
+        .bind(&run.workflow)
+        .bind(i64::from(run.workflow_version))
+        .bind(&labels)
+        .bind(run.idempotency_key.as_deref())
+        .bind(INITIAL_BLOCKED_ON)
+        .bind(run.created_at.0)
+        .bind(&run.dag)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(classify)?;
+        if let Some(id) = created {
+            self.poke();
+            return Ok(CreateOutcome::Created(id));
+        }
+        let Some(key) = &run.idempotency_key else {
+            return Err(StoreError::permanent(format!(
+                "run {} was neither created nor found",
+                run.id
+            )));
+        };
+        let existing: Option<RunId> =
+            sqlx::query_scalar("SELECT id FROM runs WHERE idempotency_key = $1")
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+        existing.map(CreateOutcome::Existing).ok_or_else(|| {
+            // The conflicting run vanished between the two statements (runs are never
+            // deleted by us): worth a retry rather than a failure.
+            StoreError::transient(format!("run with idempotency key {key:?} vanished"))
+        })
+    }
+
+    async fn acquire(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_for: Duration,
+        limit: usize,
+        only: Option<RunId>,
+    ) -> Result<Vec<Lease>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let expires_at = now.plus(lease_for);
+        // SKIP LOCKED: rows another worker is acquiring right now are left to it. Rows it
+        // updated and committed meanwhile are re-checked against the WHERE clause on their
+        // new version (so a run just leased by someone else is not taken twice).
+        let rows = match only {
+            None => sqlx::query(concat!(
+                "UPDATE runs SET lease_owner = $1, lease_epoch = runs.lease_epoch + 1, \
+                                 lease_expires_at = hcp_ts($2) \
+                 FROM (SELECT id FROM runs \
+                       WHERE ",
+                active!(),
+                " AND (wake_at <= hcp_ts($3) OR commands_pending) AND ",
+                lease_free!(),
+                " ORDER BY coalesce(wake_at, hcp_ts($3)), id \
+                       LIMIT $4 \
+                       FOR UPDATE SKIP LOCKED) AS due \
+                 WHERE runs.id = due.id \
+                 RETURNING runs.id, runs.lease_epoch, hcp_ms(runs.wake_at)"
+            ))
+            .bind(owner)
+            .bind(expires_at.0)
+            .bind(now.0)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            // One run by primary key (a separate statement, so its plan is a key lookup).
+            Some(id) => sqlx::query(concat!(
+                "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
+                                 lease_expires_at = hcp_ts($2) \
+                 WHERE id = $4 AND ",
+                active!(),
+                " AND (wake_at <= hcp_ts($3) OR commands_pending) AND ",
+                lease_free!(),
+                " RETURNING id, lease_epoch, hcp_ms(wake_at)"
+            ))
+            .bind(owner)
+            .bind(expires_at.0)
+            .bind(now.0)
+            .bind(id),
+        }
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?;
+        let mut due = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: RunId = row.try_get(0).map_err(classify)?;
+            let epoch: i64 = row.try_get(1).map_err(classify)?;
+            let wake_at: Option<i64> = row.try_get(2).map_err(classify)?;
+            due.push((wake_at.unwrap_or(now.0), id, epoch));
+        }
+        // Most-overdue first, like the in-memory store (RETURNING order is unspecified).
+        due.sort();
+        Ok(due
+            .into_iter()
+            .map(|(_, run_id, epoch)| Lease {
+                run_id,
+                owner: owner.to_string(),
+                epoch,
+                expires_at,
+            })
+            .collect())
+    }
+
+    async fn append(&self, lease: &Lease, append: Append) -> Result<i64, StoreError> {
+        let p = &append.patch;
+        let n = i64::try_from(append.events.len())
+            .map_err(|_| StoreError::permanent("too many events in one append"))?;
+        let kinds: Vec<&str> = append.events.iter().map(|e| e.kind.as_str()).collect();
+        let nodes: Vec<Option<&str>> = append.events.iter().map(|e| e.node.as_deref()).collect();
+        let datas: Vec<&str> = append.events.iter().map(|e| e.data.as_str()).collect();
+        let ats: Vec<i64> = append.events.iter().map(|e| e.at.0).collect();
+        // Fence + patch + seq allocation + events in one statement: if the fenced UPDATE
+        // matches nothing, `r` is empty and so is the INSERT.
+        let write = sqlx::query_scalar::<_, i64>(
+            "WITH r AS ( \
+                 UPDATE runs SET state = $4, blocked_on = $5, current_step = $6, \
+                                 wake_at = hcp_ts($7), updated_at = hcp_ts($8), \
+                                 last_seq = last_seq + $9 \
+                 WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 \
+                 RETURNING last_seq), \
+             ins AS ( \
+                 INSERT INTO events (run_id, seq, kind, node, data, at) \
+                 SELECT $1, r.last_seq - $9 + e.ord, e.kind, e.node, e.data, hcp_ts(e.at) \
+                 FROM r, unnest($10::text[], $11::text[], $12::text[], $13::int8[]) \
+                      WITH ORDINALITY AS e(kind, node, data, at, ord)) \
+             SELECT last_seq FROM r",
+        )
+        .bind(lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .bind(p.state.as_str())
+        .bind(&p.blocked_on)
+        .bind(p.current_step.as_deref())
+        .bind(p.wake_at.map(|t| t.0))
+        .bind(p.updated_at.0)
+        .bind(n)
+        .bind(&kinds)
+        .bind(&nodes)
+        .bind(&datas)
+        .bind(&ats);
+        if append.applied_commands.is_empty() {
+            let last = write.fetch_optional(&self.pool).await.map_err(classify)?;
+            return match last {
+                Some(last) => Ok(last),
+                None => Err(self.fenced_or_missing(&self.pool, lease).await),
+            };
+        }
+        // Acknowledging commands takes a transaction: the fenced UPDATE above locks the run
+        // row, so no `submit_command` (which updates the same row first) can slip a command
+        // in between the acknowledgement and the recomputation of `commands_pending`.
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        let Some(last) = write.fetch_optional(&mut *tx).await.map_err(classify)? else {
+            let err = self.fenced_or_missing(&mut *tx, lease).await;
+            return Err(err);
+        };
+        sqlx::query(
+            "UPDATE commands SET applied_at = hcp_ts($3) \
+             WHERE run_id = $1 AND applied_at IS NULL AND id = ANY($2)",
+        )
+        .bind(lease.run_id)
+        .bind(&append.applied_commands)
+        .bind(p.updated_at.0)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        sqlx::query(
+            "UPDATE runs SET commands_pending = EXISTS ( \
+                 SELECT 1 FROM commands WHERE run_id = $1 AND applied_at IS NULL) \
+             WHERE id = $1",
+        )
+        .bind(lease.run_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(last)
+    }
+
+    async fn renew(&self, owner: &str, until: Timestamp) -> Result<Vec<RunId>, StoreError> {
+        sqlx::query_scalar(
+            "UPDATE runs SET lease_expires_at = hcp_ts($2) WHERE lease_owner = $1 RETURNING id",
+        )
+        .bind(owner)
+        .bind(until.0)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)
+    }
+
+    async fn release(&self, lease: &Lease, wake_at: Option<Timestamp>) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, wake_at = hcp_ts($4) \
+             WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+        )
+        .bind(lease.run_id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .bind(wake_at.map(|t| t.0))
+        .execute(&self.pool)
+        .await
+        .map_err(classify)?;
+        if done.rows_affected() == 0 {
+            return Err(self.fenced_or_missing(&self.pool, lease).await);
+        }
+        Ok(())
+    }
+
+    async fn load_run(&self, run: RunId) -> Result<Option<RunRecord>, StoreError> {
+        // One snapshot for summary, events and commands.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await
+            .map_err(classify)?;
+        let Some(row) = sqlx::query(concat!(
+            "SELECT ",
+            summary_columns!(),
+            ", coalesce(run_dags.dag, '') FROM runs \
+             LEFT JOIN run_dags ON run_dags.run_id = runs.id WHERE runs.id = $1"
+        ))
+        .bind(run)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(classify)?
+        else {
+            return Ok(None);
+        };
+        let summary = summary_from_row(&row)?;
+        let dag: String = row.try_get(15).map_err(classify)?;
+        let events = sqlx::query(
+            "SELECT seq, kind, node, data, hcp_ms(at) FROM events WHERE run_id = $1 ORDER BY seq",
+        )
+        .bind(run)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .iter()
+        .map(|r| {
+            Ok(StoredEvent {
+                seq: r.try_get(0).map_err(classify)?,
+                kind: r.try_get(1).map_err(classify)?,
+                node: r.try_get(2).map_err(classify)?,
+                data: r.try_get(3).map_err(classify)?,
+                at: Timestamp(r.try_get(4).map_err(classify)?),
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+        let commands = sqlx::query(concat!(
+            "SELECT ",
+            command_columns!(),
+            " FROM commands WHERE run_id = $1 ORDER BY id"
+        ))
+        .bind(run)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .iter()
+        .map(command_from_row)
+        .collect::<Result<Vec<_>, StoreError>>()?;
+        tx.commit().await.map_err(classify)?;
+        Ok(Some(RunRecord {
+            summary,
+            dag,
+            events,
+            commands,
+        }))
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        let mut q = QueryBuilder::<Postgres>::new(concat!(
+            "SELECT ",
+            summary_columns!(),
+            " FROM runs WHERE true"
+        ));
+        if !filter.states.is_empty() {
+            let states: Vec<&str> = filter.states.iter().map(|s| s.as_str()).collect();
+            q.push(" AND state = ANY(").push_bind(states).push(")");
+        }
+        if let Some(w) = &filter.workflow {
+            q.push(" AND workflow = ").push_bind(w.as_str());
+        }
+        if let Some((k, v)) = &filter.label {
+            // `@>` on the GIN (jsonb_path_ops) index.
+            q.push(" AND labels @> jsonb_build_object(")
+                .push_bind(k.as_str())
+                .push("::text, ")
+                .push_bind(v.as_str())
+                .push("::text)");
+        }
+        if let Some(t) = filter.since {
+            q.push(" AND created_at >= hcp_ts(")
+                .push_bind(t.0)
+                .push(")");
+        }
+        q.push(" ORDER BY created_at DESC, id DESC");
+        if filter.limit > 0 {
+            q.push(" LIMIT ")
+                .push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
+        }
+        q.build()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)?
+            .iter()
+            .map(summary_from_row)
+            .collect()
+    }
+
+    async fn submit_command(&self, run: RunId, cmd: NewCommand) -> Result<i64, StoreError> {
+        // Flag and insert in one statement; the INSERT selects from the flagged row, so a
+        // missing run inserts nothing. Updating the run row first serialises with an append
+        // that is acknowledging commands (it holds that row's lock).
+        let id: Option<i64> = sqlx::query_scalar(
+            "WITH r AS (UPDATE runs SET commands_pending = true WHERE id = $1 RETURNING id) \
+             INSERT INTO commands (run_id, command, requested_by, reason, requested_at) \
+             SELECT r.id, $2, $3, $4, hcp_ts($5) FROM r \
+             RETURNING id",
+        )
+        .bind(run)
+        .bind(&cmd.command)
+        .bind(&cmd.requested_by)
+        .bind(&cmd.reason)
+        .bind(cmd.requested_at.0)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(classify)?;
+        let id = id.ok_or(StoreError::NotFound(run))?;
+        self.poke();
+        Ok(id)
+    }
+
+    async fn pending_commands(&self, run: RunId) -> Result<Vec<CommandRecord>, StoreError> {
+        // The run's existence and its inbox in one statement (a LEFT JOIN from the run row).
+        let rows = sqlx::query(
+            "SELECT c.id, c.command, c.requested_by, c.reason, hcp_ms(c.requested_at), \
+                    hcp_ms(c.applied_at) \
+             FROM runs LEFT JOIN commands c ON c.run_id = runs.id AND c.applied_at IS NULL \
+             WHERE runs.id = $1 ORDER BY c.id",
+        )
+        .bind(run)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?;
+        if rows.is_empty() {
+            return Err(StoreError::NotFound(run));
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row
+                .try_get::<Option<i64>, _>(0)
+                .map_err(classify)?
+                .is_some()
+            {
+                out.push(command_from_row(row)?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn runs_with_commands(&self, owner: &str) -> Result<Vec<RunId>, StoreError> {
+        sqlx::query_scalar("SELECT id FROM runs WHERE lease_owner = $1 AND commands_pending")
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.wake.subscribe()
+    }
+}

@@ -1,0 +1,599 @@
+//! The SQL of every SQLite write, run by the writer task inside its transaction.
+//!
+//! Each function assumes it runs inside the writer's `BEGIN IMMEDIATE` transaction (and a
+//! savepoint when batched), so it may take several statements without racing anyone: no
+//! other connection in any process can write until the batch commits. Fencing is still done
+//! in the writing statement itself (`WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`),
+//! never by a separate read, so a fenced call writes nothing even before its savepoint is
+//! rolled back.
+//!
+//! Statements use numbered parameters (`?1`…) and are cached prepared statements (sqlx keeps
+//! a per-connection cache keyed by SQL text), so the hot path re-prepares nothing.
+
+use super::{id_text, parse_id};
+use crate::error::classify;
+use hcp_runtime::StoreError;
+use hcp_runtime::Timestamp;
+use hcp_runtime::store::{Append, CreateOutcome, Lease, NewCommand, NewRun, RunId};
+use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
+use std::sync::OnceLock;
+
+/// A write, as sent to the writer task.
+#[derive(Debug)]
+pub(crate) enum WriteOp {
+    CreateRun(NewRun),
+    Acquire {
+        owner: String,
+        now: Timestamp,
+        expires_at: Timestamp,
+        limit: i64,
+        only: Option<RunId>,
+    },
+    Append {
+        lease: Lease,
+        append: Append,
+    },
+    Renew {
+        owner: String,
+        until: Timestamp,
+    },
+    Release {
+        lease: Lease,
+        wake_at: Option<Timestamp>,
+    },
+    SubmitCommand {
+        run: RunId,
+        cmd: NewCommand,
+    },
+    /// `claim_executor`: every other lease holder is dead.
+    ReleaseAllLeases,
+    /// Diagnostics: the writer connection's settings.
+    Settings,
+}
+
+/// What a write returns.
+#[derive(Debug)]
+pub(crate) enum WriteOk {
+    Created(CreateOutcome),
+    Leases(Vec<Lease>),
+    Seq(i64),
+    Runs(Vec<RunId>),
+    Unit,
+    CommandId(i64),
+    Count(u64),
+    Settings(SqliteSettings),
+}
+
+/// The settings of the writer connection that durability and concurrency depend on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteSettings {
+    /// `PRAGMA journal_mode` (`wal`).
+    pub journal_mode: String,
+    /// `PRAGMA synchronous` by name (`FULL`: every commit is fsynced).
+    pub synchronous: String,
+    /// `PRAGMA foreign_keys`.
+    pub foreign_keys: bool,
+    /// `PRAGMA busy_timeout`, in milliseconds.
+    pub busy_timeout_ms: i64,
+}
+
+/// Whether a failed [`apply`] is known to have written nothing, so the transaction it ran
+/// in can go on without a rollback. Every op checks for a missing run and for a lost lease
+/// in the statement that would write (or before writing anything), so `NotFound` and
+/// `Fenced` qualify; anything else (a constraint, I/O, a decoding error) may come after a
+/// partial write.
+pub(crate) fn fails_cleanly(err: &StoreError) -> bool {
+    matches!(err, StoreError::Fenced { .. } | StoreError::NotFound(_))
+}
+
+/// The summary a run starts with (the in-memory store's wording).
+const INITIAL_BLOCKED_ON: &str = "waiting for a worker to pick the run up";
+
+pub(crate) async fn apply(
+    conn: &mut SqliteConnection,
+    op: &WriteOp,
+) -> Result<WriteOk, StoreError> {
+    match op {
+        WriteOp::CreateRun(run) => create_run(conn, run).await.map(WriteOk::Created),
+        WriteOp::Acquire {
+            owner,
+            now,
+            expires_at,
+            limit,
+            only,
+        } => acquire(conn, owner, *now, *expires_at, *limit, *only)
+            .await
+            .map(WriteOk::Leases),
+        WriteOp::Append { lease, append } => {
+            append_events(conn, lease, append).await.map(WriteOk::Seq)
+        }
+        WriteOp::Renew { owner, until } => renew(conn, owner, *until).await.map(WriteOk::Runs),
+        WriteOp::Release { lease, wake_at } => {
+            release(conn, lease, *wake_at).await.map(|()| WriteOk::Unit)
+        }
+        WriteOp::SubmitCommand { run, cmd } => submit_command(conn, *run, cmd)
+            .await
+            .map(WriteOk::CommandId),
+        WriteOp::ReleaseAllLeases => release_all_leases(conn).await.map(WriteOk::Count),
+        WriteOp::Settings => settings(conn).await.map(WriteOk::Settings),
+    }
+}
+
+async fn create_run(
+    conn: &mut SqliteConnection,
+    run: &NewRun,
+) -> Result<CreateOutcome, StoreError> {
+    if let Some(key) = &run.idempotency_key {
+        // Inside the writer's IMMEDIATE transaction nobody can insert the same key between
+        // this read and the insert below, in this process or any other.
+        let existing: Option<String> =
+            sqlx::query_scalar("SELECT id FROM runs WHERE idempotency_key = ?1")
+                .bind(key)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(classify)?;
+        if let Some(id) = existing {
+            return Ok(CreateOutcome::Existing(parse_id(&id)?));
+        }
+    }
+    let labels =
+        serde_json::to_string(&run.labels).map_err(|e| StoreError::Permanent(Box::new(e)))?;
+    // One round trip: the run row, its DAG and its exploded labels. A duplicate id fails
+    // the first statement (primary key, permanent) and the rest never runs.
+    sqlx::query(
+        "INSERT INTO runs (id, workflow, workflow_version, labels, idempotency_key, state, \
+                           blocked_on, created_at, updated_at, wake_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?7, ?7); \
+         INSERT INTO run_dags (run_id, dag) VALUES (?1, ?8); \
+         INSERT INTO run_labels (run_id, key, value) SELECT ?1, key, value FROM json_each(?4)",
+    )
+    .bind(id_text(run.id))
+    .bind(&run.workflow)
+    .bind(i64::from(run.workflow_version))
+    .bind(labels)
+    .bind(run.idempotency_key.as_deref())
+    .bind(INITIAL_BLOCKED_ON)
+    .bind(run.created_at.0)
+    .bind(&run.dag)
+    .execute(&mut *conn)
+    .await
+    .map_err(classify)?;
+    Ok(CreateOutcome::Created(run.id))
+}
+
+/// Terminal states, spelled exactly like the partial indexes' predicate in the migration
+/// (SQLite only uses a partial index when the query repeats its terms).
+macro_rules! active {
+    () => {
+        "state NOT IN ('succeeded', 'rolled-back', 'cancelled')"
+    };
+}
+/// A lease nobody holds any more (never taken, released, or expired before `?3`).
+macro_rules! lease_free {
+    () => {
+        "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < ?3)"
+    };
+}
+
+/// Due by timer or by command, as a UNION so each branch is one partial-index range scan
+/// (an OR would make SQLite scan every active run).
+const ACQUIRE: &str = concat!(
+    "UPDATE runs SET lease_owner = ?1, lease_epoch = lease_epoch + 1, lease_expires_at = ?2 \
+     WHERE id IN (SELECT id FROM (\
+        SELECT id, wake_at FROM runs WHERE ",
+    active!(),
+    " AND wake_at <= ?3 AND ",
+    lease_free!(),
+    " UNION SELECT id, wake_at FROM runs WHERE commands_pending = 1 AND ",
+    active!(),
+    " AND ",
+    lease_free!(),
+    ") ORDER BY coalesce(wake_at, ?3), id LIMIT ?4) \
+     RETURNING id, lease_epoch, wake_at"
+);
+
+const ACQUIRE_ONE: &str = concat!(
+    "UPDATE runs SET lease_owner = ?1, lease_epoch = lease_epoch + 1, lease_expires_at = ?2 \
+     WHERE id = ?4 AND ",
+    active!(),
+    " AND (wake_at <= ?3 OR commands_pending = 1) AND ",
+    lease_free!(),
+    " RETURNING id, lease_epoch, wake_at"
+);
+
+async fn acquire(
+    conn: &mut SqliteConnection,
+    owner: &str,
+    now: Timestamp,
+    expires_at: Timestamp,
+    limit: i64,
+    only: Option<RunId>,
+) -> Result<Vec<Lease>, StoreError> {
+    if limit <= 0 {
+        return Ok(Vec::new());
+    }
+    let q = match only {
+        Some(id) => sqlx::query(ACQUIRE_ONE)
+            .bind(owner)
+            .bind(expires_at.0)
+            .bind(now.0)
+            .bind(id_text(id)),
+        None => sqlx::query(ACQUIRE)
+            .bind(owner)
+            .bind(expires_at.0)
+            .bind(now.0)
+            .bind(limit),
+    };
+    let rows = q.fetch_all(&mut *conn).await.map_err(classify)?;
+    let mut due = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id: String = row.try_get(0).map_err(classify)?;
+        let epoch: i64 = row.try_get(1).map_err(classify)?;
+        let wake_at: Option<i64> = row.try_get(2).map_err(classify)?;
+        due.push((wake_at.unwrap_or(now.0), parse_id(&id)?, epoch));
+    }
+    // RETURNING order is unspecified; hand leases out most-overdue first, like the
+    // in-memory store.
+    due.sort();
+    Ok(due
+        .into_iter()
+        .map(|(_, run_id, epoch)| Lease {
+            run_id,
+            owner: owner.to_string(),
+            epoch,
+            expires_at,
+        })
+        .collect())
+}
+
+/// Most events per INSERT statement (a handful of parameters each, far below SQLite's
+/// limit); longer appends take several statements in the same savepoint.
+const EVENTS_PER_INSERT: usize = 32;
+
+/// The fenced UPDATE of an append: patch, seq allocation (`?9` events) and the fence in one
+/// statement; zero rows returned means the lease is not (or no longer) ours.
+const APPEND_UPDATE: &str = "UPDATE runs SET state = ?4, blocked_on = ?5, current_step = ?6, \
+     wake_at = ?7, updated_at = ?8, last_seq = last_seq + ?9 \
+     WHERE id = ?1 AND lease_owner = ?2 AND lease_epoch = ?3 \
+     RETURNING last_seq";
+
+/// An append of `n` events as one multi-statement query (one round trip to SQLite's
+/// thread): [`APPEND_UPDATE`], then the first `min(n, EVENTS_PER_INSERT)` events, whose
+/// seqs come from the counter the UPDATE just advanced. The INSERT repeats the fence, so a
+/// fenced append inserts nothing either. Built once per `n`.
+fn append_sql(n: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        (0..=EVENTS_PER_INSERT)
+            .map(|rows| {
+                if rows == 0 {
+                    return APPEND_UPDATE.to_string();
+                }
+                let values: Vec<String> = (0..rows)
+                    .map(|i| {
+                        let b = 10 + i * 4;
+                        format!("({}, ?{}, ?{}, ?{}, ?{})", i + 1, b, b + 1, b + 2, b + 3)
+                    })
+                    .collect();
+                format!(
+                    "{APPEND_UPDATE}; \
+                     INSERT INTO events (run_id, seq, kind, node, data, at) \
+                     SELECT ?1, runs.last_seq - ?9 + v.column1, v.column2, v.column3, \
+                            v.column4, v.column5 \
+                     FROM runs, (VALUES {}) AS v \
+                     WHERE runs.id = ?1 AND runs.lease_owner = ?2 AND runs.lease_epoch = ?3",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    &all[n.min(EVENTS_PER_INSERT)]
+}
+
+/// `INSERT INTO events … VALUES (?1, ?2, …), (?1, ?7, …)` for `n` rows with known seqs (the
+/// tail of an append longer than [`EVENTS_PER_INSERT`]), built once per `n`.
+fn insert_events_sql(n: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        (0..=EVENTS_PER_INSERT)
+            .map(|rows| {
+                let values: Vec<String> = (0..rows)
+                    .map(|i| {
+                        let b = 2 + i * 5;
+                        format!(
+                            "(?1, ?{}, ?{}, ?{}, ?{}, ?{})",
+                            b,
+                            b + 1,
+                            b + 2,
+                            b + 3,
+                            b + 4
+                        )
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO events (run_id, seq, kind, node, data, at) VALUES {}",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    &all[n.min(EVENTS_PER_INSERT)]
+}
+
+async fn append_events(
+    conn: &mut SqliteConnection,
+    lease: &Lease,
+    append: &Append,
+) -> Result<i64, StoreError> {
+    let id = id_text(lease.run_id);
+    let p = &append.patch;
+    let n = i64::try_from(append.events.len())
+        .map_err(|_| StoreError::permanent("too many events in one append"))?;
+    let (head, tail) = append
+        .events
+        .split_at(append.events.len().min(EVENTS_PER_INSERT));
+    let mut q = sqlx::query(append_sql(head.len()))
+        .bind(&id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .bind(p.state.as_str())
+        .bind(&p.blocked_on)
+        .bind(p.current_step.as_deref())
+        .bind(p.wake_at.map(|t| t.0))
+        .bind(p.updated_at.0)
+        .bind(n);
+    for e in head {
+        q = q
+            .bind(&e.kind)
+            .bind(e.node.as_deref())
+            .bind(&e.data)
+            .bind(e.at.0);
+    }
+    // fetch_all, not fetch_optional: sqlx stops a multi-statement query after the row
+    // limit, which would skip the INSERT.
+    let rows = q.fetch_all(&mut *conn).await.map_err(classify)?;
+    let Some(row) = rows.first() else {
+        return Err(fenced_or_missing(conn, lease).await);
+    };
+    let last: i64 = row.try_get(0).map_err(classify)?;
+    let mut seq = last - n + i64::try_from(head.len()).unwrap_or(0);
+    for chunk in tail.chunks(EVENTS_PER_INSERT) {
+        let mut q = sqlx::query(insert_events_sql(chunk.len())).bind(&id);
+        for e in chunk {
+            seq += 1;
+            q = q
+                .bind(seq)
+                .bind(&e.kind)
+                .bind(e.node.as_deref())
+                .bind(&e.data)
+                .bind(e.at.0);
+        }
+        q.execute(&mut *conn).await.map_err(classify)?;
+    }
+    if !append.applied_commands.is_empty() {
+        let ids = serde_json::to_string(&append.applied_commands)
+            .map_err(|e| StoreError::Permanent(Box::new(e)))?;
+        // Only this run's commands; `commands_pending` is recomputed rather than cleared
+        // because a command submitted after the worker read the inbox is still pending.
+        sqlx::query(
+            "UPDATE commands SET applied_at = ?3 \
+             WHERE run_id = ?1 AND applied_at IS NULL \
+               AND id IN (SELECT value FROM json_each(?2)); \
+             UPDATE runs SET commands_pending = EXISTS ( \
+                 SELECT 1 FROM commands WHERE run_id = ?1 AND applied_at IS NULL) \
+             WHERE id = ?1",
+        )
+        .bind(&id)
+        .bind(ids)
+        .bind(p.updated_at.0)
+        .execute(&mut *conn)
+        .await
+        .map_err(classify)?;
+    }
+    Ok(last)
+}
+
+async fn renew(
+    conn: &mut SqliteConnection,
+    owner: &str,
+    until: Timestamp,
+) -> Result<Vec<RunId>, StoreError> {
+    let ids: Vec<String> = sqlx::query_scalar(
+        "UPDATE runs SET lease_expires_at = ?2 WHERE lease_owner = ?1 RETURNING id",
+    )
+    .bind(owner)
+    .bind(until.0)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(classify)?;
+    ids.iter().map(|s| parse_id(s)).collect()
+}
+
+async fn release(
+    conn: &mut SqliteConnection,
+    lease: &Lease,
+    wake_at: Option<Timestamp>,
+) -> Result<(), StoreError> {
+    let done = sqlx::query(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, wake_at = ?4 \
+         WHERE id = ?1 AND lease_owner = ?2 AND lease_epoch = ?3",
+    )
+    .bind(id_text(lease.run_id))
+    .bind(&lease.owner)
+    .bind(lease.epoch)
+    .bind(wake_at.map(|t| t.0))
+    .execute(&mut *conn)
+    .await
+    .map_err(classify)?;
+    if done.rows_affected() == 0 {
+        return Err(fenced_or_missing(conn, lease).await);
+    }
+    Ok(())
+}
+
+async fn submit_command(
+    conn: &mut SqliteConnection,
+    run: RunId,
+    cmd: &NewCommand,
+) -> Result<i64, StoreError> {
+    // Flag and insert in one round trip; the INSERT selects from the run row so a missing
+    // run inserts nothing (and the UPDATE before it touched nothing either).
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "UPDATE runs SET commands_pending = 1 WHERE id = ?1; \
+         INSERT INTO commands (run_id, command, requested_by, reason, requested_at) \
+         SELECT id, ?2, ?3, ?4, ?5 FROM runs WHERE id = ?1 \
+         RETURNING id",
+    )
+    .bind(id_text(run))
+    .bind(&cmd.command)
+    .bind(&cmd.requested_by)
+    .bind(&cmd.reason)
+    .bind(cmd.requested_at.0)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(classify)?;
+    ids.first().copied().ok_or(StoreError::NotFound(run))
+}
+
+async fn release_all_leases(conn: &mut SqliteConnection) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL",
+    )
+    .execute(&mut *conn)
+    .await
+    .map_err(classify)?;
+    Ok(done.rows_affected())
+}
+
+async fn settings(conn: &mut SqliteConnection) -> Result<SqliteSettings, StoreError> {
+    let journal_mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(classify)?;
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(classify)?;
+    let foreign_keys: bool = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(classify)?;
+    let busy_timeout_ms: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(classify)?;
+    let synchronous = match synchronous {
+        0 => "OFF",
+        1 => "NORMAL",
+        2 => "FULL",
+        3 => "EXTRA",
+        _ => "UNKNOWN",
+    };
+    Ok(SqliteSettings {
+        journal_mode,
+        synchronous: synchronous.to_string(),
+        foreign_keys,
+        busy_timeout_ms,
+    })
+}
+
+/// After a fenced statement matched no row: was the lease lost, or is there no such run?
+async fn fenced_or_missing(conn: &mut SqliteConnection, lease: &Lease) -> StoreError {
+    let exists = sqlx::query_scalar::<_, i64>("SELECT 1 FROM runs WHERE id = ?1")
+        .bind(id_text(lease.run_id))
+        .fetch_optional(&mut *conn)
+        .await;
+    match exists {
+        Ok(Some(_)) => StoreError::Fenced {
+            run: lease.run_id,
+            epoch: lease.epoch,
+        },
+        Ok(None) => StoreError::NotFound(lease.run_id),
+        Err(e) => classify(e),
+    }
+}
+
+/// Keep `RunState` in sync with the schema's CHECK constraint (a new state needs a
+/// migration).
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use hcp_runtime::RunState;
+
+    #[test]
+    fn schema_knows_every_state() {
+        let schema = include_str!("../../migrations/sqlite/0001_journal.sql");
+        for s in RunState::ALL {
+            assert!(schema.contains(&format!("'{}'", s.as_str())), "{s}");
+        }
+        let terminal: Vec<_> = RunState::ALL
+            .iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        assert!(active!().contains(&terminal.join(", ")));
+        assert!(schema.contains(active!()));
+    }
+
+    async fn plan(sql: &str, args: usize) -> String {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.db");
+        let _store = super::super::SqliteStore::open(&path).await.unwrap();
+        let mut conn = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let explain = format!("EXPLAIN QUERY PLAN {sql}");
+        let mut q = sqlx::query(&explain);
+        for _ in 0..args {
+            q = q.bind(1_i64);
+        }
+        let rows = q.fetch_all(&mut conn).await.unwrap();
+        rows.iter()
+            .map(|r| r.get::<String, _>(3))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// `acquire` must not scan the runs table: with 10,000 finished runs it would read them
+    /// all on every poll. Each UNION branch is a range scan of its partial index.
+    #[tokio::test]
+    async fn acquire_uses_the_partial_indexes() {
+        let p = plan(ACQUIRE, 4).await;
+        assert!(p.contains("USING INDEX runs_due (wake_at<?)"), "{p}");
+        assert!(p.contains("USING INDEX runs_commands_pending"), "{p}");
+        assert!(!p.lines().any(|l| l.trim_end() == "SCAN runs"), "{p}");
+        let p = plan(ACQUIRE_ONE, 4).await;
+        assert!(
+            p.contains("USING INTEGER PRIMARY KEY") || p.contains("sqlite_autoindex_runs_1"),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn append_sql_repeats_the_fence_and_numbers_parameters() {
+        assert_eq!(append_sql(0), APPEND_UPDATE);
+        let two = append_sql(2);
+        assert!(two.starts_with(APPEND_UPDATE), "{two}");
+        assert!(
+            two.contains("(VALUES (1, ?10, ?11, ?12, ?13), (2, ?14, ?15, ?16, ?17))"),
+            "{two}"
+        );
+        assert!(
+            two.ends_with("WHERE runs.id = ?1 AND runs.lease_owner = ?2 AND runs.lease_epoch = ?3"),
+            "{two}"
+        );
+        assert_eq!(append_sql(1000), append_sql(EVENTS_PER_INSERT));
+    }
+
+    #[test]
+    fn insert_sql_numbers_parameters() {
+        assert_eq!(
+            insert_events_sql(2),
+            "INSERT INTO events (run_id, seq, kind, node, data, at) VALUES \
+             (?1, ?2, ?3, ?4, ?5, ?6), (?1, ?7, ?8, ?9, ?10, ?11)"
+        );
+    }
+}

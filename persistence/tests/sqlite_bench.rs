@@ -1,0 +1,266 @@
+//! Micro-benchmarks of the SQLite store (ignored; run them in release):
+//!
+//! ```text
+//! CARGO_TARGET_DIR=target-persist cargo test -p hcp-persistence --release \
+//!     --test sqlite_bench -- --ignored --nocapture --test-threads 1
+//! ```
+//!
+//! - `store_*`: the store alone, with appends shaped like the engine's (one append of 1–2
+//!   events per step);
+//! - `engine_*`: the real engine running no-op workflows over the store, timed like
+//!   `hcp-workflow bench engine` (time between consecutive journaled step boundaries of a
+//!   run).
+//!
+//! Journals live under cargo's target tmp dir, i.e. on the disk the build runs on, so the
+//! fsync cost is real (a tmpfs would flatter every number).
+
+#![allow(clippy::unwrap_used, clippy::cast_precision_loss)]
+
+use hcp_persistence::SqliteStore;
+use hcp_runtime::engine::{Boundary, BoundaryPoint};
+use hcp_runtime::store::{Append, NewEvent, NewRun, RunPatch};
+use hcp_runtime::testkit::{self, NoOp};
+use hcp_runtime::{
+    Clock, Engine, EngineConfig, EngineHooks, JournalStore, Registry, RunId, RunState,
+    StartOptions, SystemClock, Timestamp,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+async fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let s = SqliteStore::open(dir.path().join("bench.db"))
+        .await
+        .unwrap();
+    (dir, Arc::new(s))
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn run(at: Timestamp) -> NewRun {
+    NewRun {
+        id: Uuid::new_v4(),
+        workflow: "bench".into(),
+        workflow_version: 1,
+        labels: BTreeMap::from([("cluster".into(), "bench".into())]),
+        idempotency_key: None,
+        dag: "{}".into(),
+        created_at: at,
+    }
+}
+
+fn step(i: usize, at: Timestamp) -> Append {
+    // Like the engine: a step's success and the next step's intent, 1–2 events.
+    let events = (0..1 + i % 2)
+        .map(|k| NewEvent {
+            kind: if k == 0 {
+                "node_succeeded"
+            } else {
+                "node_started"
+            }
+            .into(),
+            node: Some(format!("bench.noop.{i}")),
+            data: format!(r#"{{"type":"node_succeeded","node":"bench.noop.{i}","output":{i}}}"#),
+            at,
+        })
+        .collect();
+    Append {
+        events,
+        patch: RunPatch {
+            state: RunState::Running,
+            blocked_on: format!("running bench.noop.{i}"),
+            current_step: Some(format!("bench.noop.{i}")),
+            wake_at: Some(at),
+            updated_at: at,
+        },
+        applied_commands: vec![],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn store_append_latency_one_run() {
+    let (_dir, s) = store().await;
+    let now = SystemClock.now();
+    s.create_run(run(now)).await.unwrap();
+    let lease = s
+        .acquire("w", now, Duration::from_secs(60), 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let n = 2_000;
+    let mut lat = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        s.append(&lease, step(i, now)).await.unwrap();
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    println!(
+        "store_append_latency_one_run: {n} appends, p50 {:?} p90 {:?} p99 {:?}",
+        pct(&lat, 0.5),
+        pct(&lat, 0.9),
+        pct(&lat, 0.99)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn store_append_throughput_1000_runs_x_10_steps() {
+    let (_dir, s) = store().await;
+    let now = SystemClock.now();
+    let runs = 1_000;
+    let steps = 10;
+    let mut creates = tokio::task::JoinSet::new();
+    for _ in 0..runs {
+        let s = s.clone();
+        creates.spawn(async move { s.create_run(run(now)).await.unwrap() });
+    }
+    while let Some(r) = creates.join_next().await {
+        r.unwrap();
+    }
+    let leases = s
+        .acquire("w", now, Duration::from_secs(600), runs, None)
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), runs);
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for lease in leases {
+        let s = s.clone();
+        tasks.spawn(async move {
+            for i in 0..steps {
+                s.append(&lease, step(i, now)).await.unwrap();
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    let wall = t0.elapsed();
+    let stats = s.writer_stats();
+    println!(
+        "store_append_throughput: {} appends in {wall:?} = {:.0} appends/s; {} transactions \
+         (mean {:.1} requests each)",
+        runs * steps,
+        (runs * steps) as f64 / wall.as_secs_f64(),
+        stats.transactions,
+        stats.requests as f64 / stats.transactions.max(1) as f64,
+    );
+}
+
+#[derive(Debug, Default)]
+struct Timing {
+    last: HashMap<RunId, Instant>,
+    deltas: Vec<Duration>,
+    finished: usize,
+}
+
+/// Times consecutive after-write boundaries of each run (as `hcp-workflow bench engine`).
+#[derive(Debug)]
+struct Hooks {
+    last_node: String,
+    t: Mutex<Timing>,
+    done: tokio::sync::Notify,
+    target: usize,
+}
+
+impl EngineHooks for Hooks {
+    fn boundary(&self, b: &Boundary<'_>) {
+        if b.point != BoundaryPoint::AfterWrite {
+            return;
+        }
+        let now = Instant::now();
+        let mut t = self.t.lock().unwrap();
+        if let Some(prev) = t.last.insert(b.run_id, now) {
+            t.deltas.push(now - prev);
+        }
+        if b.node == self.last_node {
+            t.finished += 1;
+            t.last.remove(&b.run_id);
+            if t.finished >= self.target {
+                self.done.notify_one();
+            }
+        }
+    }
+}
+
+async fn engine_bench(runs: usize, steps: u32, concurrency: usize) {
+    let (_dir, s) = store().await;
+    let store: Arc<dyn JournalStore> = s.clone();
+    let hooks = Arc::new(Hooks {
+        last_node: format!("bench.noop.{}", steps - 1),
+        t: Mutex::new(Timing::default()),
+        done: tokio::sync::Notify::new(),
+        target: runs,
+    });
+    let mut registry = Registry::new();
+    let _ = registry.register(NoOp);
+    let config = EngineConfig {
+        max_runs: concurrency,
+        poll_interval: Duration::from_millis(5),
+        ..EngineConfig::default()
+    };
+    let e = Engine::with(
+        store,
+        registry,
+        Arc::new(SystemClock),
+        hooks.clone(),
+        config,
+    );
+    let dag = testkit::noop_dag(steps);
+    let mut starts = tokio::task::JoinSet::new();
+    for _ in 0..runs {
+        let e = e.clone();
+        let dag = dag.clone();
+        starts.spawn(async move { e.start(&dag, StartOptions::default()).await.unwrap() });
+    }
+    while let Some(r) = starts.join_next().await {
+        r.unwrap();
+    }
+    let before = s.writer_stats();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let t0 = Instant::now();
+    let worker = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            e.run_worker(async {
+                let _ = rx.await;
+            })
+            .await
+        })
+    };
+    hooks.done.notified().await;
+    let wall = t0.elapsed();
+    let _ = tx.send(());
+    worker.await.unwrap().unwrap();
+    let after = s.writer_stats();
+    let mut d = hooks.t.lock().unwrap().deltas.clone();
+    d.sort();
+    let total = runs as f64 * f64::from(steps);
+    let tx_count = after.transactions - before.transactions;
+    let req_count = after.requests - before.requests;
+    println!(
+        "engine runs={runs} steps={steps} concurrency={concurrency}: {wall:?}, {:.0} steps/s, \
+         p50 {:?} p99 {:?} per step; {req_count} store writes in {tx_count} transactions",
+        total / wall.as_secs_f64(),
+        pct(&d, 0.5),
+        pct(&d, 0.99),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "benchmark"]
+async fn engine_1000_runs_x_10_steps_concurrency_1000() {
+    engine_bench(1_000, 10, 1_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "benchmark"]
+async fn engine_100_runs_x_10_steps_concurrency_1() {
+    engine_bench(100, 10, 1).await;
+}

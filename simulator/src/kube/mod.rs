@@ -1,0 +1,449 @@
+//! Simulated Kubernetes API server (management cluster) over plain HTTP.
+//!
+//! Kinds: core/v1 `namespaces`, `secrets`, `services`, `configmaps`, and
+//! `hypershift.openshift.io/v1beta1` `hostedclusters`, `nodepools`,
+//! `azureprivatelinkservices`. Paths follow the API server:
+//! `/api/v1/namespaces/{ns}/{plural}[/{name}[/status]]`,
+//! `/apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}[/status]]`, the cluster-wide
+//! `/api/v1/{plural}` and `/apis/{group}/{version}/{plural}` lists, and discovery at
+//! `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{group}/{version}`.
+//!
+//! Verbs: GET, LIST (`labelSelector`, `fieldSelector` on `metadata.name` /
+//! `metadata.namespace`), WATCH (`?watch=true`, resumable by `resourceVersion`, 410 when
+//! too old), POST, PUT (optimistic concurrency on `resourceVersion`), PATCH (server-side
+//! apply, merge, strategic-merge treated as merge, JSON patch), DELETE (finalizers +
+//! `deletionTimestamp`). Errors are `Status` bodies (404 NotFound, 409 AlreadyExists /
+//! Conflict, 422 Invalid, ...).
+//!
+//! # Caveats
+//! Server-side apply is approximated by a JSON merge of the applied configuration (no
+//! managedFields, no removal of fields a manager stopped applying); no admission, no
+//! defaulting beyond what is listed in [`api`].
+
+mod api;
+pub(crate) mod crd;
+pub(crate) mod store;
+mod watch;
+
+use axum::http::Method;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::http::{ErrorCode, Req, json as json_resp};
+use crate::sim::{InventoryItem, Simulator, lock};
+use crate::state::State;
+
+/// A kind the simulated API server serves.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    /// Writes to the object ignore `status`; `/status` writes only change `status`.
+    pub status_sub: bool,
+}
+
+impl Kind {
+    /// `<group>/<plural>`, `core` for the core group.
+    pub(crate) fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            if self.group.is_empty() {
+                "core"
+            } else {
+                self.group
+            },
+            self.plural
+        )
+    }
+    pub(crate) fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+    /// Path of an object, used as its inventory id.
+    pub(crate) fn object_path(&self, ns: &str, name: &str) -> String {
+        let base = if self.group.is_empty() {
+            "/api/v1".to_string()
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        if self.namespaced {
+            format!("{base}/namespaces/{ns}/{}/{name}", self.plural)
+        } else {
+            format!("{base}/{}/{name}", self.plural)
+        }
+    }
+}
+
+pub(crate) const HYPERSHIFT: &str = "hypershift.openshift.io";
+
+pub(crate) static KINDS: &[Kind] = &[
+    Kind {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        kind: "Namespace",
+        namespaced: false,
+        status_sub: true,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        kind: "Secret",
+        namespaced: true,
+        status_sub: false,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        plural: "services",
+        kind: "Service",
+        namespaced: true,
+        status_sub: true,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        kind: "ConfigMap",
+        namespaced: true,
+        status_sub: false,
+    },
+    Kind {
+        group: HYPERSHIFT,
+        version: "v1beta1",
+        plural: "hostedclusters",
+        kind: "HostedCluster",
+        namespaced: true,
+        status_sub: true,
+    },
+    Kind {
+        group: HYPERSHIFT,
+        version: "v1beta1",
+        plural: "nodepools",
+        kind: "NodePool",
+        namespaced: true,
+        status_sub: true,
+    },
+    Kind {
+        group: HYPERSHIFT,
+        version: "v1beta1",
+        plural: "azureprivatelinkservices",
+        kind: "AzurePrivateLinkService",
+        namespaced: true,
+        status_sub: true,
+    },
+];
+
+/// The version served for a group.
+pub(crate) fn served_version(group: &str) -> &'static str {
+    KINDS
+        .iter()
+        .find(|k| k.group == group)
+        .map(|k| k.version)
+        .unwrap_or("v1")
+}
+
+pub(crate) fn kind_by_key(key: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.key() == key)
+}
+
+/// What a Kubernetes path addresses.
+#[derive(Debug, Clone)]
+pub(crate) enum KTarget {
+    Discovery(Value),
+    Collection {
+        kind: &'static Kind,
+        ns: Option<String>,
+    },
+    Object {
+        kind: &'static Kind,
+        ns: String,
+        name: String,
+        status: bool,
+    },
+}
+
+fn find_kind(group: &str, version: &str, plural: &str) -> Option<&'static Kind> {
+    KINDS
+        .iter()
+        .find(|k| k.group == group && k.version == version && k.plural == plural)
+}
+
+pub(crate) fn parse(segs: &[String]) -> Option<KTarget> {
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let (group, version, rest): (&str, &str, &[&str]) = match s.as_slice() {
+        ["version"] => {
+            return Some(KTarget::Discovery(json!({
+                "major": "1", "minor": "31", "gitVersion": "v1.31.0-hcp-simulator", "platform": "linux/amd64",
+                "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+                "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.22", "compiler": "gc",
+            })));
+        }
+        ["api"] => {
+            return Some(KTarget::Discovery(
+                json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+            ));
+        }
+        ["apis"] => {
+            return Some(KTarget::Discovery(json!({
+                "kind": "APIGroupList", "apiVersion": "v1",
+                "groups": [{
+                    "name": HYPERSHIFT,
+                    "versions": [{"groupVersion": format!("{HYPERSHIFT}/v1beta1"), "version": "v1beta1"}],
+                    "preferredVersion": {"groupVersion": format!("{HYPERSHIFT}/v1beta1"), "version": "v1beta1"},
+                }],
+            })));
+        }
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    let kinds: Vec<&Kind> = KINDS
+        .iter()
+        .filter(|k| k.group == group && k.version == version)
+        .collect();
+    if kinds.is_empty() {
+        return None;
+    }
+    let ns_of = |ns: &str| Some(ns.to_string());
+    match rest {
+        [] => Some(KTarget::Discovery(resource_list(group, version, &kinds))),
+        ["namespaces", ns, plural] if *plural != "status" && *plural != "finalize" => {
+            Some(KTarget::Collection {
+                kind: find_kind(group, version, plural)?,
+                ns: ns_of(ns),
+            })
+        }
+        ["namespaces", ns, plural, name] => Some(KTarget::Object {
+            kind: find_kind(group, version, plural)?,
+            ns: (*ns).to_string(),
+            name: (*name).to_string(),
+            status: false,
+        }),
+        ["namespaces", ns, plural, name, "status"] => Some(KTarget::Object {
+            kind: find_kind(group, version, plural)?,
+            ns: (*ns).to_string(),
+            name: (*name).to_string(),
+            status: true,
+        }),
+        [plural] => Some(KTarget::Collection {
+            kind: find_kind(group, version, plural)?,
+            ns: None,
+        }),
+        [plural, name] => {
+            let kind = find_kind(group, version, plural).filter(|k| !k.namespaced)?;
+            Some(KTarget::Object {
+                kind,
+                ns: String::new(),
+                name: (*name).to_string(),
+                status: false,
+            })
+        }
+        [plural, name, "status"] => {
+            let kind = find_kind(group, version, plural).filter(|k| !k.namespaced)?;
+            Some(KTarget::Object {
+                kind,
+                ns: String::new(),
+                name: (*name).to_string(),
+                status: true,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn resource_list(group: &str, version: &str, kinds: &[&Kind]) -> Value {
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let mut resources = Vec::new();
+    for k in kinds {
+        let verbs = json!([
+            "create", "delete", "get", "list", "patch", "update", "watch"
+        ]);
+        resources.push(json!({"name": k.plural, "singularName": k.kind.to_ascii_lowercase(), "namespaced": k.namespaced, "kind": k.kind, "verbs": verbs}));
+        if k.status_sub {
+            resources.push(json!({"name": format!("{}/status", k.plural), "singularName": "", "namespaced": k.namespaced, "kind": k.kind, "verbs": ["get", "patch", "update"]}));
+        }
+    }
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+}
+
+/// The `<group>/<plural>` a request addresses (for fault matching).
+pub(crate) fn classify_type(req: &Req) -> Option<String> {
+    match parse(&req.segments)? {
+        KTarget::Collection { kind, .. } | KTarget::Object { kind, .. } => Some(kind.key()),
+        KTarget::Discovery(_) => None,
+    }
+}
+
+pub(crate) async fn handle(sim: &Simulator, req: &Req) -> Response {
+    let Some(target) = parse(&req.segments) else {
+        return status_response(
+            404,
+            "NotFound",
+            &format!(
+                "the server could not find the requested resource ({})",
+                req.path
+            ),
+        );
+    };
+    match (&req.method, target) {
+        (&Method::GET, KTarget::Discovery(v)) => json_resp(200, &v),
+        (&Method::GET, KTarget::Collection { kind, ns }) => {
+            let watch = matches!(req.q("watch"), Some("true") | Some("1"));
+            if watch {
+                watch::watch(sim, req, kind, ns)
+            } else {
+                api::list(sim, req, kind, ns.as_deref())
+            }
+        }
+        (&Method::POST, KTarget::Collection { kind, ns }) => {
+            api::create(sim, req, kind, ns.as_deref().unwrap_or_default())
+        }
+        (&Method::GET, KTarget::Object { kind, ns, name, .. }) => api::get(sim, kind, &ns, &name),
+        (
+            &Method::PUT,
+            KTarget::Object {
+                kind,
+                ns,
+                name,
+                status,
+            },
+        ) => api::replace(sim, req, kind, &ns, &name, status),
+        (
+            &Method::PATCH,
+            KTarget::Object {
+                kind,
+                ns,
+                name,
+                status,
+            },
+        ) => api::patch(sim, req, kind, &ns, &name, status),
+        (
+            &Method::DELETE,
+            KTarget::Object {
+                kind,
+                ns,
+                name,
+                status: false,
+            },
+        ) => api::delete(sim, kind, &ns, &name),
+        (m, _) => status_response(
+            405,
+            "MethodNotAllowed",
+            &format!("the server does not allow this method on the requested resource ({m})"),
+        ),
+    }
+}
+
+/// A `Status` error body.
+pub(crate) fn status_response(code: u16, reason: &str, message: &str) -> Response {
+    status_with_details(code, reason, message, Value::Null)
+}
+
+pub(crate) fn status_with_details(
+    code: u16,
+    reason: &str,
+    message: &str,
+    details: Value,
+) -> Response {
+    let mut body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code,
+    });
+    if !details.is_null() {
+        body["details"] = details;
+    }
+    let mut resp = json_resp(code, &body);
+    resp.extensions_mut().insert(ErrorCode(reason.to_string()));
+    resp
+}
+
+/// Inventory entries of every Kubernetes object.
+pub(crate) fn inventory(st: &State) -> Vec<InventoryItem> {
+    st.kube
+        .values()
+        .filter_map(|e| {
+            let kind = kind_by_key(&e.kind_key)?;
+            Some(InventoryItem {
+                id: kind.object_path(&e.namespace, &e.name),
+                rtype: e.kind_key.clone(),
+                name: e.name.clone(),
+                tags: e
+                    .object
+                    .pointer("/metadata/labels")
+                    .cloned()
+                    .unwrap_or(json!({})),
+                created_seq: e.created_seq,
+            })
+        })
+        .collect()
+}
+
+/// Namespaces every cluster has, plus `hypershift` where the operator would run.
+pub(crate) fn seed_namespaces(sim: &Simulator, st: &mut State, now: u64) {
+    let Some(kind) = kind_by_key("core/namespaces") else {
+        return;
+    };
+    for ns in ["default", "kube-system", "hypershift"] {
+        let obj = json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        store::create(sim, st, now, kind, "", obj);
+    }
+    st.kube_history_floor = 0;
+}
+
+/// Finishes namespace deletions: objects inside are deleted (honouring their finalizers)
+/// and the namespace goes once it is empty.
+pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
+    let Some(ns_kind) = kind_by_key("core/namespaces") else {
+        return false;
+    };
+    let terminating: Vec<String> = st
+        .kube
+        .values()
+        .filter(|e| e.kind_key == "core/namespaces" && store::is_deleting(&e.object))
+        .map(|e| e.name.clone())
+        .collect();
+    let mut changed = false;
+    for ns in terminating {
+        let inside: Vec<(String, String)> = st
+            .kube
+            .values()
+            .filter(|e| e.namespace == ns)
+            .map(|e| (e.kind_key.clone(), e.name.clone()))
+            .collect();
+        if inside.is_empty() {
+            store::remove(sim, st, &ns_kind.key(), "", &ns);
+            changed = true;
+            continue;
+        }
+        for (kk, name) in inside {
+            let Some(kind) = kind_by_key(&kk) else {
+                continue;
+            };
+            let already = store::get(st, &kk, &ns, &name).is_some_and(store::is_deleting);
+            if !already {
+                store::delete(sim, st, now, kind, &ns, &name);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+/// Locks the state for a Kubernetes request.
+pub(crate) fn with_state<T>(sim: &Simulator, f: impl FnOnce(&mut State, u64) -> T) -> T {
+    let now = sim.now_ms();
+    let mut st = lock(&sim.inner.state);
+    f(&mut st, now)
+}
