@@ -84,11 +84,10 @@ if has_tool hcp && [[ $BUILD_HCP == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- helpers
-new_pg_db() { # $1: tool tag → prints a fresh database name
-    local db="bc_${1}_$(date +%s)_$$_${RANDOM}"
-    psql -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -qX -v ON_ERROR_STOP=1 -c "create database $db" >/dev/null
+new_pg_db() { # $1: tool tag → sets $db to a freshly created database (no subshell: PG_DBS must see it)
+    db="bc_${1}_$(date +%s)_$$_${RANDOM}"
     PG_DBS+=("$db")
-    printf '%s' "$db"
+    psql -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -qX -v ON_ERROR_STOP=1 -c "create database $db" >/dev/null
 }
 
 # run_one TOOL BACKEND VARIANT -- command...   (appends one JSON line to $RESULTS)
@@ -131,13 +130,13 @@ COMMON=(--runs "$RUNS" --steps "$STEPS" --concurrency "$CONCURRENCY")
 # ---------------------------------------------------------------- benchmarks
 if has_tool hcp; then
     run_one hcp sqlite "" -- "$HCP_BIN" bench engine --database "sqlite://$WORKDIR/hcp.db" "${COMMON[@]}"
-    db=$(new_pg_db hcp)
+    new_pg_db hcp
     run_one hcp postgres "" -- "$HCP_BIN" bench engine \
         --database "postgres://$PGUSER@$PGHOST:$PGPORT/$db" "${COMMON[@]}"
 fi
 if has_tool dbos; then
     run_one dbos sqlite "" -- "$PY" "$HERE/dbos_bench.py" --url "sqlite:///$WORKDIR/dbos.sqlite" "${COMMON[@]}"
-    db=$(new_pg_db dbos)
+    new_pg_db dbos
     run_one dbos postgres "" -- "$PY" "$HERE/dbos_bench.py" \
         --url "postgresql://$PGUSER@$PGHOST:$PGPORT/$db" "${COMMON[@]}"
 fi

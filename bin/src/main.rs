@@ -87,11 +87,44 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The simulated Azure + management cluster.
+    #[command(subcommand)]
+    Simulator(SimulatorCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum SimulatorCommand {
+    /// Serve simulated ARM, Entra ID, blob storage and a Kubernetes management cluster with
+    /// a simulated HyperShift operator; prints the endpoints and the settings to use.
+    #[command(
+        after_help = "Example:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state /tmp/sim.json --crds ../shared/reference/hypershift"
+    )]
+    Serve(SimServeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SimServeArgs {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    listen: std::net::SocketAddr,
+    /// Keep the simulated cloud's state in this file (survives restarts).
+    #[arg(long)]
+    state: Option<std::path::PathBuf>,
+    /// Multiply every simulated Azure duration by this (1.0 = realistic minutes).
+    #[arg(long)]
+    time_scale: Option<f64>,
+    /// Seed for generated ids and probabilistic faults.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Validate HyperShift objects against the CRDs in this directory (422 when invalid).
+    #[arg(long)]
+    crds: Option<std::path::PathBuf>,
 }
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // sqlx warns on every slow pool acquire; under load that drowns real warnings.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::pool=error"));
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -162,5 +195,16 @@ async fn run(cli: Cli) -> Result<u8> {
             ops::command(&db, out, common, cmd).await
         }
         Command::Bench(b) => bench::run(&db, b).await,
+        Command::Simulator(SimulatorCommand::Serve(a)) => {
+            hcp_simulator::serve_cli(hcp_simulator::ServeOptions {
+                listen: a.listen,
+                state: a.state,
+                time_scale: a.time_scale,
+                seed: a.seed,
+                crds: a.crds,
+            })
+            .await?;
+            Ok(0)
+        }
     }
 }

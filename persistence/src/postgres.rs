@@ -226,12 +226,6 @@ macro_rules! summary_columns {
     };
 }
 
-macro_rules! command_columns {
-    () => {
-        "id, command, requested_by, reason, hcp_ms(requested_at), hcp_ms(applied_at)"
-    };
-}
-
 /// Terminal states, spelled like the partial indexes' predicate in the migration.
 macro_rules! active {
     () => {
@@ -536,20 +530,35 @@ impl JournalStore for PostgresStore {
     }
 
     async fn load_run(&self, run: RunId) -> Result<Option<RunRecord>, StoreError> {
-        // One snapshot for summary, events and commands.
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await
-            .map_err(classify)?;
+        // One statement, so one snapshot and one round trip: the journal and the inbox come
+        // back as parallel arrays (NULL when empty), each in order.
         let Some(row) = sqlx::query(concat!(
             "SELECT ",
             summary_columns!(),
-            ", coalesce(run_dags.dag, '') FROM runs \
-             LEFT JOIN run_dags ON run_dags.run_id = runs.id WHERE runs.id = $1"
+            ", coalesce(run_dags.dag, ''), \
+               e.seqs, e.kinds, e.nodes, e.datas, e.ats, \
+               c.ids, c.commands, c.bys, c.reasons, c.requested, c.applied \
+             FROM runs \
+             LEFT JOIN run_dags ON run_dags.run_id = runs.id \
+             CROSS JOIN LATERAL ( \
+                 SELECT array_agg(seq ORDER BY seq) AS seqs, \
+                        array_agg(kind ORDER BY seq) AS kinds, \
+                        array_agg(node ORDER BY seq) AS nodes, \
+                        array_agg(data ORDER BY seq) AS datas, \
+                        array_agg(hcp_ms(at) ORDER BY seq) AS ats \
+                 FROM events WHERE events.run_id = runs.id) AS e \
+             CROSS JOIN LATERAL ( \
+                 SELECT array_agg(id ORDER BY id) AS ids, \
+                        array_agg(command ORDER BY id) AS commands, \
+                        array_agg(requested_by ORDER BY id) AS bys, \
+                        array_agg(reason ORDER BY id) AS reasons, \
+                        array_agg(hcp_ms(requested_at) ORDER BY id) AS requested, \
+                        array_agg(hcp_ms(applied_at) ORDER BY id) AS applied \
+                 FROM commands WHERE commands.run_id = runs.id) AS c \
+             WHERE runs.id = $1"
         ))
         .bind(run)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&self.pool)
         .await
         .map_err(classify)?
         else {
@@ -557,37 +566,78 @@ impl JournalStore for PostgresStore {
         };
         let summary = summary_from_row(&row)?;
         let dag: String = row.try_get(15).map_err(classify)?;
-        let events = sqlx::query(
-            "SELECT seq, kind, node, data, hcp_ms(at) FROM events WHERE run_id = $1 ORDER BY seq",
-        )
-        .bind(run)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .iter()
-        .map(|r| {
-            Ok(StoredEvent {
-                seq: r.try_get(0).map_err(classify)?,
-                kind: r.try_get(1).map_err(classify)?,
-                node: r.try_get(2).map_err(classify)?,
-                data: r.try_get(3).map_err(classify)?,
-                at: Timestamp(r.try_get(4).map_err(classify)?),
+        let col = |i: usize| row.try_get::<Option<Vec<i64>>, _>(i).map_err(classify);
+        let text = |i: usize| row.try_get::<Option<Vec<String>>, _>(i).map_err(classify);
+        let seqs = col(16)?.unwrap_or_default();
+        let kinds = text(17)?.unwrap_or_default();
+        let nodes = row
+            .try_get::<Option<Vec<Option<String>>>, _>(18)
+            .map_err(classify)?
+            .unwrap_or_default();
+        let datas = text(19)?.unwrap_or_default();
+        let ats = col(20)?.unwrap_or_default();
+        let n = seqs.len();
+        if [kinds.len(), nodes.len(), datas.len(), ats.len()] != [n; 4] {
+            return Err(bad_row(format!(
+                "run {run}: event columns of unequal length"
+            )));
+        }
+        let events = seqs
+            .into_iter()
+            .zip(kinds)
+            .zip(nodes)
+            .zip(datas)
+            .zip(ats)
+            .map(|((((seq, kind), node), data), at)| StoredEvent {
+                seq,
+                kind,
+                node,
+                data,
+                at: Timestamp(at),
             })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-        let commands = sqlx::query(concat!(
-            "SELECT ",
-            command_columns!(),
-            " FROM commands WHERE run_id = $1 ORDER BY id"
-        ))
-        .bind(run)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .iter()
-        .map(command_from_row)
-        .collect::<Result<Vec<_>, StoreError>>()?;
-        tx.commit().await.map_err(classify)?;
+            .collect();
+        let ids = col(21)?.unwrap_or_default();
+        let commands_text = text(22)?.unwrap_or_default();
+        let bys = text(23)?.unwrap_or_default();
+        let reasons = text(24)?.unwrap_or_default();
+        let requested = col(25)?.unwrap_or_default();
+        let applied = row
+            .try_get::<Option<Vec<Option<i64>>>, _>(26)
+            .map_err(classify)?
+            .unwrap_or_default();
+        let n = ids.len();
+        if [
+            commands_text.len(),
+            bys.len(),
+            reasons.len(),
+            requested.len(),
+            applied.len(),
+        ] != [n; 5]
+        {
+            return Err(bad_row(format!(
+                "run {run}: command columns of unequal length"
+            )));
+        }
+        let commands = ids
+            .into_iter()
+            .zip(commands_text)
+            .zip(bys)
+            .zip(reasons)
+            .zip(requested)
+            .zip(applied)
+            .map(
+                |(((((id, command), requested_by), reason), requested_at), applied_at)| {
+                    CommandRecord {
+                        id,
+                        command,
+                        requested_by,
+                        reason,
+                        requested_at: Timestamp(requested_at),
+                        applied_at: applied_at.map(Timestamp),
+                    }
+                },
+            )
+            .collect();
         Ok(Some(RunRecord {
             summary,
             dag,

@@ -423,8 +423,12 @@ async fn group_commit_batches_concurrent_appends_and_keeps_seqs_contiguous() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_request_fails_alone_in_its_batch() {
+/// A batch of 23 appends (20 good, one fenced, one for a missing run) and, with `dup`, a
+/// create_run that violates the primary key. Fenced and missing fail cleanly inside the
+/// grouped fast path; the constraint violation makes the writer redo the batch with a
+/// savepoint per request. Either way each request gets its own result and the failed ones
+/// leave no trace.
+async fn batch_with_failures(dup: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.db");
     let s = open(&path).await;
@@ -483,7 +487,7 @@ async fn a_failing_request_fails_alone_in_its_batch() {
             ("ghost".to_string(), res)
         });
     }
-    {
+    if dup {
         // A constraint violation inside the batch: a run whose id already exists.
         let s = s.clone();
         let mut again = new_run();
@@ -509,14 +513,30 @@ async fn a_failing_request_fails_alone_in_its_batch() {
     }
     let after = s.writer_stats();
     println!("{before:?} -> {after:?}");
-    assert_eq!(after.requests - before.requests, 24);
-    // the blocked one, the batch of 23 without savepoints, the same batch redone with them
-    assert_eq!(after.transactions - before.transactions, 3);
-    assert_eq!(
-        after.redone_with_savepoints - before.redone_with_savepoints,
-        1
-    );
+    let batch = if dup { 23 } else { 22 };
+    assert_eq!(after.requests - before.requests, 1 + batch);
     assert_eq!(after.failed_transactions, 0);
+    if dup {
+        // the blocked one, the batch without savepoints, the same batch redone with them
+        assert_eq!(after.transactions - before.transactions, 3);
+        assert_eq!(
+            after.redone_with_savepoints - before.redone_with_savepoints,
+            1
+        );
+    } else {
+        assert_eq!(after.transactions - before.transactions, 2);
+        assert_eq!(after.redone_with_savepoints, before.redone_with_savepoints);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_and_missing_fail_alone_in_a_grouped_batch() {
+    batch_with_failures(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_constraint_violation_fails_alone_in_its_batch() {
+    batch_with_failures(true).await;
 }
 
 #[tokio::test]

@@ -153,6 +153,66 @@ async fn store_append_throughput_1000_runs_x_10_steps() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn store_acquire_with_10000_finished_runs() {
+    let (_dir, s) = store().await;
+    let now = SystemClock.now();
+    let finished = 10_000;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..finished {
+        let s = s.clone();
+        tasks.spawn(async move {
+            s.create_run(run(now)).await.unwrap();
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    let leases = s
+        .acquire("w", now, Duration::from_secs(600), finished, None)
+        .await
+        .unwrap();
+    assert_eq!(leases.len(), finished);
+    for lease in leases {
+        let s = s.clone();
+        tasks.spawn(async move {
+            let mut a = step(0, now);
+            a.patch.state = RunState::Succeeded;
+            a.patch.wake_at = None;
+            s.append(&lease, a).await.unwrap();
+            s.release(&lease, None).await.unwrap();
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    for _ in 0..10 {
+        s.create_run(run(now)).await.unwrap();
+    }
+    // Acquire the 10 due runs, release them, again: the finished ones must cost nothing.
+    let mut lat = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let got = s
+            .acquire("w", now, Duration::from_secs(600), 1_000, None)
+            .await
+            .unwrap();
+        lat.push(t.elapsed());
+        assert_eq!(got.len(), 10);
+        for l in got {
+            s.release(&l, Some(now)).await.unwrap();
+        }
+    }
+    lat.sort();
+    println!(
+        "store_acquire_with_10000_finished_runs: acquire of 10 due among 10,010 runs: p50 {:?} \
+         p99 {:?}",
+        pct(&lat, 0.5),
+        pct(&lat, 0.99)
+    );
+}
+
 #[derive(Debug, Default)]
 struct Timing {
     last: HashMap<RunId, Instant>,

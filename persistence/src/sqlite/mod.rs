@@ -1,17 +1,19 @@
 //! The SQLite journal store.
 //!
 //! Layout of one store:
-//! - a **writer task** ([`writer`]) owning the only writing connection, group committing
-//!   every write ([`ops`] has the SQL);
+//! - a **writer task** (`writer.rs`) owning the only writing connection, group committing
+//!   every write (`ops.rs` has the SQL);
 //! - a small **read pool** for `load_run`, `list_runs`, `pending_commands` and
 //!   `runs_with_commands`: WAL lets readers run beside the writer and see the last commit;
-//! - the **executor lock** ([`lock`]), taken by [`JournalStore::claim_executor`].
+//! - the **executor lock** (`lock.rs`), taken by [`JournalStore::claim_executor`].
 //!
 //! Every connection is opened with WAL, `synchronous=FULL` (a commit survives power loss),
 //! `foreign_keys=ON` and a `busy_timeout`, once, at connect time: nothing is set per call.
 //! Another process may open the same file at the same time (an operator running `list`,
-//! `show` or `cancel`): its reads never block, and its writes (`submit_command`) queue on
-//! SQLite's write lock for at most [`BUSY_TIMEOUT`] behind our batches, which are short.
+//! `show` or `cancel`): its reads never block, and its writes (`submit_command`) wait for
+//! the executor's current batch only: they announce themselves on a write-intent lock and
+//! the executor lets them go before its next batch (`lock.rs` explains why SQLite's own
+//! busy handling alone would starve them). [`BUSY_TIMEOUT`] bounds every wait.
 
 mod lock;
 mod ops;

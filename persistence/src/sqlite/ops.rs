@@ -1,14 +1,16 @@
 //! The SQL of every SQLite write, run by the writer task inside its transaction.
 //!
-//! Each function assumes it runs inside the writer's `BEGIN IMMEDIATE` transaction (and a
-//! savepoint when batched), so it may take several statements without racing anyone: no
-//! other connection in any process can write until the batch commits. Fencing is still done
-//! in the writing statement itself (`WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`),
-//! never by a separate read, so a fenced call writes nothing even before its savepoint is
-//! rolled back.
+//! Each function assumes it runs inside the writer's `BEGIN IMMEDIATE` transaction, so it
+//! may take several statements without racing anyone: no other connection in any process
+//! can write until the batch commits. Fencing is still done in the writing statement itself
+//! (`WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`), never by a separate read, so a
+//! fenced call writes nothing at all, and neither does a call for a missing run
+//! ([`fails_cleanly`]): the writer relies on that to skip savepoints.
 //!
-//! Statements use numbered parameters (`?1`…) and are cached prepared statements (sqlx keeps
-//! a per-connection cache keyed by SQL text), so the hot path re-prepares nothing.
+//! Most calls are one round trip to SQLite's thread (several statements in one query where
+//! needed) and every statement is a cached prepared statement (sqlx keeps a per-connection
+//! cache keyed by SQL text), so the hot path re-prepares nothing. See [`append_statements`]
+//! for the one trap in sqlx's multi-statement queries (parameter numbering).
 
 use super::{id_text, parse_id};
 use crate::error::classify;
@@ -140,22 +142,29 @@ async fn create_run(
     let labels =
         serde_json::to_string(&run.labels).map_err(|e| StoreError::Permanent(Box::new(e)))?;
     // One round trip: the run row, its DAG and its exploded labels. A duplicate id fails
-    // the first statement (primary key, permanent) and the rest never runs.
+    // the first statement (primary key, permanent) and the rest never runs. Positional
+    // parameters, bound in order of appearance (see `append_statements` on why not `?N`).
+    let id = id_text(run.id);
     sqlx::query(
         "INSERT INTO runs (id, workflow, workflow_version, labels, idempotency_key, state, \
                            blocked_on, created_at, updated_at, wake_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?7, ?7); \
-         INSERT INTO run_dags (run_id, dag) VALUES (?1, ?8); \
-         INSERT INTO run_labels (run_id, key, value) SELECT ?1, key, value FROM json_each(?4)",
+         VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?); \
+         INSERT INTO run_dags (run_id, dag) VALUES (?, ?); \
+         INSERT INTO run_labels (run_id, key, value) SELECT ?, key, value FROM json_each(?)",
     )
-    .bind(id_text(run.id))
+    .bind(&id)
     .bind(&run.workflow)
     .bind(i64::from(run.workflow_version))
-    .bind(labels)
+    .bind(&labels)
     .bind(run.idempotency_key.as_deref())
     .bind(INITIAL_BLOCKED_ON)
     .bind(run.created_at.0)
+    .bind(run.created_at.0)
+    .bind(run.created_at.0)
+    .bind(&id)
     .bind(&run.dag)
+    .bind(&id)
+    .bind(&labels)
     .execute(&mut *conn)
     .await
     .map_err(classify)?;
@@ -251,44 +260,158 @@ async fn acquire(
 /// limit); longer appends take several statements in the same savepoint.
 const EVENTS_PER_INSERT: usize = 32;
 
-/// The fenced UPDATE of an append: patch, seq allocation (`?9` events) and the fence in one
-/// statement; zero rows returned means the lease is not (or no longer) ours.
-const APPEND_UPDATE: &str = "UPDATE runs SET state = ?4, blocked_on = ?5, current_step = ?6, \
-     wake_at = ?7, updated_at = ?8, last_seq = last_seq + ?9 \
-     WHERE id = ?1 AND lease_owner = ?2 AND lease_epoch = ?3 \
-     RETURNING last_seq";
+/// The statements of one append: the fenced UPDATE (patch, seq allocation and fence in one
+/// statement; no row returned means the lease is not, or no longer, ours), then an INSERT
+/// of its `n` events, whose seqs come from the counter the UPDATE just advanced. The INSERT
+/// repeats the fence, so a fenced append inserts nothing either.
+///
+/// Parameters are positional (`?`), bound by [`bind_append`] in the order they appear.
+/// Numbered parameters (`?7`) would read better but are unsafe in sqlx's multi-statement
+/// queries: a statement that skips a number makes sqlx treat the gap as positional
+/// parameters and, past the end of the arguments, stop binding that statement's remaining
+/// parameters, which then silently read as NULL.
+fn append_statements(n: usize) -> String {
+    let update = "UPDATE runs SET state = ?, blocked_on = ?, current_step = ?, wake_at = ?, \
+                  updated_at = ?, last_seq = last_seq + ? \
+                  WHERE id = ? AND lease_owner = ? AND lease_epoch = ? \
+                  RETURNING id, last_seq";
+    if n == 0 {
+        return update.to_string();
+    }
+    let values = (0..n)
+        .map(|i| format!("({}, ?, ?, ?, ?)", i + 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "{update}; \
+         INSERT INTO events (run_id, seq, kind, node, data, at) \
+         SELECT runs.id, runs.last_seq - ? + v.column1, v.column2, v.column3, v.column4, \
+                v.column5 \
+         FROM runs, (VALUES {values}) AS v \
+         WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ?"
+    )
+}
 
-/// An append of `n` events as one multi-statement query (one round trip to SQLite's
-/// thread): [`APPEND_UPDATE`], then the first `min(n, EVENTS_PER_INSERT)` events, whose
-/// seqs come from the counter the UPDATE just advanced. The INSERT repeats the fence, so a
-/// fenced append inserts nothing either. Built once per `n`.
+/// One append of `n` events (at most [`EVENTS_PER_INSERT`] of them inline) as one
+/// multi-statement query: one round trip to SQLite's thread. Built once per `n`.
 fn append_sql(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    let all = SQL.get_or_init(|| (0..=EVENTS_PER_INSERT).map(append_statements).collect());
+    &all[n.min(EVENTS_PER_INSERT)]
+}
+
+/// Appends per grouped query (see [`append_group`]).
+pub(crate) const GROUP: usize = 16;
+/// Largest append (in events) that is grouped; the engine's are 1–2 events.
+pub(crate) const GROUP_MAX_EVENTS: usize = 4;
+
+/// `members` appends of `n` events each, back to back in one multi-statement query.
+fn group_sql(n: usize, members: usize) -> &'static str {
+    static SQL: OnceLock<Vec<Vec<String>>> = OnceLock::new();
     let all = SQL.get_or_init(|| {
-        (0..=EVENTS_PER_INSERT)
-            .map(|rows| {
-                if rows == 0 {
-                    return APPEND_UPDATE.to_string();
-                }
-                let values: Vec<String> = (0..rows)
-                    .map(|i| {
-                        let b = 10 + i * 4;
-                        format!("({}, ?{}, ?{}, ?{}, ?{})", i + 1, b, b + 1, b + 2, b + 3)
-                    })
-                    .collect();
-                format!(
-                    "{APPEND_UPDATE}; \
-                     INSERT INTO events (run_id, seq, kind, node, data, at) \
-                     SELECT ?1, runs.last_seq - ?9 + v.column1, v.column2, v.column3, \
-                            v.column4, v.column5 \
-                     FROM runs, (VALUES {}) AS v \
-                     WHERE runs.id = ?1 AND runs.lease_owner = ?2 AND runs.lease_epoch = ?3",
-                    values.join(", ")
-                )
+        (0..=GROUP_MAX_EVENTS)
+            .map(|n| {
+                let one = append_statements(n);
+                (0..=GROUP)
+                    .map(|k| vec![one.as_str(); k].join("; "))
+                    .collect()
             })
             .collect()
     });
-    &all[n.min(EVENTS_PER_INSERT)]
+    &all[n.min(GROUP_MAX_EVENTS)][members.clamp(1, GROUP)]
+}
+
+/// If `op` is an append that [`append_group`] can run with others: its run and event count.
+pub(crate) fn groupable(op: &WriteOp) -> Option<(RunId, usize)> {
+    match op {
+        WriteOp::Append { lease, append }
+            if append.applied_commands.is_empty() && append.events.len() <= GROUP_MAX_EVENTS =>
+        {
+            Some((lease.run_id, append.events.len()))
+        }
+        _ => None,
+    }
+}
+
+type Bound<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
+/// Bind one append's parameters in [`append_statements`] order (`inline`: the events that
+/// statement inserts).
+fn bind_append<'q>(
+    q: Bound<'q>,
+    id: &'q str,
+    lease: &'q Lease,
+    append: &'q Append,
+    inline: &'q [hcp_runtime::store::NewEvent],
+) -> Bound<'q> {
+    let p = &append.patch;
+    let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
+    let q = q
+        .bind(p.state.as_str())
+        .bind(&p.blocked_on)
+        .bind(p.current_step.as_deref())
+        .bind(p.wake_at.map(|t| t.0))
+        .bind(p.updated_at.0)
+        .bind(n)
+        .bind(id)
+        .bind(&lease.owner)
+        .bind(lease.epoch);
+    if inline.is_empty() {
+        return q;
+    }
+    let mut q = q.bind(n);
+    for e in inline {
+        q = q
+            .bind(&e.kind)
+            .bind(e.node.as_deref())
+            .bind(&e.data)
+            .bind(e.at.0);
+    }
+    q.bind(id).bind(&lease.owner).bind(lease.epoch)
+}
+
+/// Several small appends (each [`groupable`], all of `events` events, distinct runs) in
+/// one round trip. Each gets its own result: its last seq, or `Fenced`/`NotFound` (which
+/// wrote nothing). `Err`: the query failed; the caller rolls back.
+pub(crate) async fn append_group(
+    conn: &mut SqliteConnection,
+    events: usize,
+    members: &[&WriteOp],
+) -> Result<Vec<Result<WriteOk, StoreError>>, StoreError> {
+    let appends: Vec<(&Lease, &Append)> = members
+        .iter()
+        .filter_map(|op| match op {
+            WriteOp::Append { lease, append } => Some((lease, append)),
+            _ => None,
+        })
+        .collect();
+    if appends.len() != members.len()
+        || appends.len() > GROUP
+        || appends.iter().any(|(_, a)| a.events.len() != events)
+    {
+        return Err(StoreError::permanent("internal: malformed append group"));
+    }
+    let ids: Vec<String> = appends.iter().map(|(l, _)| id_text(l.run_id)).collect();
+    let mut q = sqlx::query(group_sql(events, appends.len()));
+    for ((lease, append), id) in appends.iter().zip(&ids) {
+        q = bind_append(q, id, lease, append, &append.events);
+    }
+    // fetch_all: every statement must run (a row limit would stop the query early).
+    let rows = q.fetch_all(&mut *conn).await.map_err(classify)?;
+    let mut last = std::collections::HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let id: String = row.try_get(0).map_err(classify)?;
+        let seq: i64 = row.try_get(1).map_err(classify)?;
+        last.insert(id, seq);
+    }
+    let mut out = Vec::with_capacity(appends.len());
+    for ((lease, _), id) in appends.iter().zip(&ids) {
+        out.push(match last.get(id) {
+            Some(seq) => Ok(WriteOk::Seq(*seq)),
+            None => Err(fenced_or_missing(conn, lease).await),
+        });
+    }
+    Ok(out)
 }
 
 /// `INSERT INTO events … VALUES (?1, ?2, …), (?1, ?7, …)` for `n` rows with known seqs (the
@@ -333,30 +456,20 @@ async fn append_events(
     let (head, tail) = append
         .events
         .split_at(append.events.len().min(EVENTS_PER_INSERT));
-    let mut q = sqlx::query(append_sql(head.len()))
-        .bind(&id)
-        .bind(&lease.owner)
-        .bind(lease.epoch)
-        .bind(p.state.as_str())
-        .bind(&p.blocked_on)
-        .bind(p.current_step.as_deref())
-        .bind(p.wake_at.map(|t| t.0))
-        .bind(p.updated_at.0)
-        .bind(n);
-    for e in head {
-        q = q
-            .bind(&e.kind)
-            .bind(e.node.as_deref())
-            .bind(&e.data)
-            .bind(e.at.0);
-    }
+    let q = bind_append(
+        sqlx::query(append_sql(head.len())),
+        &id,
+        lease,
+        append,
+        head,
+    );
     // fetch_all, not fetch_optional: sqlx stops a multi-statement query after the row
     // limit, which would skip the INSERT.
     let rows = q.fetch_all(&mut *conn).await.map_err(classify)?;
     let Some(row) = rows.first() else {
         return Err(fenced_or_missing(conn, lease).await);
     };
-    let last: i64 = row.try_get(0).map_err(classify)?;
+    let last: i64 = row.try_get(1).map_err(classify)?;
     let mut seq = last - n + i64::try_from(head.len()).unwrap_or(0);
     for chunk in tail.chunks(EVENTS_PER_INSERT) {
         let mut q = sqlx::query(insert_events_sql(chunk.len())).bind(&id);
@@ -376,6 +489,8 @@ async fn append_events(
             .map_err(|e| StoreError::Permanent(Box::new(e)))?;
         // Only this run's commands; `commands_pending` is recomputed rather than cleared
         // because a command submitted after the worker read the inbox is still pending.
+        // (Each statement numbers its parameters from ?1 without gaps, which sqlx's
+        // multi-statement binding needs: see `append_statements`.)
         sqlx::query(
             "UPDATE commands SET applied_at = ?3 \
              WHERE run_id = ?1 AND applied_at IS NULL \
@@ -438,7 +553,8 @@ async fn submit_command(
     cmd: &NewCommand,
 ) -> Result<i64, StoreError> {
     // Flag and insert in one round trip; the INSERT selects from the run row so a missing
-    // run inserts nothing (and the UPDATE before it touched nothing either).
+    // run inserts nothing (and the UPDATE before it touched nothing either). Both
+    // statements number their parameters from ?1 without gaps (see `append_statements`).
     let ids: Vec<i64> = sqlx::query_scalar(
         "UPDATE runs SET commands_pending = 1 WHERE id = ?1; \
          INSERT INTO commands (run_id, command, requested_by, reason, requested_at) \
@@ -573,19 +689,25 @@ mod tests {
     }
 
     #[test]
-    fn append_sql_repeats_the_fence_and_numbers_parameters() {
-        assert_eq!(append_sql(0), APPEND_UPDATE);
+    fn append_sql_repeats_the_fence() {
+        let zero = append_sql(0);
+        assert!(zero.starts_with("UPDATE runs SET state = ?"), "{zero}");
+        assert!(zero.ends_with("RETURNING id, last_seq"), "{zero}");
         let two = append_sql(2);
-        assert!(two.starts_with(APPEND_UPDATE), "{two}");
+        assert!(two.starts_with(zero), "{two}");
         assert!(
-            two.contains("(VALUES (1, ?10, ?11, ?12, ?13), (2, ?14, ?15, ?16, ?17))"),
+            two.contains("(VALUES (1, ?, ?, ?, ?), (2, ?, ?, ?, ?))"),
             "{two}"
         );
         assert!(
-            two.ends_with("WHERE runs.id = ?1 AND runs.lease_owner = ?2 AND runs.lease_epoch = ?3"),
+            two.ends_with("WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ?"),
             "{two}"
         );
         assert_eq!(append_sql(1000), append_sql(EVENTS_PER_INSERT));
+        assert_eq!(
+            group_sql(1, 2),
+            format!("{}; {}", append_sql(1), append_sql(1))
+        );
     }
 
     #[test]
@@ -595,5 +717,94 @@ mod tests {
             "INSERT INTO events (run_id, seq, kind, node, data, at) VALUES \
              (?1, ?2, ?3, ?4, ?5, ?6), (?1, ?7, ?8, ?9, ?10, ?11)"
         );
+    }
+}
+
+/// Every member of a group is bound and written (a parameter-numbering mistake once left
+/// the third member's fence unbound, so it read as fenced).
+#[cfg(test)]
+mod group_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use hcp_runtime::JournalStore;
+    use hcp_runtime::RunState;
+    use hcp_runtime::store::{NewEvent, RunPatch};
+    use sqlx::Connection;
+
+    #[tokio::test]
+    async fn every_member_of_a_group_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        let store = super::super::SqliteStore::open(&path).await.unwrap();
+        for _ in 0..GROUP {
+            store
+                .create_run(NewRun {
+                    id: uuid::Uuid::new_v4(),
+                    workflow: "w".into(),
+                    workflow_version: 1,
+                    labels: Default::default(),
+                    idempotency_key: None,
+                    dag: "{}".into(),
+                    created_at: Timestamp(0),
+                })
+                .await
+                .unwrap();
+        }
+        let leases = store
+            .acquire(
+                "w",
+                Timestamp(0),
+                std::time::Duration::from_secs(60),
+                100,
+                None,
+            )
+            .await
+            .unwrap();
+        drop(store);
+        let mut conn = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let ops: Vec<WriteOp> = leases
+            .iter()
+            .map(|l| WriteOp::Append {
+                lease: l.clone(),
+                append: Append {
+                    events: vec![
+                        NewEvent {
+                            kind: "a".into(),
+                            node: None,
+                            data: "{}".into(),
+                            at: Timestamp(0),
+                        },
+                        NewEvent {
+                            kind: "b".into(),
+                            node: None,
+                            data: "{}".into(),
+                            at: Timestamp(0),
+                        },
+                    ],
+                    patch: RunPatch {
+                        state: RunState::Running,
+                        blocked_on: "x".into(),
+                        current_step: None,
+                        wake_at: None,
+                        updated_at: Timestamp(0),
+                    },
+                    applied_commands: vec![],
+                },
+            })
+            .collect();
+        let refs: Vec<&WriteOp> = ops.iter().collect();
+        assert_eq!(refs.len(), GROUP);
+        let out = append_group(&mut conn, 2, &refs).await.unwrap();
+        assert!(
+            out.iter().all(|r| matches!(r, Ok(WriteOk::Seq(2)))),
+            "{out:?}"
+        );
+        let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(events, 2 * GROUP as i64);
     }
 }

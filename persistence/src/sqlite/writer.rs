@@ -4,26 +4,30 @@
 //! transaction per call would cap the executor at a few thousand writes per second no matter
 //! how many runs are in flight. Instead one task owns the only writing connection; callers
 //! send it a [`WriteOp`] and wait on a oneshot. The task takes everything queued (up to
-//! [`MAX_BATCH`]), runs it in **one** `BEGIN IMMEDIATE` transaction with each request inside
-//! its own `SAVEPOINT`, commits once and answers everyone. While that fsync is in flight the
-//! next batch queues up, so the batch size adapts to the load by itself: one request when
-//! idle (lowest latency), hundreds when a thousand runs are stepping.
+//! [`MAX_BATCH`]), runs it in **one** `BEGIN IMMEDIATE` transaction, commits once and
+//! answers everyone. While that fsync is in flight the next batch queues up, so the batch
+//! size adapts to the load by itself: one request when idle (lowest latency), hundreds when
+//! a thousand runs are stepping.
 //!
-//! Savepoints cost a round trip to SQLite's thread per request, so a batch first runs
-//! without them: the failures the executor expects (a fenced write, a missing run) write
-//! nothing by construction. Only an unexpected failure (a constraint, I/O) rolls the batch
-//! back and reruns it with a savepoint per request.
+//! What a request costs is mostly the round trip to the thread sqlx runs SQLite on, so a
+//! batch is first run the cheap way ([`optimistic`]): no savepoints, and small appends sent
+//! [`ops::GROUP`] at a time in one multi-statement query. The failures the executor expects
+//! (a fenced write, a missing run) write nothing by construction, so they need no rollback.
+//! Only an unexpected failure (a constraint, I/O) rolls the batch back and reruns it
+//! [`with_savepoints`], one savepoint per request, so that request fails alone.
 //!
 //! # Guarantees
 //! - A reply of `Ok` is sent only after the batch's `COMMIT` returned (durability).
-//! - A request that fails (fenced, not found, constraint) is rolled back to its savepoint
-//!   alone and gets its own error; the others in the batch commit.
+//! - A request that fails gets its own error and leaves no trace; the others in the batch
+//!   commit.
 //! - If `BEGIN`, a savepoint or `COMMIT` fails, every request of the batch gets that error
 //!   (classified once, shared) and nothing of the batch is kept; the connection is then
 //!   replaced, so a wedged transaction cannot poison later batches.
 //! - Requests whose caller has gone away (its future was dropped) before the batch started
 //!   are skipped.
-//! - Requests are applied in the order they were sent.
+//! - Requests are applied in the order they were sent, except that small appends of
+//!   *different* runs within one batch may be reordered among themselves (all were in
+//!   flight at once, so no caller can tell).
 
 use super::lock::WriteIntent;
 use super::ops::{self, WriteOk, WriteOp};
@@ -274,32 +278,123 @@ async fn run_batch(
     }
 }
 
-/// The common case, at one round trip per request fewer: the batch without savepoints.
-/// The expected failures (a fenced write, a missing run) write nothing by construction
+/// The common case: the batch without savepoints, small appends grouped. The expected
+/// failures (a fenced write, a missing run) write nothing by construction
 /// ([`ops::fails_cleanly`]), so they need no rollback. Any other failure may have left part
 /// of its request written: then everything is rolled back and `Ok(None)` asks for the
 /// batch to be redone [`with_savepoints`] (nothing of this attempt is kept, so running the
 /// requests again is safe).
+///
+/// Small appends (the executor's bread and butter) of the same size are sent to SQLite
+/// [`ops::GROUP`] at a time in one multi-statement query, since the round trip to SQLite's
+/// thread, not SQLite itself, is what an append costs. This reorders appends of *different*
+/// runs within the batch, which is harmless: they were all in flight at once, so no caller
+/// can have observed an order. Requests of the same run, and everything around a request
+/// that is not a small append, keep their order.
 async fn optimistic(
     conn: &mut SqliteConnection,
     batch: &[WriteRequest],
 ) -> Result<Option<Results>, Shared> {
     exec(conn, "BEGIN IMMEDIATE").await?;
-    let mut results = Vec::with_capacity(batch.len());
-    for req in batch {
-        let res = ops::apply(conn, &req.op).await;
-        if let Err(e) = &res
-            && !ops::fails_cleanly(e)
-        {
+    let mut results: Vec<Option<Result<WriteOk, StoreError>>> =
+        std::iter::repeat_with(|| None).take(batch.len()).collect();
+    let mut groups = Groups::default();
+    for (i, req) in batch.iter().enumerate() {
+        if let Some((run, events)) = ops::groupable(&req.op) {
+            if groups.runs.contains(&run) && !groups.flush_all(conn, batch, &mut results).await {
+                exec(conn, "ROLLBACK").await?;
+                return Ok(None);
+            }
+            groups.runs.insert(run);
+            groups.by_size[events].push(i);
+            if groups.by_size[events].len() == ops::GROUP
+                && !groups.flush(conn, events, batch, &mut results).await
+            {
+                exec(conn, "ROLLBACK").await?;
+                return Ok(None);
+            }
+            continue;
+        }
+        let ok = groups.flush_all(conn, batch, &mut results).await && {
+            let res = ops::apply(conn, &req.op).await;
+            let clean = res.as_ref().err().is_none_or(ops::fails_cleanly);
+            results[i] = Some(res);
+            clean
+        };
+        if !ok {
             exec(conn, "ROLLBACK").await?;
             return Ok(None);
         }
-        results.push(res);
+    }
+    if !groups.flush_all(conn, batch, &mut results).await {
+        exec(conn, "ROLLBACK").await?;
+        return Ok(None);
     }
     if let Err(e) = exec(conn, "COMMIT").await {
         return Err(abort(conn, e).await);
     }
-    Ok(Some(results))
+    Ok(Some(
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(StoreError::permanent("internal: request skipped"))))
+            .collect(),
+    ))
+}
+
+/// Small appends waiting to be sent, by event count (indexes into the batch).
+#[derive(Default)]
+struct Groups {
+    by_size: [Vec<usize>; ops::GROUP_MAX_EVENTS + 1],
+    /// Runs with an append waiting, so a second one for the same run goes after it.
+    runs: std::collections::HashSet<hcp_runtime::RunId>,
+}
+
+impl Groups {
+    /// Send every waiting append. `false`: a failure that needs the batch rolled back.
+    async fn flush_all(
+        &mut self,
+        conn: &mut SqliteConnection,
+        batch: &[WriteRequest],
+        results: &mut [Option<Result<WriteOk, StoreError>>],
+    ) -> bool {
+        for events in 0..self.by_size.len() {
+            if !self.flush(conn, events, batch, results).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Send the waiting appends of `events` events. `false`: roll the batch back.
+    async fn flush(
+        &mut self,
+        conn: &mut SqliteConnection,
+        events: usize,
+        batch: &[WriteRequest],
+        results: &mut [Option<Result<WriteOk, StoreError>>],
+    ) -> bool {
+        let idx = std::mem::take(&mut self.by_size[events]);
+        if idx.is_empty() {
+            return true;
+        }
+        let ops: Vec<&WriteOp> = idx.iter().map(|&i| &batch[i].op).collect();
+        for op in &ops {
+            if let Some((run, _)) = ops::groupable(op) {
+                self.runs.remove(&run);
+            }
+        }
+        match ops::append_group(conn, events, &ops).await {
+            Ok(out) => {
+                let mut clean = true;
+                for (i, res) in idx.into_iter().zip(out) {
+                    clean &= res.as_ref().err().is_none_or(ops::fails_cleanly);
+                    results[i] = Some(res);
+                }
+                clean
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 /// Each request in its own savepoint, so a failing one is rolled back alone. One savepoint,
