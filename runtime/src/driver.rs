@@ -136,6 +136,10 @@ struct Writer {
     sh: Arc<Shared>,
     lease: Lease,
     view: RunView,
+    /// Events applied to `view` but not yet durable: an attempt's outcome waits here so it
+    /// is written in the same append as the intent of the steps it unblocks (one durable
+    /// write per step instead of two). Nothing may observe or act on them before `flush`.
+    staged: Vec<NewEvent>,
 }
 
 impl Writer {
@@ -156,25 +160,40 @@ impl Writer {
         }
     }
 
-    /// Validate, then durably append `events` (one transaction), retrying store errors.
+    /// Validate, then durably append `events` (one transaction, together with anything
+    /// staged), retrying store errors.
     async fn write(&mut self, events: Vec<Event>, applied: Vec<i64>) -> Result<(), Stop> {
+        self.stage(events)?;
+        self.flush(applied).await
+    }
+
+    /// Validate and apply `events` to the view; they become durable with the next flush.
+    fn stage(&mut self, events: Vec<Event>) -> Result<(), Stop> {
         let now = self.sh.clock.now();
-        let mut out = Vec::with_capacity(events.len());
         for ev in &events {
             self.view
                 .apply(ev, now)
                 .map_err(|e| Stop::Broken(format!("engine bug, refused to journal: {e}")))?;
             let data = serde_json::to_string(ev)
                 .map_err(|e| Stop::Broken(format!("event not serializable: {e}")))?;
-            out.push(NewEvent {
+            self.staged.push(NewEvent {
                 kind: ev.kind().to_string(),
                 node: ev.node().map(str::to_string),
                 data,
                 at: now,
             });
         }
+        Ok(())
+    }
+
+    /// Durably append everything staged (and acknowledge `applied` commands).
+    async fn flush(&mut self, applied: Vec<i64>) -> Result<(), Stop> {
+        if self.staged.is_empty() && applied.is_empty() {
+            return Ok(());
+        }
+        let now = self.sh.clock.now();
         let append = Append {
-            events: out,
+            events: std::mem::take(&mut self.staged),
             patch: self.patch(now),
             applied_commands: applied,
         };
@@ -321,7 +340,10 @@ impl RunDriver {
     async fn drive_inner(mut self) -> Result<RunExit, Stop> {
         let sh = self.sh.clone();
         let run_id = self.lease.run_id;
-        let rec = persist(&sh, |s| async move { s.load_run(run_id).await }).await?;
+        let rec = {
+            let _permit = sh.load_gate.acquire().await;
+            persist(&sh, |s| async move { s.load_run(run_id).await }).await?
+        };
         let Some(rec) = rec else {
             return Err(Stop::Broken("run vanished from the journal".into()));
         };
@@ -337,6 +359,7 @@ impl RunDriver {
             sh: sh.clone(),
             lease: self.lease.clone(),
             view,
+            staged: Vec::new(),
         }));
         // Every action the persisted DAG names must be known to this binary.
         {
@@ -386,6 +409,8 @@ impl RunDriver {
         let mut task_idx: HashMap<tokio::task::Id, usize> = HashMap::new();
         let mut tasks: JoinSet<AttemptDone> = JoinSet::new();
         let mut check_commands = true;
+        // Outcomes staged for the next append, whose AfterWrite boundary fires after it.
+        let mut written: Vec<(String, Phase, u32)> = Vec::new();
         loop {
             if *self.stop.borrow() {
                 tasks.abort_all();
@@ -399,12 +424,13 @@ impl RunDriver {
                 let reason = writer.lock().await.view.parked.clone().unwrap_or_default();
                 return Ok(RunExit::Parked(reason));
             }
-            // Journal what can happen now, then start it.
+            // Journal what can happen now (with any staged outcome), then start it.
             loop {
                 let mut w = writer.lock().await;
                 let now = sh.clock.now();
                 let (events, starts) = plan(&w.view, &inflight, now);
                 if events.is_empty() {
+                    w.flush(vec![]).await?;
                     break;
                 }
                 w.write(events, vec![]).await?;
@@ -421,6 +447,15 @@ impl RunDriver {
                         },
                     );
                 }
+            }
+            for (name, phase, attempt) in written.drain(..) {
+                sh.hooks.boundary(&Boundary {
+                    run_id,
+                    node: &name,
+                    phase,
+                    attempt,
+                    point: BoundaryPoint::AfterWrite,
+                });
             }
             let (state, next_timer) = {
                 let w = writer.lock().await;
@@ -468,15 +503,10 @@ impl RunDriver {
                     let mut w = writer.lock().await;
                     let name = w.view.dag.nodes[done.idx].name.clone();
                     let events = outcome_events(&w.view, &done, sh.clock.now());
-                    w.write(events, vec![]).await?;
-                    drop(w);
-                    sh.hooks.boundary(&Boundary {
-                        run_id,
-                        node: &name,
-                        phase: done.phase,
-                        attempt: done.attempt,
-                        point: BoundaryPoint::AfterWrite,
-                    });
+                    // Staged, not written: the plan at the top of the loop adds what this
+                    // outcome unblocks and writes both in one append.
+                    w.stage(events)?;
+                    written.push((name, done.phase, done.attempt));
                 }
                 () = tokio::time::sleep(sleep_for), if next_timer.is_some() => {}
                 () = self.notify.notified() => { check_commands = true; }

@@ -29,6 +29,10 @@ use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info_span, warn};
 use uuid::Uuid;
 
+/// Journal loads in flight per worker (see `Shared::load_gate`): enough to keep a store's
+/// connections busy, few enough to leave room for renewals and appends.
+const LOAD_CONCURRENCY: usize = 32;
+
 /// Engine errors (configuration, input, store).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -181,6 +185,9 @@ pub enum RunExit {
 }
 
 pub(crate) struct Shared {
+    /// Bounds how many drivers load their journal at once, so a worker that takes over
+    /// thousands of runs does not starve its own lease renewals of store connections.
+    pub load_gate: tokio::sync::Semaphore,
     pub store: Arc<dyn JournalStore>,
     pub registry: Registry,
     pub clock: Arc<dyn Clock>,
@@ -225,6 +232,7 @@ impl Engine {
     ) -> Self {
         Self {
             shared: Arc::new(Shared {
+                load_gate: tokio::sync::Semaphore::new(LOAD_CONCURRENCY),
                 store,
                 registry,
                 clock,
