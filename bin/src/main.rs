@@ -8,6 +8,7 @@
 
 mod bench;
 mod ops;
+mod telemetry;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -121,17 +122,8 @@ struct SimServeArgs {
     crds: Option<std::path::PathBuf>,
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        // sqlx warns on every slow pool acquire; under load that drowns real warnings.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::pool=error"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => b.json().init(),
-        LogFormat::Text => b.init(),
-    }
+fn init_logging(format: LogFormat) -> telemetry::Guard {
+    telemetry::init(format == LogFormat::Json)
 }
 
 /// Open the journal named by `--database`.
@@ -147,7 +139,7 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    let _telemetry = init_logging(cli.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
