@@ -7,14 +7,10 @@
 use crate::open_store;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use hcp_runtime::engine::{Boundary, BoundaryPoint};
-use hcp_runtime::testkit::{self, NoOp};
-use hcp_runtime::{
-    Clock, Engine, EngineConfig, EngineHooks, Registry, RunId, StartOptions, SystemClock,
-};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use hcp_runtime::benchkit;
+use hcp_runtime::{Clock, Engine, EngineConfig, SystemClock};
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -53,65 +49,6 @@ pub struct RecoveryArgs {
     lease_ms: u64,
 }
 
-#[derive(Debug, Default)]
-struct Timing {
-    last: HashMap<RunId, Instant>,
-    deltas_ms: Vec<f64>,
-    finished: usize,
-    /// Runs whose first attempt in this process started (intent journaled).
-    resumed: std::collections::HashSet<RunId>,
-    all_resumed_at: Option<Instant>,
-}
-
-#[derive(Debug)]
-struct BenchHooks {
-    last_node: String,
-    t: Mutex<Timing>,
-    done: tokio::sync::Notify,
-    target: usize,
-}
-
-impl EngineHooks for BenchHooks {
-    fn boundary(&self, b: &Boundary<'_>) {
-        let now = Instant::now();
-        let Ok(mut t) = self.t.lock() else { return };
-        if b.point == BoundaryPoint::BeforeEffect {
-            if t.resumed.insert(b.run_id) && t.resumed.len() == self.target {
-                t.all_resumed_at = Some(now);
-            }
-            return;
-        }
-        if b.point != BoundaryPoint::AfterWrite {
-            return;
-        }
-        if let Some(prev) = t.last.insert(b.run_id, now) {
-            let d = now.duration_since(prev).as_secs_f64() * 1e3;
-            t.deltas_ms.push(d);
-        }
-        if b.node == self.last_node {
-            t.finished += 1;
-            t.last.remove(&b.run_id);
-            if t.finished >= self.target {
-                self.done.notify_one();
-            }
-        }
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn registry() -> Registry {
-    let mut r = Registry::new();
-    let _ = r.register(NoOp);
-    r
-}
-
 pub async fn run(db: &str, cmd: BenchCommand) -> Result<u8> {
     match cmd {
         BenchCommand::Engine(a) => engine(db, a).await,
@@ -119,67 +56,14 @@ pub async fn run(db: &str, cmd: BenchCommand) -> Result<u8> {
     }
 }
 
-async fn create_runs(e: &Engine, n: usize, steps: u32) -> Result<Vec<RunId>> {
-    let dag = testkit::noop_dag(steps);
-    let mut ids = Vec::with_capacity(n);
-    let mut left = n;
-    while left > 0 {
-        // Concurrent creates let the store batch them into few commits.
-        let k = left.min(200);
-        let futs = (0..k).map(|_| e.start(&dag, StartOptions::default()));
-        for r in futures::future::join_all(futs).await {
-            ids.push(r?.run_id);
-        }
-        left -= k;
-    }
-    Ok(ids)
-}
-
 async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
     if a.runs == 0 || a.steps == 0 || a.concurrency == 0 {
         bail!("--runs, --steps and --concurrency must be at least 1");
     }
     let store = open_store(db).await?;
-    let hooks = Arc::new(BenchHooks {
-        last_node: format!("bench.noop.{}", a.steps - 1),
-        t: Mutex::new(Timing::default()),
-        done: tokio::sync::Notify::new(),
-        target: a.runs,
-    });
-    let config = EngineConfig {
-        max_runs: a.concurrency,
-        poll_interval: Duration::from_millis(5),
-        ..EngineConfig::default()
-    };
-    let e = Engine::with(
-        store.clone(),
-        registry(),
-        Arc::new(SystemClock),
-        hooks.clone(),
-        config,
-    );
-    create_runs(&e, a.runs, a.steps).await?;
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let t0 = Instant::now();
-    let worker = {
-        let e = e.clone();
-        tokio::spawn(async move {
-            e.run_worker(async {
-                let _ = rx.await;
-            })
-            .await
-        })
-    };
-    hooks.done.notified().await;
-    let wall = t0.elapsed().as_secs_f64();
-    let _ = tx.send(());
-    worker.await??;
-    let mut d = hooks
-        .t
-        .lock()
-        .map(|t| t.deltas_ms.clone())
-        .unwrap_or_default();
-    d.sort_by(f64::total_cmp);
+    let r = benchkit::noop_bench(store.clone(), a.runs, a.steps, a.concurrency).await?;
+    let wall = r.wall.as_secs_f64();
+    let ms = |p| benchkit::percentile(&r.deltas, p).as_secs_f64() * 1e3;
     let steps = a.runs as f64 * f64::from(a.steps);
     println!(
         "{}",
@@ -187,9 +71,9 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
             "bench": "engine", "backend": store.backend(), "runs": a.runs, "steps": a.steps,
             "concurrency": a.concurrency, "wall_s": round(wall),
             "steps_per_s": round(steps / wall),
-            "p50_ms_per_step": round(percentile(&d, 0.50)),
-            "p99_ms_per_step": round(percentile(&d, 0.99)),
-            "samples": d.len(),
+            "p50_ms_per_step": round(ms(0.50)),
+            "p99_ms_per_step": round(ms(0.99)),
+            "samples": r.deltas.len(),
         })
     );
     Ok(0)
@@ -197,26 +81,20 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
 
 async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
     let store = open_store(db).await?;
-    let hooks = Arc::new(BenchHooks {
-        last_node: "bench.noop.1".into(),
-        t: Mutex::new(Timing::default()),
-        done: tokio::sync::Notify::new(),
-        target: a.runs,
-    });
+    let timer = benchkit::StepTimer::new(2, a.runs);
     let config = EngineConfig {
-        max_runs: a.runs.max(1),
         acquire_batch: 2_000,
         poll_interval: Duration::from_millis(20),
-        ..EngineConfig::default()
+        ..benchkit::bench_config(a.runs.max(1))
     };
     let e = Engine::with(
         store.clone(),
-        registry(),
+        benchkit::noop_registry(),
         Arc::new(SystemClock),
-        hooks.clone(),
+        timer.clone(),
         config,
     );
-    let ids = create_runs(&e, a.runs, 2).await?;
+    let ids = benchkit::start_noop_runs(&e, a.runs, 2).await?;
     // A worker that dies right after leasing everything: leases held, nothing released.
     let lease = Duration::from_millis(a.lease_ms);
     let now = SystemClock.now();
@@ -231,33 +109,14 @@ async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
         leased += got.len();
     }
     let expiry = now.plus(lease);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let t0 = Instant::now();
     let wait_for_expiry = if store.backend() == "sqlite" {
         0.0 // the executor lock proves the dead worker is dead: its leases are freed at once
     } else {
         expiry.duration_since(SystemClock.now()).as_secs_f64() * 1e3
     };
-    let worker = {
-        let e = e.clone();
-        tokio::spawn(async move {
-            e.run_worker(async {
-                let _ = rx.await;
-            })
-            .await
-        })
-    };
-    hooks.done.notified().await;
-    let total_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let resumed_ms = hooks
-        .t
-        .lock()
-        .ok()
-        .and_then(|t| t.all_resumed_at)
-        .map(|at| at.duration_since(t0).as_secs_f64() * 1e3)
-        .unwrap_or(total_ms);
-    let _ = tx.send(());
-    worker.await??;
+    let w = benchkit::run_worker_until_done(&e, &timer).await?;
+    let total_ms = w.wall.as_secs_f64() * 1e3;
+    let resumed_ms = w.all_resumed.map_or(total_ms, |d| d.as_secs_f64() * 1e3);
     println!(
         "{}",
         serde_json::json!({

@@ -4,7 +4,6 @@ use crate::{OutputFormat, open_store};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use hcp_runtime::NodeStatus;
-use hcp_runtime::conformance_engine::test_config;
 use hcp_runtime::testkit::{self, CrashHooks, World};
 use hcp_runtime::{
     Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand, RunExit, RunFilter,
@@ -108,10 +107,6 @@ fn config() -> EngineConfig {
     }
     if let Some(d) = ms("HCP_HOLD_MS") {
         c.hold_threshold = d;
-    }
-    if std::env::var("HCP_FAST_TEST_ENGINE").is_ok_and(|v| v == "1") {
-        let t = test_config();
-        c.poll_interval = t.poll_interval;
     }
     c
 }

@@ -25,8 +25,7 @@ fn every_command_has_help_with_an_example() {
 
 #[test]
 fn bad_input_exits_2_and_names_the_problem() {
-    let dir = std::env::temp_dir().join(format!("hcp-cli-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = hcp_runtime::testkit::scratch_dir("cli");
     let db = format!("sqlite://{}", dir.join("j.db").display());
     let out = bin()
         .args(["list", "--database", &db, "--state", "exploded"])
@@ -58,8 +57,7 @@ fn bad_input_exits_2_and_names_the_problem() {
 
 #[test]
 fn selftest_runs_and_operators_see_it() {
-    let dir = std::env::temp_dir().join(format!("hcp-cli-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = hcp_runtime::testkit::scratch_dir("cli");
     let db = format!("sqlite://{}", dir.join("j.db").display());
     let world = dir.join("w");
     let out = bin()

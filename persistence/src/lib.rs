@@ -28,6 +28,7 @@
 
 pub mod error;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 pub use postgres::PostgresStore;

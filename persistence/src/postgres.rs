@@ -16,15 +16,15 @@
 //! migration's `hcp_ts(bigint)` / `hcp_ms(timestamptz)`.
 
 use crate::error::{bad_row, classify, migrate_error};
+use crate::rows;
 use async_trait::async_trait;
 use hcp_runtime::store::{
     Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewRun, RunFilter,
     RunId, RunRecord, RunSummary, StoredEvent,
 };
-use hcp_runtime::{RunState, StoreError, Timestamp};
+use hcp_runtime::{StoreError, Timestamp};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, Connection, Executor, Postgres, QueryBuilder, Row};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -242,35 +242,7 @@ macro_rules! lease_free {
 
 fn summary_from_row(row: &PgRow) -> Result<RunSummary, StoreError> {
     let id: RunId = row.try_get(0).map_err(classify)?;
-    let version: i64 = row.try_get(2).map_err(classify)?;
-    let labels: String = row.try_get(3).map_err(classify)?;
-    let state: String = row.try_get(5).map_err(classify)?;
-    let ts = |i: usize| row.try_get::<i64, _>(i).map(Timestamp).map_err(classify);
-    let opt_ts = |i: usize| {
-        row.try_get::<Option<i64>, _>(i)
-            .map(|t| t.map(Timestamp))
-            .map_err(classify)
-    };
-    Ok(RunSummary {
-        id,
-        workflow: row.try_get(1).map_err(classify)?,
-        workflow_version: u32::try_from(version)
-            .map_err(|_| bad_row(format!("run {id}: workflow_version {version}")))?,
-        labels: serde_json::from_str::<BTreeMap<String, String>>(&labels)
-            .map_err(|e| bad_row(format!("run {id}: labels {labels:?}: {e}")))?,
-        idempotency_key: row.try_get(4).map_err(classify)?,
-        state: RunState::parse(&state)
-            .ok_or_else(|| bad_row(format!("run {id}: unknown state {state:?}")))?,
-        blocked_on: row.try_get(6).map_err(classify)?,
-        current_step: row.try_get(7).map_err(classify)?,
-        created_at: ts(8)?,
-        updated_at: ts(9)?,
-        wake_at: opt_ts(10)?,
-        lease_owner: row.try_get(11).map_err(classify)?,
-        lease_epoch: row.try_get(12).map_err(classify)?,
-        lease_expires_at: opt_ts(13)?,
-        commands_pending: row.try_get(14).map_err(classify)?,
-    })
+    rows::summary_from_row(row, id)
 }
 
 fn command_from_row(row: &PgRow) -> Result<CommandRecord, StoreError> {
@@ -412,17 +384,7 @@ impl JournalStore for PostgresStore {
             let wake_at: Option<i64> = row.try_get(2).map_err(classify)?;
             due.push((wake_at.unwrap_or(now.0), id, epoch));
         }
-        // Most-overdue first, like the in-memory store (RETURNING order is unspecified).
-        due.sort();
-        Ok(due
-            .into_iter()
-            .map(|(_, run_id, epoch)| Lease {
-                run_id,
-                owner: owner.to_string(),
-                epoch,
-                expires_at,
-            })
-            .collect())
+        Ok(rows::leases_most_overdue_first(due, owner, expires_at))
     }
 
     async fn append(&self, lease: &Lease, append: Append) -> Result<i64, StoreError> {

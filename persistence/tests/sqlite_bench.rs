@@ -17,15 +17,10 @@
 #![allow(clippy::unwrap_used, clippy::cast_precision_loss)]
 
 use hcp_persistence::SqliteStore;
-use hcp_runtime::engine::{Boundary, BoundaryPoint};
 use hcp_runtime::store::{Append, NewEvent, NewRun, RunPatch};
-use hcp_runtime::testkit::{self, NoOp};
-use hcp_runtime::{
-    Clock, Engine, EngineConfig, EngineHooks, JournalStore, Registry, RunId, RunState,
-    StartOptions, SystemClock, Timestamp,
-};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use hcp_runtime::{Clock, JournalStore, RunState, SystemClock, Timestamp};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -37,9 +32,7 @@ async fn store() -> (tempfile::TempDir, Arc<SqliteStore>) {
     (dir, Arc::new(s))
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
+use hcp_runtime::benchkit::{self, percentile as pct};
 
 fn run(at: Timestamp) -> NewRun {
     NewRun {
@@ -213,103 +206,25 @@ async fn store_acquire_with_10000_finished_runs() {
     );
 }
 
-#[derive(Debug, Default)]
-struct Timing {
-    last: HashMap<RunId, Instant>,
-    deltas: Vec<Duration>,
-    finished: usize,
-}
-
-/// Times consecutive after-write boundaries of each run (as `hcp-workflow bench engine`).
-#[derive(Debug)]
-struct Hooks {
-    last_node: String,
-    t: Mutex<Timing>,
-    done: tokio::sync::Notify,
-    target: usize,
-}
-
-impl EngineHooks for Hooks {
-    fn boundary(&self, b: &Boundary<'_>) {
-        if b.point != BoundaryPoint::AfterWrite {
-            return;
-        }
-        let now = Instant::now();
-        let mut t = self.t.lock().unwrap();
-        if let Some(prev) = t.last.insert(b.run_id, now) {
-            t.deltas.push(now - prev);
-        }
-        if b.node == self.last_node {
-            t.finished += 1;
-            t.last.remove(&b.run_id);
-            if t.finished >= self.target {
-                self.done.notify_one();
-            }
-        }
-    }
-}
-
 async fn engine_bench(runs: usize, steps: u32, concurrency: usize) {
     let (_dir, s) = store().await;
     let store: Arc<dyn JournalStore> = s.clone();
-    let hooks = Arc::new(Hooks {
-        last_node: format!("bench.noop.{}", steps - 1),
-        t: Mutex::new(Timing::default()),
-        done: tokio::sync::Notify::new(),
-        target: runs,
-    });
-    let mut registry = Registry::new();
-    let _ = registry.register(NoOp);
-    let config = EngineConfig {
-        max_runs: concurrency,
-        poll_interval: Duration::from_millis(5),
-        ..EngineConfig::default()
-    };
-    let e = Engine::with(
-        store,
-        registry,
-        Arc::new(SystemClock),
-        hooks.clone(),
-        config,
-    );
-    let dag = testkit::noop_dag(steps);
-    let mut starts = tokio::task::JoinSet::new();
-    for _ in 0..runs {
-        let e = e.clone();
-        let dag = dag.clone();
-        starts.spawn(async move { e.start(&dag, StartOptions::default()).await.unwrap() });
-    }
-    while let Some(r) = starts.join_next().await {
-        r.unwrap();
-    }
     let before = s.writer_stats();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let t0 = Instant::now();
-    let worker = {
-        let e = e.clone();
-        tokio::spawn(async move {
-            e.run_worker(async {
-                let _ = rx.await;
-            })
-            .await
-        })
-    };
-    hooks.done.notified().await;
-    let wall = t0.elapsed();
-    let _ = tx.send(());
-    worker.await.unwrap().unwrap();
+    // Run creation is included in the writer stats, not in the timing.
+    let r = benchkit::noop_bench(store, runs, steps, concurrency)
+        .await
+        .unwrap();
     let after = s.writer_stats();
-    let mut d = hooks.t.lock().unwrap().deltas.clone();
-    d.sort();
     let total = runs as f64 * f64::from(steps);
     let tx_count = after.transactions - before.transactions;
     let req_count = after.requests - before.requests;
     println!(
-        "engine runs={runs} steps={steps} concurrency={concurrency}: {wall:?}, {:.0} steps/s, \
+        "engine runs={runs} steps={steps} concurrency={concurrency}: {:?}, {:.0} steps/s, \
          p50 {:?} p99 {:?} per step; {req_count} store writes in {tx_count} transactions",
-        total / wall.as_secs_f64(),
-        pct(&d, 0.5),
-        pct(&d, 0.99),
+        r.wall,
+        total / r.wall.as_secs_f64(),
+        pct(&r.deltas, 0.5),
+        pct(&r.deltas, 0.99),
     );
 }
 

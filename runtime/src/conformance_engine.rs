@@ -170,7 +170,5 @@ pub async fn engine_parks_corrupt_run_and_others_go_on(h: &dyn Harness) {
 }
 
 fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("hcp-conformance-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    testkit::scratch_dir("conformance")
 }

@@ -420,8 +420,7 @@ impl RunDriver {
                 check_commands = false;
                 self.apply_commands(&writer, &mut inflight).await?;
             }
-            if writer.lock().await.view.parked.is_some() {
-                let reason = writer.lock().await.view.parked.clone().unwrap_or_default();
+            if let Some(reason) = writer.lock().await.view.parked.clone() {
                 return Ok(RunExit::Parked(reason));
             }
             // Journal what can happen now (with any staged outcome), then start it.

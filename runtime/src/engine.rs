@@ -467,7 +467,9 @@ impl Engine {
                         Ok(held) => {
                             let held: std::collections::HashSet<RunId> = held.into_iter().collect();
                             for (id, (h, _)) in &active {
-                                if !held.contains(id) {
+                                // A finished driver released its lease itself; only a
+                                // driver still running has lost it to someone else.
+                                if !held.contains(id) && !h.is_finished() {
                                     warn!(run_id = %id, "lease lost; abandoning the run");
                                     h.abort();
                                 }

@@ -19,6 +19,7 @@
 //! command line are other crates' business.
 
 pub mod action;
+pub mod benchkit;
 pub mod conformance;
 #[doc(hidden)]
 pub mod conformance_engine;

@@ -101,6 +101,15 @@ impl World {
     }
 }
 
+/// A fresh directory under the system temp dir, named `hcp-<tag>-<uuid>`.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hcp-{tag}-{}", uuid::Uuid::new_v4()));
+    if let Err(e) = std::fs::create_dir_all(&d) {
+        panic!("cannot create scratch dir {}: {e}", d.display());
+    }
+    d
+}
+
 pub fn read_lines(p: &Path) -> Vec<String> {
     std::fs::read_to_string(p)
         .map(|s| s.lines().map(str::to_string).collect())

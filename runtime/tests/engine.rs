@@ -13,9 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("hcp-engine-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    testkit::scratch_dir("engine")
 }
 
 fn engine_with(store: Arc<MemoryStore>, registry: Registry) -> Engine {

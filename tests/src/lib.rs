@@ -31,9 +31,7 @@ pub fn bin() -> PathBuf {
 
 /// A fresh scratch directory.
 pub fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hcp-e2e-{tag}-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    hcp_runtime::testkit::scratch_dir(&format!("e2e-{tag}"))
 }
 
 /// The Postgres server for tests, from `HCP_TEST_POSTGRES_URL`. `None` (with a note on

@@ -25,7 +25,7 @@ use hcp_runtime::store::{
     Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewRun, RunFilter,
     RunId, RunRecord, RunSummary, StoredEvent,
 };
-use hcp_runtime::{RunState, StoreError, Timestamp};
+use hcp_runtime::{StoreError, Timestamp};
 pub use ops::SqliteSettings;
 use ops::{WriteOk, WriteOp};
 use sqlx::sqlite::{
@@ -33,7 +33,6 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -247,36 +246,7 @@ const SUMMARY_COLUMNS: &str = "runs.id, runs.workflow, runs.workflow_version, ru
 
 fn summary_from_row(row: &SqliteRow) -> Result<RunSummary, StoreError> {
     let id: String = row.try_get(0).map_err(classify)?;
-    let id = parse_id(&id)?;
-    let version: i64 = row.try_get(2).map_err(classify)?;
-    let labels: String = row.try_get(3).map_err(classify)?;
-    let state: String = row.try_get(5).map_err(classify)?;
-    let ts = |i: usize| row.try_get::<i64, _>(i).map(Timestamp).map_err(classify);
-    let opt_ts = |i: usize| {
-        row.try_get::<Option<i64>, _>(i)
-            .map(|t| t.map(Timestamp))
-            .map_err(classify)
-    };
-    Ok(RunSummary {
-        id,
-        workflow: row.try_get(1).map_err(classify)?,
-        workflow_version: u32::try_from(version)
-            .map_err(|_| bad_row(format!("run {id}: workflow_version {version}")))?,
-        labels: serde_json::from_str::<BTreeMap<String, String>>(&labels)
-            .map_err(|e| bad_row(format!("run {id}: labels {labels:?}: {e}")))?,
-        idempotency_key: row.try_get(4).map_err(classify)?,
-        state: RunState::parse(&state)
-            .ok_or_else(|| bad_row(format!("run {id}: unknown state {state:?}")))?,
-        blocked_on: row.try_get(6).map_err(classify)?,
-        current_step: row.try_get(7).map_err(classify)?,
-        created_at: ts(8)?,
-        updated_at: ts(9)?,
-        wake_at: opt_ts(10)?,
-        lease_owner: row.try_get(11).map_err(classify)?,
-        lease_epoch: row.try_get(12).map_err(classify)?,
-        lease_expires_at: opt_ts(13)?,
-        commands_pending: row.try_get(14).map_err(classify)?,
-    })
+    crate::rows::summary_from_row(row, parse_id(&id)?)
 }
 
 /// Text the runtime wrote, returned as stored. Read as bytes so that even a row corrupted

@@ -242,18 +242,9 @@ async fn acquire(
         let wake_at: Option<i64> = row.try_get(2).map_err(classify)?;
         due.push((wake_at.unwrap_or(now.0), parse_id(&id)?, epoch));
     }
-    // RETURNING order is unspecified; hand leases out most-overdue first, like the
-    // in-memory store.
-    due.sort();
-    Ok(due
-        .into_iter()
-        .map(|(_, run_id, epoch)| Lease {
-            run_id,
-            owner: owner.to_string(),
-            epoch,
-            expires_at,
-        })
-        .collect())
+    Ok(crate::rows::leases_most_overdue_first(
+        due, owner, expires_at,
+    ))
 }
 
 /// Most events per INSERT statement (a handful of parameters each, far below SQLite's
