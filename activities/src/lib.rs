@@ -1,4 +1,23 @@
-//! Azure and Kubernetes activities for hcp-workflow.
+//! # hcp-activities: Azure and Kubernetes steps for hcp-workflow
 //!
-//! **Not implemented yet** (tracked by issue 4): this crate exists so the workspace layout
-//! is the final one. Nothing here is used by the engine.
+//! Every step the cluster workflows take, as idempotent, classified, journal-friendly
+//! activities built on `azure_core`/`azure_identity` (a hand-written ARM client) and
+//! kube-rs. Long-running work never sleeps in memory: an Azure operation URL is saved as a
+//! step checkpoint and polled through the engine's durable `Wait`.
+//!
+//! - [`azure`]: clouds, credentials, the ARM client, typed ARM errors and their
+//!   classification, durable long-running operations, resource models, names.
+//! - [`kube`]: management-cluster client, server-side apply, conditions, deletion.
+//! - [`oidc`]: the service-account issuer key and documents.
+//! - [`secret`]: a secret wrapper that cannot be serialized or printed.
+//! - [`steps`]: the engine [`hcp_runtime::Action`]s the workflows are made of.
+//!
+//! **Architecture invariant:** nothing here shares request/response types with
+//! `hcp-simulator`; the models are written from the real API contracts.
+
+pub mod azure;
+pub mod kube;
+pub mod oidc;
+pub mod secret;
+pub mod steps;
+pub mod tls;

@@ -242,6 +242,57 @@ impl StepContext {
     }
 }
 
+/// Checkpoints saved by a [`StepContext::detached`] context.
+pub type CheckpointCell = Arc<std::sync::Mutex<Vec<serde_json::Value>>>;
+
+struct CellSink(CheckpointCell);
+
+impl CheckpointSink for CellSink {
+    fn save<'a>(
+        &'a self,
+        _node: &'a str,
+        _phase: Phase,
+        data: serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), StepError>> {
+        Box::pin(async move {
+            self.0
+                .lock()
+                .map_err(|_| StepError::retryable(kind::TRANSIENT, "checkpoint cell poisoned"))?
+                .push(data);
+            Ok(())
+        })
+    }
+}
+
+impl StepContext {
+    /// A context outside any engine, for testing activities on their own (and for
+    /// dry runs): checkpoints saved go to the returned cell, `checkpoint` starts as given,
+    /// ancestor outputs come from `outputs`, time is the system clock.
+    pub fn detached(
+        run_id: Uuid,
+        node: &str,
+        phase: Phase,
+        attempt: u32,
+        checkpoint: Option<serde_json::Value>,
+        outputs: HashMap<String, serde_json::Value>,
+        labels: std::collections::BTreeMap<String, String>,
+    ) -> (Self, CheckpointCell) {
+        let cell: CheckpointCell = Arc::default();
+        let ctx = StepContext {
+            run_id,
+            node: node.to_string(),
+            phase,
+            attempt,
+            outputs: Arc::new(outputs),
+            checkpoint: std::sync::Mutex::new(checkpoint),
+            labels: Arc::new(labels),
+            sink: Arc::new(CellSink(cell.clone())),
+            clock: Arc::new(crate::time::SystemClock),
+        };
+        (ctx, cell)
+    }
+}
+
 /// Type-erased outcome.
 pub(crate) type RawOutcome = Outcome<serde_json::Value>;
 

@@ -28,13 +28,16 @@ mod driver;
 pub mod engine;
 pub mod error;
 pub mod journal;
+pub mod ledger;
 pub mod memory;
 pub mod retry;
 pub mod store;
 pub mod testkit;
 pub mod time;
 
-pub use action::{Action, Outcome, Phase, Registry, RegistryError, StepContext, UndoOutcome};
+pub use action::{
+    Action, CheckpointCell, Outcome, Phase, Registry, RegistryError, StepContext, UndoOutcome,
+};
 pub use dag::{DagError, NodeOptions, NodeSpec, Ref, SagaBuilder, SagaDag};
 pub use engine::{
     Boundary, BoundaryPoint, Engine, EngineConfig, EngineError, EngineHooks, NoHooks, RunExit,

@@ -132,6 +132,9 @@ pub struct StepOutput {
     pub key: String,
     /// Concatenation of the keys this step read from its ancestors' outputs.
     pub seen: Vec<String>,
+    /// What the step did to its file (the resource ledger convention, see [`crate::ledger`]).
+    #[serde(default)]
+    pub ledger: Vec<crate::ledger::LedgerRecord>,
 }
 
 /// Creates resource `key`; undo deletes it.
@@ -186,6 +189,22 @@ impl Action for TestStep {
             std::fs::write(&path, ctx.run_id().to_string()).map_err(io)?;
             w.log(&format!("effect {} create", input.key))?;
         }
+        // Created by this run (possibly by an attempt that crashed before journaling), or
+        // adopted from elsewhere: the file's content says which run wrote it.
+        let owner = std::fs::read_to_string(&path).unwrap_or_default();
+        let action = if owner == ctx.run_id().to_string() {
+            crate::ledger::LedgerAction::Created
+        } else {
+            crate::ledger::LedgerAction::Adopted
+        };
+        let ledger = vec![crate::ledger::LedgerRecord {
+            kind: "file".into(),
+            resource_type: "selftest/file".into(),
+            id: path.display().to_string(),
+            action,
+            persistent: false,
+            note: None,
+        }];
         if n <= flaky + waits {
             return Ok(ctx.wait(
                 Duration::from_millis(w.faults().wait_ms.unwrap_or(600_000)),
@@ -202,6 +221,7 @@ impl Action for TestStep {
         Ok(Outcome::Done(StepOutput {
             key: input.key,
             seen,
+            ledger,
         }))
     }
 

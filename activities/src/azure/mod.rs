@@ -1,0 +1,1 @@
+//! Azure: clouds, credentials, ARM client, errors, long-running operations, models.

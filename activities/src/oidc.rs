@@ -1,0 +1,1 @@
+//! OIDC issuer key and documents.

@@ -1,0 +1,1 @@
+//! Secrets that cannot be serialized or printed.

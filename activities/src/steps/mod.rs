@@ -1,0 +1,1 @@
+//! The engine actions the workflows are made of.

@@ -1,0 +1,1 @@
+//! TLS crypto provider installation.

@@ -1,0 +1,209 @@
+//! The resource ledger: what a run created, adopted, kept or deleted, and which node did it.
+//!
+//! The engine knows nothing about Azure or Kubernetes, so the ledger is a *convention over
+//! journaled data* rather than a second log that could disagree with the journal:
+//!
+//! - a step's **output** may carry a top-level `"ledger"` array of [`LedgerRecord`]s (what
+//!   the step created, adopted, found gone, or deleted — delete workflows record deletions
+//!   this way);
+//! - a node's **undo checkpoint** may carry a `"ledger"` array too (an undo that wants to
+//!   say exactly what it removed);
+//! - otherwise, when a node is **undone**, every resource its output recorded as `created`
+//!   is recorded as `deleted` by that node's undo (undos remove what their action created,
+//!   and keep what it adopted).
+//!
+//! [`ledger_of`] folds a [`RunView`] into the run's ledger, in journal order.
+//!
+//! # Guarantees
+//! The ledger is derived from the same durable writes as the run's state: a resource a
+//! step reported is in the ledger exactly when the step's success is in the journal. A
+//! step that crashed after creating something and before journaling its output does not
+//! list it; its resumed attempt (idempotent, ownership-tagged) finds and records it.
+
+use crate::journal::RunView;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// What happened to a resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum LedgerAction {
+    /// This run created it.
+    Created,
+    /// It existed (ours, or bring-your-own read only) and this run used it.
+    Adopted,
+    /// This run deleted it.
+    Deleted,
+    /// It was already gone when this run looked.
+    Gone,
+    /// This run left it in place on purpose (not ours, persistent, or bring-your-own).
+    Kept,
+}
+
+impl LedgerAction {
+    /// Kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerAction::Created => "created",
+            LedgerAction::Adopted => "adopted",
+            LedgerAction::Deleted => "deleted",
+            LedgerAction::Gone => "gone",
+            LedgerAction::Kept => "kept",
+        }
+    }
+}
+
+/// One resource as a step reports it (inside its output's `"ledger"` array).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerRecord {
+    /// `azure` or `kubernetes` (or `file` for the self-test saga).
+    pub kind: String,
+    /// E.g. `Microsoft.Network/privateLinkServices` or `hypershift.openshift.io/HostedCluster`.
+    pub resource_type: String,
+    /// Azure resource id, or `namespace/name` for Kubernetes objects.
+    pub id: String,
+    /// What happened.
+    pub action: LedgerAction,
+    /// Persistent resources outlive a cluster (identities, OIDC issuer, persistent group).
+    #[serde(default)]
+    pub persistent: bool,
+    /// Optional note (e.g. why it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A ledger line: a record plus who and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// The resource and what happened to it.
+    #[serde(flatten)]
+    pub record: LedgerRecord,
+    /// The node that did it.
+    pub node: String,
+    /// `action` or `undo`.
+    pub phase: String,
+    /// When the journal recorded it.
+    pub at: Option<Timestamp>,
+}
+
+/// Extract the `"ledger"` records of a JSON value (ignoring entries that do not parse:
+/// the ledger is informative and must never fail a view).
+pub fn records_in(v: &serde_json::Value) -> Vec<LedgerRecord> {
+    v.get("ledger")
+        .and_then(|l| l.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| serde_json::from_value(e.clone()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The run's ledger, in the order the journal recorded it.
+pub fn ledger_of(view: &RunView) -> Vec<LedgerEntry> {
+    let mut out: Vec<LedgerEntry> = Vec::new();
+    for (spec, st) in view.dag.nodes.iter().zip(&view.nodes) {
+        let forward = st.output.as_ref().map(records_in).unwrap_or_default();
+        for r in &forward {
+            out.push(LedgerEntry {
+                record: r.clone(),
+                node: spec.name.clone(),
+                phase: "action".into(),
+                at: st.finished_at,
+            });
+        }
+        if st.undone_at.is_some() {
+            let explicit = st.undo_checkpoint.as_ref().map(records_in);
+            match explicit {
+                Some(recs) if !recs.is_empty() => {
+                    for r in recs {
+                        out.push(LedgerEntry {
+                            record: r,
+                            node: spec.name.clone(),
+                            phase: "undo".into(),
+                            at: st.undone_at,
+                        });
+                    }
+                }
+                _ => {
+                    for r in forward.iter().filter(|r| r.action == LedgerAction::Created) {
+                        out.push(LedgerEntry {
+                            record: LedgerRecord {
+                                action: LedgerAction::Deleted,
+                                note: None,
+                                ..r.clone()
+                            },
+                            node: spec.name.clone(),
+                            phase: "undo".into(),
+                            at: st.undone_at,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by_key(|e| e.at.map(|t| t.0).unwrap_or(i64::MAX));
+    out
+}
+
+/// Net effect of a ledger: the resources still present according to it (created or
+/// adopted and not deleted or gone afterwards), by id, in first-seen order.
+pub fn present(entries: &[LedgerEntry]) -> Vec<LedgerEntry> {
+    let mut order: Vec<String> = Vec::new();
+    let mut last: std::collections::HashMap<String, LedgerEntry> = Default::default();
+    for e in entries {
+        if !last.contains_key(&e.record.id) {
+            order.push(e.record.id.clone());
+        }
+        last.insert(e.record.id.clone(), e.clone());
+    }
+    order
+        .into_iter()
+        .filter_map(|id| last.remove(&id))
+        .filter(|e| {
+            matches!(
+                e.record.action,
+                LedgerAction::Created | LedgerAction::Adopted | LedgerAction::Kept
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::testkit::sample_dag;
+
+    fn rec(id: &str, action: LedgerAction) -> serde_json::Value {
+        serde_json::json!({"ledger": [{"kind": "azure", "resource_type": "t", "id": id, "action": action}]})
+    }
+
+    #[test]
+    fn undone_nodes_delete_what_they_created_and_keep_what_they_adopted() {
+        let mut v = RunView::new(sample_dag());
+        let t = |n| Timestamp(n);
+        v.nodes[0].output = Some(rec("x", LedgerAction::Created));
+        v.nodes[0].finished_at = Some(t(2));
+        v.nodes[1].output = Some(rec("y", LedgerAction::Adopted));
+        v.nodes[1].finished_at = Some(t(3));
+        v.nodes[0].undone_at = Some(t(5));
+        v.nodes[1].undone_at = Some(t(4));
+        let l = ledger_of(&v);
+        let got: Vec<_> = l
+            .iter()
+            .map(|e| (e.record.id.as_str(), e.record.action, e.phase.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("x", LedgerAction::Created, "action"),
+                ("y", LedgerAction::Adopted, "action"),
+                ("x", LedgerAction::Deleted, "undo"),
+            ]
+        );
+        let p = present(&l);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].record.id, "y");
+    }
+}
