@@ -582,6 +582,15 @@ impl RunDriver {
                         }
                     }
                 };
+                let result = match result {
+                    Ok(AttemptOk::Action(crate::action::Outcome::Done(_))) => {
+                        match hooks.inject_failure(&ctx.node, phase) {
+                            Some(e) => Err(e),
+                            None => result,
+                        }
+                    }
+                    other => other,
+                };
                 hooks.boundary(&b(BoundaryPoint::AfterEffect));
                 AttemptDone {
                     idx,

@@ -105,6 +105,14 @@ pub trait EngineHooks: Send + Sync + fmt::Debug + 'static {
     fn boundary(&self, b: &Boundary<'_>) {
         let _ = b;
     }
+
+    /// Fault injection for tests: a permanent error to report instead of a *completed*
+    /// action attempt of `node` (its side effect has happened; the step still fails, so
+    /// its undo must clean up without an output). `None` (the default) injects nothing.
+    fn inject_failure(&self, node: &str, phase: Phase) -> Option<crate::StepError> {
+        let _ = (node, phase);
+        None
+    }
 }
 
 /// Hooks that do nothing.

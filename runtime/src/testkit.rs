@@ -332,6 +332,7 @@ pub struct CrashHooks {
     trace: bool,
     at: Option<String>,
     count: std::sync::atomic::AtomicU64,
+    inject: Vec<String>,
 }
 
 impl CrashHooks {
@@ -339,15 +340,36 @@ impl CrashHooks {
     pub fn from_env() -> Option<Self> {
         let trace = std::env::var("HCP_TRACE_BOUNDARIES").is_ok_and(|v| v == "1");
         let at = std::env::var("HCP_CRASH_AT").ok().filter(|s| !s.is_empty());
-        (trace || at.is_some()).then(|| Self {
+        // `HCP_INJECT_FAIL=node[,node]`: a permanent failure reported after the node's
+        // action completed (its side effect happened; its undo must still clean up).
+        let inject: Vec<String> = std::env::var("HCP_INJECT_FAIL")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        (trace || at.is_some() || !inject.is_empty()).then(|| Self {
             trace,
             at,
             count: Default::default(),
+            inject,
         })
     }
 }
 
 impl crate::engine::EngineHooks for CrashHooks {
+    fn inject_failure(&self, node: &str, phase: crate::action::Phase) -> Option<StepError> {
+        (phase == crate::action::Phase::Action && self.inject.iter().any(|n| n == node)).then(
+            || {
+                StepError::permanent(
+                    "validation",
+                    format!("injected permanent failure after {node} completed (HCP_INJECT_FAIL)"),
+                )
+                .with_code("InjectedFailure")
+            },
+        )
+    }
+
     fn boundary(&self, b: &crate::engine::Boundary<'_>) {
         let n = self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let phase = match b.phase {
