@@ -7,8 +7,11 @@
 //! parked) or a command failed; 2 invalid input (nothing was journaled or created).
 
 mod bench;
+mod cluster;
 mod ops;
 mod telemetry;
+mod ui;
+mod views;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -35,6 +38,8 @@ struct Cli {
     /// Log format (logs go to stderr; `RUST_LOG` sets the level, default `warn`).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    #[command(flatten)]
+    reach: cluster::ReachArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -53,6 +58,16 @@ enum LogFormat {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Start a cluster workflow and follow it live (Ctrl-C leaves it safely resumable).
+    #[command(
+        after_help = "Examples:\n  hcp-workflow start create-cluster --simulate --config examples/cluster.yaml\n  hcp-workflow start delete-cluster --config cluster.yaml --purge-persistent\n  hcp-workflow start create-cluster --config cluster.yaml --detach --idempotency-key prod-eu-1"
+    )]
+    Start(cluster::StartArgs),
+    /// Show what a workflow would do: the steps, the resources, the undo plan. Touches nothing.
+    #[command(
+        after_help = "Example:\n  hcp-workflow plan create-cluster --config examples/cluster.yaml"
+    )]
+    Plan(cluster::PlanArgs),
     /// Run and recover runs until SIGTERM or Ctrl-C.
     #[command(
         after_help = "Example:\n  hcp-workflow worker --database postgres://postgres@127.0.0.1/hcp"
@@ -63,14 +78,30 @@ enum Command {
     #[command(after_help = "Example:\n  hcp-workflow selftest --fail c   # watch it unwind")]
     Selftest(ops::SelftestArgs),
     /// List runs.
-    #[command(after_help = "Example:\n  hcp-workflow list --state needs-operator --output json")]
-    List(ops::ListArgs),
-    /// Show one run: steps, states, attempts, blocked-on.
+    #[command(
+        after_help = "Example:\n  hcp-workflow list --state needs-operator --cluster demo --since 2h --output json"
+    )]
+    List(views::ListArgs),
+    /// Show one run: the stage/step tree, the pending step, the undo stack, the resources.
     #[command(after_help = "Example:\n  hcp-workflow show 6f1c…")]
-    Show(ops::RunArg),
+    Show(views::ShowArgs),
     /// Print a run's journal.
-    #[command(after_help = "Example:\n  hcp-workflow history 6f1c… --output json")]
-    History(ops::RunArg),
+    #[command(after_help = "Example:\n  hcp-workflow history 6f1c… --step b1 --failed")]
+    History(views::HistoryArgs),
+    /// Explain in one paragraph what a run is blocked on and what an operator can do.
+    #[command(after_help = "Example:\n  hcp-workflow why 6f1c…")]
+    Why(views::ShowArgs),
+    /// Follow a run live until it ends (exit 0 if it succeeded, 1 otherwise).
+    #[command(after_help = "Example:\n  hcp-workflow watch 6f1c…")]
+    Watch(views::WatchArgs),
+    /// Resources per cluster from every run's ledger; `--orphans`: left by failed runs.
+    #[command(after_help = "Example:\n  hcp-workflow inventory --cluster demo --orphans")]
+    Inventory(views::InventoryArgs),
+    /// Serve the operator web UI (run list, run pages, actions, /metrics).
+    #[command(
+        after_help = "Example:\n  hcp-workflow ui --listen 127.0.0.1:8080\n  HCP_WORKFLOW_UI_TOKEN=… hcp-workflow ui --listen 0.0.0.0:8080"
+    )]
+    Ui(ui::UiArgs),
     /// Cancel a run: it unwinds (every started step is undone).
     #[command(after_help = "Example:\n  hcp-workflow cancel 6f1c… --reason 'wrong region'")]
     Cancel(ops::CommandArgs),
@@ -162,12 +193,19 @@ fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> Result<u8> {
     let out = cli.output;
     let db = cli.database;
+    let reach = cli.reach;
     match cli.command {
-        Command::Worker(a) => ops::worker(&db, a).await,
+        Command::Worker(a) => ops::worker(&db, &reach, a).await,
+        Command::Start(a) => cluster::start(&db, &reach, out, a).await,
+        Command::Plan(a) => cluster::plan(&db, &reach, out, a).await,
         Command::Selftest(a) => ops::selftest(&db, out, a).await,
-        Command::List(a) => ops::list(&db, out, a).await,
-        Command::Show(a) => ops::show(&db, out, a).await,
-        Command::History(a) => ops::history(&db, out, a).await,
+        Command::List(a) => views::list(&db, out, a).await,
+        Command::Show(a) => views::show(&db, out, a).await,
+        Command::History(a) => views::history(&db, out, a).await,
+        Command::Why(a) => views::why(&db, out, a).await,
+        Command::Watch(a) => views::watch(&db, out, a).await,
+        Command::Inventory(a) => views::inventory(&db, out, a).await,
+        Command::Ui(a) => ui::serve(&db, a).await,
         Command::Cancel(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Cancel).await,
         Command::Resume(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Resume).await,
         Command::Retry(a) => {

@@ -1,13 +1,13 @@
-//! Worker, self-test and operator commands.
+//! Worker, self-test and operator commands (the read-only views are in `crate::views`).
 
 use crate::{OutputFormat, open_store};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use hcp_runtime::NodeStatus;
 use hcp_runtime::testkit::{self, CrashHooks, World};
 use hcp_runtime::{
-    Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand, RunExit, RunFilter,
-    RunId, RunState, StartOptions, SystemClock, Timestamp,
+    Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand, RunExit, RunId,
+    RunState, StartOptions, SystemClock,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,25 +39,6 @@ pub struct SelftestArgs {
     /// Only journal the run; a `worker` executes it.
     #[arg(long)]
     detach: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct ListArgs {
-    /// Only runs in these states (e.g. `needs-operator`).
-    #[arg(long)]
-    state: Vec<String>,
-    /// Only this workflow.
-    #[arg(long)]
-    workflow: Option<String>,
-    /// Only this cluster.
-    #[arg(long)]
-    cluster: Option<String>,
-}
-
-#[derive(Args, Debug)]
-pub struct RunArg {
-    /// Run id.
-    run: RunId,
 }
 
 #[derive(Args, Debug)]
@@ -123,20 +104,28 @@ fn world(dir: &PathBuf, extra_fail: &[String]) -> Result<Arc<World>> {
 }
 
 fn engine(store: Arc<dyn JournalStore>, w: &Arc<World>) -> Engine {
+    engine_with(store, testkit::registry(w))
+}
+
+fn engine_with(store: Arc<dyn JournalStore>, registry: hcp_runtime::Registry) -> Engine {
     let hooks: Arc<dyn EngineHooks> = match CrashHooks::from_env() {
         Some(h) => Arc::new(h),
         None => Arc::new(NoHooks),
     };
-    Engine::with(
-        store,
-        testkit::registry(w),
-        Arc::new(SystemClock),
-        hooks,
-        config(),
-    )
+    Engine::with(store, registry, Arc::new(SystemClock), hooks, config())
 }
 
-async fn shutdown_signal() {
+/// An engine knowing the cluster actions (reaching the world through `clients`).
+pub fn cluster_engine(
+    store: Arc<dyn JournalStore>,
+    clients: &Arc<hcp_activities::steps::Clients>,
+) -> Result<Engine> {
+    let mut r = hcp_runtime::Registry::new();
+    hcp_workflows::register(&mut r, clients)?;
+    Ok(engine_with(store, r))
+}
+
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -158,10 +147,15 @@ async fn shutdown_signal() {
     }
 }
 
-pub async fn worker(db: &str, a: WorkerArgs) -> Result<u8> {
+pub async fn worker(db: &str, reach: &crate::cluster::ReachArgs, a: WorkerArgs) -> Result<u8> {
     let store = open_store(db).await?;
     let w = world(&a.world, &[])?;
-    let e = engine(store, &w);
+    // One worker runs every workflow: the self-test saga and the cluster sagas.
+    let (reach, _sim) = crate::cluster::reach(reach, db).await?;
+    let clients = hcp_activities::steps::Clients::new(reach);
+    let mut registry = testkit::registry(&w);
+    hcp_workflows::register(&mut registry, &clients)?;
+    let e = engine_with(store, registry);
     eprintln!(
         "worker {} executing runs from {db} (SIGTERM or Ctrl-C to stop)",
         e.worker_id()
@@ -292,181 +286,6 @@ async fn print_transitions(
             last.insert(spec.name.clone(), s);
         }
     }
-}
-
-fn age(now: Timestamp, t: Timestamp) -> String {
-    let s = now.0.saturating_sub(t.0) / 1000;
-    match s {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
-}
-
-pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
-    let mut states = Vec::new();
-    for s in &a.state {
-        match RunState::parse(s) {
-            Some(x) => states.push(x),
-            None => {
-                let all: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
-                eprintln!(
-                    "error: --state {s}: unknown state; use one of {}",
-                    all.join(", ")
-                );
-                return Ok(2);
-            }
-        }
-    }
-    let store = open_store(db).await?;
-    let filter = RunFilter {
-        states,
-        workflow: a.workflow,
-        label: a.cluster.map(|c| ("cluster".to_string(), c)),
-        ..Default::default()
-    };
-    let runs = store.list_runs(&filter).await?;
-    match out {
-        OutputFormat::Json => {
-            let v: Vec<_> = runs
-                .iter()
-                .map(|r| serde_json::json!({
-                    "id": r.id, "workflow": r.workflow, "cluster": r.labels.get("cluster"),
-                    "state": r.state, "current_step": r.current_step, "blocked_on": r.blocked_on,
-                    "created_at": r.created_at.to_rfc3339(), "updated_at": r.updated_at.to_rfc3339(),
-                    "lease_owner": r.lease_owner,
-                }))
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        }
-        OutputFormat::Text => {
-            let now = hcp_runtime::Clock::now(&SystemClock);
-            println!(
-                "{:<36}  {:<15} {:<12} {:<14} {:>5}  BLOCKED ON",
-                "RUN", "WORKFLOW", "CLUSTER", "STATE", "AGE"
-            );
-            for r in &runs {
-                println!(
-                    "{:<36}  {:<15} {:<12} {:<14} {:>5}  {}",
-                    r.id,
-                    r.workflow,
-                    r.labels.get("cluster").map(String::as_str).unwrap_or("-"),
-                    r.state.as_str(),
-                    age(now, r.created_at),
-                    r.blocked_on
-                );
-            }
-        }
-    }
-    Ok(0)
-}
-
-pub async fn show(db: &str, out: OutputFormat, a: RunArg) -> Result<u8> {
-    let store = open_store(db).await?;
-    let e = Engine::new(store.clone(), hcp_runtime::Registry::new());
-    let Some(rec) = store.load_run(a.run).await? else {
-        bail!("run {} not found in {db}", a.run);
-    };
-    let view = e.view(a.run).await;
-    match out {
-        OutputFormat::Json => {
-            let steps = view.as_ref().ok().map(|v| {
-                v.dag.nodes.iter().zip(&v.nodes).map(|(spec, st)| serde_json::json!({
-                    "name": spec.name, "stage": spec.stage, "action": spec.action, "state": st.status,
-                    "attempts": st.attempts, "undo_attempts": st.undo_attempts, "last_error": st.last_error,
-                    "max_attempts": spec.retry.max_attempts,
-                })).collect::<Vec<_>>()
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "id": rec.summary.id, "workflow": rec.summary.workflow, "version": rec.summary.workflow_version,
-                    "state": rec.summary.state, "blocked_on": rec.summary.blocked_on, "labels": rec.summary.labels,
-                    "lease_owner": rec.summary.lease_owner, "lease_epoch": rec.summary.lease_epoch,
-                    "lease_expires_at": rec.summary.lease_expires_at.map(|t| t.to_rfc3339()),
-                    "steps": steps, "commands": rec.commands,
-                }))?
-            );
-        }
-        OutputFormat::Text => {
-            let s = &rec.summary;
-            println!("run        {}", s.id);
-            println!("workflow   {} v{}", s.workflow, s.workflow_version);
-            println!("state      {}", s.state);
-            println!("blocked on {}", s.blocked_on);
-            if let Some(o) = &s.lease_owner {
-                println!(
-                    "lease      {o} (epoch {}, expires {})",
-                    s.lease_epoch,
-                    s.lease_expires_at
-                        .map(|t| t.to_rfc3339())
-                        .unwrap_or_default()
-                );
-            }
-            match &view {
-                Ok(v) => {
-                    println!(
-                        "\n{:<12} {:<36} {:<20} {:>8}  LAST ERROR",
-                        "STAGE", "STEP", "STATE", "ATTEMPTS"
-                    );
-                    for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
-                        let max = if spec.retry.max_attempts == 0 {
-                            "∞".to_string()
-                        } else {
-                            spec.retry.max_attempts.to_string()
-                        };
-                        println!(
-                            "{:<12} {:<36} {:<20} {:>8}  {}",
-                            spec.stage,
-                            spec.name,
-                            st.status.name(),
-                            format!("{}/{max}", st.attempts),
-                            st.last_error
-                                .as_ref()
-                                .map(|e| e.to_string())
-                                .unwrap_or_default()
-                        );
-                    }
-                }
-                Err(err) => println!("\nthe journal cannot be folded: {err}"),
-            }
-        }
-    }
-    Ok(0)
-}
-
-pub async fn history(db: &str, out: OutputFormat, a: RunArg) -> Result<u8> {
-    let store = open_store(db).await?;
-    let Some(rec) = store.load_run(a.run).await? else {
-        bail!("run {} not found in {db}", a.run);
-    };
-    match out {
-        OutputFormat::Json => {
-            let v: Vec<_> = rec
-                .events
-                .iter()
-                .map(|e| {
-                    let data: serde_json::Value = serde_json::from_str(&e.data).unwrap_or_else(|_| serde_json::Value::String(e.data.clone()));
-                    serde_json::json!({"seq": e.seq, "at": e.at.to_rfc3339(), "kind": e.kind, "node": e.node, "data": data})
-                })
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
-        }
-        OutputFormat::Text => {
-            for e in &rec.events {
-                println!(
-                    "{:>4} {} {:<22} {:<28} {}",
-                    e.seq,
-                    e.at,
-                    e.kind,
-                    e.node.as_deref().unwrap_or("-"),
-                    e.data
-                );
-            }
-        }
-    }
-    Ok(0)
 }
 
 pub async fn command(

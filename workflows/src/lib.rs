@@ -1,4 +1,26 @@
-//! create-cluster and delete-cluster saga definitions.
+//! # hcp-workflows: the create-cluster and delete-cluster sagas
 //!
-//! **Not implemented yet** (tracked by issue 5): this crate exists so the workspace layout
-//! is the final one.
+//! - [`config`]: the cluster YAML file, its JSON Schema and its validation.
+//! - [`layout`]: every name and id derived from a config and infra id.
+//! - [`create_cluster`], [`delete_cluster`]: the DAGs (one file per workflow, like omicron's
+//!   sagas), built from a validated config and persisted with each run.
+//! - [`plan`]: what a DAG will create and how it would unwind, touching nothing.
+//! - [`registry`]: every action a worker must know to run or recover these workflows.
+
+pub mod config;
+pub mod create_cluster;
+pub mod delete_cluster;
+pub mod layout;
+pub mod plan;
+
+use hcp_activities::steps::Clients;
+use hcp_runtime::{Registry, RegistryError};
+use std::sync::Arc;
+
+/// Register the cluster actions on `r` (a worker also registers the self-test actions).
+///
+/// # Errors
+/// A duplicate action name.
+pub fn register(r: &mut Registry, clients: &Arc<Clients>) -> Result<(), RegistryError> {
+    hcp_activities::steps::register(r, clients)
+}

@@ -1,1 +1,84 @@
-//! The engine actions the workflows are made of.
+//! The engine actions the cluster workflows are made of.
+//!
+//! Each action is one resource kind and one operation (`azure.vnet.ensure`,
+//! `azure.vnet.delete`, `k8s.hosted-cluster.apply`, ...). Names are persisted in journals:
+//! renaming one breaks runs in flight. Every action holds the process's [`Clients`], and its
+//! input names the targets (journaled), so a resumed run reaches the same cloud and cluster.
+//!
+//! Conventions shared by all of them:
+//! - outputs carry a `ledger` (see `hcp_runtime::ledger`): what the step created, adopted,
+//!   kept or deleted;
+//! - ensure = create, or adopt what carries our ownership tags; undo = delete only what this
+//!   run created; delete (delete-cluster) = delete only what carries our cluster's tags;
+//! - long operations are durable waits, never sleeps.
+
+pub mod arm;
+pub mod cluster;
+pub mod env;
+pub mod identity;
+pub mod private_link;
+
+pub use env::{AzureEnv, Clients, MgmtEnv, Owner, Reach};
+
+use hcp_runtime::{Registry, RegistryError};
+use std::sync::Arc;
+
+/// Register every cluster action on `r`.
+///
+/// # Errors
+/// A duplicate name (a programming error, caught by a unit test).
+pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError> {
+    use arm::*;
+    macro_rules! reg {
+        ($($t:ident),* $(,)?) => { $( r.register($t(c.clone()))?; )* };
+    }
+    reg!(
+        EnsureResourceGroup,
+        DeleteResourceGroup,
+        EnsureIdentity,
+        DeleteIdentity,
+        EnsureNsg,
+        DeleteNsg,
+        EnsureVnet,
+        DeleteVnet,
+        EnsureSubnet,
+        DeleteSubnet,
+        EnsurePublicIp,
+        DeletePublicIp,
+        EnsureLoadBalancer,
+        DeleteLoadBalancer,
+        EnsureDnsZone,
+        DeleteDnsZone,
+        EnsureDnsLink,
+        DeleteDnsLink,
+        EnsureStorageAccount,
+        DeleteStorageAccount,
+        EnsureContainer,
+        DeleteContainer,
+        DeleteFederatedCredential,
+        DeleteRoleAssignment,
+        DeleteDnsRecord,
+        DeletePrivateEndpoint,
+    );
+    use cluster::*;
+    reg!(
+        EnsureIssuerKey,
+        EnsureClusterSecrets,
+        ApplyHostedCluster,
+        WaitCondition,
+        ApplyNodePool,
+        DeleteObject
+    );
+    use identity::*;
+    reg!(EnsureFederatedCredentials, EnsureRoleAssignment);
+    use private_link::*;
+    reg!(
+        EnsureNatSubnet,
+        EnsurePrivateLinkService,
+        DeletePrivateLinkService,
+        EnsurePrivateEndpoint,
+        EnsureARecords,
+        PublishOidcDocuments,
+    );
+    Ok(())
+}

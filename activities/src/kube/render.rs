@@ -1,0 +1,571 @@
+//! HostedCluster and NodePool objects, rendered from typed inputs.
+//!
+//! The shape follows what HyperShift's own CLI renders (`hypershift create cluster azure`,
+//! its `zz_fixture_*` test outputs) with the fields a *self-managed* Azure cluster needs
+//! per the `hypershift.openshift.io/v1beta1` CRDs: workload identities
+//! (`azureAuthenticationConfigType: WorkloadIdentities`, one client id per component), an
+//! explicit `topology`, and for private topologies `private.type: PrivateLink` with the
+//! NAT subnet. The tests validate both renderings against the real CRD schemas.
+//!
+//! Where DOMAIN.md and the CRD disagree, the CRD wins:
+//! - the workload identity fields are camelCase component names
+//!   ([`WORKLOAD_IDENTITY_FIELDS`]: `node-pool-mgmt` is `nodePoolManagement`, ...), each
+//!   `{clientID}`, under `azureAuthenticationConfig.workloadIdentities`, next to
+//!   `azureAuthenticationConfigType: WorkloadIdentities` (required);
+//! - `private` needs `type: PrivateLink` beside `privateLink.natSubnetID`, and must be
+//!   absent for topology `Public`;
+//! - `privateLink` needs at least one property, so a private topology needs a NAT subnet
+//!   or extra allowed subscriptions ([`HostedClusterInput::validate`]).
+//!
+//! Rendering is infallible (the steps journal the input, not the object); call
+//! [`HostedClusterInput::validate`] / [`NodePoolInput::validate`] to catch the CEL rules
+//! the API server would enforce (and which schema validation alone does not) before
+//! applying.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// API version of HostedCluster and NodePool.
+pub const HYPERSHIFT_API_VERSION: &str = "hypershift.openshift.io/v1beta1";
+
+/// Key of the pull secret in its Secret (`kubernetes.io/dockerconfigjson` layout).
+pub const PULL_SECRET_KEY: &str = ".dockerconfigjson";
+/// Key of the SSH public key in its Secret.
+pub const SSH_KEY_KEY: &str = "id_rsa.pub";
+/// Key of the 32-byte etcd encryption key in its Secret (aescbc).
+pub const ETCD_KEY_KEY: &str = "key";
+/// Key of the service-account signing key (PKCS#1 PEM) in its Secret
+/// (HyperShift's `ServiceAccountSigningKeySecretKey`).
+pub const SA_SIGNING_KEY_KEY: &str = "key";
+/// Label HyperShift's CLI puts on the Secrets it creates for a cluster.
+pub const SAFE_TO_DELETE_LABEL: &str = "hypershift.openshift.io/safe-to-delete-with-cluster";
+
+/// DOMAIN.md §4 component → CRD field under `workloadIdentities`.
+pub const WORKLOAD_IDENTITY_FIELDS: [(&str, &str); 8] = [
+    ("disk", "disk"),
+    ("file", "file"),
+    ("image-registry", "imageRegistry"),
+    ("ingress", "ingress"),
+    ("cloud-provider", "cloudProvider"),
+    ("node-pool-mgmt", "nodePoolManagement"),
+    ("network", "network"),
+    ("control-plane-operator", "controlPlaneOperator"),
+];
+
+/// Values of `spec.platform.azure.cloud` the CRD accepts.
+pub const AZURE_CLOUDS: [&str; 6] = [
+    "AzurePublicCloud",
+    "AzureUSGovernmentCloud",
+    "AzureChinaCloud",
+    "AzureGermanCloud",
+    "AzureBleuCloud",
+    "AzureStackCloud",
+];
+
+/// Default worker VM size (DOMAIN.md §4).
+pub const DEFAULT_VM_SIZE: &str = "Standard_D4s_v5";
+
+/// API server endpoint topology (`spec.platform.azure.topology`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Topology {
+    /// Public endpoint only.
+    Public,
+    /// Public and private (Private Link) endpoints.
+    PublicAndPrivate,
+    /// Private (Private Link) endpoint only.
+    Private,
+}
+
+impl Topology {
+    /// The CRD value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::Public => "Public",
+            Topology::PublicAndPrivate => "PublicAndPrivate",
+            Topology::Private => "Private",
+        }
+    }
+
+    /// Whether a private endpoint is part of it.
+    pub fn is_private(self) -> bool {
+        !matches!(self, Topology::Public)
+    }
+}
+
+/// A problem with a rendering input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// A component of DOMAIN.md §4 has no client id.
+    #[error("no workload identity client id for component {0:?}")]
+    MissingWorkloadIdentity(String),
+    /// A client id key is not one of the 8 components.
+    #[error(
+        "unknown workload identity component {0:?} (expected one of disk, file, image-registry, ingress, cloud-provider, node-pool-mgmt, network, control-plane-operator)"
+    )]
+    UnknownComponent(String),
+    /// A field breaks a rule the CRD (or its CEL validations) enforces.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Input field name.
+        field: &'static str,
+        /// The rule.
+        message: String,
+    },
+}
+
+impl From<RenderError> for hcp_runtime::StepError {
+    fn from(e: RenderError) -> Self {
+        hcp_runtime::StepError::permanent(hcp_runtime::error::kind::VALIDATION, e.to_string())
+    }
+}
+
+/// Everything a HostedCluster is rendered from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostedClusterInput {
+    /// Cluster name (`metadata.name`).
+    pub name: String,
+    /// Namespace of the HostedCluster (e.g. `clusters`).
+    pub namespace: String,
+    /// Infra id (`spec.infraID`).
+    pub infra_id: String,
+    /// OpenShift release image.
+    pub release_image: String,
+    /// Base domain (`spec.dns.baseDomain`).
+    pub base_domain: String,
+    /// Service-account issuer URL (`spec.issuerURL`).
+    pub issuer_url: String,
+    /// Azure region.
+    pub location: String,
+    /// Guest subscription.
+    pub subscription_id: String,
+    /// Entra tenant.
+    pub tenant_id: String,
+    /// Managed resource group *name* (`<name>-<infraID>`).
+    pub resource_group: String,
+    /// VNet ARM id.
+    pub vnet_id: String,
+    /// Worker subnet ARM id.
+    pub subnet_id: String,
+    /// NSG ARM id.
+    pub nsg_id: String,
+    /// Endpoint topology.
+    pub topology: Topology,
+    /// Azure cloud (`spec.platform.azure.cloud`: `AzurePublicCloud`,
+    /// `AzureUSGovernmentCloud`, `AzureChinaCloud`, ...); `None` leaves the CRD default
+    /// (`AzurePublicCloud`).
+    #[serde(default)]
+    pub cloud: Option<String>,
+    /// Run control-plane components highly available (`HighlyAvailable`); false renders
+    /// `SingleReplica` as HyperShift's CLI does. Immutable once the cluster exists.
+    #[serde(default)]
+    pub highly_available: bool,
+    /// DOMAIN.md §4 component (`disk`, `node-pool-mgmt`, ...) → identity client id.
+    #[serde(default)]
+    pub workload_identities: BTreeMap<String, String>,
+    /// NAT subnet of the Private Link Service (private topologies).
+    #[serde(default)]
+    pub nat_subnet_id: Option<String>,
+    /// Extra subscriptions allowed to connect private endpoints (private topologies).
+    #[serde(default)]
+    pub additional_allowed_subscriptions: Vec<String>,
+    /// Private DNS zone id for the cluster (`spec.dns.privateZoneID`), if any.
+    #[serde(default)]
+    pub private_zone_id: Option<String>,
+    /// Public DNS zone id (`spec.dns.publicZoneID`), if any.
+    #[serde(default)]
+    pub public_zone_id: Option<String>,
+    /// Secret holding the pull secret (key [`PULL_SECRET_KEY`]).
+    pub pull_secret_name: String,
+    /// Secret holding the SSH public key (key [`SSH_KEY_KEY`]), if any.
+    #[serde(default)]
+    pub ssh_key_secret_name: Option<String>,
+    /// Secret holding the etcd encryption key (key [`ETCD_KEY_KEY`]).
+    pub etcd_key_secret_name: String,
+    /// Secret holding the service-account signing key (key [`SA_SIGNING_KEY_KEY`]).
+    pub sa_signing_key_secret_name: String,
+    /// Labels (our ownership labels).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Worker image (`spec.platform.azure.image`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodePoolImage {
+    /// A managed image / gallery image version ARM id (`type: ImageID`).
+    ImageId(String),
+    /// An Azure Marketplace image (`type: AzureMarketplace`).
+    Marketplace {
+        /// Publisher (`^[a-z0-9][a-z0-9-_]{2,49}$`).
+        publisher: String,
+        /// Offer.
+        offer: String,
+        /// SKU (`^[a-z0-9-_]+$`).
+        sku: String,
+        /// Version (`x.y.z` or `latest`).
+        version: String,
+    },
+}
+
+/// Everything a NodePool is rendered from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePoolInput {
+    /// NodePool name.
+    pub name: String,
+    /// Namespace (the HostedCluster's).
+    pub namespace: String,
+    /// HostedCluster name (`spec.clusterName`).
+    pub cluster_name: String,
+    /// Node count.
+    pub replicas: i32,
+    /// OpenShift release image.
+    pub release_image: String,
+    /// VM size ([`DEFAULT_VM_SIZE`] when empty).
+    #[serde(default)]
+    pub vm_size: String,
+    /// Boot image.
+    pub image: NodePoolImage,
+    /// OS disk size (CRD: 16–32767).
+    pub os_disk_size_gib: i32,
+    /// Worker subnet ARM id.
+    pub subnet_id: String,
+    /// Availability zone `1`, `2` or `3`.
+    #[serde(default)]
+    pub availability_zone: Option<String>,
+    /// Labels (our ownership labels).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> RenderError {
+    RenderError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$` (infraID's CEL rule; also a DNS label).
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(ok)
+        && b.last().is_some_and(ok)
+        && b.iter().all(|c| ok(c) || *c == b'-')
+}
+
+/// 8-4-4-4-12 hexadecimal (the client id / subscription pattern).
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// `/subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Network/virtualNetworks/{v}/subnets/{n}`.
+fn is_subnet_id(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('/').collect();
+    parts.len() == 11
+        && parts[0].is_empty()
+        && parts[1] == "subscriptions"
+        && parts[3] == "resourceGroups"
+        && parts[5] == "providers"
+        && parts[6] == "Microsoft.Network"
+        && parts[7] == "virtualNetworks"
+        && parts[9] == "subnets"
+        && parts.iter().skip(1).all(|p| !p.is_empty())
+}
+
+impl HostedClusterInput {
+    /// Checks the rules the API server would enforce (schema patterns, CEL rules) so a
+    /// bad input fails before anything is applied.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn validate(&self) -> Result<(), RenderError> {
+        if !is_dns_label(&self.name) {
+            return Err(invalid("name", "must be a DNS label ([a-z0-9-], ≤ 63)"));
+        }
+        if !is_dns_label(&self.infra_id) {
+            return Err(invalid(
+                "infra_id",
+                "must match ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            ));
+        }
+        if self.release_image.is_empty() {
+            return Err(invalid("release_image", "must not be empty"));
+        }
+        if !(self.issuer_url.starts_with("https://") || self.issuer_url.starts_with("http://")) {
+            return Err(invalid("issuer_url", "must be a URL"));
+        }
+        if !is_subnet_id(&self.subnet_id) {
+            return Err(invalid("subnet_id", "must be a subnet ARM id"));
+        }
+        for (component, _) in WORKLOAD_IDENTITY_FIELDS {
+            match self.workload_identities.get(component) {
+                None => return Err(RenderError::MissingWorkloadIdentity(component.into())),
+                Some(id) if !is_uuid(id) => {
+                    return Err(invalid(
+                        "workload_identities",
+                        format!("client id of {component} is not a UUID: {id:?}"),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(unknown) = self
+            .workload_identities
+            .keys()
+            .find(|k| !WORKLOAD_IDENTITY_FIELDS.iter().any(|(c, _)| c == k))
+        {
+            return Err(RenderError::UnknownComponent(unknown.clone()));
+        }
+        if let Some(cloud) = &self.cloud
+            && !AZURE_CLOUDS.contains(&cloud.as_str())
+        {
+            return Err(invalid(
+                "cloud",
+                format!("{cloud:?} is not one of {}", AZURE_CLOUDS.join(", ")),
+            ));
+        }
+        if self.topology.is_private() {
+            if self.nat_subnet_id.is_none() && self.additional_allowed_subscriptions.is_empty() {
+                return Err(invalid(
+                    "nat_subnet_id",
+                    "a private topology needs the NAT subnet of the Private Link Service (privateLink must not be empty)",
+                ));
+            }
+            if let Some(nat) = &self.nat_subnet_id
+                && !is_subnet_id(nat)
+            {
+                return Err(invalid("nat_subnet_id", "must be a subnet ARM id"));
+            }
+            if let Some(bad) = self
+                .additional_allowed_subscriptions
+                .iter()
+                .find(|s| !is_uuid(s))
+            {
+                return Err(invalid(
+                    "additional_allowed_subscriptions",
+                    format!("{bad:?} is not a subscription UUID"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NodePoolInput {
+    /// Checks the rules the API server would enforce.
+    ///
+    /// # Errors
+    /// The first problem found.
+    pub fn validate(&self) -> Result<(), RenderError> {
+        if !is_dns_label(&self.name) {
+            return Err(invalid("name", "must be a DNS label ([a-z0-9-], ≤ 63)"));
+        }
+        if self.replicas < 0 {
+            return Err(invalid("replicas", "must be ≥ 0"));
+        }
+        if !(16..=32767).contains(&self.os_disk_size_gib) {
+            return Err(invalid("os_disk_size_gib", "must be 16–32767"));
+        }
+        if !is_subnet_id(&self.subnet_id) {
+            return Err(invalid("subnet_id", "must be a subnet ARM id"));
+        }
+        // The CRD checks the subscription segment of a NodePool subnet id is a UUID.
+        if self.subnet_id.split('/').nth(2).is_none_or(|s| !is_uuid(s)) {
+            return Err(invalid("subnet_id", "subscription segment must be a UUID"));
+        }
+        if let Some(z) = &self.availability_zone
+            && !["1", "2", "3"].contains(&z.as_str())
+        {
+            return Err(invalid("availability_zone", "must be 1, 2 or 3"));
+        }
+        if self.release_image.is_empty() || self.release_image.contains(char::is_whitespace) {
+            return Err(invalid(
+                "release_image",
+                "must be a non-empty image reference",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn metadata(name: &str, namespace: &str, labels: &BTreeMap<String, String>) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), json!(name));
+    m.insert("namespace".into(), json!(namespace));
+    if !labels.is_empty() {
+        m.insert("labels".into(), json!(labels));
+    }
+    Value::Object(m)
+}
+
+/// The HostedCluster for `input` (see the module docs for the shape and
+/// [`HostedClusterInput::validate`] for the rules it assumes).
+///
+/// Defaults follow HyperShift's CLI: `SingleReplica` controllers (unless
+/// `highly_available`), managed etcd on an 8 GiB
+/// volume, OVN-Kubernetes with the default cluster/service networks, aescbc secret
+/// encryption with the etcd key Secret, OLM catalogs on the management cluster, the
+/// APIServer published by a LoadBalancer (Public) or a Route through the private router
+/// (private topologies), and Ignition, Konnectivity and OAuthServer by Route.
+pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
+    let identities: Map<String, Value> = WORKLOAD_IDENTITY_FIELDS
+        .iter()
+        .filter_map(|(component, field)| {
+            input
+                .workload_identities
+                .get(*component)
+                .map(|id| (field.to_string(), json!({ "clientID": id })))
+        })
+        .collect();
+    let mut azure = json!({
+        "azureAuthenticationConfig": {
+            "azureAuthenticationConfigType": "WorkloadIdentities",
+            "workloadIdentities": identities,
+        },
+        "location": input.location,
+        "resourceGroup": input.resource_group,
+        "vnetID": input.vnet_id,
+        "subnetID": input.subnet_id,
+        "securityGroupID": input.nsg_id,
+        "subscriptionID": input.subscription_id,
+        "tenantID": input.tenant_id,
+        "topology": input.topology.as_str(),
+    });
+    if let Some(cloud) = &input.cloud {
+        azure["cloud"] = json!(cloud);
+    }
+    if input.topology.is_private() {
+        let mut private_link = Map::new();
+        if let Some(nat) = &input.nat_subnet_id {
+            private_link.insert("natSubnetID".into(), json!(nat));
+        }
+        if !input.additional_allowed_subscriptions.is_empty() {
+            private_link.insert(
+                "additionalAllowedSubscriptions".into(),
+                json!(input.additional_allowed_subscriptions),
+            );
+        }
+        azure["private"] = json!({"type": "PrivateLink", "privateLink": private_link});
+    }
+    let mut dns = json!({"baseDomain": input.base_domain});
+    if let Some(z) = &input.private_zone_id {
+        dns["privateZoneID"] = json!(z);
+    }
+    if let Some(z) = &input.public_zone_id {
+        dns["publicZoneID"] = json!(z);
+    }
+    let api_server = if input.topology.is_private() {
+        "Route"
+    } else {
+        "LoadBalancer"
+    };
+    let service = |name: &str, kind: &str| json!({"service": name, "servicePublishingStrategy": {"type": kind}});
+    let mut spec = json!({
+        "controllerAvailabilityPolicy": if input.highly_available { "HighlyAvailable" } else { "SingleReplica" },
+        "dns": dns,
+        "etcd": {
+            "managementType": "Managed",
+            "managed": {"storage": {"type": "PersistentVolume", "persistentVolume": {"size": "8Gi"}}},
+        },
+        "fips": false,
+        "infraID": input.infra_id,
+        "issuerURL": input.issuer_url,
+        "networking": {
+            "clusterNetwork": [{"cidr": "10.132.0.0/14"}],
+            "networkType": "OVNKubernetes",
+            "serviceNetwork": [{"cidr": "172.31.0.0/16"}],
+        },
+        "olmCatalogPlacement": "management",
+        "platform": {"type": "Azure", "azure": azure},
+        "pullSecret": {"name": input.pull_secret_name},
+        "release": {"image": input.release_image},
+        "secretEncryption": {"type": "aescbc", "aescbc": {"activeKey": {"name": input.etcd_key_secret_name}}},
+        "serviceAccountSigningKey": {"name": input.sa_signing_key_secret_name},
+        "services": [
+            service("APIServer", api_server),
+            service("Ignition", "Route"),
+            service("Konnectivity", "Route"),
+            service("OAuthServer", "Route"),
+        ],
+    });
+    if let Some(ssh) = &input.ssh_key_secret_name {
+        spec["sshKey"] = json!({"name": ssh});
+    }
+    json!({
+        "apiVersion": HYPERSHIFT_API_VERSION,
+        "kind": "HostedCluster",
+        "metadata": metadata(&input.name, &input.namespace, &input.labels),
+        "spec": spec,
+    })
+}
+
+/// The NodePool for `input`: amd64, `Replace` upgrades without auto-repair (as HyperShift's
+/// CLI renders), Premium_LRS OS disk.
+pub fn node_pool(input: &NodePoolInput) -> Value {
+    let image = match &input.image {
+        NodePoolImage::ImageId(id) => json!({"type": "ImageID", "imageID": id}),
+        NodePoolImage::Marketplace {
+            publisher,
+            offer,
+            sku,
+            version,
+        } => json!({
+            "type": "AzureMarketplace",
+            "azureMarketplace": {"publisher": publisher, "offer": offer, "sku": sku, "version": version},
+        }),
+    };
+    let vm_size = if input.vm_size.is_empty() {
+        DEFAULT_VM_SIZE
+    } else {
+        input.vm_size.as_str()
+    };
+    let mut azure = json!({
+        "vmSize": vm_size,
+        "image": image,
+        "osDisk": {"sizeGiB": input.os_disk_size_gib, "diskStorageAccountType": "Premium_LRS"},
+        "subnetID": input.subnet_id,
+    });
+    if let Some(z) = &input.availability_zone {
+        azure["availabilityZone"] = json!(z);
+    }
+    json!({
+        "apiVersion": HYPERSHIFT_API_VERSION,
+        "kind": "NodePool",
+        "metadata": metadata(&input.name, &input.namespace, &input.labels),
+        "spec": {
+            "arch": "amd64",
+            "clusterName": input.cluster_name,
+            "management": {"autoRepair": false, "upgradeType": "Replace"},
+            "platform": {"type": "Azure", "azure": azure},
+            "release": {"image": input.release_image},
+            "replicas": input.replicas,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers() {
+        assert!(is_dns_label("demo-x1"));
+        assert!(!is_dns_label("-demo"));
+        assert!(!is_dns_label("Demo"));
+        assert!(is_uuid("00000000-0000-0000-0000-0000000000e1"));
+        assert!(!is_uuid("00000000-0000-0000-0000-0000000000e"));
+        assert!(is_subnet_id(
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/default"
+        ));
+        assert!(!is_subnet_id("/subscriptions/s/resourceGroups/rg"));
+    }
+}

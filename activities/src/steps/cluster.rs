@@ -1,0 +1,767 @@
+//! Management-cluster steps: the issuer key Secret, the control plane's Secrets, the
+//! HostedCluster, the private-router wait, availability, and NodePools.
+//!
+//! Objects are written by server-side apply (field manager `hcp-workflow`) and labelled
+//! with our ownership; undos delete only objects this run created, and wait for the
+//! HyperShift finalizers durably (each look is one engine attempt, not a sleep loop).
+
+use super::arm::{ResourceOutput, azure_retry, azure_undo_retry};
+use super::env::{Clients, MgmtEnv, Owner, TAG_CLUSTER, TAG_INFRA_ID, TAG_RUN};
+use crate::kube::mgmt::{DeleteProgress, Kind, Mgmt};
+use crate::kube::render::{self, HostedClusterInput, NodePoolInput};
+use crate::oidc::IssuerKey;
+use crate::secret::Secret;
+use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
+use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError, UndoOutcome};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a wait on the management cluster looks again.
+const POLL: Duration = Duration::from_secs(5);
+
+fn labels(owner: &Owner, ctx: &StepContext) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (TAG_CLUSTER.to_string(), owner.cluster.clone()),
+        (TAG_INFRA_ID.to_string(), owner.infra_id.clone()),
+        (TAG_RUN.to_string(), ctx.run_id().to_string()),
+    ])
+}
+
+fn k8s_record(
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    action: LedgerAction,
+    persistent: bool,
+) -> LedgerRecord {
+    LedgerRecord {
+        kind: "kubernetes".into(),
+        resource_type: kind.type_name().into(),
+        id: if ns.is_empty() {
+            name.to_string()
+        } else {
+            format!("{ns}/{name}")
+        },
+        action,
+        persistent,
+        note: None,
+    }
+}
+
+/// Whether the object exists and this run created it (label `hcp-workflow.io/run`).
+async fn created_by_run(
+    m: &Mgmt,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    owner: &Owner,
+    ctx: &StepContext,
+) -> Result<Option<bool>, StepError> {
+    let Some(l) = m.labels(kind, ns, name).await? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        l.get(TAG_CLUSTER) == Some(&owner.cluster)
+            && l.get(TAG_INFRA_ID) == Some(&owner.infra_id)
+            && l.get(TAG_RUN)
+                .is_some_and(|r| *r == ctx.run_id().to_string()),
+    ))
+}
+
+/// Delete `kind ns/name` if this run created it; wait for it to be gone.
+async fn undo_object(
+    m: &Mgmt,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    owner: &Owner,
+    ctx: &StepContext,
+) -> Result<UndoOutcome, StepError> {
+    match created_by_run(m, kind, ns, name, owner, ctx).await? {
+        None | Some(false) => Ok(UndoOutcome::Done),
+        Some(true) => match m.delete(kind, ns, name).await? {
+            DeleteProgress::Gone => Ok(UndoOutcome::Done),
+            DeleteProgress::Deleting { finalizers } => Ok(ctx.undo_wait(
+                POLL,
+                format!(
+                    "waiting for {} {ns}/{name} to be deleted (finalizers: {})",
+                    kind.type_name(),
+                    finalizers.join(", ")
+                ),
+            )),
+        },
+    }
+}
+
+fn kube_retry() -> RetryPolicy {
+    azure_retry()
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.issuer-key.ensure`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IssuerKeyInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace of the HostedCluster (e.g. `clusters`).
+    pub namespace: String,
+    /// Secret name (`<name>-sa-token-issuer-key`).
+    pub secret: String,
+}
+
+/// Public half of the issuer key (safe to journal).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IssuerKeyOutput {
+    /// Key id.
+    pub kid: String,
+    /// JWKS document.
+    pub jwks: serde_json::Value,
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+/// `k8s.issuer-key.ensure`: RSA-4096 service-account signing key, generated once and kept
+/// only in a Secret on the management cluster (never in the journal); an existing Secret
+/// is reused, never regenerated.
+#[derive(Clone, Debug)]
+pub struct EnsureIssuerKey(pub Arc<Clients>);
+
+const KEY_FIELD: &str = "key";
+
+impl Action for EnsureIssuerKey {
+    const NAME: &'static str = "k8s.issuer-key.ensure";
+    type Input = IssuerKeyInput;
+    type Output = IssuerKeyOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        kube_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: IssuerKeyInput,
+    ) -> Result<Outcome<IssuerKeyOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        m.apply_namespace(&input.namespace, &BTreeMap::new())
+            .await?;
+        let existing = m
+            .get_secret_data(&input.namespace, &input.secret, KEY_FIELD)
+            .await?;
+        let key = match existing {
+            Some(pem) => {
+                let pem = String::from_utf8(pem.expose().clone()).map_err(|_| {
+                    StepError::permanent(
+                        "validation",
+                        format!(
+                            "Secret {}/{} holds a key that is not UTF-8 PEM",
+                            input.namespace, input.secret
+                        ),
+                    )
+                })?;
+                IssuerKey::from_private_pem(&pem).map_err(|e| {
+                    StepError::permanent("validation", format!("issuer key Secret: {e}"))
+                })?
+            }
+            None => {
+                // RSA-4096 generation takes a second or two: keep it off the async workers.
+                let key = tokio::task::spawn_blocking(crate::oidc::generate)
+                    .await
+                    .map_err(|e| {
+                        StepError::retryable("internal", format!("key generation task: {e}"))
+                    })?
+                    .map_err(|e| {
+                        StepError::permanent("internal", format!("key generation: {e}"))
+                    })?;
+                let data = BTreeMap::from([(
+                    KEY_FIELD.to_string(),
+                    Secret::new(key.private_pem.expose().as_bytes().to_vec()),
+                )]);
+                m.apply_secret(
+                    &input.namespace,
+                    &input.secret,
+                    data,
+                    &labels(&input.owner, ctx),
+                )
+                .await?;
+                key
+            }
+        };
+        let created = created_by_run(
+            &m,
+            Kind::Secret,
+            &input.namespace,
+            &input.secret,
+            &input.owner,
+            ctx,
+        )
+        .await?
+        .unwrap_or(false);
+        Ok(Outcome::Done(IssuerKeyOutput {
+            kid: crate::oidc::kid(&key.public_der),
+            jwks: crate::oidc::jwks(&key),
+            ledger: vec![k8s_record(
+                Kind::Secret,
+                &input.namespace,
+                &input.secret,
+                if created {
+                    LedgerAction::Created
+                } else {
+                    LedgerAction::Adopted
+                },
+                true,
+            )],
+        }))
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: IssuerKeyInput,
+        _output: Option<IssuerKeyOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        undo_object(
+            &m,
+            Kind::Secret,
+            &input.namespace,
+            &input.secret,
+            &input.owner,
+            ctx,
+        )
+        .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.cluster-secrets.ensure`: file paths only, read at run time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SecretsInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace.
+    pub namespace: String,
+    /// Path of the pull secret file (on the worker's machine).
+    pub pull_secret_file: PathBuf,
+    /// Path of the SSH public key file.
+    pub ssh_key_file: PathBuf,
+    /// Secret names.
+    pub pull_secret: String,
+    /// SSH key Secret name.
+    pub ssh_key: String,
+    /// etcd encryption key Secret name.
+    pub etcd_key: String,
+}
+
+/// Output: which Secrets.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SecretsOutput {
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+/// `k8s.cluster-secrets.ensure`: pull secret, SSH key and a 32-byte etcd encryption key
+/// (generated once; an existing one is kept).
+#[derive(Clone, Debug)]
+pub struct EnsureClusterSecrets(pub Arc<Clients>);
+
+fn read_file(path: &PathBuf, what: &str) -> Result<Secret<Vec<u8>>, StepError> {
+    std::fs::read(path).map(Secret::new).map_err(|e| {
+        StepError::permanent(
+            "validation",
+            format!("cannot read the {what} file {}: {e}", path.display()),
+        )
+        .with_code("FileUnreadable")
+    })
+}
+
+impl Action for EnsureClusterSecrets {
+    const NAME: &'static str = "k8s.cluster-secrets.ensure";
+    type Input = SecretsInput;
+    type Output = SecretsOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        kube_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: SecretsInput,
+    ) -> Result<Outcome<SecretsOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let l = labels(&input.owner, ctx);
+        let ns = &input.namespace;
+        m.apply_namespace(ns, &BTreeMap::new()).await?;
+        let pull = read_file(&input.pull_secret_file, "pull secret")?;
+        m.apply_secret(
+            ns,
+            &input.pull_secret,
+            BTreeMap::from([(".dockerconfigjson".to_string(), pull)]),
+            &l,
+        )
+        .await?;
+        let ssh = read_file(&input.ssh_key_file, "SSH public key")?;
+        m.apply_secret(
+            ns,
+            &input.ssh_key,
+            BTreeMap::from([("id_rsa.pub".to_string(), ssh)]),
+            &l,
+        )
+        .await?;
+        if m.get_secret_data(ns, &input.etcd_key, "key")
+            .await?
+            .is_none()
+        {
+            let mut bytes = vec![0u8; 32];
+            aws_lc_rs::rand::fill(&mut bytes)
+                .map_err(|_| StepError::permanent("internal", "no system randomness"))?;
+            m.apply_secret(
+                ns,
+                &input.etcd_key,
+                BTreeMap::from([("key".to_string(), Secret::new(bytes))]),
+                &l,
+            )
+            .await?;
+        }
+        let mut ledger = Vec::new();
+        for name in [&input.pull_secret, &input.ssh_key, &input.etcd_key] {
+            let created = created_by_run(&m, Kind::Secret, ns, name, &input.owner, ctx)
+                .await?
+                .unwrap_or(false);
+            ledger.push(k8s_record(
+                Kind::Secret,
+                ns,
+                name,
+                if created {
+                    LedgerAction::Created
+                } else {
+                    LedgerAction::Adopted
+                },
+                false,
+            ));
+        }
+        Ok(Outcome::Done(SecretsOutput { ledger }))
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: SecretsInput,
+        _output: Option<SecretsOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        for name in [&input.pull_secret, &input.ssh_key, &input.etcd_key] {
+            if let UndoOutcome::Wait { until, reason } =
+                undo_object(&m, Kind::Secret, &input.namespace, name, &input.owner, ctx).await?
+            {
+                return Ok(UndoOutcome::Wait { until, reason });
+            }
+        }
+        Ok(UndoOutcome::Done)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// A workload identity's client id: given (bring-your-own identities) or from the node
+/// that created the identity.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ClientId {
+    /// Output of an identity node.
+    Identity(Ref<ResourceOutput>),
+    /// A literal client id.
+    Literal(String),
+}
+
+/// Input of `k8s.hosted-cluster.apply`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostedClusterNodeInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Rendering input; `workload_identities` is filled at run time from `client_ids`.
+    pub spec: HostedClusterInput,
+    /// Component → client id source.
+    pub client_ids: BTreeMap<String, ClientId>,
+    /// Wait for the `private-router` Service's internal load balancer IP (private topologies).
+    pub wait_router: bool,
+}
+
+/// Output: the HostedCluster and, for private topologies, the router IP.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostedClusterOutput {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Internal load balancer IP of the private router.
+    pub router_ip: Option<String>,
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+/// `k8s.hosted-cluster.apply`: server-side apply the HostedCluster, then (private
+/// topologies) wait for its `private-router` Service to get an internal LB IP. The undo
+/// deletes it and waits for HyperShift's finalizer (which tears the control plane down).
+#[derive(Clone, Debug)]
+pub struct ApplyHostedCluster(pub Arc<Clients>);
+
+impl Action for ApplyHostedCluster {
+    const NAME: &'static str = "k8s.hosted-cluster.apply";
+    type Input = HostedClusterNodeInput;
+    type Output = HostedClusterOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        kube_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: HostedClusterNodeInput,
+    ) -> Result<Outcome<HostedClusterOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let mut spec = input.spec.clone();
+        for (component, src) in &input.client_ids {
+            let id = match src {
+                ClientId::Literal(s) => s.clone(),
+                ClientId::Identity(r) => ctx
+                    .output(r)?
+                    .prop("clientId")
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            spec.workload_identities.insert(component.clone(), id);
+        }
+        spec.labels = labels(&input.owner, ctx);
+        let (ns, name) = (spec.namespace.clone(), spec.name.clone());
+        // Apply only once: re-applying with a newer run label would take the object over.
+        if m.labels(Kind::HostedCluster, &ns, &name).await?.is_none() {
+            m.apply_hosted_cluster(&ns, &render::hosted_cluster(&spec))
+                .await?;
+        }
+        let created = created_by_run(&m, Kind::HostedCluster, &ns, &name, &input.owner, ctx)
+            .await?
+            .unwrap_or(false);
+        let mut router_ip = None;
+        if input.wait_router {
+            let hcp_ns = format!("{ns}-{name}");
+            match m.service_lb_ip(&hcp_ns, "private-router").await? {
+                Some(ip) => router_ip = Some(ip),
+                None => {
+                    return Ok(ctx.wait(
+                        POLL,
+                        format!(
+                            "waiting for Service {hcp_ns}/private-router to get its internal load balancer IP"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Outcome::Done(HostedClusterOutput {
+            ledger: vec![k8s_record(
+                Kind::HostedCluster,
+                &ns,
+                &name,
+                if created {
+                    LedgerAction::Created
+                } else {
+                    LedgerAction::Adopted
+                },
+                false,
+            )],
+            namespace: ns,
+            name,
+            router_ip,
+        }))
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: HostedClusterNodeInput,
+        _output: Option<HostedClusterOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        undo_object(
+            &m,
+            Kind::HostedCluster,
+            &input.spec.namespace,
+            &input.spec.name,
+            &input.owner,
+            ctx,
+        )
+        .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.condition.wait`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConditionInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Object kind.
+    pub kind: Kind,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Condition type, e.g. `Available`.
+    pub condition: String,
+}
+
+/// Output: when it became true (the condition's own time).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConditionOutput {
+    /// `lastTransitionTime` of the condition.
+    pub since: Option<String>,
+}
+
+/// `k8s.condition.wait`: durable wait for `condition=True` (no undo: waiting changes
+/// nothing).
+#[derive(Clone, Debug)]
+pub struct WaitCondition(pub Arc<Clients>);
+
+impl Action for WaitCondition {
+    const NAME: &'static str = "k8s.condition.wait";
+    const HAS_UNDO: bool = false;
+    type Input = ConditionInput;
+    type Output = ConditionOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        kube_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: ConditionInput,
+    ) -> Result<Outcome<ConditionOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let c = m
+            .condition(input.kind, &input.namespace, &input.name, &input.condition)
+            .await?;
+        match c {
+            Some(c) if c.status == "True" => Ok(Outcome::Done(ConditionOutput {
+                since: c.last_transition_time,
+            })),
+            other => {
+                let now = other
+                    .map(|c| {
+                        format!(
+                            " (now {}: {} {})",
+                            c.status,
+                            c.reason.unwrap_or_default(),
+                            c.message.unwrap_or_default()
+                        )
+                    })
+                    .unwrap_or_default();
+                Ok(ctx.wait(
+                    POLL,
+                    format!(
+                        "waiting for {} {}/{} condition {}=True{now}",
+                        input.kind.type_name(),
+                        input.namespace,
+                        input.name,
+                        input.condition
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.node-pool.apply`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodePoolNodeInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Rendering input.
+    pub spec: NodePoolInput,
+}
+
+/// Output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodePoolOutput {
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+/// `k8s.node-pool.apply`: apply the NodePool and wait for `Ready=True`; the undo deletes
+/// it and waits until it is gone.
+#[derive(Clone, Debug)]
+pub struct ApplyNodePool(pub Arc<Clients>);
+
+impl Action for ApplyNodePool {
+    const NAME: &'static str = "k8s.node-pool.apply";
+    type Input = NodePoolNodeInput;
+    type Output = NodePoolOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        kube_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: NodePoolNodeInput,
+    ) -> Result<Outcome<NodePoolOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let mut spec = input.spec.clone();
+        spec.labels = labels(&input.owner, ctx);
+        let (ns, name) = (spec.namespace.clone(), spec.name.clone());
+        if m.labels(Kind::NodePool, &ns, &name).await?.is_none() {
+            m.apply_node_pool(&ns, &render::node_pool(&spec)).await?;
+        }
+        let ready = m.condition(Kind::NodePool, &ns, &name, "Ready").await?;
+        if ready.as_ref().is_none_or(|c| c.status != "True") {
+            return Ok(ctx.wait(POLL, format!("waiting for NodePool {ns}/{name} Ready=True")));
+        }
+        let created = created_by_run(&m, Kind::NodePool, &ns, &name, &input.owner, ctx)
+            .await?
+            .unwrap_or(false);
+        Ok(Outcome::Done(NodePoolOutput {
+            ledger: vec![k8s_record(
+                Kind::NodePool,
+                &ns,
+                &name,
+                if created {
+                    LedgerAction::Created
+                } else {
+                    LedgerAction::Adopted
+                },
+                false,
+            )],
+        }))
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: NodePoolNodeInput,
+        _output: Option<NodePoolOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        undo_object(
+            &m,
+            Kind::NodePool,
+            &input.spec.namespace,
+            &input.spec.name,
+            &input.owner,
+            ctx,
+        )
+        .await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.object.delete` (delete-cluster).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeleteObjectInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Kind.
+    pub kind: Kind,
+    /// Namespace.
+    pub namespace: String,
+    /// Names (deleted together; each only if ours).
+    pub names: Vec<String>,
+    /// Persistent (recorded as such).
+    #[serde(default)]
+    pub persistent: bool,
+}
+
+/// Output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeleteObjectOutput {
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+/// `k8s.object.delete`: delete objects carrying our cluster labels and wait until they are
+/// gone; missing is done; anything else is kept.
+#[derive(Clone, Debug)]
+pub struct DeleteObject(pub Arc<Clients>);
+
+impl Action for DeleteObject {
+    const NAME: &'static str = "k8s.object.delete";
+    const HAS_UNDO: bool = false;
+    type Input = DeleteObjectInput;
+    type Output = DeleteObjectOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: DeleteObjectInput,
+    ) -> Result<Outcome<DeleteObjectOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let mut ledger = Vec::new();
+        for name in &input.names {
+            let labels = m.labels(input.kind, &input.namespace, name).await?;
+            let action = match labels {
+                None => LedgerAction::Gone,
+                Some(l)
+                    if l.get(TAG_CLUSTER) == Some(&input.owner.cluster)
+                        && l.get(TAG_INFRA_ID) == Some(&input.owner.infra_id) =>
+                {
+                    match m.delete(input.kind, &input.namespace, name).await? {
+                        DeleteProgress::Gone => LedgerAction::Deleted,
+                        DeleteProgress::Deleting { finalizers } => {
+                            return Ok(ctx.wait(
+                                POLL,
+                                format!(
+                                    "waiting for {} {}/{name} to be deleted (finalizers: {})",
+                                    input.kind.type_name(),
+                                    input.namespace,
+                                    finalizers.join(", ")
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Some(_) => LedgerAction::Kept,
+            };
+            ledger.push(k8s_record(
+                input.kind,
+                &input.namespace,
+                name,
+                action,
+                input.persistent,
+            ));
+        }
+        Ok(Outcome::Done(DeleteObjectOutput { ledger }))
+    }
+}

@@ -1,0 +1,240 @@
+//! Federated credentials and role assignments: the identity steps whose input depends on
+//! an identity created earlier in the run (its resource id and `principalId`).
+
+use super::arm::{ResourceOutput, azure_retry, azure_undo_retry, record};
+use super::env::{AzureEnv, Clients, Owner};
+use crate::azure::durable::{self, Adopt, EnsureSpec, Progress};
+use crate::azure::models::API_MSI;
+use crate::azure::roles;
+use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
+use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError, UndoOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::Arc;
+
+/// One federated credential: its name and the service account subject.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Subject {
+    /// Credential name (`^[a-zA-Z0-9][a-zA-Z0-9-_]{2,119}$`).
+    pub name: String,
+    /// `system:serviceaccount:<ns>:<sa>`.
+    pub subject: String,
+}
+
+/// Input of `azure.federated-credentials.ensure`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FederatedInput {
+    /// Azure target.
+    pub azure: AzureEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// The identity (output of its ensure node).
+    pub identity: Ref<ResourceOutput>,
+    /// Issuer URL (deterministic, so identities may precede the OIDC stage).
+    pub issuer: String,
+    /// Credentials to write, one at a time.
+    pub subjects: Vec<Subject>,
+    /// Whether identities outlive the cluster.
+    #[serde(default)]
+    pub persistent: bool,
+}
+
+/// Output: the credentials' ids.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FederatedOutput {
+    /// Credential ids.
+    pub ids: Vec<String>,
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+const FIC_TYPE: &str =
+    "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials";
+
+/// `azure.federated-credentials.ensure`: all credentials of one identity, written
+/// sequentially — Azure refuses concurrent writes on one identity (409
+/// `ConcurrentFederatedIdentityCredentialsWritesForSingleManagedIdentity`, retried).
+#[derive(Clone, Debug)]
+pub struct EnsureFederatedCredentials(pub Arc<Clients>);
+
+impl Action for EnsureFederatedCredentials {
+    const NAME: &'static str = "azure.federated-credentials.ensure";
+    type Input = FederatedInput;
+    type Output = FederatedOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: FederatedInput,
+    ) -> Result<Outcome<FederatedOutput>, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let identity = ctx.output(&input.identity)?;
+        let mut ids = Vec::new();
+        let mut ledger = Vec::new();
+        for s in &input.subjects {
+            let id = format!("{}/federatedIdentityCredentials/{}", identity.id, s.name);
+            let spec = EnsureSpec {
+                id: id.clone(),
+                api: API_MSI.to_string(),
+                body: json!({"properties": {
+                    "issuer": input.issuer,
+                    "subject": s.subject,
+                    "audiences": ["openshift"],
+                }}),
+                adopt: Adopt::OursOnly,
+                tagged: false,
+                ownership: super::arm::ownership(&input.owner, ctx),
+            };
+            match durable::ensure(ctx, &arm, &spec).await? {
+                Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
+                Progress::Done(e) => {
+                    let action = if e.created {
+                        LedgerAction::Created
+                    } else {
+                        LedgerAction::Adopted
+                    };
+                    ledger.push(record(FIC_TYPE, &id, action, input.persistent, None));
+                    ids.push(id);
+                }
+            }
+        }
+        Ok(Outcome::Done(FederatedOutput { ids, ledger }))
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: FederatedInput,
+        _output: Option<FederatedOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let Ok(identity) = ctx.output(&input.identity) else {
+            return Ok(UndoOutcome::Done);
+        };
+        for s in &input.subjects {
+            let id = format!("{}/federatedIdentityCredentials/{}", identity.id, s.name);
+            if let Progress::Pending { after, reason } =
+                durable::delete(ctx, &arm, &id, API_MSI, None).await?
+            {
+                return Ok(ctx.undo_wait(after, reason));
+            }
+        }
+        Ok(UndoOutcome::Done)
+    }
+}
+
+/// Input of `azure.role-assignment.ensure`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RoleInput {
+    /// Azure target.
+    pub azure: AzureEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Component (for the deterministic name).
+    pub component: String,
+    /// Scope (a resource group id).
+    pub scope: String,
+    /// Role definition GUID.
+    pub role: String,
+    /// The identity (output of its ensure node): `principalId`.
+    pub identity: Ref<ResourceOutput>,
+}
+
+/// Output of a role assignment.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RoleOutput {
+    /// Assignment id.
+    pub id: String,
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+const RA_TYPE: &str = "Microsoft.Authorization/roleAssignments";
+
+/// `azure.role-assignment.ensure`: deterministic GUID name; `RoleAssignmentExists` is done;
+/// one with our name but another principal is stale and replaced; `PrincipalNotFound`
+/// (identity replication delay) is retried within the node's policy.
+#[derive(Clone, Debug)]
+pub struct EnsureRoleAssignment(pub Arc<Clients>);
+
+impl Action for EnsureRoleAssignment {
+    const NAME: &'static str = "azure.role-assignment.ensure";
+    type Input = RoleInput;
+    type Output = RoleOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        // PrincipalNotFound can last minutes after an identity is created.
+        azure_retry().with_max_attempts(20)
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: RoleInput,
+    ) -> Result<Outcome<RoleOutput>, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let identity = ctx.output(&input.identity)?;
+        let principal = identity.prop("principalId").unwrap_or_default().to_string();
+        let spec = role_spec(&input, &principal);
+        match roles::ensure(ctx, &arm, &spec).await? {
+            Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
+            Progress::Done(e) => Ok(Outcome::Done(RoleOutput {
+                ledger: vec![record(
+                    RA_TYPE,
+                    &e.id,
+                    if e.created {
+                        LedgerAction::Created
+                    } else {
+                        LedgerAction::Adopted
+                    },
+                    false,
+                    None,
+                )],
+                id: e.id,
+            })),
+        }
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: RoleInput,
+        _output: Option<RoleOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let Ok(identity) = ctx.output(&input.identity) else {
+            return Ok(UndoOutcome::Done);
+        };
+        let principal = identity.prop("principalId").unwrap_or_default().to_string();
+        let spec = role_spec(&input, &principal);
+        match roles::delete(ctx, &arm, &spec).await? {
+            Progress::Pending { after, reason } => Ok(ctx.undo_wait(after, reason)),
+            Progress::Done(_) => Ok(UndoOutcome::Done),
+        }
+    }
+}
+
+fn role_spec(input: &RoleInput, principal: &str) -> roles::RoleAssignmentSpec {
+    roles::RoleAssignmentSpec {
+        scope: input.scope.clone(),
+        name: crate::azure::names::role_assignment_name(
+            &input.owner.infra_id,
+            &input.component,
+            &input.scope,
+        ),
+        role_definition_id: roles::role_definition_id(&input.scope, &input.role),
+        principal_id: principal.to_string(),
+    }
+}

@@ -1,0 +1,443 @@
+//! Rendered HostedClusters and NodePools validate against HyperShift's real CRD schemas
+//! (`../shared/reference/hypershift`), keep the defaults HyperShift's CLI renders, and a
+//! deliberately broken object fails (so the validation has teeth).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use hcp_activities::kube::render::{
+    self, HostedClusterInput, NodePoolImage, NodePoolInput, RenderError, Topology,
+    WORKLOAD_IDENTITY_FIELDS,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const SUB: &str = "11111111-1111-1111-1111-111111111111";
+
+fn reference_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/reference/hypershift"
+    ));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipped: no ../shared");
+        None
+    }
+}
+
+/// Every YAML document of `file`.
+fn yaml_docs(file: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(file).unwrap();
+    serde_norway::Deserializer::from_str(&text)
+        .filter_map(|d| Value::deserialize(d).ok())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The `openAPIV3Schema` of the served version of the CRD in `file`, compiled as the
+/// simulator compiles it (Draft 4, no format checks).
+fn validator(file: &str) -> jsonschema::Validator {
+    let dir = reference_dir().unwrap();
+    let crd = yaml_docs(&dir.join(file)).remove(0);
+    let versions = crd.pointer("/spec/versions").unwrap().as_array().unwrap();
+    let served: Vec<&Value> = versions
+        .iter()
+        .filter(|v| v["served"] == json!(true) && v["name"] == "v1beta1")
+        .collect();
+    assert_eq!(served.len(), 1, "one served v1beta1 version in {file}");
+    let schema = served[0].pointer("/schema/openAPIV3Schema").unwrap();
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .should_validate_formats(false)
+        .build(schema)
+        .unwrap()
+}
+
+fn errors(v: &jsonschema::Validator, obj: &Value) -> Vec<String> {
+    v.iter_errors(obj)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("hcp-workflow.io/cluster".to_string(), "demo".to_string()),
+        (
+            "hcp-workflow.io/infra-id".to_string(),
+            "demo-x1y2z".to_string(),
+        ),
+        (
+            "hcp-workflow.io/run".to_string(),
+            "0b6a4b0e-0000-4000-8000-000000000001".to_string(),
+        ),
+    ])
+}
+
+fn subnet(rg: &str, vnet: &str, name: &str) -> String {
+    format!(
+        "/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Network/virtualNetworks/{vnet}/subnets/{name}"
+    )
+}
+
+pub fn hc_input(topology: Topology) -> HostedClusterInput {
+    let workload_identities = WORKLOAD_IDENTITY_FIELDS
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _))| (c.to_string(), format!("00000000-0000-4000-8000-{i:012}")))
+        .collect();
+    HostedClusterInput {
+        name: "demo".into(),
+        namespace: "clusters".into(),
+        infra_id: "demo-x1y2z".into(),
+        release_image: "quay.io/openshift-release-dev/ocp-release:4.19.0-x86_64".into(),
+        base_domain: "example.com".into(),
+        issuer_url: "https://demooidc.blob.core.windows.net/oidc".into(),
+        location: "eastus".into(),
+        subscription_id: SUB.into(),
+        tenant_id: "22222222-2222-2222-2222-222222222222".into(),
+        resource_group: "demo-demo-x1y2z".into(),
+        vnet_id: format!(
+            "/subscriptions/{SUB}/resourceGroups/demo-vnet-demo-x1y2z/providers/Microsoft.Network/virtualNetworks/demo-demo-x1y2z"
+        ),
+        subnet_id: subnet("demo-vnet-demo-x1y2z", "demo-demo-x1y2z", "default"),
+        nsg_id: format!(
+            "/subscriptions/{SUB}/resourceGroups/demo-nsg-demo-x1y2z/providers/Microsoft.Network/networkSecurityGroups/demo-demo-x1y2z-nsg"
+        ),
+        topology,
+        cloud: None,
+        highly_available: false,
+        workload_identities,
+        nat_subnet_id: topology
+            .is_private()
+            .then(|| subnet("hcp-management", "management-vnet", "demo-x1y2z-pls-nat")),
+        additional_allowed_subscriptions: if topology.is_private() {
+            vec!["33333333-3333-3333-3333-333333333333".into()]
+        } else {
+            vec![]
+        },
+        private_zone_id: None,
+        public_zone_id: None,
+        pull_secret_name: "demo-pull-secret".into(),
+        ssh_key_secret_name: Some("demo-ssh-key".into()),
+        etcd_key_secret_name: "demo-etcd-encryption-key".into(),
+        sa_signing_key_secret_name: "demo-sa-token-issuer-key".into(),
+        labels: labels(),
+    }
+}
+
+fn np_input(image: NodePoolImage, zone: Option<&str>) -> NodePoolInput {
+    NodePoolInput {
+        name: "workers".into(),
+        namespace: "clusters".into(),
+        cluster_name: "demo".into(),
+        replicas: 2,
+        release_image: "quay.io/openshift-release-dev/ocp-release:4.19.0-x86_64".into(),
+        vm_size: String::new(),
+        image,
+        os_disk_size_gib: 128,
+        subnet_id: subnet("demo-vnet-demo-x1y2z", "demo-demo-x1y2z", "default"),
+        availability_zone: zone.map(str::to_string),
+        labels: labels(),
+    }
+}
+
+#[test]
+fn hosted_clusters_validate_against_the_crd() {
+    if reference_dir().is_none() {
+        return;
+    }
+    let v = validator("hostedclusters-Hypershift-Default.crd.yaml");
+    let mut sovereign = hc_input(Topology::Public);
+    sovereign.cloud = Some("AzureUSGovernmentCloud".into());
+    sovereign.highly_available = true;
+    sovereign.validate().unwrap();
+    let obj = render::hosted_cluster(&sovereign);
+    assert!(errors(&v, &obj).is_empty(), "{:#?}", errors(&v, &obj));
+    assert_eq!(
+        obj["spec"]["platform"]["azure"]["cloud"],
+        "AzureUSGovernmentCloud"
+    );
+    assert_eq!(
+        obj["spec"]["controllerAvailabilityPolicy"],
+        "HighlyAvailable"
+    );
+    for topology in [
+        Topology::Private,
+        Topology::Public,
+        Topology::PublicAndPrivate,
+    ] {
+        let input = hc_input(topology);
+        input.validate().unwrap();
+        let obj = render::hosted_cluster(&input);
+        let errs = errors(&v, &obj);
+        assert!(errs.is_empty(), "{topology:?}: {errs:#?}");
+        let azure = &obj["spec"]["platform"]["azure"];
+        assert_eq!(azure["topology"], topology.as_str());
+        assert_eq!(
+            azure["azureAuthenticationConfig"]["azureAuthenticationConfigType"],
+            "WorkloadIdentities"
+        );
+        let wi = azure["azureAuthenticationConfig"]["workloadIdentities"]
+            .as_object()
+            .unwrap();
+        assert_eq!(wi.len(), 8);
+        assert_eq!(
+            wi["nodePoolManagement"]["clientID"],
+            "00000000-0000-4000-8000-000000000005"
+        );
+        assert_eq!(
+            wi["controlPlaneOperator"]["clientID"],
+            "00000000-0000-4000-8000-000000000007"
+        );
+        assert_eq!(obj["spec"]["issuerURL"], input.issuer_url);
+        assert_eq!(
+            obj["spec"]["serviceAccountSigningKey"]["name"],
+            "demo-sa-token-issuer-key"
+        );
+        assert_eq!(obj["metadata"]["labels"]["hcp-workflow.io/cluster"], "demo");
+        if topology.is_private() {
+            assert_eq!(azure["private"]["type"], "PrivateLink");
+            assert_eq!(
+                azure["private"]["privateLink"]["natSubnetID"],
+                input.nat_subnet_id.clone().unwrap().as_str()
+            );
+        } else {
+            assert!(azure.get("private").is_none());
+        }
+    }
+}
+
+#[test]
+fn node_pools_validate_against_the_crd() {
+    if reference_dir().is_none() {
+        return;
+    }
+    let v = validator("nodepools-Default.crd.yaml");
+    let images = [
+        (
+            NodePoolImage::ImageId(format!(
+                "/subscriptions/{SUB}/resourceGroups/rg/providers/Microsoft.Compute/images/rhcos"
+            )),
+            None,
+        ),
+        (
+            NodePoolImage::Marketplace {
+                publisher: "azureopenshift".into(),
+                offer: "aro4".into(),
+                sku: "aro_419".into(),
+                version: "419.6.20250523".into(),
+            },
+            Some("2"),
+        ),
+    ];
+    for (image, zone) in images {
+        let input = np_input(image, zone);
+        input.validate().unwrap();
+        let obj = render::node_pool(&input);
+        let errs = errors(&v, &obj);
+        assert!(errs.is_empty(), "{errs:#?}");
+        assert_eq!(
+            obj["spec"]["platform"]["azure"]["vmSize"],
+            "Standard_D4s_v5"
+        );
+        assert_eq!(obj["spec"]["replicas"], 2);
+        assert_eq!(obj["spec"]["clusterName"], "demo");
+        assert_eq!(
+            obj["spec"]["platform"]["azure"].get("availabilityZone"),
+            zone.map(|z| json!(z)).as_ref()
+        );
+    }
+}
+
+/// A way to break a rendered object.
+type Breakage = fn(&mut Value);
+
+#[test]
+fn broken_objects_fail_validation() {
+    if reference_dir().is_none() {
+        return;
+    }
+    let hc = validator("hostedclusters-Hypershift-Default.crd.yaml");
+    let good = render::hosted_cluster(&hc_input(Topology::Private));
+    let breakages: Vec<(&str, Breakage)> = vec![
+        ("missing release", |o| {
+            o["spec"].as_object_mut().unwrap().remove("release");
+        }),
+        ("unknown topology", |o| {
+            o["spec"]["platform"]["azure"]["topology"] = json!("Internal");
+        }),
+        ("client id not a UUID", |o| {
+            o["spec"]["platform"]["azure"]["azureAuthenticationConfig"]["workloadIdentities"]["disk"]
+                ["clientID"] = json!("not-a-uuid");
+        }),
+        ("missing a required workload identity", |o| {
+            o["spec"]["platform"]["azure"]["azureAuthenticationConfig"]["workloadIdentities"]
+                .as_object_mut()
+                .unwrap()
+                .remove("nodePoolManagement");
+        }),
+        ("private link type unknown", |o| {
+            o["spec"]["platform"]["azure"]["private"]["type"] = json!("VPN");
+        }),
+        ("empty privateLink", |o| {
+            o["spec"]["platform"]["azure"]["private"]["privateLink"] = json!({});
+        }),
+    ];
+    for (what, breakage) in breakages {
+        let mut bad = good.clone();
+        breakage(&mut bad);
+        assert!(
+            !errors(&hc, &bad).is_empty(),
+            "{what} should fail validation"
+        );
+    }
+    let np = validator("nodepools-Default.crd.yaml");
+    let mut bad = render::node_pool(&np_input(NodePoolImage::ImageId("id".into()), None));
+    bad["spec"]["platform"]["azure"]["osDisk"]["sizeGiB"] = json!(8);
+    assert!(
+        !errors(&np, &bad).is_empty(),
+        "an 8 GiB disk is below the minimum"
+    );
+    let mut bad = render::node_pool(&np_input(NodePoolImage::ImageId("id".into()), None));
+    bad["spec"]["platform"]["azure"]["vmSize"] = json!("not a size");
+    assert!(!errors(&np, &bad).is_empty(), "vmSize has a pattern");
+}
+
+/// The defaults HyperShift's CLI renders (its `zz_fixture_*` outputs) are ours too.
+#[test]
+fn defaults_match_hypershift_cli_fixtures() {
+    let Some(dir) = reference_dir() else {
+        return;
+    };
+    let find = |fixture: &str, kind: &str| -> Value {
+        yaml_docs(&dir.join(fixture))
+            .into_iter()
+            .find(|d| d["kind"] == kind)
+            .unwrap()
+    };
+    let private = "zz_fixture_TestCreateCluster_When_endpoint_access_is_Private_with_private_flags__it_should_configure_private_endpoint_access.yaml";
+    let public = "zz_fixture_TestCreateCluster_When_minimal_flags_are_provided__it_should_render_successfully.yaml";
+    for (fixture, topology) in [(private, Topology::Private), (public, Topology::Public)] {
+        let theirs = find(fixture, "HostedCluster");
+        let ours = render::hosted_cluster(&hc_input(topology));
+        for path in [
+            "/apiVersion",
+            "/spec/controllerAvailabilityPolicy",
+            "/spec/etcd",
+            "/spec/fips",
+            "/spec/networking",
+            "/spec/olmCatalogPlacement",
+            "/spec/platform/type",
+            "/spec/secretEncryption/type",
+            "/spec/services",
+        ] {
+            assert_eq!(
+                ours.pointer(path),
+                theirs.pointer(path),
+                "{path} differs from {fixture}"
+            );
+        }
+        // Same shapes, our names.
+        assert_eq!(
+            theirs.pointer("/spec/platform/azure/private/type"),
+            ours.pointer("/spec/platform/azure/private/type")
+        );
+        assert_eq!(
+            ours["spec"]["secretEncryption"]["aescbc"]["activeKey"]["name"],
+            "demo-etcd-encryption-key"
+        );
+        let np_theirs = find(fixture, "NodePool");
+        let np_ours = render::node_pool(&np_input(
+            NodePoolImage::ImageId("fakeBootImageID".into()),
+            None,
+        ));
+        for path in [
+            "/apiVersion",
+            "/spec/arch",
+            "/spec/management",
+            "/spec/platform/type",
+            "/spec/platform/azure/vmSize",
+            "/spec/platform/azure/image",
+            "/spec/platform/azure/osDisk/diskStorageAccountType",
+        ] {
+            assert_eq!(
+                np_ours.pointer(path),
+                np_theirs.pointer(path),
+                "NodePool {path} differs from {fixture}"
+            );
+        }
+    }
+}
+
+/// Rules the schema cannot express (CEL) are caught before applying.
+#[test]
+fn validate_catches_cel_rules() {
+    let mut i = hc_input(Topology::Private);
+    i.nat_subnet_id = None;
+    i.additional_allowed_subscriptions.clear();
+    assert!(matches!(
+        i.validate(),
+        Err(RenderError::Invalid {
+            field: "nat_subnet_id",
+            ..
+        })
+    ));
+
+    let mut i = hc_input(Topology::Public);
+    i.workload_identities.remove("control-plane-operator");
+    assert_eq!(
+        i.validate(),
+        Err(RenderError::MissingWorkloadIdentity(
+            "control-plane-operator".into()
+        ))
+    );
+
+    let mut i = hc_input(Topology::Public);
+    i.workload_identities
+        .insert("kms".into(), "00000000-0000-4000-8000-000000000099".into());
+    assert_eq!(
+        i.validate(),
+        Err(RenderError::UnknownComponent("kms".into()))
+    );
+
+    let mut i = hc_input(Topology::Public);
+    i.cloud = Some("AzureMoonCloud".into());
+    assert!(matches!(
+        i.validate(),
+        Err(RenderError::Invalid { field: "cloud", .. })
+    ));
+
+    let mut i = hc_input(Topology::Public);
+    i.infra_id = "Demo_X".into();
+    assert!(matches!(
+        i.validate(),
+        Err(RenderError::Invalid {
+            field: "infra_id",
+            ..
+        })
+    ));
+
+    let mut n = np_input(NodePoolImage::ImageId("id".into()), Some("4"));
+    assert!(matches!(
+        n.validate(),
+        Err(RenderError::Invalid {
+            field: "availability_zone",
+            ..
+        })
+    ));
+    n.availability_zone = None;
+    n.subnet_id = "/subscriptions/not-a-uuid/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/s".into();
+    assert!(matches!(
+        n.validate(),
+        Err(RenderError::Invalid {
+            field: "subnet_id",
+            ..
+        })
+    ));
+
+    let step: hcp_runtime::StepError = RenderError::UnknownComponent("kms".into()).into();
+    assert!(!step.retryable);
+}

@@ -1,0 +1,201 @@
+//! `/metrics`: Prometheus text exposition computed from the journal at scrape time.
+//!
+//! The UI executes nothing, so it cannot count events as they happen; instead every figure
+//! is derived from the journal, which makes the numbers identical whichever UI process is
+//! scraped and correct across restarts. A run's contribution (step latencies, retries,
+//! undos) is cached by its `updated_at` and recomputed only when its journal changed, so a
+//! scrape costs one `list_runs` plus one load per changed run.
+//!
+//! Series (all prefixed `hcp_workflow_`): `runs{state}` (gauge), `stuck_runs` (gauge: runs
+//! waiting for an operator — a stuck undo or a parked run), `step_duration_seconds{phase}`
+//! (histogram of finished attempts), `step_retries_total{phase}`, `undos_total{outcome}`.
+
+use super::AppState;
+use crate::views::model;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hcp_runtime::{Event, RunId, RunState, Timestamp};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Latency buckets (seconds): from a fast API call to an hour-long control-plane rollout.
+const BUCKETS: [f64; 14] = [
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0,
+];
+
+/// One run's contribution.
+#[derive(Debug, Clone, Default)]
+struct RunFigures {
+    /// (phase, seconds) of finished attempts.
+    latencies: Vec<(&'static str, f64)>,
+    retries_action: u64,
+    retries_undo: u64,
+    /// outcome → count.
+    undos: HashMap<&'static str, u64>,
+}
+
+/// Per-run figures keyed by the run's last journal write.
+#[derive(Debug, Default)]
+pub struct Cache {
+    runs: Mutex<HashMap<RunId, (Timestamp, Arc<RunFigures>)>>,
+}
+
+fn figures(rec: &hcp_runtime::store::RunRecord) -> RunFigures {
+    let mut f = RunFigures::default();
+    let Ok(folded) = model::fold(rec) else {
+        return f;
+    };
+    for s in model::spans(&folded.events, rec.summary.updated_at) {
+        if s.kind == "attempt" && s.outcome != "running" && s.outcome != "skipped" {
+            let phase = if s.phase == "undo" { "undo" } else { "action" };
+            f.latencies
+                .push((phase, (s.end_ms - s.start_ms).max(0) as f64 / 1000.0));
+        }
+    }
+    for (_, ev) in &folded.events {
+        match ev {
+            Event::NodeRetryScheduled { .. } => f.retries_action += 1,
+            Event::UndoRetryScheduled { .. } => f.retries_undo += 1,
+            Event::NodeUndone { skipped: false, .. } => *f.undos.entry("undone").or_default() += 1,
+            Event::NodeUndone { skipped: true, .. } => *f.undos.entry("skipped").or_default() += 1,
+            Event::UndoFailed { .. } => *f.undos.entry("gave_up").or_default() += 1,
+            Event::UndoResolved { .. } => *f.undos.entry("resolved").or_default() += 1,
+            _ => {}
+        }
+    }
+    f
+}
+
+/// Render the exposition text.
+///
+/// # Errors
+/// Store errors.
+pub async fn render(st: &AppState) -> anyhow::Result<String> {
+    let runs = st
+        .store
+        .list_runs(&hcp_runtime::RunFilter::default())
+        .await?;
+    let mut by_state: HashMap<RunState, i64> = HashMap::new();
+    let mut stuck = 0i64;
+    let mut contributions = Vec::with_capacity(runs.len());
+    for s in &runs {
+        *by_state.entry(s.state).or_default() += 1;
+        if matches!(s.state, RunState::NeedsOperator | RunState::Failed) {
+            stuck += 1;
+        }
+        let cached = st.metrics.runs.lock().ok().and_then(|m| {
+            m.get(&s.id)
+                .filter(|(t, _)| *t == s.updated_at)
+                .map(|(_, f)| f.clone())
+        });
+        let fig = match cached {
+            Some(f) => f,
+            None => {
+                let Some(rec) = st.store.load_run(s.id).await? else {
+                    continue;
+                };
+                let f = Arc::new(figures(&rec));
+                if let Ok(mut m) = st.metrics.runs.lock() {
+                    m.insert(s.id, (s.updated_at, f.clone()));
+                }
+                f
+            }
+        };
+        contributions.push(fig);
+    }
+    if let Ok(mut m) = st.metrics.runs.lock() {
+        let live: std::collections::HashSet<RunId> = runs.iter().map(|s| s.id).collect();
+        m.retain(|id, _| live.contains(id));
+    }
+
+    let mut reg = Registry::with_prefix("hcp_workflow");
+    let runs_gauge = Family::<Vec<(String, String)>, Gauge>::default();
+    for state in RunState::ALL {
+        runs_gauge
+            .get_or_create(&vec![("state".into(), state.as_str().into())])
+            .set(by_state.get(&state).copied().unwrap_or(0));
+    }
+    reg.register("runs", "Runs by state", runs_gauge);
+    let stuck_gauge = Gauge::<i64>::default();
+    stuck_gauge.set(stuck);
+    reg.register(
+        "stuck_runs",
+        "Runs waiting for an operator (a stuck undo, or parked)",
+        stuck_gauge,
+    );
+    let latency = Family::<Vec<(String, String)>, Histogram>::new_with_constructor(
+        (|| Histogram::new(BUCKETS)) as fn() -> Histogram,
+    );
+    let retries = Family::<Vec<(String, String)>, Counter>::default();
+    let undos = Family::<Vec<(String, String)>, Counter>::default();
+    for phase in ["action", "undo"] {
+        let _ = latency.get_or_create(&vec![("phase".into(), phase.into())]);
+    }
+    for f in &contributions {
+        for (phase, secs) in &f.latencies {
+            latency
+                .get_or_create(&vec![("phase".into(), (*phase).into())])
+                .observe(*secs);
+        }
+        retries
+            .get_or_create(&vec![("phase".into(), "action".into())])
+            .inc_by(f.retries_action);
+        retries
+            .get_or_create(&vec![("phase".into(), "undo".into())])
+            .inc_by(f.retries_undo);
+        for (outcome, n) in &f.undos {
+            undos
+                .get_or_create(&vec![("outcome".into(), (*outcome).into())])
+                .inc_by(*n);
+        }
+    }
+    for outcome in ["undone", "skipped", "gave_up", "resolved"] {
+        let _ = undos.get_or_create(&vec![("outcome".into(), outcome.into())]);
+    }
+    for phase in ["action", "undo"] {
+        let _ = retries.get_or_create(&vec![("phase".into(), phase.into())]);
+    }
+    reg.register(
+        "step_duration_seconds",
+        "Duration of finished step attempts (action or undo), from the journal",
+        latency,
+    );
+    reg.register(
+        "step_retries",
+        "Failed attempts that were scheduled for a retry",
+        retries,
+    );
+    reg.register(
+        "undos",
+        "Undo outcomes (undone, skipped, gave_up, resolved)",
+        undos,
+    );
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg)?;
+    Ok(out)
+}
+
+/// `GET /metrics`.
+pub async fn handler(State(st): State<Arc<AppState>>) -> Response {
+    match render(&st).await {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("cannot read the journal: {e:#}"),
+        )
+            .into_response(),
+    }
+}

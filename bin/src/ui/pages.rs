@@ -1,0 +1,448 @@
+//! Page handlers: the run list, the run page (and its live fragment), the confirmation page
+//! and the action endpoint.
+//!
+//! Pages are built from the same model as the CLI views (`crate::views::model`); the only
+//! write is [`hcp_runtime::Engine::submit`], after the confirmation page and the checks in
+//! [`super::auth::check_action`].
+
+use super::auth::{Refusal, check_action};
+use super::{AppState, gantt};
+use crate::views::{self, model};
+use axum::extract::{ConnectInfo, Extension, Form, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use hcp_runtime::{Clock, EngineError, OperatorCommand, RunFilter, RunId, RunState, SystemClock};
+use minijinja::context;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+fn render(st: &AppState, name: &str, ctx: minijinja::Value) -> Response {
+    match st.templates.get_template(name).and_then(|t| t.render(ctx)) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => {
+            // The chain names the innermost template and line (includes nest errors).
+            let mut msg = format!("template {name} failed: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(inner) = src {
+                msg.push_str(&format!(": {inner}"));
+                src = inner.source();
+            }
+            tracing::error!("{msg}");
+            (StatusCode::INTERNAL_SERVER_ERROR, msg).into_response()
+        }
+    }
+}
+
+fn message(st: &AppState, status: StatusCode, title: &str, text: &str) -> Response {
+    let mut r = render(
+        st,
+        "message.html",
+        context! { title => title, text => text, status => status.as_u16() },
+    );
+    *r.status_mut() = status;
+    r
+}
+
+/// Filters of the run list (empty fields match everything).
+#[derive(Debug, Default, Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    workflow: String,
+    #[serde(default)]
+    cluster: String,
+    /// Free-text search over id, workflow, cluster, labels, step and blocked-on.
+    #[serde(default)]
+    q: String,
+}
+
+fn opt(s: &str) -> Option<String> {
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Vec<model::RunRow>, Response> {
+    let states = match opt(&q.state) {
+        None => Vec::new(),
+        Some(s) => match RunState::parse(&s) {
+            Some(x) => vec![x],
+            None => {
+                return Err(message(
+                    st,
+                    StatusCode::BAD_REQUEST,
+                    "Unknown state",
+                    &format!("There is no run state named {s:?}."),
+                ));
+            }
+        },
+    };
+    let filter = RunFilter {
+        states,
+        workflow: opt(&q.workflow),
+        label: opt(&q.cluster).map(|c| ("cluster".to_string(), c)),
+        ..Default::default()
+    };
+    let rows = views::rows(&st.store, &filter, SystemClock.now())
+        .await
+        .map_err(|e| {
+            message(
+                st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Journal unavailable",
+                &format!("{e:#}"),
+            )
+        })?;
+    let needle = q.q.trim().to_lowercase();
+    Ok(rows
+        .into_iter()
+        .filter(|r| {
+            needle.is_empty()
+                || [
+                    Some(r.id.as_str()),
+                    Some(r.workflow.as_str()),
+                    r.cluster.as_deref(),
+                    r.step.as_deref(),
+                    Some(r.blocked_on.as_str()),
+                    Some(r.state.as_str()),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|f| f.to_lowercase().contains(&needle))
+        })
+        .collect())
+}
+
+fn list_ctx(st: &AppState, q: &ListQuery, rows: Vec<model::RunRow>) -> minijinja::Value {
+    let states: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+    let query = format!(
+        "state={}&workflow={}&cluster={}&q={}",
+        urlencode(&q.state),
+        urlencode(&q.workflow),
+        urlencode(&q.cluster),
+        urlencode(&q.q)
+    );
+    let active = rows.iter().any(|r| !r.terminal);
+    context! {
+        rows => rows,
+        states => states,
+        f_state => q.state.trim(),
+        f_workflow => q.workflow.trim(),
+        f_cluster => q.cluster.trim(),
+        f_q => q.q.trim(),
+        query => query,
+        live => active,
+        actions_enabled => st.config.actions_enabled(),
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.trim().bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `GET /`.
+pub async fn runs(State(st): State<Arc<AppState>>, Query(q): Query<ListQuery>) -> Response {
+    match list_rows(&st, &q).await {
+        Ok(rows) => render(&st, "runs.html", list_ctx(&st, &q, rows)),
+        Err(r) => r,
+    }
+}
+
+/// `GET /fragments/runs`: the table alone (htmx polling).
+pub async fn runs_fragment(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    match list_rows(&st, &q).await {
+        Ok(rows) => render(&st, "runs_table.html", list_ctx(&st, &q, rows)),
+        Err(r) => r,
+    }
+}
+
+async fn load_detail(
+    st: &AppState,
+    id: &str,
+) -> Result<(model::RunDetail, Vec<model::HistoryRow>), Response> {
+    let run: RunId = id.parse().map_err(|_| {
+        message(
+            st,
+            StatusCode::BAD_REQUEST,
+            "Not a run id",
+            &format!("{id:?} is not a run id (a UUID)."),
+        )
+    })?;
+    let rec = match st.store.load_run(run).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return Err(message(
+                st,
+                StatusCode::NOT_FOUND,
+                "No such run",
+                &format!("Run {run} is not in this journal."),
+            ));
+        }
+        Err(e) => {
+            return Err(message(
+                st,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Journal unavailable",
+                &e.to_string(),
+            ));
+        }
+    };
+    let d = model::detail(&rec, SystemClock.now());
+    let events = model::history(&rec, None, false);
+    Ok((d, events))
+}
+
+fn run_ctx(st: &AppState, d: model::RunDetail, events: Vec<model::HistoryRow>) -> minijinja::Value {
+    let g = gantt::layout(&d);
+    let live = !d.terminal;
+    context! {
+        d => d,
+        gantt => g,
+        events => events,
+        live => live,
+        actions_enabled => st.config.actions_enabled(),
+    }
+}
+
+/// `GET /runs/{id}`.
+pub async fn run(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    match load_detail(&st, &id).await {
+        Ok((d, ev)) => render(&st, "run.html", run_ctx(&st, d, ev)),
+        Err(r) => r,
+    }
+}
+
+/// `GET /runs/{id}/live`: the run body alone (htmx polling while the run is active).
+pub async fn run_live(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    match load_detail(&st, &id).await {
+        Ok((d, ev)) => render(&st, "run_body.html", run_ctx(&st, d, ev)),
+        Err(r) => r,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ConfirmQuery {
+    action: String,
+    #[serde(default)]
+    step: String,
+}
+
+/// What an action does, in words (the confirmation page says it before anything happens).
+fn describe(action: &str, step: Option<&str>) -> Option<String> {
+    Some(match (action, step) {
+        ("cancel", _) => "Cancel the run: it stops going forward and unwinds — every step that \
+            started is undone, in reverse order. This cannot be taken back."
+            .into(),
+        ("retry", Some(s)) => format!(
+            "Retry step {s} now: a waiting or backing-off step runs its next attempt at once; a \
+             stuck undo runs again with a fresh attempt budget."
+        ),
+        ("retry", None) => "Retry every waiting, backing-off or stuck step of the run now.".into(),
+        ("resolve", Some(s)) => format!(
+            "Mark the undo of {s} as done by hand. Do this only after you removed (or checked) \
+             what the step created yourself: the run will continue unwinding as if the undo \
+             had succeeded. Your note is journaled."
+        ),
+        ("resume", _) => "Resume the run: a parked run is tried again, and every stuck undo \
+            is retried."
+            .into(),
+        _ => return None,
+    })
+}
+
+fn command_for(action: &str, step: Option<String>) -> Option<OperatorCommand> {
+    match action {
+        "cancel" => Some(OperatorCommand::Cancel),
+        "retry" => Some(OperatorCommand::Retry { step }),
+        "resolve" => step.map(|step| OperatorCommand::Resolve { step }),
+        "resume" => Some(OperatorCommand::Resume),
+        _ => None,
+    }
+}
+
+fn cli_for(run: &str, action: &str, step: Option<&str>) -> String {
+    match (action, step) {
+        ("resolve", Some(s)) => format!("hcp-workflow resolve {run} --step {s} --note '…'"),
+        ("retry", Some(s)) => format!("hcp-workflow retry {run} --step {s}"),
+        ("cancel", _) => format!("hcp-workflow cancel {run} --reason '…'"),
+        (a, _) => format!("hcp-workflow {a} {run}"),
+    }
+}
+
+/// `GET /runs/{id}/confirm?action=…&step=…`: say what will happen, ask for a note.
+pub async fn confirm(
+    State(st): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<ConfirmQuery>,
+) -> Response {
+    let step = opt(&q.step);
+    let Some(text) = describe(&q.action, step.as_deref()) else {
+        return message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "Unknown action",
+            "Actions are cancel, retry, resolve (with a step) and resume.",
+        );
+    };
+    if command_for(&q.action, step.clone()).is_none() {
+        return message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "Missing step",
+            "Resolve needs the step whose undo gave up.",
+        );
+    }
+    let (d, _) = match load_detail(&st, &id).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    render(
+        &st,
+        "confirm.html",
+        context! {
+            d => d,
+            action => q.action,
+            step => step,
+            text => text,
+            note_required => q.action == "resolve",
+            cli => cli_for(&id, &q.action, step.as_deref()),
+            csrf => st.csrf.clone(),
+            actions_enabled => st.config.actions_enabled(),
+            refusal => (!st.config.actions_enabled()).then(|| Refusal::ActionsDisabled.message()),
+        },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ActionForm {
+    action: String,
+    #[serde(default)]
+    step: String,
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `POST /runs/{id}/actions`: check, then queue the command in the run's inbox.
+pub async fn action(
+    State(st): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    Form(f): Form<ActionForm>,
+) -> Response {
+    if let Err(refusal) = check_action(&st, &headers, &f.csrf) {
+        return message(&st, StatusCode::FORBIDDEN, "Refused", &refusal.message());
+    }
+    let Ok(run) = id.parse::<RunId>() else {
+        return message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "Not a run id",
+            "Not a run id.",
+        );
+    };
+    let step = opt(&f.step);
+    let Some(cmd) = command_for(&f.action, step) else {
+        return message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "Unknown action",
+            "Actions are cancel, retry, resolve (with a step) and resume.",
+        );
+    };
+    let note = f.note.trim().to_string();
+    if matches!(cmd, OperatorCommand::Resolve { .. }) && note.is_empty() {
+        return message(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "A note is required",
+            "Say what you did by hand: the note is journaled with the resolution.",
+        );
+    }
+    let who = match (&st.config.operator, peer) {
+        (Some(name), _) => name.clone(),
+        (None, Some(Extension(ConnectInfo(addr)))) => format!("ui:{addr}"),
+        (None, None) => "ui:unknown".into(),
+    };
+    let (status, ok, text, command_id) = match st.engine.submit(run, cmd.clone(), &who, &note).await
+    {
+        Ok(cid) => (
+            StatusCode::OK,
+            true,
+            format!(
+                "Queued `{cmd}` as command #{cid} by {who}. The worker holding the run applies \
+                 it and journals who, when and why; this page follows the run."
+            ),
+            Some(cid),
+        ),
+        Err(EngineError::CommandRefused(why)) => (
+            StatusCode::CONFLICT,
+            false,
+            format!("`{cmd}` was refused: {why}"),
+            None,
+        ),
+        Err(EngineError::NotFound(_)) => (
+            StatusCode::NOT_FOUND,
+            false,
+            format!("Run {run} is not in this journal."),
+            None,
+        ),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            false,
+            format!("The journal could not take the command: {e}"),
+            None,
+        ),
+    };
+    let mut r = render(
+        &st,
+        "outcome.html",
+        context! {
+            run => run.to_string(),
+            ok => ok,
+            text => text,
+            command => cmd.to_string(),
+            command_id => command_id,
+            by => who,
+            note => note,
+        },
+    );
+    *r.status_mut() = status;
+    r
+}
+
+/// `GET /assets/htmx.min.js` (vendored, 0BSD).
+pub async fn htmx() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        include_str!("../../assets/htmx.min.js"),
+    )
+        .into_response()
+}
+
+/// `GET /assets/app.css`.
+pub async fn css() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("../../assets/app.css"),
+    )
+        .into_response()
+}

@@ -1,0 +1,366 @@
+//! The operator inspector on the command line: `list`, `show`, `history`, `why`, `watch` and
+//! `inventory`.
+//!
+//! Every view is read-only over the journal: it loads stored records, folds them with the
+//! engine's own state machine ([`model`]), and renders the result as text ([`text`]) or
+//! JSON (the model serialized as is). The web UI (`crate::ui`) renders the very same model
+//! as HTML, so the CLI and the browser never disagree about a run.
+//!
+//! Relative times (ages, durations, "… ago") are computed against one `now`, taken once per
+//! command; the hidden `--now RFC3339` option fixes it, which is how the golden tests in
+//! `bin/tests/views.rs` get byte-stable output from a journal with fixed timestamps.
+
+pub mod model;
+pub mod text;
+
+use crate::{OutputFormat, open_store};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use futures::StreamExt;
+use hcp_runtime::{Clock, JournalStore, RunFilter, RunId, RunState, SystemClock, Timestamp};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `--now`: render relative times as of this instant.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NowArg {
+    /// Render relative times as of this RFC 3339 instant (reproducible output).
+    #[arg(long, hide = true)]
+    now: Option<String>,
+}
+
+impl NowArg {
+    fn get(&self) -> Result<Timestamp> {
+        match &self.now {
+            None => Ok(SystemClock.now()),
+            Some(s) => parse_instant(s).with_context(|| format!("--now {s}")),
+        }
+    }
+}
+
+fn parse_instant(s: &str) -> Result<Timestamp> {
+    let t = humantime::parse_rfc3339_weak(s)
+        .map_err(|e| anyhow::anyhow!("not an RFC 3339 time (e.g. 2025-06-01T12:00:00Z): {e}"))?;
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| anyhow::anyhow!("before 1970"))?
+        .as_millis();
+    Ok(Timestamp(i64::try_from(ms).unwrap_or(i64::MAX)))
+}
+
+/// `--since`: a duration back from now (`30m`, `2h`, `7d`) or an RFC 3339 instant.
+pub fn parse_since(s: &str, now: Timestamp) -> Result<Timestamp> {
+    if let Ok(d) = humantime::parse_duration(s) {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        return Ok(Timestamp(now.0.saturating_sub(ms)));
+    }
+    parse_instant(s).map_err(|_| {
+        anyhow::anyhow!("--since {s}: use a duration such as 30m, 2h or 7d, or an RFC 3339 time")
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Only runs in these states (e.g. `needs-operator`); repeatable.
+    #[arg(long)]
+    state: Vec<String>,
+    /// Only this workflow.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only runs of this cluster (the run's `cluster` label).
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Only runs created since: a duration back from now (`30m`, `2h`, `7d`) or an RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    #[command(flatten)]
+    now: NowArg,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// Run id.
+    run: RunId,
+    #[command(flatten)]
+    now: NowArg,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Run id.
+    run: RunId,
+    /// Only this step's events.
+    #[arg(long)]
+    step: Option<String>,
+    /// Only failures (failed attempts, permanent failures, undos that gave up).
+    #[arg(long)]
+    failed: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// Run id.
+    run: RunId,
+    /// How often to look at the journal, in milliseconds (wake-ups from this process come sooner).
+    #[arg(long, default_value_t = 500)]
+    interval_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct InventoryArgs {
+    /// Only this cluster.
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Only resources created by runs that ended without success and deleted by no later run.
+    #[arg(long)]
+    orphans: bool,
+}
+
+/// Parse `--state` values; `Err` carries the message for exit code 2.
+fn parse_states(v: &[String]) -> Result<Vec<RunState>, String> {
+    v.iter()
+        .map(|s| {
+            RunState::parse(s).ok_or_else(|| {
+                let all: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+                format!("--state {s}: unknown state; use one of {}", all.join(", "))
+            })
+        })
+        .collect()
+}
+
+/// List rows for `filter`, with the stage of each active run's current step (loaded from
+/// its DAG, a few runs at a time).
+pub async fn rows(
+    store: &Arc<dyn JournalStore>,
+    filter: &RunFilter,
+    now: Timestamp,
+) -> Result<Vec<model::RunRow>> {
+    let runs = store.list_runs(filter).await?;
+    let rows = futures::stream::iter(runs)
+        .map(|s| {
+            let store = store.clone();
+            async move {
+                let stage = match &s.current_step {
+                    Some(step) if !s.state.is_terminal() => store
+                        .load_run(s.id)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|r| model::stage_of(&r.dag, step)),
+                    _ => None,
+                };
+                model::run_row(&s, stage, now)
+            }
+        })
+        .buffered(8)
+        .collect::<Vec<_>>()
+        .await;
+    Ok(rows)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
+    let states = match parse_states(&a.state) {
+        Ok(s) => s,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            return Ok(2);
+        }
+    };
+    let now = a.now.get()?;
+    let since = match a.since.as_deref().map(|s| parse_since(s, now)).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(2);
+        }
+    };
+    let store = open_store(db).await?;
+    let filter = RunFilter {
+        states,
+        workflow: a.workflow,
+        label: a.cluster.map(|c| ("cluster".to_string(), c)),
+        since,
+        ..Default::default()
+    };
+    let rows = rows(&store, &filter, now).await?;
+    match out {
+        OutputFormat::Json => print_json(&rows)?,
+        OutputFormat::Text => print!("{}", text::list(&rows)),
+    }
+    Ok(0)
+}
+
+async fn load(db: &str, run: RunId) -> Result<hcp_runtime::store::RunRecord> {
+    let store = open_store(db).await?;
+    match store.load_run(run).await? {
+        Some(r) => Ok(r),
+        None => bail!("run {run} not found in {db}"),
+    }
+}
+
+pub async fn show(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
+    let now = a.now.get()?;
+    let rec = load(db, a.run).await?;
+    let d = model::detail(&rec, now);
+    match out {
+        OutputFormat::Json => print_json(&d)?,
+        OutputFormat::Text => print!("{}", text::show(&d)),
+    }
+    Ok(0)
+}
+
+pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> {
+    let rec = load(db, a.run).await?;
+    let rows = model::history(&rec, a.step.as_deref(), a.failed);
+    match out {
+        OutputFormat::Json => print_json(&rows)?,
+        OutputFormat::Text => print!("{}", text::history(&rows)),
+    }
+    Ok(0)
+}
+
+pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
+    let now = a.now.get()?;
+    let rec = load(db, a.run).await?;
+    let d = model::detail(&rec, now);
+    match out {
+        OutputFormat::Json => print_json(&serde_json::json!({
+            "id": d.id, "state": d.state, "blocked_on": d.blocked_on, "step": d.step,
+            "why": d.why.text, "actions": d.why.actions,
+        }))?,
+        OutputFormat::Text => println!("{}", d.why.text),
+    }
+    Ok(0)
+}
+
+pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<u8> {
+    let store = open_store(db).await?;
+    let filter = RunFilter {
+        label: a.cluster.map(|c| ("cluster".to_string(), c)),
+        ..Default::default()
+    };
+    let mut summaries = store.list_runs(&filter).await?;
+    // Oldest first, so ledger entries with equal times resolve in run order.
+    summaries.reverse();
+    let mut runs = Vec::new();
+    for s in summaries {
+        let Some(rec) = store.load_run(s.id).await? else {
+            continue;
+        };
+        match model::fold(&rec) {
+            Ok(f) => runs.push((rec.summary, f)),
+            Err(reason) => eprintln!(
+                "warning: run {} is left out of the inventory: {reason}",
+                s.id
+            ),
+        }
+    }
+    let rows = model::inventory(&runs, a.orphans);
+    match out {
+        OutputFormat::Json => print_json(&rows)?,
+        OutputFormat::Text => print!("{}", text::inventory(&rows, a.orphans)),
+    }
+    Ok(0)
+}
+
+/// What `watch` compares between polls: a change of any of these is worth a redraw.
+fn fingerprint(d: &model::RunDetail) -> String {
+    let steps: Vec<String> = d
+        .stages
+        .iter()
+        .flat_map(|g| g.steps.iter())
+        .map(|s| format!("{}:{}:{}:{}", s.name, s.state, s.attempts, s.undo_attempts))
+        .collect();
+    format!(
+        "{}|{}|{}|{}",
+        d.state,
+        d.blocked_on,
+        steps.join(","),
+        d.commands.len()
+    )
+}
+
+/// `watch`: follow a run until it finishes. In a terminal the `show` view is redrawn in
+/// place; otherwise (pipes, CI logs) each change prints one line per step that moved. Works
+/// while another process executes the run: it polls the journal (and wakes sooner on this
+/// process's hints, or Postgres notifications).
+pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
+    let store = open_store(db).await?;
+    let mut wake = store.subscribe();
+    let tty = std::io::stdout().is_terminal() && out == OutputFormat::Text;
+    let mut last_fp = String::new();
+    let mut last_steps: std::collections::HashMap<String, String> = Default::default();
+    let mut shown_why = false;
+    let interval = Duration::from_millis(a.interval_ms.max(50));
+    loop {
+        let Some(rec) = store.load_run(a.run).await? else {
+            bail!("run {} not found in {db}", a.run);
+        };
+        let now = SystemClock.now();
+        let d = model::detail(&rec, now);
+        let fp = fingerprint(&d);
+        if fp != last_fp {
+            match out {
+                OutputFormat::Json => println!(
+                    "{}",
+                    serde_json::json!({
+                        "at": now.to_rfc3339(), "id": d.id, "state": d.state, "step": d.step,
+                        "blocked_on": d.blocked_on,
+                    })
+                ),
+                OutputFormat::Text if tty => {
+                    print!("\x1b[H\x1b[2J{}", text::show(&d));
+                    println!("\nwatching (Ctrl-C stops watching; the run goes on)");
+                }
+                OutputFormat::Text => {
+                    if last_fp.is_empty() {
+                        println!("run {} ({}) is {}", d.id, d.workflow, d.state);
+                    }
+                    for s in d.stages.iter().flat_map(|g| g.steps.iter()) {
+                        let moved = last_steps.get(&s.name) != Some(&s.state);
+                        if moved && s.state != "pending" {
+                            let err = s
+                                .last_error
+                                .as_ref()
+                                .filter(|_| s.state.contains("failed") || s.state.contains("retry"))
+                                .map(|e| format!(" — {}", e.text))
+                                .unwrap_or_default();
+                            println!("  [{}] {} {}{err}", s.stage, s.name, s.state);
+                        }
+                        last_steps.insert(s.name.clone(), s.state.clone());
+                    }
+                    println!("  state {}: {}", d.state, d.blocked_on);
+                    if matches!(d.state, RunState::NeedsOperator | RunState::Failed) && !shown_why {
+                        println!("  {}", d.why.text);
+                        shown_why = true;
+                    }
+                }
+            }
+            last_fp = fp;
+        }
+        if d.state.is_terminal() {
+            if out == OutputFormat::Text {
+                println!("run {} is {}", d.id, d.state);
+            }
+            return Ok(if d.state == RunState::Succeeded { 0 } else { 1 });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            r = wake.changed() => {
+                if r.is_err() {
+                    tokio::time::sleep(interval).await;
+                }
+            }
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("stopped watching; run {} is {}", a.run, d.state);
+                return Ok(1);
+            }
+        }
+    }
+}

@@ -1,0 +1,1369 @@
+//! The inspector's data model: what `list`, `show`, `history`, `why`, `inventory` and the
+//! web UI display, computed once from the journal and rendered three ways (text, JSON, HTML).
+//!
+//! Everything here is a pure function of stored records and a `now` instant, so the same
+//! journal always renders the same way (golden tests pin that) and the views never write.
+//! The journal is folded here with the engine's own state machine ([`RunView::apply`]); a
+//! run whose journal does not fold is still shown (summary, raw events) with the reason.
+
+use hcp_runtime::ledger::{self, LedgerAction, LedgerEntry};
+use hcp_runtime::store::{CommandRecord, RunRecord, StoredEvent};
+use hcp_runtime::{
+    Event, NodeStatus, OperatorCommand, RunState, RunSummary, RunView, SagaDag, StepError,
+    Timestamp, UnwindCause,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// A run's journal, decoded and folded.
+#[derive(Debug, Clone)]
+pub struct Folded {
+    /// The folded view.
+    pub view: RunView,
+    /// Every event, decoded, with its stored metadata.
+    pub events: Vec<(StoredEvent, Event)>,
+}
+
+/// Decode and fold a run's journal (the same rules the engine applies on recovery).
+///
+/// # Errors
+/// A message naming the first event that does not decode or does not fit.
+pub fn fold(rec: &RunRecord) -> Result<Folded, String> {
+    let dag: SagaDag =
+        serde_json::from_str(&rec.dag).map_err(|e| format!("its saga DAG does not decode: {e}"))?;
+    let mut view = RunView::new(dag);
+    let mut events = Vec::with_capacity(rec.events.len());
+    for e in &rec.events {
+        let ev: Event = serde_json::from_str(&e.data).map_err(|err| {
+            format!(
+                "journal event #{} ({}) does not decode: {err}",
+                e.seq, e.kind
+            )
+        })?;
+        view.apply(&ev, e.at).map_err(|err| {
+            format!(
+                "journal event #{} does not fit the state machine: {err}",
+                e.seq
+            )
+        })?;
+        events.push((e.clone(), ev));
+    }
+    Ok(Folded { view, events })
+}
+
+/// RFC 3339 text of a timestamp (what JSON and text output show).
+pub fn ts(t: Timestamp) -> String {
+    t.to_rfc3339()
+}
+
+/// A compact human duration: `850ms`, `42s`, `3m10s`, `2h05m`, `3d04h`.
+pub fn human_duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let s = ms / 1000;
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s if s < 86_400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+/// Age of `t` as seen at `now`: `42s`, `5m`, `3h`, `2d` (list columns).
+pub fn age(now: Timestamp, t: Timestamp) -> String {
+    let s = now.0.saturating_sub(t.0).max(0) / 1000;
+    match s {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// `∞` for an unlimited policy (max 0), else the number.
+pub fn max_text(max: u32) -> String {
+    if max == 0 {
+        "∞".into()
+    } else {
+        max.to_string()
+    }
+}
+
+/// A step error as shown (kind, provider code, class, message).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ErrorView {
+    /// Stable kind (`throttled`, `conflict`, …).
+    pub kind: String,
+    /// Provider code (Azure `AnotherOperationInProgress`, …).
+    pub code: Option<String>,
+    /// Whether another attempt may succeed.
+    pub retryable: bool,
+    /// The message.
+    pub message: String,
+    /// One line: `[kind code, retryable] message`.
+    pub text: String,
+}
+
+impl From<&StepError> for ErrorView {
+    fn from(e: &StepError) -> Self {
+        Self {
+            kind: e.kind.clone(),
+            code: e.code.clone(),
+            retryable: e.retryable,
+            message: e.message.clone(),
+            text: e.to_string(),
+        }
+    }
+}
+
+/// One row of `list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    /// Run id.
+    pub id: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// The `cluster` label.
+    pub cluster: Option<String>,
+    /// State.
+    pub state: RunState,
+    /// Stage of the current step (needs the run's DAG; `None` when nothing is current).
+    pub stage: Option<String>,
+    /// The step operators should look at.
+    pub step: Option<String>,
+    /// Created (RFC 3339).
+    pub created_at: String,
+    /// Last journal write (RFC 3339).
+    pub updated_at: String,
+    /// Age at render time (`5m`).
+    pub age: String,
+    /// One line: what the run waits for.
+    pub blocked_on: String,
+    /// Lease holder, if any.
+    pub lease_owner: Option<String>,
+    /// Whether the run is finished for good.
+    pub terminal: bool,
+}
+
+/// A `list` row from a summary (`stage` from the DAG when the caller loaded it).
+pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow {
+    RunRow {
+        id: s.id.to_string(),
+        workflow: s.workflow.clone(),
+        cluster: s.labels.get("cluster").cloned(),
+        state: s.state,
+        stage,
+        step: s.current_step.clone(),
+        created_at: ts(s.created_at),
+        updated_at: ts(s.updated_at),
+        age: age(now, s.created_at),
+        blocked_on: s.blocked_on.clone(),
+        lease_owner: s.lease_owner.clone(),
+        terminal: s.state.is_terminal(),
+    }
+}
+
+/// The stage a step belongs to, from the persisted DAG text.
+pub fn stage_of(dag_text: &str, step: &str) -> Option<String> {
+    let dag: SagaDag = serde_json::from_str(dag_text).ok()?;
+    dag.node(step).map(|n| n.stage.clone())
+}
+
+/// One step of `show`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepView {
+    /// Node name.
+    pub name: String,
+    /// Stage.
+    pub stage: String,
+    /// Registered action.
+    pub action: String,
+    /// Status name (`succeeded`, `undo-failed`, …).
+    pub state: String,
+    /// Action attempts so far.
+    pub attempts: u32,
+    /// Action attempt budget (0 = unlimited).
+    pub max_attempts: u32,
+    /// Undo attempts so far.
+    pub undo_attempts: u32,
+    /// Undo attempt budget (0 = unlimited).
+    pub undo_max_attempts: u32,
+    /// First start.
+    pub started_at: Option<String>,
+    /// Forward completion.
+    pub finished_at: Option<String>,
+    /// Forward duration (to `now` while active).
+    pub duration_ms: Option<i64>,
+    /// First undo start.
+    pub undo_started_at: Option<String>,
+    /// Undo completion.
+    pub undone_at: Option<String>,
+    /// Most recent error.
+    pub last_error: Option<ErrorView>,
+    /// Whether this is the run's current step.
+    pub current: bool,
+    /// Whether the action declares an undo.
+    pub has_undo: bool,
+}
+
+/// A stage and its steps, in DAG order.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageView {
+    /// Stage name.
+    pub name: String,
+    /// Its steps.
+    pub steps: Vec<StepView>,
+}
+
+/// The pending-step card: everything about the step the run waits on.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingCard {
+    /// Node name.
+    pub step: String,
+    /// `action` or `undo`.
+    pub phase: String,
+    /// Status name.
+    pub state: String,
+    /// The attempt in flight, or the one due next.
+    pub attempt: u32,
+    /// The budget for that phase (0 = unlimited).
+    pub max_attempts: u32,
+    /// `3/5` or `2/∞`.
+    pub attempt_text: String,
+    /// Most recent error.
+    pub last_error: Option<ErrorView>,
+    /// When the next attempt is due.
+    pub next_retry_at: Option<String>,
+    /// What the step waits for, in words.
+    pub waits_for: String,
+    /// Until when (durable waits).
+    pub wait_until: Option<String>,
+    /// Since when it is in this state.
+    pub since: Option<String>,
+    /// Lease holder.
+    pub lease_owner: Option<String>,
+    /// Lease expiry.
+    pub lease_expires_at: Option<String>,
+}
+
+/// One entry of the undo stack.
+#[derive(Debug, Clone, Serialize)]
+pub struct UndoItem {
+    /// Node name.
+    pub step: String,
+    /// Status name.
+    pub state: String,
+    /// When its undo finished (done entries).
+    pub at: Option<String>,
+    /// How: `undone`, `nothing to undo`, `resolved by alice: note`, or what it waits for.
+    pub note: String,
+}
+
+/// What unwinding did and will do.
+#[derive(Debug, Clone, Serialize)]
+pub struct UndoStack {
+    /// Whether the run is unwinding (or finished unwinding).
+    pub unwinding: bool,
+    /// Why it unwinds.
+    pub cause: Option<String>,
+    /// Undone so far, in the order it happened.
+    pub done: Vec<UndoItem>,
+    /// Still to undo, in the order the engine will (reverse dependency order).
+    pub next: Vec<UndoItem>,
+}
+
+/// One ledger line.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerRow {
+    /// Azure resource id, `namespace/name`, or a path.
+    pub id: String,
+    /// `azure`, `kubernetes`, `file`.
+    pub kind: String,
+    /// Resource type.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// `created`, `adopted`, `deleted`, `gone`, `kept`.
+    pub action: String,
+    /// Node that did it.
+    pub node: String,
+    /// `action` or `undo`.
+    pub phase: String,
+    /// When.
+    pub at: Option<String>,
+    /// Outlives the cluster.
+    pub persistent: bool,
+    /// Note.
+    pub note: Option<String>,
+}
+
+impl From<&LedgerEntry> for LedgerRow {
+    fn from(e: &LedgerEntry) -> Self {
+        Self {
+            id: e.record.id.clone(),
+            kind: e.record.kind.clone(),
+            resource_type: e.record.resource_type.clone(),
+            action: e.record.action.as_str().into(),
+            node: e.node.clone(),
+            phase: e.phase.clone(),
+            at: e.at.map(ts),
+            persistent: e.record.persistent,
+            note: e.record.note.clone(),
+        }
+    }
+}
+
+/// An operator command as shown.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandRow {
+    /// Store id.
+    pub id: i64,
+    /// `resolve --step b1`, …
+    pub command: String,
+    /// Who.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// When requested.
+    pub requested_at: String,
+    /// When a worker applied it.
+    pub applied_at: Option<String>,
+    /// The journaled outcome (`applied` or why it was refused), once applied.
+    pub outcome: Option<String>,
+}
+
+/// One bar of the timeline: an attempt, an undo attempt, or a wait between attempts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Span {
+    /// Node name.
+    pub node: String,
+    /// `action` or `undo`.
+    pub phase: String,
+    /// `attempt` or `wait`.
+    pub kind: String,
+    /// Attempt number of the phase.
+    pub attempt: u32,
+    /// `ok`, `failed`, `retry`, `wait`, `interrupted`, `running`, `resolved`, `skipped`.
+    pub outcome: String,
+    /// Start (ms since the epoch).
+    pub start_ms: i64,
+    /// End (ms since the epoch; `now` for open spans).
+    pub end_ms: i64,
+    /// Error or wait reason.
+    pub detail: Option<String>,
+}
+
+/// Everything `show` prints about a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetail {
+    /// Run id.
+    pub id: String,
+    /// Workflow.
+    pub workflow: String,
+    /// Workflow version.
+    pub version: u32,
+    /// The `cluster` label.
+    pub cluster: Option<String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// State.
+    pub state: RunState,
+    /// Whether finished for good.
+    pub terminal: bool,
+    /// Blocked-on line.
+    pub blocked_on: String,
+    /// Created.
+    pub created_at: String,
+    /// Last journal write.
+    pub updated_at: String,
+    /// Current step.
+    pub step: Option<String>,
+    /// Its stage.
+    pub stage: Option<String>,
+    /// Lease holder.
+    pub lease_owner: Option<String>,
+    /// Lease epoch.
+    pub lease_epoch: i64,
+    /// Lease expiry.
+    pub lease_expires_at: Option<String>,
+    /// Whether the lease has lapsed at render time.
+    pub lease_expired: bool,
+    /// Parked reason.
+    pub parked: Option<String>,
+    /// Why the journal does not fold (then the step sections are empty).
+    pub unreadable: Option<String>,
+    /// Stages and steps.
+    pub stages: Vec<StageView>,
+    /// The pending-step card.
+    pub pending: Option<PendingCard>,
+    /// The undo stack.
+    pub undo: UndoStack,
+    /// The resource ledger.
+    pub ledger: Vec<LedgerRow>,
+    /// Operator commands.
+    pub commands: Vec<CommandRow>,
+    /// Timeline bars.
+    pub spans: Vec<Span>,
+    /// The `why` paragraph.
+    pub why: Why,
+}
+
+/// The `why` answer: a paragraph and the commands it suggests.
+#[derive(Debug, Clone, Serialize)]
+pub struct Why {
+    /// One paragraph.
+    pub text: String,
+    /// Suggested operator actions, most useful first.
+    pub actions: Vec<Suggestion>,
+}
+
+/// A suggested operator action (the UI turns these into buttons).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Suggestion {
+    /// `cancel`, `retry`, `resolve`, `resume`.
+    pub action: String,
+    /// The step it applies to.
+    pub step: Option<String>,
+    /// The exact command line.
+    pub command: String,
+    /// What it does.
+    pub explain: String,
+}
+
+fn unwind_cause_text(c: &UnwindCause) -> String {
+    match c {
+        UnwindCause::NodeFailed { node } => format!("step {node} failed"),
+        UnwindCause::Cancelled { by, reason } if reason.is_empty() => {
+            format!("{by} cancelled it")
+        }
+        UnwindCause::Cancelled { by, reason } => format!("{by} cancelled it: {reason}"),
+    }
+}
+
+fn command_text(json: &str) -> String {
+    serde_json::from_str::<OperatorCommand>(json)
+        .map(|c| c.to_string())
+        .unwrap_or_else(|_| json.to_string())
+}
+
+/// Build the `show` model.
+pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
+    let s = &rec.summary;
+    let folded = fold(rec);
+    let lease_expired = s.lease_expires_at.is_some_and(|t| t <= now);
+    let mut d = RunDetail {
+        id: s.id.to_string(),
+        workflow: s.workflow.clone(),
+        version: s.workflow_version,
+        cluster: s.labels.get("cluster").cloned(),
+        labels: s.labels.clone(),
+        state: s.state,
+        terminal: s.state.is_terminal(),
+        blocked_on: s.blocked_on.clone(),
+        created_at: ts(s.created_at),
+        updated_at: ts(s.updated_at),
+        step: s.current_step.clone(),
+        stage: None,
+        lease_owner: s.lease_owner.clone(),
+        lease_epoch: s.lease_epoch,
+        lease_expires_at: s.lease_expires_at.map(ts),
+        lease_expired,
+        parked: None,
+        unreadable: None,
+        stages: Vec::new(),
+        pending: None,
+        undo: UndoStack {
+            unwinding: false,
+            cause: None,
+            done: Vec::new(),
+            next: Vec::new(),
+        },
+        ledger: Vec::new(),
+        commands: Vec::new(),
+        spans: Vec::new(),
+        why: Why {
+            text: String::new(),
+            actions: Vec::new(),
+        },
+    };
+    let f = match folded {
+        Ok(f) => f,
+        Err(reason) => {
+            d.unreadable = Some(reason.clone());
+            d.commands = commands(&rec.commands, &[]);
+            d.why = why_unreadable(s, &reason);
+            return d;
+        }
+    };
+    let v = &f.view;
+    // The folded view is the truth for state and current step (the summary is a cache of it).
+    d.state = v.state();
+    d.terminal = d.state.is_terminal();
+    d.blocked_on = v.blocked_on();
+    d.step = v.current_step().map(str::to_string);
+    d.stage = d
+        .step
+        .as_deref()
+        .and_then(|n| v.dag.node(n))
+        .map(|n| n.stage.clone());
+    d.parked = v.parked.clone();
+    let current = d.step.clone();
+    let mut by_stage: Vec<StageView> = v
+        .dag
+        .stages
+        .iter()
+        .map(|name| StageView {
+            name: name.clone(),
+            steps: Vec::new(),
+        })
+        .collect();
+    for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
+        let duration_ms = st.started_at.map(|a| {
+            let end = st
+                .finished_at
+                .unwrap_or(if st.status.forward_active() { now } else { a });
+            end.0 - a.0
+        });
+        let step = StepView {
+            name: spec.name.clone(),
+            stage: spec.stage.clone(),
+            action: spec.action.clone(),
+            state: st.status.name().into(),
+            attempts: st.attempts,
+            max_attempts: spec.retry.max_attempts,
+            undo_attempts: st.undo_attempts,
+            undo_max_attempts: spec.undo_retry.max_attempts,
+            started_at: st.started_at.map(ts),
+            finished_at: st.finished_at.map(ts),
+            duration_ms,
+            undo_started_at: st.undo_started_at.map(ts),
+            undone_at: st.undone_at.map(ts),
+            last_error: st.last_error.as_ref().map(ErrorView::from),
+            current: current.as_deref() == Some(spec.name.as_str()),
+            has_undo: spec.has_undo,
+        };
+        match by_stage.iter_mut().find(|g| g.name == spec.stage) {
+            Some(g) => g.steps.push(step),
+            None => by_stage.push(StageView {
+                name: spec.stage.clone(),
+                steps: vec![step],
+            }),
+        }
+    }
+    by_stage.retain(|g| !g.steps.is_empty());
+    d.stages = by_stage;
+    let last_at = last_event_at(&f.events);
+    d.pending = current
+        .as_deref()
+        .and_then(|step| pending_card(v, step, s, last_at.get(step).copied()));
+    d.undo = undo_stack(&f);
+    d.ledger = ledger::ledger_of(v).iter().map(LedgerRow::from).collect();
+    d.commands = commands(&rec.commands, &f.events);
+    d.spans = spans(&f.events, now);
+    d.why = why(&d, v, s, &last_at, now);
+    d
+}
+
+/// Per node, the time of its latest event (for "since when").
+fn last_event_at(events: &[(StoredEvent, Event)]) -> HashMap<String, Timestamp> {
+    let mut m = HashMap::new();
+    for (se, ev) in events {
+        if let Some(n) = ev.node() {
+            m.insert(n.to_string(), se.at);
+        }
+    }
+    m
+}
+
+fn pending_card(
+    v: &RunView,
+    step: &str,
+    s: &RunSummary,
+    since: Option<Timestamp>,
+) -> Option<PendingCard> {
+    let spec = v.dag.node(step)?;
+    let st = v.node(step)?;
+    let (phase, attempt, max) = match &st.status {
+        NodeStatus::Running { attempt } | NodeStatus::Waiting { attempt, .. } => {
+            ("action", *attempt, spec.retry.max_attempts)
+        }
+        NodeStatus::RetryScheduled { attempt, .. } => {
+            ("action", attempt + 1, spec.retry.max_attempts)
+        }
+        NodeStatus::UndoRunning { attempt } | NodeStatus::UndoWaiting { attempt, .. } => {
+            ("undo", *attempt, spec.undo_retry.max_attempts)
+        }
+        NodeStatus::UndoRetryScheduled { attempt, .. } => {
+            ("undo", attempt + 1, spec.undo_retry.max_attempts)
+        }
+        NodeStatus::UndoFailed { .. } => ("undo", st.undo_attempts, spec.undo_retry.max_attempts),
+        _ => ("action", st.attempts, spec.retry.max_attempts),
+    };
+    let lease = match (&s.lease_owner, s.lease_expires_at) {
+        (Some(o), Some(t)) => format!("the worker {o} (lease until {t})"),
+        (Some(o), None) => format!("the worker {o}"),
+        _ => "a worker (none holds the run now)".into(),
+    };
+    let (waits_for, wait_until, next_retry_at) = match &st.status {
+        NodeStatus::Running { .. } | NodeStatus::UndoRunning { .. } => (
+            format!("the {phase} attempt in flight, run by {lease}"),
+            None,
+            None,
+        ),
+        NodeStatus::Waiting { until, reason, .. }
+        | NodeStatus::UndoWaiting { until, reason, .. } => (
+            format!("{reason} (polls again at {until})"),
+            Some(ts(*until)),
+            None,
+        ),
+        NodeStatus::RetryScheduled { next_at, .. }
+        | NodeStatus::UndoRetryScheduled { next_at, .. } => (
+            format!("its backoff to end, then {lease} retries"),
+            None,
+            Some(ts(*next_at)),
+        ),
+        NodeStatus::UndoFailed { .. } => (
+            "an operator: the undo gave up; retry it, or resolve it after cleaning up by hand"
+                .into(),
+            None,
+            None,
+        ),
+        other => (other.name().to_string(), None, None),
+    };
+    Some(PendingCard {
+        step: step.to_string(),
+        phase: phase.into(),
+        state: st.status.name().into(),
+        attempt,
+        max_attempts: max,
+        attempt_text: format!("{attempt}/{}", max_text(max)),
+        last_error: st.last_error.as_ref().map(ErrorView::from),
+        next_retry_at,
+        waits_for,
+        wait_until,
+        since: since.map(ts),
+        lease_owner: s.lease_owner.clone(),
+        lease_expires_at: s.lease_expires_at.map(ts),
+    })
+}
+
+fn undo_stack(f: &Folded) -> UndoStack {
+    let v = &f.view;
+    let mut resolved: HashMap<&str, (&str, &str)> = HashMap::new();
+    let mut order: Vec<(Timestamp, i64, &str)> = Vec::new();
+    for (se, ev) in &f.events {
+        match ev {
+            Event::UndoResolved { node, by, note } => {
+                resolved.insert(node.as_str(), (by.as_str(), note.as_str()));
+                order.push((se.at, se.seq, node.as_str()));
+            }
+            Event::NodeUndone { node, .. } => order.push((se.at, se.seq, node.as_str())),
+            _ => {}
+        }
+    }
+    let mut done = Vec::new();
+    for (at, _, node) in &order {
+        let Some(st) = v.node(node) else { continue };
+        let note = match (&st.status, resolved.get(node)) {
+            (_, Some((by, note))) => format!("resolved by {by}: {note}"),
+            (NodeStatus::Undone { skipped: true, .. }, _) => "nothing to undo".to_string(),
+            _ => "undone".to_string(),
+        };
+        done.push(UndoItem {
+            step: node.to_string(),
+            state: st.status.name().into(),
+            at: Some(ts(*at)),
+            note,
+        });
+    }
+    // What is left, in the engine's order: a node is undone after every node that depends
+    // on it, so the reverse of the DAG's topological order is a valid undo order.
+    let deps = v.dag.dependents();
+    let mut next = Vec::new();
+    for (spec, st) in v.dag.nodes.iter().zip(&v.nodes).rev() {
+        if !st.status.started() || matches!(st.status, NodeStatus::Undone { .. }) {
+            continue;
+        }
+        let blockers: Vec<&str> = deps
+            .get(spec.name.as_str())
+            .map(|ds| {
+                ds.iter()
+                    .copied()
+                    .filter(|d| {
+                        v.node(d).is_some_and(|n| {
+                            n.status.started() && !matches!(n.status, NodeStatus::Undone { .. })
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let note = match &st.status {
+            NodeStatus::UndoFailed { error } => {
+                format!("stuck: the undo gave up ({error}); needs an operator")
+            }
+            NodeStatus::UndoRunning { attempt } => format!("undoing (attempt {attempt})"),
+            NodeStatus::UndoRetryScheduled { next_at, .. } => {
+                format!("undo retries at {next_at}")
+            }
+            NodeStatus::UndoWaiting { until, reason, .. } => {
+                format!("undo waits until {until}: {reason}")
+            }
+            _ if !spec.has_undo => "no undo declared: nothing to do".into(),
+            _ if !blockers.is_empty() => format!("after {}", blockers.join(", ")),
+            _ => "ready".into(),
+        };
+        next.push(UndoItem {
+            step: spec.name.clone(),
+            state: st.status.name().into(),
+            at: None,
+            note,
+        });
+    }
+    let unwinding = v.unwinding.is_some();
+    UndoStack {
+        unwinding,
+        cause: v.unwinding.as_ref().map(unwind_cause_text),
+        done,
+        next: if v.finished == Some(RunState::Succeeded) {
+            Vec::new()
+        } else {
+            next
+        },
+    }
+}
+
+fn commands(cmds: &[CommandRecord], events: &[(StoredEvent, Event)]) -> Vec<CommandRow> {
+    let outcomes: HashMap<i64, &str> = events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Operator {
+                command_id,
+                outcome,
+                ..
+            } => Some((*command_id, outcome.as_str())),
+            _ => None,
+        })
+        .collect();
+    cmds.iter()
+        .map(|c| CommandRow {
+            id: c.id,
+            command: command_text(&c.command),
+            by: c.requested_by.clone(),
+            reason: c.reason.clone(),
+            requested_at: ts(c.requested_at),
+            applied_at: c.applied_at.map(ts),
+            outcome: outcomes.get(&c.id).map(|s| s.to_string()),
+        })
+        .collect()
+}
+
+/// Timeline bars from the journal: one per attempt (action or undo) and per wait between
+/// attempts, positioned by the journal's timestamps; bars still open end at `now`.
+pub fn spans(events: &[(StoredEvent, Event)], now: Timestamp) -> Vec<Span> {
+    let mut open: HashMap<String, Span> = HashMap::new();
+    let mut out: Vec<Span> = Vec::new();
+    let close = |open: &mut HashMap<String, Span>,
+                 out: &mut Vec<Span>,
+                 node: &str,
+                 at: Timestamp,
+                 outcome: &str,
+                 detail: Option<String>| {
+        if let Some(mut s) = open.remove(node) {
+            s.end_ms = at.0;
+            s.outcome = outcome.into();
+            if detail.is_some() {
+                s.detail = detail;
+            }
+            out.push(s);
+        }
+    };
+    let mk = |node: &str,
+              phase: &str,
+              kind: &str,
+              attempt: u32,
+              at: Timestamp,
+              detail: Option<String>| Span {
+        node: node.into(),
+        phase: phase.into(),
+        kind: kind.into(),
+        attempt,
+        outcome: "running".into(),
+        start_ms: at.0,
+        end_ms: at.0,
+        detail,
+    };
+    for (se, ev) in events {
+        let at = se.at;
+        match ev {
+            Event::NodeStarted { node, attempt } => {
+                close(&mut open, &mut out, node, at, "interrupted", None);
+                open.insert(
+                    node.clone(),
+                    mk(node, "action", "attempt", *attempt, at, None),
+                );
+            }
+            Event::UndoStarted { node, attempt } => {
+                close(&mut open, &mut out, node, at, "interrupted", None);
+                open.insert(
+                    node.clone(),
+                    mk(node, "undo", "attempt", *attempt, at, None),
+                );
+            }
+            Event::NodeWaiting { node, reason, .. } | Event::UndoWaiting { node, reason, .. } => {
+                let (phase, attempt) = open
+                    .get(node)
+                    .map(|s| (s.phase.clone(), s.attempt))
+                    .unwrap_or(("action".into(), 0));
+                close(&mut open, &mut out, node, at, "wait", Some(reason.clone()));
+                open.insert(
+                    node.clone(),
+                    mk(node, &phase, "wait", attempt, at, Some(reason.clone())),
+                );
+            }
+            Event::NodeRetryScheduled {
+                node,
+                error,
+                attempt,
+                ..
+            }
+            | Event::UndoRetryScheduled {
+                node,
+                error,
+                attempt,
+                ..
+            } => {
+                let phase = if matches!(ev, Event::UndoRetryScheduled { .. }) {
+                    "undo"
+                } else {
+                    "action"
+                };
+                close(
+                    &mut open,
+                    &mut out,
+                    node,
+                    at,
+                    "retry",
+                    Some(error.to_string()),
+                );
+                open.insert(
+                    node.clone(),
+                    mk(
+                        node,
+                        phase,
+                        "wait",
+                        *attempt,
+                        at,
+                        Some(format!("backoff after {error}")),
+                    ),
+                );
+            }
+            Event::NodeSucceeded { node, .. } => close(&mut open, &mut out, node, at, "ok", None),
+            Event::NodeFailed { node, error, .. } => close(
+                &mut open,
+                &mut out,
+                node,
+                at,
+                "failed",
+                Some(error.to_string()),
+            ),
+            Event::NodeUndone { node, skipped } => {
+                if *skipped {
+                    close(&mut open, &mut out, node, at, "interrupted", None);
+                    let mut s = mk(
+                        node,
+                        "undo",
+                        "attempt",
+                        0,
+                        at,
+                        Some("nothing to undo".into()),
+                    );
+                    s.outcome = "skipped".into();
+                    out.push(s);
+                } else {
+                    close(&mut open, &mut out, node, at, "ok", None);
+                }
+            }
+            Event::UndoFailed { node, error, .. } => {
+                close(
+                    &mut open,
+                    &mut out,
+                    node,
+                    at,
+                    "failed",
+                    Some(error.to_string()),
+                );
+                // The stuck undo waits for an operator: a bar that grows until resolved.
+                open.insert(
+                    node.clone(),
+                    mk(
+                        node,
+                        "undo",
+                        "wait",
+                        0,
+                        at,
+                        Some("waiting for an operator".into()),
+                    ),
+                );
+            }
+            Event::UndoResolved { node, by, note } => {
+                close(
+                    &mut open,
+                    &mut out,
+                    node,
+                    at,
+                    "resolved",
+                    Some(format!("resolved by {by}: {note}")),
+                );
+            }
+            _ => {}
+        }
+    }
+    let mut rest: Vec<Span> = open.into_values().collect();
+    rest.sort_by(|a, b| a.start_ms.cmp(&b.start_ms).then(a.node.cmp(&b.node)));
+    for mut s in rest {
+        s.end_ms = now.0.max(s.start_ms);
+        out.push(s);
+    }
+    out.sort_by(|a, b| a.start_ms.cmp(&b.start_ms).then(a.end_ms.cmp(&b.end_ms)));
+    out
+}
+
+fn cli(args: &str) -> String {
+    format!("hcp-workflow {args}")
+}
+
+fn suggest(action: &str, step: Option<&str>, command: String, explain: &str) -> Suggestion {
+    Suggestion {
+        action: action.into(),
+        step: step.map(str::to_string),
+        command,
+        explain: explain.into(),
+    }
+}
+
+fn why_unreadable(s: &RunSummary, reason: &str) -> Why {
+    let id = s.id;
+    Why {
+        text: format!(
+            "Run {id} ({}) cannot be shown step by step: {reason}. A worker parks such a run \
+             instead of acting on it. Upgrade to a binary that reads this journal and run `{}`, \
+             or unwind it with `{}`.",
+            s.workflow,
+            cli(&format!("resume {id}")),
+            cli(&format!("cancel {id} --reason '…'"))
+        ),
+        actions: vec![
+            suggest(
+                "resume",
+                None,
+                cli(&format!("resume {id}")),
+                "try the run again",
+            ),
+            suggest(
+                "cancel",
+                None,
+                cli(&format!("cancel {id} --reason '…'")),
+                "unwind the run",
+            ),
+        ],
+    }
+}
+
+fn why(
+    d: &RunDetail,
+    v: &RunView,
+    s: &RunSummary,
+    last_at: &HashMap<String, Timestamp>,
+    now: Timestamp,
+) -> Why {
+    let id = &d.id;
+    let head = format!("Run {id} ({}", d.workflow);
+    let head = match &d.cluster {
+        Some(c) => format!("{head}, cluster {c})"),
+        None => format!("{head})"),
+    };
+    let since = |step: &str| {
+        last_at
+            .get(step)
+            .map(|t| format!("{t}, {} ago", human_duration(now.0 - t.0)))
+            .unwrap_or_else(|| d.updated_at.clone())
+    };
+    let cancel = suggest(
+        "cancel",
+        None,
+        cli(&format!("cancel {id} --reason '…'")),
+        "stop and unwind: every started step is undone",
+    );
+    let mut actions = Vec::new();
+    let text = match d.state {
+        RunState::Succeeded | RunState::RolledBack | RunState::Cancelled => {
+            let how = match (&d.state, &d.undo.cause) {
+                (RunState::Succeeded, _) => "every step succeeded".to_string(),
+                (_, Some(c)) => format!("it unwound because {c}; every started step was undone"),
+                _ => "every started step was undone".to_string(),
+            };
+            format!(
+                "{head} finished {} at {}: {how}. Nothing blocks it and nothing is left to do.",
+                d.state, d.updated_at
+            )
+        }
+        RunState::Pending => {
+            format!(
+                "{head} is pending since {}: no worker has picked it up yet. Start one with \
+                 `{}` (against the same journal); to drop it instead: `{}`.",
+                d.created_at,
+                cli("worker"),
+                cancel.command
+            )
+        }
+        RunState::Failed => {
+            actions.push(suggest(
+                "resume",
+                None,
+                cli(&format!("resume {id}")),
+                "try the parked run again",
+            ));
+            actions.push(cancel.clone());
+            format!(
+                "{head} is parked since {}: {}. Nothing runs until an operator acts: after \
+                 upgrading to a binary that knows its steps, `{}`; or unwind it with `{}`.",
+                d.updated_at,
+                d.parked.as_deref().unwrap_or("unknown reason"),
+                actions[0].command,
+                cancel.command
+            )
+        }
+        RunState::NeedsOperator => {
+            let stuck: Vec<(&str, String, u32)> = v
+                .dag
+                .nodes
+                .iter()
+                .zip(&v.nodes)
+                .filter_map(|(spec, st)| match &st.status {
+                    NodeStatus::UndoFailed { error } => {
+                        Some((spec.name.as_str(), error.to_string(), st.undo_attempts))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let mut parts = Vec::new();
+            for (step, err, n) in &stuck {
+                parts.push(format!(
+                    "the undo of {step} gave up after {n} attempts at {}: {err}",
+                    since(step)
+                ));
+                actions.push(suggest(
+                    "resolve",
+                    Some(step),
+                    cli(&format!("resolve {id} --step {step} --note '…'")),
+                    "you removed or checked the resource by hand: mark this undo done",
+                ));
+                actions.push(suggest(
+                    "retry",
+                    Some(step),
+                    cli(&format!("retry {id} --step {step}")),
+                    "run the undo again with a fresh attempt budget",
+                ));
+            }
+            actions.push(suggest(
+                "resume",
+                None,
+                cli(&format!("resume {id}")),
+                "retry every stuck undo",
+            ));
+            let first = stuck.first().map(|s| s.0).unwrap_or("the step");
+            format!(
+                "{head} is stuck while unwinding ({}): {}. Unwinding cannot go on until an \
+                 operator acts. If you removed the resource yourself, record it with `{}`; to \
+                 try the undo again once the cause is fixed: `{}` (or `{}` for every stuck undo).",
+                d.undo.cause.as_deref().unwrap_or("unwinding"),
+                parts.join("; "),
+                cli(&format!("resolve {id} --step {first} --note '…'")),
+                cli(&format!("retry {id} --step {first}")),
+                cli(&format!("resume {id}")),
+            )
+        }
+        RunState::Unwinding => {
+            let step = d.step.clone().unwrap_or_default();
+            let mut t = format!(
+                "{head} is unwinding because {}: {} (since {}).",
+                d.undo.cause.as_deref().unwrap_or("of an earlier failure"),
+                d.blocked_on,
+                since(&step)
+            );
+            if matches!(
+                v.node(&step).map(|n| &n.status),
+                Some(NodeStatus::UndoRetryScheduled { .. } | NodeStatus::UndoWaiting { .. })
+            ) {
+                let r = suggest(
+                    "retry",
+                    Some(&step),
+                    cli(&format!("retry {id} --step {step}")),
+                    "run the undo now instead of waiting",
+                );
+                t.push_str(&format!(" To try the undo now: `{}`.", r.command));
+                actions.push(r);
+            } else {
+                t.push_str(" Nothing is needed from an operator; follow it with `");
+                t.push_str(&cli(&format!("watch {id}")));
+                t.push_str("`.");
+            }
+            t
+        }
+        RunState::Running | RunState::Waiting => {
+            let step = d.step.clone().unwrap_or_default();
+            let mut t = format!(
+                "{head} is {}: {} (since {}).",
+                d.state,
+                d.blocked_on,
+                since(&step)
+            );
+            match v.node(&step).map(|n| &n.status) {
+                Some(NodeStatus::RetryScheduled { error, .. }) => {
+                    let r = suggest(
+                        "retry",
+                        Some(&step),
+                        cli(&format!("retry {id} --step {step}")),
+                        "run the next attempt now",
+                    );
+                    let code = error
+                        .code
+                        .as_deref()
+                        .map(|c| format!(" (Azure/Kubernetes code {c})"))
+                        .unwrap_or_default();
+                    t.push_str(&format!(
+                        " The last attempt failed{code}; the engine retries on its own. To retry \
+                         now: `{}`; to give up and unwind: `{}`.",
+                        r.command, cancel.command
+                    ));
+                    actions.push(r);
+                }
+                Some(NodeStatus::Waiting { .. }) => {
+                    let r = suggest(
+                        "retry",
+                        Some(&step),
+                        cli(&format!("retry {id} --step {step}")),
+                        "check again now",
+                    );
+                    t.push_str(&format!(
+                        " It polls on a durable timer. To check now: `{}`; to give up and \
+                         unwind: `{}`.",
+                        r.command, cancel.command
+                    ));
+                    actions.push(r);
+                }
+                _ => match (&s.lease_owner, d.lease_expired) {
+                    (Some(o), false) => t.push_str(&format!(
+                        " The worker {o} is executing it; nothing is needed. To stop it: `{}`.",
+                        cancel.command
+                    )),
+                    _ => t.push_str(&format!(
+                        " No worker holds it: start `{}` against this journal. To stop it: `{}`.",
+                        cli("worker"),
+                        cancel.command
+                    )),
+                },
+            }
+            actions.push(cancel);
+            t
+        }
+    };
+    Why { text, actions }
+}
+
+/// One journal event as `history` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryRow {
+    /// Position in the journal.
+    pub seq: i64,
+    /// When (RFC 3339).
+    pub at: String,
+    /// Event kind.
+    pub kind: String,
+    /// Node.
+    pub node: Option<String>,
+    /// One-line summary.
+    pub summary: String,
+    /// The event as stored (decoded JSON, or the raw text when it does not decode).
+    pub data: serde_json::Value,
+    /// A failure event (retry scheduled, failed, undo failed).
+    pub failure: bool,
+}
+
+/// Summarise one event in a line.
+pub fn event_summary(ev: &Event) -> String {
+    match ev {
+        Event::NodeStarted { attempt, .. } => format!("attempt {attempt} starts"),
+        Event::NodeCheckpoint { .. } => "checkpoint saved".into(),
+        Event::NodeWaiting { until, reason, .. } => format!("waits until {until}: {reason}"),
+        Event::NodeRetryScheduled {
+            attempt,
+            next_at,
+            error,
+            ..
+        } => format!("attempt {attempt} failed: {error}; next at {next_at}"),
+        Event::NodeSucceeded { .. } => "succeeded".into(),
+        Event::NodeFailed { error, reason, .. } => format!("failed ({reason}): {error}"),
+        Event::UnwindStarted { cause } => format!("unwinding: {}", unwind_cause_text(cause)),
+        Event::UndoStarted { attempt, .. } => format!("undo attempt {attempt} starts"),
+        Event::UndoCheckpoint { .. } => "undo checkpoint saved".into(),
+        Event::UndoWaiting { until, reason, .. } => format!("undo waits until {until}: {reason}"),
+        Event::UndoRetryScheduled {
+            attempt,
+            next_at,
+            error,
+            ..
+        } => format!("undo attempt {attempt} failed: {error}; next at {next_at}"),
+        Event::NodeUndone { skipped: true, .. } => "nothing to undo".into(),
+        Event::NodeUndone { .. } => "undone".into(),
+        Event::UndoFailed { error, reason, .. } => format!("undo gave up ({reason}): {error}"),
+        Event::UndoResolved { by, note, .. } => format!("resolved by {by}: {note}"),
+        Event::Operator {
+            command_id,
+            command,
+            by,
+            reason,
+            outcome,
+        } => {
+            let why = if reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({reason})")
+            };
+            format!("#{command_id} `{command}` by {by}{why}: {outcome}")
+        }
+        Event::RunParked { reason } => format!("parked: {reason}"),
+        Event::RunUnparked => "unparked".into(),
+        Event::RunFinished { state } => format!("finished: {state}"),
+    }
+}
+
+/// The journal as `history` shows it (`step`: only that node's events; `failed`: only
+/// failures).
+pub fn history(rec: &RunRecord, step: Option<&str>, failed: bool) -> Vec<HistoryRow> {
+    rec.events
+        .iter()
+        .filter(|e| step.is_none_or(|s| e.node.as_deref() == Some(s)))
+        .filter_map(|e| {
+            let decoded = serde_json::from_str::<Event>(&e.data).ok();
+            let failure = matches!(
+                decoded,
+                Some(
+                    Event::NodeRetryScheduled { .. }
+                        | Event::NodeFailed { .. }
+                        | Event::UndoRetryScheduled { .. }
+                        | Event::UndoFailed { .. }
+                )
+            );
+            if failed && !failure {
+                return None;
+            }
+            let data = serde_json::from_str(&e.data)
+                .unwrap_or_else(|_| serde_json::Value::String(e.data.clone()));
+            Some(HistoryRow {
+                seq: e.seq,
+                at: ts(e.at),
+                kind: e.kind.clone(),
+                node: e.node.clone(),
+                summary: decoded
+                    .as_ref()
+                    .map(event_summary)
+                    .unwrap_or_else(|| "(does not decode)".into()),
+                data,
+                failure,
+            })
+        })
+        .collect()
+}
+
+/// One resource in the inventory.
+#[derive(Debug, Clone, Serialize)]
+pub struct InventoryRow {
+    /// The `cluster` label of the run that last touched it (`-` when unlabelled).
+    pub cluster: String,
+    /// Resource id.
+    pub id: String,
+    /// `azure`, `kubernetes`, `file`.
+    pub kind: String,
+    /// Resource type.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// Last action: `created`, `adopted`, `kept`.
+    pub action: String,
+    /// Outlives the cluster.
+    pub persistent: bool,
+    /// The run that last touched it.
+    pub run: String,
+    /// That run's state.
+    pub run_state: RunState,
+    /// The node that did it.
+    pub node: String,
+    /// When.
+    pub at: Option<String>,
+}
+
+/// Resources per cluster from every run's ledger: what is still present (created, adopted
+/// or kept and not deleted or found gone by a later entry of any run). With `orphans`:
+/// only resources *created* by runs that ended without success (rolled back, cancelled,
+/// parked, needing an operator) that no later run deleted.
+pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryRow> {
+    let mut all: Vec<(usize, LedgerEntry)> = Vec::new();
+    for (i, (_, f)) in runs.iter().enumerate() {
+        for e in ledger::ledger_of(&f.view) {
+            all.push((i, e));
+        }
+    }
+    // Journal time orders entries across runs; ties keep run order (oldest run first).
+    all.sort_by_key(|(i, e)| (e.at.map(|t| t.0).unwrap_or(i64::MAX), *i));
+    let mut last: BTreeMap<String, (usize, LedgerEntry)> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for (i, e) in all {
+        if !last.contains_key(&e.record.id) {
+            order.push(e.record.id.clone());
+        }
+        last.insert(e.record.id.clone(), (i, e));
+    }
+    let ended_badly = |s: RunState| {
+        matches!(
+            s,
+            RunState::RolledBack | RunState::Cancelled | RunState::Failed | RunState::NeedsOperator
+        )
+    };
+    let mut rows: Vec<InventoryRow> = order
+        .into_iter()
+        .filter_map(|id| last.remove(&id))
+        .filter(|(i, e)| {
+            let state = runs[*i].0.state;
+            if orphans {
+                e.record.action == LedgerAction::Created && ended_badly(state)
+            } else {
+                matches!(
+                    e.record.action,
+                    LedgerAction::Created | LedgerAction::Adopted | LedgerAction::Kept
+                )
+            }
+        })
+        .map(|(i, e)| {
+            let s = &runs[i].0;
+            InventoryRow {
+                cluster: s
+                    .labels
+                    .get("cluster")
+                    .cloned()
+                    .unwrap_or_else(|| "-".into()),
+                id: e.record.id.clone(),
+                kind: e.record.kind.clone(),
+                resource_type: e.record.resource_type.clone(),
+                action: e.record.action.as_str().into(),
+                persistent: e.record.persistent,
+                run: s.id.to_string(),
+                run_state: s.state,
+                node: e.node.clone(),
+                at: e.at.map(ts),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    rows
+}

@@ -1,0 +1,380 @@
+//! Human-readable rendering of the inspector's model (what golden files lock).
+//!
+//! Plain columns sized to their content, no colour and no terminal tricks, so the output is
+//! the same in a terminal, a pipe, a CI log or a bug report.
+
+use super::model::{HistoryRow, InventoryRow, RunDetail, RunRow, human_duration, max_text};
+use std::fmt::Write as _;
+
+fn width<'a>(header: &str, items: impl Iterator<Item = &'a str>) -> usize {
+    items
+        .map(|s| s.chars().count())
+        .chain(std::iter::once(header.chars().count()))
+        .max()
+        .unwrap_or(0)
+}
+
+fn pad(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n >= w {
+        s.to_string()
+    } else {
+        format!("{s}{}", " ".repeat(w - n))
+    }
+}
+
+fn trim_end_lines(s: String) -> String {
+    let mut out: String = s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+    out.push('\n');
+    out
+}
+
+/// `list`.
+pub fn list(rows: &[RunRow]) -> String {
+    if rows.is_empty() {
+        return "no runs match\n".into();
+    }
+    let cl = |r: &RunRow| r.cluster.clone().unwrap_or_else(|| "-".into());
+    let st = |r: &RunRow| match (&r.stage, &r.step) {
+        (Some(g), Some(s)) => format!("{g}/{s}"),
+        (None, Some(s)) => s.clone(),
+        _ => "-".into(),
+    };
+    let clusters: Vec<String> = rows.iter().map(cl).collect();
+    let steps: Vec<String> = rows.iter().map(st).collect();
+    let ww = width("WORKFLOW", rows.iter().map(|r| r.workflow.as_str()));
+    let cw = width("CLUSTER", clusters.iter().map(String::as_str));
+    let sw = width("STATE", rows.iter().map(|r| r.state.as_str()));
+    let pw = width("STAGE/STEP", steps.iter().map(String::as_str));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}  {}  {}  {}  {}  {:>5}  BLOCKED ON",
+        pad("RUN", 36),
+        pad("WORKFLOW", ww),
+        pad("CLUSTER", cw),
+        pad("STATE", sw),
+        pad("STAGE/STEP", pw),
+        "AGE"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{}  {}  {}  {}  {}  {:>5}  {}",
+            pad(&r.id, 36),
+            pad(&r.workflow, ww),
+            pad(&clusters[i], cw),
+            pad(r.state.as_str(), sw),
+            pad(&steps[i], pw),
+            r.age,
+            r.blocked_on
+        );
+    }
+    trim_end_lines(out)
+}
+
+/// `show`.
+pub fn show(d: &RunDetail) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "run        {}", d.id);
+    let _ = writeln!(o, "workflow   {} v{}", d.workflow, d.version);
+    if let Some(c) = &d.cluster {
+        let _ = writeln!(o, "cluster    {c}");
+    }
+    let others: Vec<String> = d
+        .labels
+        .iter()
+        .filter(|(k, _)| k.as_str() != "cluster")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(o, "labels     {}", others.join(", "));
+    }
+    let _ = writeln!(o, "state      {}", d.state);
+    let _ = writeln!(o, "blocked on {}", d.blocked_on);
+    let _ = writeln!(o, "created    {}", d.created_at);
+    let _ = writeln!(o, "updated    {}", d.updated_at);
+    match (&d.lease_owner, &d.lease_expires_at) {
+        (Some(owner), Some(exp)) => {
+            let _ = writeln!(
+                o,
+                "lease      {owner} (epoch {}, expires {exp}{})",
+                d.lease_epoch,
+                if d.lease_expired { ", lapsed" } else { "" }
+            );
+        }
+        (Some(owner), None) => {
+            let _ = writeln!(o, "lease      {owner} (epoch {})", d.lease_epoch);
+        }
+        _ => {
+            let _ = writeln!(o, "lease      none");
+        }
+    }
+    if let Some(p) = &d.parked {
+        let _ = writeln!(o, "parked     {p}");
+    }
+    if let Some(u) = &d.unreadable {
+        let _ = writeln!(o, "\nthe journal cannot be folded: {u}");
+    }
+    if !d.stages.is_empty() {
+        let names = d
+            .stages
+            .iter()
+            .flat_map(|g| g.steps.iter().map(|s| s.name.as_str()));
+        let nw = width("", names).max(10);
+        let states = d
+            .stages
+            .iter()
+            .flat_map(|g| g.steps.iter().map(|s| s.state.as_str()));
+        let sw = width("STATE", states);
+        let _ = writeln!(
+            o,
+            "\nSTEPS\n  {}  {}  {:>8}  {:>8}  UNDO        LAST ERROR",
+            pad("STAGE / STEP", nw + 2),
+            pad("STATE", sw),
+            "ATTEMPTS",
+            "DURATION"
+        );
+        for g in &d.stages {
+            let _ = writeln!(o, "  {}", g.name);
+            for s in &g.steps {
+                let attempts = if s.attempts == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{}/{}", s.attempts, max_text(s.max_attempts))
+                };
+                let undo = if s.undo_attempts > 0 {
+                    format!("{}/{}", s.undo_attempts, max_text(s.undo_max_attempts))
+                } else if !s.has_undo {
+                    "none".into()
+                } else {
+                    "-".into()
+                };
+                let _ = writeln!(
+                    o,
+                    "  {}{}  {}  {:>8}  {:>8}  {}  {}",
+                    if s.current { "> " } else { "  " },
+                    pad(&s.name, nw),
+                    pad(&s.state, sw),
+                    attempts,
+                    s.duration_ms
+                        .map(human_duration)
+                        .unwrap_or_else(|| "-".into()),
+                    pad(&undo, 10),
+                    s.last_error.as_ref().map(|e| e.text.as_str()).unwrap_or("")
+                );
+            }
+        }
+    }
+    if let Some(p) = &d.pending {
+        let _ = writeln!(o, "\nPENDING STEP  {} ({})", p.step, p.phase);
+        let _ = writeln!(o, "  state       {}", p.state);
+        let _ = writeln!(o, "  attempt     {}", p.attempt_text);
+        if let Some(since) = &p.since {
+            let _ = writeln!(o, "  since       {since}");
+        }
+        let _ = writeln!(
+            o,
+            "  last error  {}",
+            p.last_error
+                .as_ref()
+                .map(|e| e.text.as_str())
+                .unwrap_or("none")
+        );
+        if let Some(code) = p.last_error.as_ref().and_then(|e| e.code.as_deref()) {
+            let _ = writeln!(o, "  error code  {code}");
+        }
+        let _ = writeln!(
+            o,
+            "  next retry  {}",
+            p.next_retry_at.as_deref().unwrap_or("-")
+        );
+        let _ = writeln!(o, "  waits for   {}", p.waits_for);
+        let _ = writeln!(
+            o,
+            "  lease       {}",
+            match (&p.lease_owner, &p.lease_expires_at) {
+                (Some(w), Some(t)) => format!("{w} until {t}"),
+                (Some(w), None) => w.clone(),
+                _ => "none".into(),
+            }
+        );
+    }
+    let u = &d.undo;
+    if d.unreadable.is_none() {
+        if u.unwinding {
+            let _ = writeln!(
+                o,
+                "\nUNDO STACK  unwinding because {}",
+                u.cause.as_deref().unwrap_or("?")
+            );
+        } else if d.state.is_terminal() {
+            let _ = writeln!(
+                o,
+                "\nUNDO STACK  nothing will be undone: the run {}",
+                d.state
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "\nUNDO STACK  not unwinding; a cancel now would undo, in this order:"
+            );
+        }
+        let all = u.done.iter().chain(&u.next).map(|i| i.step.as_str());
+        let nw = width("", all);
+        let mut n = 0;
+        for (i, item) in u.done.iter().enumerate() {
+            n += 1;
+            let _ = writeln!(
+                o,
+                "  {} {n:>2}. {}  {}  {}",
+                if i == 0 { "done" } else { "    " },
+                pad(&item.step, nw),
+                item.at.as_deref().unwrap_or(""),
+                item.note
+            );
+        }
+        if !d.state.is_terminal() {
+            for (i, item) in u.next.iter().enumerate() {
+                n += 1;
+                let _ = writeln!(
+                    o,
+                    "  {} {n:>2}. {}  {}",
+                    if i == 0 { "next" } else { "    " },
+                    pad(&item.step, nw),
+                    item.note
+                );
+            }
+        }
+        if n == 0 {
+            let _ = writeln!(o, "  (no step has started)");
+        }
+    }
+    let _ = writeln!(o, "\nRESOURCES");
+    if d.ledger.is_empty() {
+        let _ = writeln!(o, "  none recorded");
+    } else {
+        let aw = width("ACTION", d.ledger.iter().map(|r| r.action.as_str()));
+        let tw = width("TYPE", d.ledger.iter().map(|r| r.resource_type.as_str()));
+        let nw = width("NODE", d.ledger.iter().map(|r| r.node.as_str()));
+        let _ = writeln!(
+            o,
+            "  {}  {}  {}  {}  ID",
+            pad("ACTION", aw),
+            pad("TYPE", tw),
+            pad("NODE", nw),
+            pad("PHASE", 6)
+        );
+        for r in &d.ledger {
+            let _ = writeln!(
+                o,
+                "  {}  {}  {}  {}  {}{}",
+                pad(&r.action, aw),
+                pad(&r.resource_type, tw),
+                pad(&r.node, nw),
+                pad(&r.phase, 6),
+                r.id,
+                if r.persistent { " (persistent)" } else { "" }
+            );
+        }
+    }
+    if !d.commands.is_empty() {
+        let _ = writeln!(o, "\nOPERATOR COMMANDS");
+        for c in &d.commands {
+            let why = if c.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {:?}", c.reason)
+            };
+            let status = match (&c.applied_at, &c.outcome) {
+                (Some(t), Some(out)) => format!("{out} at {t}"),
+                (Some(t), None) => format!("applied at {t}"),
+                _ => "queued".into(),
+            };
+            let _ = writeln!(
+                o,
+                "  #{} {} `{}` by {}{why} ({status})",
+                c.id, c.requested_at, c.command, c.by
+            );
+        }
+    }
+    let _ = writeln!(o, "\nWHY\n  {}", d.why.text);
+    trim_end_lines(o)
+}
+
+/// `history`.
+pub fn history(rows: &[HistoryRow]) -> String {
+    if rows.is_empty() {
+        return "no events match\n".into();
+    }
+    let kw = width("KIND", rows.iter().map(|r| r.kind.as_str()));
+    let nw = width(
+        "NODE",
+        rows.iter().map(|r| r.node.as_deref().unwrap_or("-")),
+    );
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:>4}  {}  {}  {}  WHAT",
+        "SEQ",
+        pad("AT", 24),
+        pad("KIND", kw),
+        pad("NODE", nw)
+    );
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "{:>4}  {}  {}  {}  {}",
+            r.seq,
+            pad(&r.at, 24),
+            pad(&r.kind, kw),
+            pad(r.node.as_deref().unwrap_or("-"), nw),
+            r.summary
+        );
+    }
+    trim_end_lines(o)
+}
+
+/// `inventory`.
+pub fn inventory(rows: &[InventoryRow], orphans: bool) -> String {
+    if rows.is_empty() {
+        return if orphans {
+            "no orphaned resources: every resource created by a run that did not succeed was deleted\n".into()
+        } else {
+            "no resources recorded\n".into()
+        };
+    }
+    let aw = width("ACTION", rows.iter().map(|r| r.action.as_str()));
+    let tw = width("TYPE", rows.iter().map(|r| r.resource_type.as_str()));
+    let sw = width("RUN STATE", rows.iter().map(|r| r.run_state.as_str()));
+    let mut o = String::new();
+    let mut cluster: Option<&str> = None;
+    for r in rows {
+        if cluster != Some(r.cluster.as_str()) {
+            if cluster.is_some() {
+                o.push('\n');
+            }
+            let _ = writeln!(o, "cluster {}", r.cluster);
+            let _ = writeln!(
+                o,
+                "  {}  {}  {}  {}  ID",
+                pad("ACTION", aw),
+                pad("TYPE", tw),
+                pad("RUN", 36),
+                pad("RUN STATE", sw)
+            );
+            cluster = Some(r.cluster.as_str());
+        }
+        let _ = writeln!(
+            o,
+            "  {}  {}  {}  {}  {}{}",
+            pad(&r.action, aw),
+            pad(&r.resource_type, tw),
+            pad(&r.run, 36),
+            pad(r.run_state.as_str(), sw),
+            r.id,
+            if r.persistent { " (persistent)" } else { "" }
+        );
+    }
+    trim_end_lines(o)
+}

@@ -1,0 +1,279 @@
+//! Cluster end-to-end harness: a simulator as its own process (with `--state`, so it
+//! outlives killed workers), cluster files, and the simulator's control API.
+
+use crate::{Proc, bin};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The shared reference data, when this checkout has `../shared` beside it.
+pub fn shared_crds() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/hypershift");
+    p.exists().then_some(p)
+}
+
+/// A simulator process.
+#[derive(Debug)]
+pub struct Sim {
+    proc: Proc,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    http: reqwest::blocking::Client,
+}
+
+impl Sim {
+    /// Start `hcp-workflow simulator serve` with its state in `dir/sim.json`.
+    pub fn start(dir: &Path, time_scale: f64) -> Sim {
+        let state = dir.join("sim.json");
+        let ts = time_scale.to_string();
+        let mut args = vec![
+            "simulator",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--state",
+            state.to_str().unwrap(),
+            "--time-scale",
+            &ts,
+        ];
+        let crds = shared_crds();
+        if let Some(c) = &crds {
+            args.push("--crds");
+            args.push(c.to_str().unwrap());
+        }
+        let mut proc = Proc::spawn(dir, &args, &[("RUST_LOG", "warn")]);
+        let line = proc
+            .wait_line("hcp-simulator listening on ", Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("simulator did not start: {}", proc.stderr()));
+        let base = line
+            .trim_start_matches("hcp-simulator listening on ")
+            .trim()
+            .to_string();
+        let sim = Sim {
+            proc,
+            base,
+            http: reqwest::blocking::Client::new(),
+        };
+        // HyperShift's `clusters` namespace exists on a management cluster before any
+        // cluster is created (hcp-workflow creates it if missing but never deletes it).
+        sim.http
+            .post(format!("{}/api/v1/namespaces", sim.base))
+            .header("authorization", "Bearer test")
+            .json(&serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "clusters"}}))
+            .send()
+            .unwrap();
+        sim
+    }
+
+    /// `GET /_sim/inventory`.
+    pub fn inventory(&self) -> Vec<Value> {
+        self.get("/_sim/inventory")
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Inventory ids (ARM ids and Kubernetes paths).
+    pub fn ids(&self) -> BTreeSet<String> {
+        self.inventory()
+            .iter()
+            .filter_map(|i| i["id"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// `GET /_sim/requests`.
+    pub fn requests(&self) -> Vec<Value> {
+        self.get("/_sim/requests")
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// `DELETE /_sim/requests`.
+    pub fn clear_requests(&self) {
+        self.http
+            .delete(format!("{}/_sim/requests", self.base))
+            .send()
+            .unwrap();
+    }
+
+    /// `POST /_sim/faults`.
+    pub fn fault(&self, rule: Value) -> String {
+        let v: Value = self
+            .http
+            .post(format!("{}/_sim/faults", self.base))
+            .json(&rule)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        v["id"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// `DELETE /_sim/faults`.
+    pub fn clear_faults(&self) {
+        self.http
+            .delete(format!("{}/_sim/faults", self.base))
+            .send()
+            .unwrap();
+    }
+
+    /// Any GET on the simulator.
+    pub fn get(&self, path: &str) -> Value {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .header("authorization", "Bearer test")
+            .send()
+            .unwrap()
+            .json()
+            .unwrap_or(Value::Null)
+    }
+
+    /// Any PUT on the simulator (ARM with a dummy bearer token).
+    pub fn put(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .put(format!("{}{path}", self.base))
+            .header("authorization", "Bearer test")
+            .json(body)
+            .send()
+            .unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().unwrap_or(Value::Null))
+    }
+
+    /// Stop it.
+    pub fn stop(mut self) {
+        self.proc.kill();
+    }
+}
+
+/// The guest subscription of test clusters.
+pub const GUEST_SUB: &str = "11111111-2222-3333-4444-555555555555";
+
+/// Write a cluster file `dir/<name>.yaml` (Private topology: every stage runs) with the
+/// fake pull secret and SSH key beside it; `extra` is appended (top-level YAML keys not
+/// already present, e.g. `allowedSubscriptions: [...]`). `persistent_rg` names the
+/// persistent resource group.
+pub fn cluster_file(
+    dir: &Path,
+    name: &str,
+    infra_id: &str,
+    topology: &str,
+    extra: &str,
+) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::copy(
+        root.join("examples/id_ed25519.pub"),
+        dir.join("id_ed25519.pub"),
+    )
+    .unwrap();
+    if !dir.join("pull-secret.json").exists() {
+        std::fs::copy(
+            root.join("examples/pull-secret.json"),
+            dir.join("pull-secret.json"),
+        )
+        .unwrap();
+    }
+    let yaml = format!(
+        "name: {name}
+infraID: {infra_id}
+subscription: {GUEST_SUB}
+tenant: 99999999-8888-7777-6666-555555555555
+location: eastus
+baseDomain: hcp.example.com
+releaseImage: quay.io/openshift-release-dev/ocp-release:4.18.1-multi
+persistentResourceGroup: {name}-persistent
+oidcIssuer:
+  create: {{}}
+identities:
+  create: {{}}
+network:
+  create: {{}}
+topology: {topology}
+managementCluster:
+  subscription: 00000000-0000-0000-0000-00000000a0a0
+  loadBalancerResourceGroup: hcp-management
+  vnetId: /subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/virtualNetworks/management-vnet
+nodePools:
+  - name: workers
+    replicas: 2
+  - name: infra
+    replicas: 1
+pullSecret: pull-secret.json
+sshKey: id_ed25519.pub
+{extra}"
+    );
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// Run `hcp-workflow args…` to completion; returns (exit code, stdout, stderr).
+pub fn run(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .env_remove("HCP_CRASH_AT")
+        .env_remove("HCP_INJECT_FAIL")
+        .env("HCP_POLL_MS", "20")
+        .envs(envs.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Methods and paths of the request log, for ordering assertions.
+pub fn request_lines(reqs: &[Value]) -> Vec<(String, String, u16)> {
+    reqs.iter()
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap_or_default().to_string(),
+                r["path"].as_str().unwrap_or_default().to_string(),
+                r["status"].as_u64().unwrap_or_default() as u16,
+            )
+        })
+        .collect()
+}
+
+/// Assert that in `reqs`, every private endpoint connection of `pls_id` that was ever
+/// listed was PUT `Rejected` and DELETEd before the PLS DELETE (when there was one).
+pub fn assert_connections_rejected_before_pls_delete(reqs: &[Value], pls_name: &str) {
+    let lines = request_lines(reqs);
+    let pls_delete = lines.iter().position(|(m, p, s)| {
+        m == "DELETE" && p.contains(&format!("/privateLinkServices/{pls_name}?")) && *s < 300
+    });
+    let Some(pls_delete) = pls_delete else { return };
+    let conns: BTreeSet<String> = lines
+        .iter()
+        .filter(|(m, p, _)| {
+            m == "PUT"
+                && p.contains(&format!(
+                    "/privateLinkServices/{pls_name}/privateEndpointConnections/"
+                ))
+        })
+        .map(|(_, p, _)| p.split('?').next().unwrap_or_default().to_string())
+        .collect();
+    for c in &conns {
+        let put = lines
+            .iter()
+            .position(|(m, p, _)| m == "PUT" && p.starts_with(c.as_str()));
+        let del = lines
+            .iter()
+            .position(|(m, p, _)| m == "DELETE" && p.starts_with(c.as_str()));
+        assert!(
+            put.is_some_and(|i| i < pls_delete),
+            "{c}: not rejected before the PLS DELETE"
+        );
+        assert!(
+            del.is_some_and(|i| i < pls_delete),
+            "{c}: not deleted before the PLS DELETE"
+        );
+    }
+}

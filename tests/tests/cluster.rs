@@ -1,0 +1,480 @@
+//! create-cluster and delete-cluster end to end: the real `hcp-workflow` binary against a
+//! simulator running as its own process.
+//!
+//! - create then delete: only persistent resources remain; `--purge-persistent` removes
+//!   those too;
+//! - a permanent failure at every node of create-cluster unwinds to the inventory from
+//!   before the run, and every private endpoint connection is rejected and removed before
+//!   the PLS DELETE;
+//! - a foreign private endpoint (another subscription) is rejected before teardown;
+//! - throttling storms and transient faults: the run completes; a quota error is permanent
+//!   and surfaces with its Azure code;
+//! - delete-cluster on a half-created and on an already-deleted cluster;
+//! - bad config: exit 2, nothing journaled, no request sent;
+//! - secrets: the pull secret and the generated private key appear nowhere (journal file,
+//!   logs, CLI output).
+
+#![allow(clippy::unwrap_used)]
+
+use hcp_e2e_tests::cluster::{
+    Sim, assert_connections_rejected_before_pls_delete, cluster_file, run,
+};
+use hcp_e2e_tests::scratch;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Simulated Azure durations × this: a whole create takes a couple of seconds.
+const TIME_SCALE: f64 = 0.002;
+
+struct Env {
+    dir: std::path::PathBuf,
+    db: String,
+    sim: Sim,
+}
+
+impl Env {
+    fn new(tag: &str) -> Env {
+        let dir = scratch(tag);
+        let sim = Sim::start(&dir, TIME_SCALE);
+        let db = format!("sqlite://{}", dir.join("journal.db").display());
+        Env { dir, db, sim }
+    }
+
+    fn cli(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+        let mut a = vec![
+            "--database",
+            self.db.as_str(),
+            "--simulator",
+            self.sim.base.as_str(),
+        ];
+        a.extend_from_slice(args);
+        run(&self.dir, &a, envs)
+    }
+
+    fn start(
+        &self,
+        wf: &str,
+        cfg: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> (i32, String, String) {
+        let mut a = vec!["start", wf, "--config", cfg.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        self.cli(&a, envs)
+    }
+}
+
+/// Ids of resources that are not the simulator's own management cluster.
+fn ours(ids: &BTreeSet<String>, name: &str, infra: &str) -> BTreeSet<String> {
+    ids.iter()
+        .filter(|i| i.contains(name) || i.contains(infra))
+        .cloned()
+        .collect()
+}
+
+fn is_persistent(id: &str, name: &str) -> bool {
+    id.contains(&format!("/resourceGroups/{name}-persistent"))
+        || id.contains("sa-token-issuer-key")
+        || id.ends_with(&format!("/resourcegroups/{name}-persistent"))
+}
+
+#[test]
+fn create_then_delete_leaves_only_persistent_resources_and_purge_removes_them() {
+    let env = Env::new("create-delete");
+    let before = env.sim.ids();
+    let cfg = cluster_file(&env.dir, "alpha", "alpha-a1b2c", "Private", "");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "create failed\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("is succeeded"), "{out}");
+    let after_create = env.sim.ids();
+    let created: BTreeSet<_> = after_create.difference(&before).cloned().collect();
+    // Every stage left something: identities, OIDC, network, control plane, PLS, PE/DNS.
+    for needle in [
+        "userAssignedIdentities/alpha-disk-alpha-a1b2c",
+        "federatedIdentityCredentials",
+        "roleAssignments",
+        "storageAccounts",
+        "virtualNetworks/alpha-alpha-a1b2c",
+        "privateLinkServices/pls-alpha-a1b2c",
+        "privateEndpoints/alpha-alpha-a1b2c-pe",
+        "privateDnsZones/alpha.hypershift.local/A/api",
+        "hostedclusters/alpha",
+        "nodepools/alpha-workers",
+        "subnets/alpha-a1b2c-pls-nat",
+    ] {
+        assert!(
+            created.iter().any(|i| i.contains(needle)),
+            "no {needle} among created resources: {created:#?}"
+        );
+    }
+    // No resource exists twice under different ids (deterministic names).
+    assert_eq!(
+        env.sim.inventory().len(),
+        after_create.len(),
+        "duplicate inventory ids"
+    );
+
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "delete failed\nstdout:\n{out}\nstderr:\n{err}");
+    let after_delete = env.sim.ids();
+    let left: BTreeSet<_> = after_delete.difference(&before).cloned().collect();
+    for id in &left {
+        assert!(
+            is_persistent(id, "alpha")
+                || id.contains("federatedIdentityCredentials")
+                || id.contains("userAssignedIdentities")
+                || id.contains("storageAccounts"),
+            "non-persistent resource left after delete-cluster: {id}"
+        );
+    }
+    assert!(
+        left.iter().any(|i| i.contains("userAssignedIdentities")),
+        "identities are persistent: {left:#?}"
+    );
+    assert_connections_rejected_before_pls_delete(&env.sim.requests(), "pls-alpha-a1b2c");
+
+    let (code, out, err) = env.start("delete-cluster", &cfg, &["--purge-persistent"], &[]);
+    assert_eq!(code, 0, "purge failed\nstdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(env.sim.ids(), before, "purge left resources behind");
+    env.sim.stop();
+}
+
+#[test]
+fn foreign_private_endpoint_is_rejected_and_removed_before_the_pls_is_deleted() {
+    let env = Env::new("foreign-pe");
+    let cfg = cluster_file(&env.dir, "beta", "beta-f0r3n", "Private", "");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "create failed\nstdout:\n{out}\nstderr:\n{err}");
+    // Someone in another subscription connects a private endpoint to our PLS.
+    let pls = "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/privateLinkServices/pls-beta-f0r3n";
+    let foreign_sub = "22222222-3333-4444-5555-666666666666";
+    let rg = format!("/subscriptions/{foreign_sub}/resourcegroups/intruder");
+    let (s, _) = env.sim.put(
+        &format!("{rg}?api-version=2021-04-01"),
+        &json!({"location": "eastus"}),
+    );
+    assert!(s < 300);
+    let rg = format!("/subscriptions/{foreign_sub}/resourceGroups/intruder");
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/v");
+    let (s, b) = env.sim.put(
+        &format!("{vnet}?api-version=2023-11-01"),
+        &json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.9.0.0/16"]},
+            "subnets": [{"name": "s", "properties": {"addressPrefix": "10.9.0.0/24"}}]}}),
+    );
+    assert!(s < 300, "{b}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (s, b) = env.sim.put(
+        &format!("{rg}/providers/Microsoft.Network/privateEndpoints/intruder-pe?api-version=2023-11-01"),
+        &json!({"location": "eastus", "properties": {"subnet": {"id": format!("{vnet}/subnets/s")},
+            "manualPrivateLinkServiceConnections": [{"name": "c", "properties": {"privateLinkServiceId": pls}}]}}),
+    );
+    assert!(s < 300, "{b}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let conns = env.sim.get(&format!(
+        "{pls}/privateEndpointConnections?api-version=2023-11-01"
+    ));
+    let n = conns["value"].as_array().map(Vec::len).unwrap_or(0);
+    assert_eq!(n, 2, "ours and the foreign connection: {conns}");
+    env.sim.clear_requests();
+
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "delete failed\nstdout:\n{out}\nstderr:\n{err}");
+    let reqs = env.sim.requests();
+    assert_connections_rejected_before_pls_delete(&reqs, "pls-beta-f0r3n");
+    // Our own connection went away with our PE (deleted first); the foreign one is
+    // rejected and removed by the PLS teardown.
+    let on_connections = |method: &str| {
+        reqs.iter()
+            .filter(|r| {
+                r["method"] == method
+                    && r["path"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("/privateEndpointConnections/")
+            })
+            .count()
+    };
+    assert_eq!(on_connections("PUT"), 1, "the foreign connection rejected");
+    assert_eq!(
+        on_connections("DELETE"),
+        1,
+        "the foreign connection removed"
+    );
+    // The foreign PE is not ours: it is still there, but shows Rejected.
+    let pe = env.sim.get(&format!(
+        "{rg}/providers/Microsoft.Network/privateEndpoints/intruder-pe?api-version=2023-11-01"
+    ));
+    assert!(
+        pe.to_string().contains("Rejected") || pe.to_string().contains("Disconnected"),
+        "{pe}"
+    );
+    assert!(
+        env.sim
+            .get(&format!("{pls}?api-version=2023-11-01"))
+            .get("error")
+            .is_some(),
+        "PLS deleted"
+    );
+    env.sim.stop();
+}
+
+#[test]
+fn every_node_of_create_unwinds_to_the_inventory_from_before() {
+    let env = Env::new("unwind-each");
+    let cfg = cluster_file(&env.dir, "gamma", "gamma-u0w1n", "Private", "");
+    let (code, plan, err) = env.cli(
+        &[
+            "--output",
+            "json",
+            "plan",
+            "create-cluster",
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let plan: Value = serde_json::from_str(&plan).unwrap();
+    let nodes: Vec<String> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["node"].as_str().unwrap().to_string())
+        .collect();
+    assert!(nodes.len() > 40, "{nodes:?}");
+    let before = env.sim.ids();
+    // A failure at the last node exercises every undo; sampling the others keeps the
+    // suite within budget on 2 cores, and HCP_E2E_ALL_NODES=1 runs every node.
+    let all = std::env::var("HCP_E2E_ALL_NODES").is_ok_and(|v| v == "1");
+    let picked: Vec<&String> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| {
+            all || *i == 0
+                || *i + 1 == nodes.len()
+                || n.contains(".identities.disk")
+                || n.ends_with("federated")
+                || n.contains("oidc.")
+                || n.contains("network.vnet")
+                || n.contains("network.role.cloud-provider.managed")
+                || n.contains("control-plane.")
+                || n.contains("pls.")
+                || n.contains("pe-dns.")
+                || n.contains("available.")
+        })
+        .map(|(_, n)| n)
+        .collect();
+    for (k, node) in picked.iter().enumerate() {
+        env.sim.clear_requests();
+        let key = format!("unwind-{k}");
+        let (code, out, err) = env.start(
+            "create-cluster",
+            &cfg,
+            &["--idempotency-key", &key],
+            &[("HCP_INJECT_FAIL", node.as_str())],
+        );
+        assert_eq!(
+            code, 1,
+            "{node}: expected a rolled-back run\nstdout:\n{out}\nstderr:\n{err}"
+        );
+        assert!(out.contains("is rolled-back"), "{node}: {out}");
+        let now = env.sim.ids();
+        assert_eq!(
+            ours(&now, "gamma", "gamma-u0w1n"),
+            ours(&before, "gamma", "gamma-u0w1n"),
+            "{node}: inventory differs after unwinding"
+        );
+        assert_eq!(now, before, "{node}: inventory differs after unwinding");
+        assert_connections_rejected_before_pls_delete(&env.sim.requests(), "pls-gamma-u0w1n");
+    }
+    env.sim.stop();
+}
+
+#[test]
+fn throttling_storm_and_transient_faults_complete_quota_is_permanent() {
+    let env = Env::new("faults");
+    let cfg = cluster_file(&env.dir, "delta", "delta-f4u1t", "Public", "");
+    for rule in [
+        json!({"probability": 0.15, "status": 429, "error_code": "TooManyRequests", "retry_after": 1, "path": "/subscriptions/"}),
+        json!({"probability": 0.05, "status": 503, "path": "/subscriptions/"}),
+        json!({"method": "PUT", "resource_type": "Microsoft.Network/virtualNetworks", "nth": 1, "status": 409, "error_code": "AnotherOperationInProgress"}),
+    ] {
+        env.sim.fault(rule);
+    }
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(
+        code, 0,
+        "storm: create failed\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    let throttled = env
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r["status"] == 429)
+        .count();
+    assert!(throttled > 0, "the storm throttled nothing");
+    env.sim.clear_faults();
+    env.sim.clear_requests();
+
+    let cfg = cluster_file(&env.dir, "epsilon", "epsilon-q0ta1", "Public", "");
+    env.sim.fault(json!({"method": "PUT", "resource_type": "Microsoft.Network/publicIPAddresses",
+        "status": 409, "error_code": "PublicIPCountLimitReached", "message": "Cannot create more than 10 public IP addresses"}));
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(
+        code, 1,
+        "quota: expected failure\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    assert!(
+        out.contains("PublicIPCountLimitReached"),
+        "the Azure code is shown: {out}"
+    );
+    let puts = env
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| {
+            r["method"] == "PUT"
+                && r["path"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("publicIPAddresses")
+        })
+        .count();
+    assert_eq!(puts, 1, "a quota error is not retried");
+    env.sim.stop();
+}
+
+#[test]
+fn delete_cluster_succeeds_on_half_created_and_already_deleted_clusters() {
+    let env = Env::new("half");
+    let cfg = cluster_file(&env.dir, "zeta", "zeta-h4lf0", "Private", "");
+    let before = env.sim.ids();
+    // Half-created: the create stops for good in the network stage and is cancelled only
+    // after its work there (no unwind yet): start detached, run a worker that dies.
+    let (code, _, err) = env.start("create-cluster", &cfg, &["--detach"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let mut a = vec![
+        "--database",
+        env.db.as_str(),
+        "--simulator",
+        env.sim.base.as_str(),
+        "worker",
+    ];
+    let world = env.dir.join("world");
+    a.extend(["--world", world.to_str().unwrap()]);
+    let mut w = hcp_e2e_tests::Proc::spawn(
+        &env.dir,
+        &a,
+        &[(
+            "HCP_CRASH_AT",
+            "before-effect:action:create-cluster.network.vnet",
+        )],
+    );
+    let _ = w.wait_line("HCP_CRASHPOINT", std::time::Duration::from_secs(60));
+    w.kill();
+    assert!(env.sim.ids().len() > before.len(), "something was created");
+    let (code, out, err) = env.start("delete-cluster", &cfg, &["--purge-persistent"], &[]);
+    assert_eq!(
+        code, 0,
+        "delete of a half-created cluster\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    assert_eq!(env.sim.ids(), before, "all gone");
+    let (code, out, err) = env.start(
+        "delete-cluster",
+        &cfg,
+        &["--purge-persistent", "--idempotency-key", "again"],
+        &[],
+    );
+    assert_eq!(
+        code, 0,
+        "delete of an already-deleted cluster\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    env.sim.stop();
+}
+
+#[test]
+fn bad_config_exits_2_and_creates_nothing() {
+    let env = Env::new("bad-config");
+    let cfg = cluster_file(&env.dir, "eta", "eta-b4d00", "Private", "bogusKey: 1\n");
+    env.sim.clear_requests();
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("bogusKey"), "{err}");
+    assert!(err.contains("nothing was journaled or created"), "{err}");
+    assert!(
+        env.sim.requests().is_empty(),
+        "no request reached the simulator"
+    );
+    let (_, list, _) = env.cli(&["--output", "json", "list"], &[]);
+    assert!(
+        list.trim() == "[]" || !list.contains("create-cluster"),
+        "nothing journaled: {list}"
+    );
+}
+
+#[test]
+fn secrets_never_reach_the_journal_logs_or_output() {
+    let env = Env::new("secrets");
+    let marker = format!("SEEDED-PULL-SECRET-{}", uuid::Uuid::new_v4().simple());
+    std::fs::write(
+        env.dir.join("pull-secret.json"),
+        format!("{{\"auths\":{{\"quay.io\":{{\"auth\":\"{marker}\"}}}}}}"),
+    )
+    .unwrap();
+    let cfg = cluster_file(&env.dir, "theta", "theta-s3cr3", "Private", "");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[("RUST_LOG", "debug")]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let (_, show, _) = env.cli(
+        &[
+            "--output",
+            "json",
+            "show",
+            out.split_whitespace().nth(1).unwrap(),
+        ],
+        &[],
+    );
+    // The generated issuer key, as the management cluster holds it.
+    let secret = env
+        .sim
+        .get("/api/v1/namespaces/clusters/secrets/theta-sa-token-issuer-key");
+    let pem_b64 = secret["data"]["key"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!pem_b64.is_empty(), "issuer key Secret: {secret}");
+    use base64::Engine as _;
+    let pem = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(&pem_b64)
+            .unwrap(),
+    )
+    .unwrap();
+    let key_line = pem.lines().nth(5).unwrap().to_string();
+    let mut journal = Vec::new();
+    for f in std::fs::read_dir(&env.dir).unwrap() {
+        let p = f.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("journal.db")
+        {
+            journal.extend(std::fs::read(&p).unwrap());
+        }
+    }
+    let journal = String::from_utf8_lossy(&journal);
+    for (what, hay) in [
+        ("journal", journal.as_ref()),
+        ("stdout", out.as_str()),
+        ("stderr/logs", err.as_str()),
+        ("show", show.as_str()),
+    ] {
+        assert!(!hay.contains(&marker), "pull secret found in {what}");
+        assert!(!hay.contains(&key_line), "private key found in {what}");
+        assert!(
+            !hay.contains("PRIVATE KEY"),
+            "a private key header in {what}"
+        );
+    }
+    env.sim.stop();
+}

@@ -1,0 +1,482 @@
+//! The cluster file's shape: one YAML document per hosted cluster.
+//!
+//! Why these types look the way they do:
+//! - keys are camelCase like HyperShift's own API (`infraID`, `baseDomain`, `releaseImage`), so
+//!   a reader who knows HyperShift recognises them;
+//! - every struct denies unknown keys, so a typo is an error instead of a silently ignored
+//!   setting;
+//! - values Azure validates (UUIDs, CIDRs, ARM ids, counts) are kept as written (`String`,
+//!   `i64`) and checked by [`super::validate`], so one pass can report every problem at once
+//!   instead of stopping at the first type error;
+//! - secrets are never held: `pullSecret` and `sshKey` are file paths, read at use time by
+//!   [`ClusterConfig::read_pull_secret`] and friends;
+//! - the doc comments are the JSON Schema descriptions (`examples/cluster.schema.json`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// JSON Schema pattern of a canonical UUID (the form Azure prints).
+const UUID_PATTERN: &str = "^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$";
+
+/// Default container of a created OIDC issuer.
+pub const DEFAULT_OIDC_CONTAINER: &str = "oidc";
+/// Default address space of a created VNet (HyperShift's).
+pub const DEFAULT_VNET_CIDR: &str = "10.0.0.0/16";
+/// Default subnet of a created VNet (HyperShift's).
+pub const DEFAULT_SUBNET_CIDR: &str = "10.0.0.0/24";
+/// Default node VM size (HyperShift's).
+pub const DEFAULT_VM_SIZE: &str = "Standard_D4s_v5";
+/// Default OS disk size in GiB (HyperShift's).
+pub const DEFAULT_OS_DISK_SIZE_GIB: i64 = 128;
+
+/// One self-managed Azure HyperShift hosted cluster.
+///
+/// Relative file paths are resolved against the directory of the cluster file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(title = "hcp-workflow cluster file")]
+pub struct ClusterConfig {
+    /// Cluster name (HostedCluster name). A DNS label: lowercase letters, digits and `-`,
+    /// starting with a letter, at most 40 characters, because derived Azure names embed it
+    /// (`<name>-<infraID>-pe` must fit 64 characters).
+    #[schemars(
+        length(min = 1, max = 40),
+        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: String,
+
+    /// Infrastructure id, embedded in every Azure resource name and tag. Optional: when
+    /// absent, `<name>-<5 random [a-z0-9]>` is generated once and recorded with the run.
+    /// Lowercase letters, digits and `-`; `name` + `infraID` at most 60 characters.
+    #[serde(rename = "infraID", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 59),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub infra_id: Option<String>,
+
+    /// Azure subscription (UUID) the guest cluster's resources are created in.
+    #[schemars(extend("format" = "uuid"), regex(pattern = UUID_PATTERN))]
+    pub subscription: String,
+
+    /// Microsoft Entra tenant (UUID) of that subscription.
+    #[schemars(extend("format" = "uuid"), regex(pattern = UUID_PATTERN))]
+    pub tenant: String,
+
+    /// Azure region, programmatic name (`eastus`, `westeurope`). Must be a region of `cloud`.
+    pub location: String,
+
+    /// Base DNS domain; the cluster's names live under `<name>.<baseDomain>`.
+    #[schemars(length(min = 1, max = 253))]
+    pub base_domain: String,
+
+    /// OpenShift release image, e.g. `quay.io/openshift-release-dev/ocp-release:4.18.1-multi`
+    /// or a `@sha256:` digest reference.
+    #[schemars(length(min = 1))]
+    pub release_image: String,
+
+    /// Resource group that holds the resources outliving a cluster (identities, OIDC issuer).
+    /// Azure rules: 1–90 letters, digits, `-`, `_`, `.`, `(`, `)`; not ending in `.`.
+    #[schemars(length(min = 1, max = 90))]
+    pub persistent_resource_group: String,
+
+    /// OIDC issuer the guest's service-account tokens are trusted through.
+    /// Default: `create: {}`.
+    #[serde(default)]
+    pub oidc_issuer: OidcIssuer,
+
+    /// The 8 workload identities (disk, file, image-registry, ingress, cloud-provider,
+    /// node-pool-mgmt, network, control-plane-operator). Default: `create: {}`.
+    #[serde(default)]
+    pub identities: Identities,
+
+    /// Guest network: created, or brought by the user (never deleted then).
+    /// Default: `create: {}` (10.0.0.0/16 with subnet 10.0.0.0/24).
+    #[serde(default)]
+    pub network: Network,
+
+    /// API endpoint exposure. `Private` and `PublicAndPrivate` wire a Private Link Service in
+    /// the management cluster and a Private Endpoint in the guest VNet.
+    pub topology: Topology,
+
+    /// The management (HyperShift operator) cluster.
+    pub management_cluster: ManagementCluster,
+
+    /// Node pools; at least one, names unique.
+    #[schemars(length(min = 1))]
+    pub node_pools: Vec<NodePool>,
+
+    /// Extra subscriptions (UUIDs) allowed to see and auto-connect to the cluster's Private
+    /// Link Service, besides `subscription`. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = UUID_PATTERN)))]
+    pub allowed_subscriptions: Vec<String>,
+
+    /// Path to the pull secret (a JSON object with an `auths` object). Read at use time,
+    /// never copied into the journal or outputs.
+    pub pull_secret: PathBuf,
+
+    /// Path to an SSH public key (`ssh-rsa`, `ssh-ed25519` or `ecdsa-…`) for the nodes.
+    pub ssh_key: PathBuf,
+
+    /// How hcp-workflow authenticates to Azure. Default: `auto` (environment, workload
+    /// identity, managed identity, then Azure CLI).
+    #[serde(default)]
+    pub auth: AuthMode,
+
+    /// Azure cloud. Default: `public`.
+    #[serde(default)]
+    pub cloud: Cloud,
+}
+
+/// Where the OIDC issuer comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OidcIssuer {
+    /// Create a storage account + container serving the discovery document and JWKS.
+    Create(OidcIssuerCreate),
+    /// Use an issuer that already serves the documents (its signing key is then provided
+    /// out of band; hcp-workflow does not create one).
+    Existing(OidcIssuerExisting),
+}
+
+impl Default for OidcIssuer {
+    fn default() -> Self {
+        OidcIssuer::Create(OidcIssuerCreate::default())
+    }
+}
+
+/// A created OIDC issuer: `https://<storageAccount>.blob.<storage suffix>/<container>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OidcIssuerCreate {
+    /// Storage account name: 3–24 lowercase letters and digits, globally unique. Default:
+    /// derived from `name` and a hash of `name` + `infraID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 3, max = 24), regex(pattern = r"^[a-z0-9]{3,24}$"))]
+    pub storage_account: Option<String>,
+
+    /// Blob container: 3–63 lowercase letters, digits and single `-`. Default: `oidc`.
+    #[serde(default = "default_container")]
+    #[schemars(length(min = 3, max = 63))]
+    pub container: String,
+}
+
+impl Default for OidcIssuerCreate {
+    fn default() -> Self {
+        Self {
+            storage_account: None,
+            container: default_container(),
+        }
+    }
+}
+
+/// An existing OIDC issuer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OidcIssuerExisting {
+    /// Issuer URL: `https://…`, no query, fragment or trailing `/` (it must equal the `iss`
+    /// of the tokens exactly).
+    #[schemars(extend("format" = "uri"))]
+    pub url: String,
+}
+
+/// Where the workload identities come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Identities {
+    /// Create the 8 user-assigned identities and their federated credentials in
+    /// `persistentResourceGroup`.
+    Create(IdentitiesCreate),
+    /// Use identities that already exist, listed in HyperShift's workload-identities file.
+    Existing(IdentitiesExisting),
+}
+
+impl Default for Identities {
+    fn default() -> Self {
+        Identities::Create(IdentitiesCreate {})
+    }
+}
+
+/// Create the identities (no settings yet).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdentitiesCreate {}
+
+/// Identities that already exist.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IdentitiesExisting {
+    /// Path to a `workload-identities.json` as written by `hypershift create iam azure`:
+    /// `{"disk": {"clientID": "<uuid>"}, "file": …, "imageRegistry": …, "ingress": …,
+    /// "cloudProvider": …, "nodePoolManagement": …, "network": …, "controlPlaneOperator": …}`.
+    pub file: PathBuf,
+}
+
+/// The guest network.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Network {
+    /// Create resource groups, NSG, VNet and subnet (tagged, deleted with the cluster).
+    Create(NetworkCreate),
+    /// Use an existing VNet, subnet and NSG (never modified beyond what the cluster needs,
+    /// never deleted).
+    Existing(NetworkExisting),
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network::Create(NetworkCreate::default())
+    }
+}
+
+/// Address ranges of a created network.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkCreate {
+    /// VNet address space, IPv4 CIDR (prefix /8–/29). Default: `10.0.0.0/16`.
+    #[serde(default = "default_vnet_cidr")]
+    pub vnet_cidr: String,
+    /// Node subnet, IPv4 CIDR inside `vnetCidr` (prefix /8–/29). Default: `10.0.0.0/24`.
+    #[serde(default = "default_subnet_cidr")]
+    pub subnet_cidr: String,
+}
+
+impl Default for NetworkCreate {
+    fn default() -> Self {
+        Self {
+            vnet_cidr: default_vnet_cidr(),
+            subnet_cidr: default_subnet_cidr(),
+        }
+    }
+}
+
+/// A bring-your-own network, by ARM id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkExisting {
+    /// `/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.Network/virtualNetworks/<name>`
+    pub vnet_id: String,
+    /// A subnet of `vnetId`: `<vnetId>/subnets/<name>`.
+    pub subnet_id: String,
+    /// `/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.Network/networkSecurityGroups/<name>`
+    pub nsg_id: String,
+}
+
+/// API endpoint exposure (HyperShift's `spec.platform.azure.topology`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Topology {
+    /// Public endpoints only; no private link.
+    Public,
+    /// Public endpoints plus private access through the Private Endpoint.
+    PublicAndPrivate,
+    /// Private access only, through the Private Endpoint.
+    Private,
+}
+
+impl Topology {
+    /// Whether the Private Link Service / Private Endpoint / private DNS stages run.
+    pub fn uses_private_link(self) -> bool {
+        !matches!(self, Topology::Public)
+    }
+}
+
+/// The management cluster, where HyperShift's operator runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagementCluster {
+    /// Path to a kubeconfig. Default: `$KUBECONFIG`, then `~/.kube/config`, then in-cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context. Default: the current context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+
+    /// Subscription (UUID) of the management cluster's network, where the Private Link
+    /// Service is created. Required unless `topology` is `Public`; must match `vnetId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uuid"), regex(pattern = UUID_PATTERN))]
+    pub subscription: Option<String>,
+
+    /// Resource group of the management cluster's internal load balancers (for AKS, the
+    /// node resource group `MC_…`). Required unless `topology` is `Public`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 90))]
+    pub load_balancer_resource_group: Option<String>,
+
+    /// ARM id of the management cluster's VNet (the NAT subnet lives there). Required unless
+    /// `topology` is `Public`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vnet_id: Option<String>,
+
+    /// Subnet for the Private Link Service's NAT IPs. `auto` (default): create
+    /// `<infraID>-pls-nat`, a free /24 of the management VNet; `{id: <subnet id>}`: use an
+    /// existing subnet of `vnetId`; `{cidr: <IPv4 CIDR>}`: create `<infraID>-pls-nat` there.
+    #[serde(default)]
+    pub nat_subnet: NatSubnet,
+}
+
+/// The Private Link Service NAT subnet.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum NatSubnet {
+    /// Create a /24 in a free range of the management VNet.
+    #[default]
+    Auto,
+    /// Use this existing subnet (ARM id, a subnet of `managementCluster.vnetId`).
+    Id(String),
+    /// Create the subnet with this IPv4 CIDR (prefix /8–/29).
+    Cidr(String),
+}
+
+/// One node pool (a HyperShift NodePool).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePool {
+    /// 1–15 lowercase letters and digits, unique among the pools.
+    #[schemars(length(min = 1, max = 15), regex(pattern = r"^[a-z0-9]{1,15}$"))]
+    pub name: String,
+
+    /// Number of nodes, ≥ 0.
+    #[schemars(range(min = 0))]
+    pub replicas: i64,
+
+    /// Azure VM size. Default: `Standard_D4s_v5`.
+    #[serde(default = "default_vm_size")]
+    pub vm_size: String,
+
+    /// OS disk size in GiB, 30–4095. Default: 128.
+    #[serde(rename = "osDiskSizeGiB", default = "default_os_disk_size_gib")]
+    #[schemars(range(min = 30, max = 4095))]
+    pub os_disk_size_gib: i64,
+
+    /// Availability zone `"1"`, `"2"` or `"3"` (a string). Default: none (regional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["1", "2", "3"]))]
+    pub zone: Option<String>,
+}
+
+/// How hcp-workflow authenticates to Azure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthMode {
+    /// Try, in order: client secret from the environment, workload identity, managed
+    /// identity, Azure CLI.
+    #[default]
+    Auto,
+    /// Federated token file (`AZURE_FEDERATED_TOKEN_FILE`, `AZURE_CLIENT_ID`, `AZURE_TENANT_ID`).
+    WorkloadIdentity,
+    /// Service principal secret from `AZURE_CLIENT_ID` / `AZURE_CLIENT_SECRET` /
+    /// `AZURE_TENANT_ID` (never from this file).
+    ClientSecret,
+    /// The managed identity of the machine hcp-workflow runs on.
+    ManagedIdentity,
+    /// The signed-in Azure CLI (`az login`).
+    AzureCli,
+}
+
+/// Azure cloud.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Cloud {
+    /// Azure public cloud.
+    #[default]
+    Public,
+    /// Azure Government (US).
+    UsGovernment,
+    /// Azure operated by 21Vianet (China).
+    China,
+    /// Another cloud, by its endpoints.
+    Custom(CustomCloud),
+}
+
+/// Endpoints of a custom cloud.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomCloud {
+    /// ARM endpoint, `https://…` (token scope is `<resourceManager>/.default`).
+    #[schemars(extend("format" = "uri"))]
+    pub resource_manager: String,
+    /// Entra authority host, `https://…`.
+    #[schemars(extend("format" = "uri"))]
+    pub authority_host: String,
+    /// Storage DNS suffix, e.g. `core.windows.net` (blob host is
+    /// `<account>.blob.<storageSuffix>`).
+    pub storage_suffix: String,
+}
+
+/// Endpoints of a cloud, resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloudEndpoints {
+    /// ARM endpoint without trailing `/`, e.g. `https://management.azure.com`.
+    pub resource_manager: String,
+    /// Entra authority host without trailing `/`, e.g. `https://login.microsoftonline.com`.
+    pub authority_host: String,
+    /// Storage DNS suffix, e.g. `core.windows.net`.
+    pub storage_suffix: String,
+}
+
+impl Cloud {
+    /// The cloud's endpoints.
+    pub fn endpoints(&self) -> CloudEndpoints {
+        let (rm, auth, storage) = match self {
+            Cloud::Public => (
+                "https://management.azure.com",
+                "https://login.microsoftonline.com",
+                "core.windows.net",
+            ),
+            Cloud::UsGovernment => (
+                "https://management.usgovcloudapi.net",
+                "https://login.microsoftonline.us",
+                "core.usgovcloudapi.net",
+            ),
+            Cloud::China => (
+                "https://management.chinacloudapi.cn",
+                "https://login.chinacloudapi.cn",
+                "core.chinacloudapi.cn",
+            ),
+            Cloud::Custom(c) => (
+                c.resource_manager.trim_end_matches('/'),
+                c.authority_host.trim_end_matches('/'),
+                c.storage_suffix.as_str(),
+            ),
+        };
+        CloudEndpoints {
+            resource_manager: rm.to_string(),
+            authority_host: auth.to_string(),
+            storage_suffix: storage.to_string(),
+        }
+    }
+
+    /// Name used in messages (`public`, `usGovernment`, `china`, `custom`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Cloud::Public => "public",
+            Cloud::UsGovernment => "usGovernment",
+            Cloud::China => "china",
+            Cloud::Custom(_) => "custom",
+        }
+    }
+}
+
+fn default_container() -> String {
+    DEFAULT_OIDC_CONTAINER.to_string()
+}
+
+fn default_vnet_cidr() -> String {
+    DEFAULT_VNET_CIDR.to_string()
+}
+
+fn default_subnet_cidr() -> String {
+    DEFAULT_SUBNET_CIDR.to_string()
+}
+
+fn default_vm_size() -> String {
+    DEFAULT_VM_SIZE.to_string()
+}
+
+fn default_os_disk_size_gib() -> i64 {
+    DEFAULT_OS_DISK_SIZE_GIB
+}

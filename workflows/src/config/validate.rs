@@ -1,0 +1,752 @@
+//! Semantic validation of a parsed cluster file: every rule Azure, HyperShift or our own
+//! naming imposes that a type cannot express.
+//!
+//! Why it collects instead of returning early: one run should show every problem. Each
+//! problem carries the field path, a stable rule id and a message that says what was given
+//! and what is expected (never the content of a referenced secret file).
+
+use super::arm_id::{ArmKind, ArmResourceId};
+use super::error::{ConfigError, FileError};
+use super::files;
+use super::model::{
+    Cloud, ClusterConfig, Identities, ManagementCluster, NatSubnet, Network, NodePool, OidcIssuer,
+};
+use super::names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID};
+use super::regions;
+use ipnet::Ipv4Net;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Azure's smallest subnet is a /29 (it reserves 5 addresses per subnet).
+const MAX_PREFIX_LEN: u8 = 29;
+/// Broader than a /8 is not an address space anyone means.
+const MIN_PREFIX_LEN: u8 = 8;
+
+struct Report<'a> {
+    base_dir: &'a Path,
+    errors: Vec<ConfigError>,
+}
+
+impl Report<'_> {
+    fn push(&mut self, path: impl Into<String>, rule: &str, message: impl Into<String>) {
+        self.errors.push(ConfigError::new(path, rule, message));
+    }
+
+    fn check(&mut self, path: &str, rule: &str, result: Result<(), String>) {
+        if let Err(message) = result {
+            self.push(path, rule, message);
+        }
+    }
+
+    /// Reads `file` (as written, resolved against the config's directory) and runs
+    /// `content` on it; problems are reported under `path` with rule `rule`.
+    fn check_file(
+        &mut self,
+        path: &str,
+        rule: &str,
+        file: &Path,
+        content: impl FnOnce(&[u8]) -> Result<(), Vec<String>>,
+    ) {
+        let resolved = resolve_path(self.base_dir, file);
+        match files::read(&resolved) {
+            Ok(bytes) => {
+                if let Err(problems) = content(&bytes) {
+                    for p in problems {
+                        self.push(path, rule, format!("{}: {p}", file.display()));
+                    }
+                }
+            }
+            Err(FileError::NotFound { .. }) => self.push(path, "file", not_found_message(file)),
+            Err(e @ (FileError::Io { .. } | FileError::Invalid { .. })) => {
+                self.push(path, "file", e.to_string());
+            }
+        }
+    }
+}
+
+/// "file … not found", with a hint for relative paths (shown as written by the user).
+fn not_found_message(file: &Path) -> String {
+    let hint = if file.is_relative() && !file.starts_with("~") {
+        " (relative paths are resolved against the config file's directory)"
+    } else {
+        ""
+    };
+    format!("file {} not found{hint}", file.display())
+}
+
+/// Resolves a path from the cluster file: `~/` against `$HOME`, a relative path against
+/// the config file's directory, an absolute path as is.
+pub(crate) fn resolve_path(base_dir: &Path, file: &Path) -> PathBuf {
+    if let Ok(rest) = file.strip_prefix("~")
+        && let Some(home) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(home).join(rest);
+    }
+    base_dir.join(file)
+}
+
+/// Every problem in `config`; empty when it is valid. File paths are resolved against
+/// `base_dir` for the existence and content checks.
+pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigError> {
+    let mut r = Report {
+        base_dir,
+        errors: Vec::new(),
+    };
+    let name_ok = check_name(&mut r, &config.name);
+    if let Some(infra_id) = &config.infra_id {
+        let infra_ok = !infra_id.is_empty() && is_dns_label(infra_id, false);
+        if !infra_ok {
+            r.push(
+                "infraID",
+                "infra-id",
+                format!("must be lowercase letters, digits and '-', starting and ending with a letter or digit (got {infra_id:?})"),
+            );
+        } else if name_ok && config.name.len() + infra_id.len() > MAX_NAME_PLUS_INFRA_ID {
+            r.push(
+                "infraID",
+                "derived-name-length",
+                format!(
+                    "`<name>-<infraID>-pe` would be {} characters and Azure allows 64 for private endpoint names: shorten name or infraID (together at most {MAX_NAME_PLUS_INFRA_ID})",
+                    config.name.len() + infra_id.len() + 4
+                ),
+            );
+        }
+    }
+    r.check("subscription", "uuid", check_uuid(&config.subscription));
+    r.check("tenant", "uuid", check_uuid(&config.tenant));
+    r.check(
+        "location",
+        "location",
+        regions::check_location(&config.location, &config.cloud),
+    );
+    r.check(
+        "baseDomain",
+        "dns-name",
+        check_dns_name(&config.base_domain),
+    );
+    if name_ok && is_dns_name(&config.base_domain) {
+        let zone = config.name.len() + 1 + config.base_domain.len();
+        if zone > 253 {
+            r.push(
+                "baseDomain",
+                "dns-name",
+                format!("`<name>.<baseDomain>` would be {zone} characters; DNS allows 253"),
+            );
+        }
+    }
+    r.check(
+        "releaseImage",
+        "image-ref",
+        check_image_ref(&config.release_image),
+    );
+    r.check(
+        "persistentResourceGroup",
+        "resource-group-name",
+        check_resource_group(&config.persistent_resource_group),
+    );
+    check_oidc(&mut r, &config.oidc_issuer);
+    check_identities(&mut r, &config.identities);
+    check_network(&mut r, &config.network);
+    check_management(&mut r, config);
+    check_node_pools(&mut r, &config.node_pools);
+    for (i, s) in config.allowed_subscriptions.iter().enumerate() {
+        r.check(&format!("allowedSubscriptions[{i}]"), "uuid", check_uuid(s));
+    }
+    r.check_file("pullSecret", "pull-secret", &config.pull_secret, |b| {
+        files::check_pull_secret(b).map_err(|e| vec![e])
+    });
+    r.check_file("sshKey", "ssh-key", &config.ssh_key, |b| {
+        files::check_ssh_public_key(b).map_err(|e| vec![e])
+    });
+    if let Cloud::Custom(c) = &config.cloud {
+        r.check(
+            "cloud.custom.resourceManager",
+            "https-url",
+            check_https_url(&c.resource_manager, false),
+        );
+        r.check(
+            "cloud.custom.authorityHost",
+            "https-url",
+            check_https_url(&c.authority_host, false),
+        );
+        r.check(
+            "cloud.custom.storageSuffix",
+            "dns-name",
+            check_dns_name(&c.storage_suffix),
+        );
+    }
+    r.errors
+}
+
+fn check_name(r: &mut Report<'_>, name: &str) -> bool {
+    let mut ok = true;
+    if name.len() > MAX_NAME_LEN {
+        r.push(
+            "name",
+            "max-length",
+            format!(
+                "must be at most {MAX_NAME_LEN} characters (got {}): derived Azure resource names embed it",
+                name.len()
+            ),
+        );
+        ok = false;
+    }
+    if name.is_empty() || !is_dns_label(name, true) {
+        r.push(
+            "name",
+            "dns-label",
+            format!("must be a DNS label: lowercase letters, digits and '-', starting with a letter and ending with a letter or digit (got {name:?})"),
+        );
+        ok = false;
+    }
+    ok
+}
+
+fn check_oidc(r: &mut Report<'_>, oidc: &OidcIssuer) {
+    match oidc {
+        OidcIssuer::Create(c) => {
+            if let Some(account) = &c.storage_account {
+                r.check(
+                    "oidcIssuer.create.storageAccount",
+                    "storage-account-name",
+                    check_storage_account(account),
+                );
+            }
+            r.check(
+                "oidcIssuer.create.container",
+                "container-name",
+                check_container(&c.container),
+            );
+        }
+        OidcIssuer::Existing(e) => {
+            r.check(
+                "oidcIssuer.existing.url",
+                "https-url",
+                check_https_url(&e.url, true),
+            );
+        }
+    }
+}
+
+fn check_identities(r: &mut Report<'_>, identities: &Identities) {
+    if let Identities::Existing(e) = identities {
+        r.check_file(
+            "identities.existing.file",
+            "workload-identities",
+            &e.file,
+            |b| files::parse_workload_identities(b).map(|_| ()),
+        );
+    }
+}
+
+fn check_network(r: &mut Report<'_>, network: &Network) {
+    match network {
+        Network::Create(c) => {
+            let vnet = parse_cidr(&c.vnet_cidr);
+            let subnet = parse_cidr(&c.subnet_cidr);
+            if let Err(e) = &vnet {
+                r.push("network.create.vnetCidr", "cidr", e.clone());
+            }
+            if let Err(e) = &subnet {
+                r.push("network.create.subnetCidr", "cidr", e.clone());
+            }
+            if let (Ok(vnet), Ok(subnet)) = (vnet, subnet)
+                && !vnet.contains(&subnet)
+            {
+                r.push(
+                    "network.create.subnetCidr",
+                    "subnet-within-vnet",
+                    format!("{subnet} is not inside vnetCidr {vnet}"),
+                );
+            }
+        }
+        Network::Existing(e) => {
+            let vnet = ArmResourceId::parse_kind(&e.vnet_id, ArmKind::VirtualNetwork);
+            let subnet = ArmResourceId::parse_kind(&e.subnet_id, ArmKind::Subnet);
+            if let Err(m) = &vnet {
+                r.push("network.existing.vnetId", "arm-id", m.clone());
+            }
+            if let Err(m) = &subnet {
+                r.push("network.existing.subnetId", "arm-id", m.clone());
+            }
+            if let (Ok(vnet), Ok(subnet)) = (&vnet, &subnet) {
+                check_subnet_under(
+                    r,
+                    "network.existing.subnetId",
+                    subnet,
+                    vnet,
+                    "network.existing.vnetId",
+                );
+            }
+            if let Err(m) = ArmResourceId::parse_kind(&e.nsg_id, ArmKind::NetworkSecurityGroup) {
+                r.push("network.existing.nsgId", "arm-id", m);
+            }
+        }
+    }
+}
+
+fn check_subnet_under(
+    r: &mut Report<'_>,
+    path: &str,
+    subnet: &ArmResourceId,
+    vnet: &ArmResourceId,
+    vnet_field: &str,
+) {
+    let under = subnet.parent().is_some_and(|p| p.same_resource(vnet));
+    if !under {
+        let parent = subnet.parent().map(|p| p.to_string()).unwrap_or_default();
+        r.push(
+            path,
+            "subnet-under-vnet",
+            format!(
+                "subnet {:?} belongs to {parent}, not to {vnet_field} {vnet}",
+                subnet.name()
+            ),
+        );
+    }
+}
+
+fn check_management(r: &mut Report<'_>, config: &ClusterConfig) {
+    let m: &ManagementCluster = &config.management_cluster;
+    if let Some(kubeconfig) = &m.kubeconfig {
+        // Only its existence: a kubeconfig holds credentials and kube-rs parses it later.
+        if !resolve_path(r.base_dir, kubeconfig).is_file() {
+            r.push(
+                "managementCluster.kubeconfig",
+                "file",
+                not_found_message(kubeconfig),
+            );
+        }
+    }
+    if let Some(context) = &m.context
+        && context.trim().is_empty()
+    {
+        r.push(
+            "managementCluster.context",
+            "non-empty",
+            "must not be empty when given",
+        );
+    }
+    if config.topology.uses_private_link() {
+        let why = format!(
+            "required when topology is {:?}: the Private Link Service is created in the management cluster's network",
+            config.topology
+        );
+        if m.subscription.is_none() {
+            r.push("managementCluster.subscription", "required", why.clone());
+        }
+        if m.load_balancer_resource_group.is_none() {
+            r.push(
+                "managementCluster.loadBalancerResourceGroup",
+                "required",
+                why.clone(),
+            );
+        }
+        if m.vnet_id.is_none() {
+            r.push("managementCluster.vnetId", "required", why);
+        }
+    }
+    if let Some(s) = &m.subscription {
+        r.check("managementCluster.subscription", "uuid", check_uuid(s));
+    }
+    if let Some(rg) = &m.load_balancer_resource_group {
+        r.check(
+            "managementCluster.loadBalancerResourceGroup",
+            "resource-group-name",
+            check_resource_group(rg),
+        );
+    }
+    let vnet = m.vnet_id.as_ref().map(|v| {
+        let parsed = ArmResourceId::parse_kind(v, ArmKind::VirtualNetwork);
+        if let Err(e) = &parsed {
+            r.push("managementCluster.vnetId", "arm-id", e.clone());
+        }
+        parsed
+    });
+    if let (Some(Ok(vnet)), Some(sub)) = (&vnet, &m.subscription)
+        && is_uuid(sub)
+        && !vnet.subscription().eq_ignore_ascii_case(sub)
+    {
+        r.push(
+            "managementCluster.vnetId",
+            "subscription-mismatch",
+            format!(
+                "is in subscription {} but managementCluster.subscription is {sub}",
+                vnet.subscription()
+            ),
+        );
+    }
+    match &m.nat_subnet {
+        NatSubnet::Auto => {}
+        NatSubnet::Id(id) => match ArmResourceId::parse_kind(id, ArmKind::Subnet) {
+            Err(e) => r.push("managementCluster.natSubnet.id", "arm-id", e),
+            Ok(subnet) => {
+                if let Some(Ok(vnet)) = &vnet {
+                    check_subnet_under(
+                        r,
+                        "managementCluster.natSubnet.id",
+                        &subnet,
+                        vnet,
+                        "managementCluster.vnetId",
+                    );
+                }
+            }
+        },
+        NatSubnet::Cidr(cidr) => {
+            if let Err(e) = parse_cidr(cidr) {
+                r.push("managementCluster.natSubnet.cidr", "cidr", e);
+            }
+        }
+    }
+}
+
+fn check_node_pools(r: &mut Report<'_>, pools: &[NodePool]) {
+    if pools.is_empty() {
+        r.push(
+            "nodePools",
+            "required",
+            "at least one node pool is required",
+        );
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in pools.iter().enumerate() {
+        let at = |field: &str| format!("nodePools[{i}].{field}");
+        let name_ok = (1..=15).contains(&p.name.len())
+            && p.name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        if !name_ok {
+            r.push(
+                at("name"),
+                "node-pool-name",
+                format!(
+                    "must be 1–15 lowercase letters or digits (got {:?})",
+                    p.name
+                ),
+            );
+        }
+        if let Some(first) = seen.get(p.name.as_str()) {
+            r.push(
+                at("name"),
+                "unique",
+                format!(
+                    "duplicate node pool name {:?} (also nodePools[{first}].name)",
+                    p.name
+                ),
+            );
+        } else {
+            seen.insert(&p.name, i);
+        }
+        if p.replicas < 0 {
+            r.push(
+                at("replicas"),
+                "min",
+                format!("must be ≥ 0 (got {})", p.replicas),
+            );
+        }
+        let vm_ok = !p.vm_size.is_empty()
+            && p.vm_size
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !vm_ok {
+            r.push(
+                at("vmSize"),
+                "vm-size",
+                format!(
+                    "must be an Azure VM size such as Standard_D4s_v5 (got {:?})",
+                    p.vm_size
+                ),
+            );
+        }
+        if !(30..=4095).contains(&p.os_disk_size_gib) {
+            r.push(
+                at("osDiskSizeGiB"),
+                "range",
+                format!("must be between 30 and 4095 (got {})", p.os_disk_size_gib),
+            );
+        }
+        if let Some(zone) = &p.zone
+            && !matches!(zone.as_str(), "1" | "2" | "3")
+        {
+            r.push(
+                at("zone"),
+                "zone",
+                format!("must be \"1\", \"2\" or \"3\" (got {zone:?})"),
+            );
+        }
+    }
+}
+
+/// A canonical (hyphenated, 36-character) UUID, any case.
+pub(crate) fn is_uuid(s: &str) -> bool {
+    s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
+}
+
+fn check_uuid(s: &str) -> Result<(), String> {
+    if is_uuid(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be a UUID like 00000000-0000-0000-0000-000000000000 (got {s:?})"
+        ))
+    }
+}
+
+/// Lowercase letters, digits and `-`, not starting or ending with `-`; optionally starting
+/// with a letter. Length is checked by callers.
+fn is_dns_label(s: &str, letter_first: bool) -> bool {
+    let bytes = s.as_bytes();
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return false;
+    };
+    let first_ok = if letter_first {
+        first.is_ascii_lowercase()
+    } else {
+        first.is_ascii_lowercase() || first.is_ascii_digit()
+    };
+    first_ok
+        && (last.is_ascii_lowercase() || last.is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+fn is_dns_name(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').count() >= 2
+        && s.split('.')
+            .all(|l| l.len() <= 63 && is_dns_label(l, false))
+}
+
+fn check_dns_name(s: &str) -> Result<(), String> {
+    if is_dns_name(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be a lowercase DNS name of at least two labels, like example.com, without trailing '.' (got {s:?})"
+        ))
+    }
+}
+
+/// Azure resource group names: 1–90 of letters, digits, `-`, `_`, `.`, `(`, `)`, not
+/// ending in `.`.
+pub(crate) fn is_resource_group_name(s: &str) -> bool {
+    let len = s.chars().count();
+    (1..=90).contains(&len)
+        && !s.ends_with('.')
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || "-_.()".contains(c))
+}
+
+fn check_resource_group(s: &str) -> Result<(), String> {
+    if is_resource_group_name(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be 1–90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.' (got {s:?})"
+        ))
+    }
+}
+
+fn check_storage_account(s: &str) -> Result<(), String> {
+    let ok = (3..=24).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be 3–24 lowercase letters or digits, unique across Azure (got {s:?})"
+        ))
+    }
+}
+
+fn check_container(s: &str) -> Result<(), String> {
+    let ok = (3..=63).contains(&s.len()) && is_dns_label(s, false) && !s.contains("--");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be 3–63 lowercase letters, digits and single '-', starting and ending with a letter or digit (got {s:?})"
+        ))
+    }
+}
+
+fn check_https_url(s: &str, issuer: bool) -> Result<(), String> {
+    let url = url::Url::parse(s).map_err(|e| format!("must be an https URL (got {s:?}: {e})"))?;
+    if url.scheme() != "https" {
+        return Err(format!("must be an https URL (got {s:?})"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("must name a host (got {s:?})"));
+    }
+    if issuer {
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(format!("must not have a query or fragment (got {s:?})"));
+        }
+        if s.ends_with('/') {
+            return Err(format!(
+                "must not end with '/': it must equal the tokens' `iss` exactly (got {s:?})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An IPv4 network address with a prefix Azure accepts.
+fn parse_cidr(s: &str) -> Result<Ipv4Net, String> {
+    let net: Ipv4Net = s
+        .parse()
+        .map_err(|_| format!("must be an IPv4 CIDR like 10.0.0.0/16 (got {s:?})"))?;
+    if net.trunc() != net {
+        return Err(format!(
+            "{s} has host bits set (did you mean {}?)",
+            net.trunc()
+        ));
+    }
+    if !(MIN_PREFIX_LEN..=MAX_PREFIX_LEN).contains(&net.prefix_len()) {
+        return Err(format!(
+            "prefix /{} is outside /{MIN_PREFIX_LEN}–/{MAX_PREFIX_LEN} (got {s})",
+            net.prefix_len()
+        ));
+    }
+    Ok(net)
+}
+
+/// A container image reference with a tag or a sha256 digest:
+/// `registry[:port]/path[:tag][@sha256:<64 hex>]`.
+fn check_image_ref(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    let bad = || {
+        format!(
+            "must be an image reference like quay.io/openshift-release-dev/ocp-release:4.18.1-multi or …@sha256:<64 hex> (got {s:?})"
+        )
+    };
+    if s.chars().any(char::is_whitespace) || s.contains("://") {
+        return Err(bad());
+    }
+    let (name_tag, digest) = match s.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (s, None),
+    };
+    if let Some(d) = digest {
+        let hex_ok = d.strip_prefix("sha256:").is_some_and(|h| {
+            h.len() == 64
+                && h.chars()
+                    .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        });
+        if !hex_ok {
+            return Err(bad());
+        }
+    }
+    let Some(slash) = name_tag.rfind('/') else {
+        return Err(bad());
+    };
+    let (repo, tag) = match name_tag[slash..].find(':') {
+        Some(colon) => (
+            &name_tag[..slash + colon],
+            Some(&name_tag[slash + colon + 1..]),
+        ),
+        None => (name_tag, None),
+    };
+    if let Some(tag) = tag {
+        let tag_ok = (1..=128).contains(&tag.len())
+            && !tag.starts_with(['.', '-'])
+            && tag
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !tag_ok {
+            return Err(bad());
+        }
+    } else if digest.is_none() {
+        return Err(format!(
+            "must carry a tag or a digest (got {s:?}): a release image is pinned"
+        ));
+    }
+    let mut components = repo.split('/');
+    let registry_ok = components.next().is_some_and(|host| {
+        !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-:".contains(c))
+    });
+    let path_ok = components.all(|c| {
+        !c.is_empty()
+            && c.chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || "._-".contains(ch))
+    });
+    if registry_ok && path_ok {
+        Ok(())
+    } else {
+        Err(bad())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_refs() {
+        for ok in [
+            "quay.io/openshift-release-dev/ocp-release:4.18.1-multi",
+            "registry.example.com:5000/ocp/release:4.18.1",
+            "quay.io/openshift-release-dev/ocp-release@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(check_image_ref(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "ocp-release:4.18",
+            "quay.io/openshift-release-dev/ocp-release",
+            "quay.io/Openshift/ocp:4.18",
+            "https://quay.io/x/y:1",
+            "quay.io/x/y@sha256:abc",
+            "quay.io/x/y:",
+            "quay.io/x y:1",
+        ] {
+            assert!(check_image_ref(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cidrs() {
+        assert!(parse_cidr("10.0.0.0/16").is_ok());
+        assert_eq!(
+            parse_cidr("10.0.0.1/16"),
+            Err("10.0.0.1/16 has host bits set (did you mean 10.0.0.0/16?)".into())
+        );
+        assert!(parse_cidr("10.0.0.0/30").is_err());
+        assert!(parse_cidr("10.0.0.0").is_err());
+        assert!(parse_cidr("fd00::/64").is_err());
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_resource_group_name("rg-hcp_persist.(1)"));
+        assert!(!is_resource_group_name("rg."));
+        assert!(!is_resource_group_name("rg/x"));
+        assert!(!is_resource_group_name(&"r".repeat(91)));
+        assert!(is_dns_name("example.com"));
+        assert!(!is_dns_name("example"));
+        assert!(!is_dns_name("Example.com"));
+        assert!(!is_dns_name("example.com."));
+        assert!(check_container("oidc").is_ok());
+        assert!(check_container("a--b").is_err());
+        assert!(check_storage_account("abc123").is_ok());
+        assert!(check_storage_account("ab").is_err());
+        assert!(is_uuid("6F9619FF-8B86-D011-B42D-00C04FC964FF"));
+        assert!(!is_uuid("6f9619ff8b86d011b42d00c04fc964ff"));
+    }
+
+    #[test]
+    fn urls() {
+        assert!(check_https_url("https://issuer.example.com/oidc", true).is_ok());
+        assert!(check_https_url("http://issuer.example.com", true).is_err());
+        assert!(check_https_url("https://issuer.example.com/", true).is_err());
+        assert!(check_https_url("https://issuer.example.com/?a=b", true).is_err());
+        assert!(check_https_url("https://management.example.com/", false).is_ok());
+    }
+}

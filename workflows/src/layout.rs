@@ -1,0 +1,378 @@
+//! A cluster's layout: every name and resource id derived from its config and infra id
+//! (DOMAIN.md §3). create-cluster, delete-cluster and `plan` all read it, so a delete
+//! targets exactly what a create made, even without the create's journal.
+
+use crate::config::{ClusterConfig, Identities, IdentityComponent, NatSubnet, Network, OidcIssuer};
+use hcp_activities::azure::{AuthMode, Cloud, names};
+use hcp_activities::kube::KubeTarget;
+use hcp_activities::steps::{AzureEnv, MgmtEnv, Owner};
+
+/// Namespace of HostedCluster and NodePool objects (HyperShift's default).
+pub const CLUSTERS_NAMESPACE: &str = "clusters";
+
+/// Pinned api-versions (DOMAIN.md §2), from the activities' models.
+pub mod api {
+    pub use hcp_activities::azure::models::{
+        API_AUTHORIZATION as AUTHORIZATION, API_MSI as MSI, API_NETWORK as NETWORK,
+        API_PRIVATE_DNS as PRIVATE_DNS, API_RESOURCES as RESOURCES, API_STORAGE as STORAGE,
+    };
+}
+
+/// A workload identity component: its federated subjects and role assignments.
+#[derive(Debug, Clone, Copy)]
+pub struct ComponentSpec {
+    /// Config component.
+    pub component: IdentityComponent,
+    /// Service accounts (`namespace:name`).
+    pub subjects: &'static [&'static str],
+    /// Role definition GUID.
+    pub role: &'static str,
+    /// Scopes, among [`Scope`].
+    pub scopes: &'static [Scope],
+}
+
+/// Resource-group scopes of role assignments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `<name>-<infraID>`.
+    Managed,
+    /// The NSG's group.
+    Nsg,
+    /// The VNet's group.
+    Vnet,
+    /// The group of the DNS zones the ingress operator writes (the persistent group).
+    Dns,
+}
+
+const CSI_DISK: &[&str] = &[
+    "openshift-cluster-csi-drivers:azure-disk-csi-driver-node-sa",
+    "openshift-cluster-csi-drivers:azure-disk-csi-driver-operator",
+    "openshift-cluster-csi-drivers:azure-disk-csi-driver-controller-sa",
+];
+const CSI_FILE: &[&str] = &[
+    "openshift-cluster-csi-drivers:azure-file-csi-driver-node-sa",
+    "openshift-cluster-csi-drivers:azure-file-csi-driver-operator",
+    "openshift-cluster-csi-drivers:azure-file-csi-driver-controller-sa",
+];
+const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
+
+/// The 8 components, their subjects and roles (DOMAIN.md §4). 18 role assignments.
+pub const COMPONENTS: [ComponentSpec; 8] = [
+    ComponentSpec {
+        component: IdentityComponent::Disk,
+        subjects: CSI_DISK,
+        role: "5b7237c5-45e1-49d6-bc18-a1f62f400748",
+        scopes: &[Scope::Managed],
+    },
+    ComponentSpec {
+        component: IdentityComponent::File,
+        subjects: CSI_FILE,
+        role: "0d7aedc0-15fd-4a67-a412-efad370c947e",
+        scopes: &[Scope::Managed, Scope::Nsg, Scope::Vnet],
+    },
+    ComponentSpec {
+        component: IdentityComponent::ImageRegistry,
+        subjects: &[
+            "openshift-image-registry:registry",
+            "openshift-image-registry:cluster-image-registry-operator",
+        ],
+        role: "8b32b316-c2f5-4ddf-b05b-83dacd2d08b5",
+        scopes: &[Scope::Managed],
+    },
+    ComponentSpec {
+        component: IdentityComponent::Ingress,
+        subjects: &["openshift-ingress-operator:ingress-operator"],
+        role: "0336e1d3-7a87-462b-b6db-342b63f7802c",
+        scopes: &[Scope::Managed, Scope::Vnet, Scope::Dns],
+    },
+    ComponentSpec {
+        component: IdentityComponent::CloudProvider,
+        subjects: &["kube-system:azure-cloud-provider"],
+        role: "a1f96423-95ce-4224-ab27-4e3dc72facd4",
+        scopes: &[Scope::Managed, Scope::Nsg, Scope::Vnet],
+    },
+    ComponentSpec {
+        component: IdentityComponent::NodePoolManagement,
+        subjects: &["kube-system:capi-provider"],
+        role: CONTRIBUTOR,
+        scopes: &[Scope::Managed, Scope::Vnet],
+    },
+    ComponentSpec {
+        component: IdentityComponent::Network,
+        subjects: &["openshift-cloud-network-config-controller:cloud-network-config-controller"],
+        role: "be7a6435-15ae-4171-8f30-4a343eff9e8f",
+        scopes: &[Scope::Managed, Scope::Vnet],
+    },
+    ComponentSpec {
+        component: IdentityComponent::ControlPlaneOperator,
+        subjects: &["kube-system:control-plane-operator"],
+        role: CONTRIBUTOR,
+        scopes: &[Scope::Managed, Scope::Nsg, Scope::Vnet],
+    },
+];
+
+/// Every derived name and id of one cluster.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Cluster name.
+    pub name: String,
+    /// Infra id.
+    pub infra_id: String,
+    /// Guest subscription.
+    pub sub: String,
+    /// Location.
+    pub location: String,
+    /// Azure target of the guest subscription.
+    pub azure: AzureEnv,
+    /// Azure target of the management subscription (same tenant, cloud and auth).
+    pub mgmt_azure: AzureEnv,
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Persistent group id.
+    pub persistent_rg: String,
+    /// Managed group id.
+    pub managed_rg: String,
+    /// VNet group id (ours, or the bring-your-own VNet's).
+    pub vnet_rg: String,
+    /// NSG group id.
+    pub nsg_rg: String,
+    /// Whether the network is created by us.
+    pub network_created: bool,
+    /// NSG id.
+    pub nsg_id: String,
+    /// VNet id.
+    pub vnet_id: String,
+    /// Guest subnet id.
+    pub subnet_id: String,
+    /// Infra private DNS zone id.
+    pub infra_zone_id: String,
+    /// Its VNet link id.
+    pub infra_link_id: String,
+    /// Egress public IP id.
+    pub public_ip_id: String,
+    /// Egress LB id.
+    pub lb_id: String,
+    /// OIDC storage account id, when the issuer is created.
+    pub storage_account_id: Option<String>,
+    /// Container.
+    pub container: String,
+    /// Issuer URL.
+    pub issuer_url: String,
+    /// Management LB group id.
+    pub mgmt_lb_rg: String,
+    /// Management VNet id.
+    pub mgmt_vnet_id: String,
+    /// NAT subnet id.
+    pub nat_subnet_id: String,
+    /// Whether we create the NAT subnet (auto or cidr), and with which CIDR.
+    pub nat_subnet_create: Option<Option<String>>,
+    /// PLS id.
+    pub pls_id: String,
+    /// PE id.
+    pub pe_id: String,
+    /// Private-link DNS zone id (`<name>.hypershift.local`).
+    pub pl_zone_id: String,
+    /// Its VNet link id.
+    pub pl_link_id: String,
+}
+
+/// `/subscriptions/{sub}/resourceGroups/{rg}`.
+pub fn rg_id(sub: &str, rg: &str) -> String {
+    names::resource_group_id(sub, rg)
+}
+
+fn parent_rg(id: &str) -> String {
+    // /subscriptions/s/resourceGroups/g/providers/...
+    id.split('/').take(5).collect::<Vec<_>>().join("/")
+}
+
+impl Layout {
+    /// Derive the layout of `cfg` with `infra_id`; `simulated` marks runs against the
+    /// simulator (their targets are journaled that way).
+    pub fn new(cfg: &ClusterConfig, infra_id: &str, simulated: bool) -> Self {
+        let (name, sub) = (cfg.name.clone(), cfg.subscription.clone());
+        let cloud = match &cfg.cloud {
+            crate::config::Cloud::Public => Cloud::Public,
+            crate::config::Cloud::UsGovernment => Cloud::UsGovernment,
+            crate::config::Cloud::China => Cloud::China,
+            crate::config::Cloud::Custom(c) => Cloud::Custom {
+                resource_manager: c.resource_manager.clone(),
+                authority_host: c.authority_host.clone(),
+                storage_suffix: c.storage_suffix.clone(),
+            },
+        };
+        let auth = match cfg.auth {
+            crate::config::AuthMode::Auto => AuthMode::Auto,
+            crate::config::AuthMode::WorkloadIdentity => AuthMode::WorkloadIdentity,
+            crate::config::AuthMode::ClientSecret => AuthMode::ClientSecret,
+            crate::config::AuthMode::ManagedIdentity => AuthMode::ManagedIdentity,
+            crate::config::AuthMode::AzureCli => AuthMode::AzureCli,
+        };
+        let azure = AzureEnv {
+            cloud,
+            tenant_id: cfg.tenant.clone(),
+            auth,
+            simulated,
+        };
+        let mgmt = if simulated {
+            MgmtEnv::Simulator
+        } else {
+            MgmtEnv::Cluster(KubeTarget::Kubeconfig {
+                path: cfg.management_cluster.kubeconfig.clone(),
+                context: cfg.management_cluster.context.clone(),
+            })
+        };
+        let managed_rg = rg_id(&sub, &names::managed_rg(&name, infra_id));
+        let (network_created, vnet_rg, nsg_rg, nsg_id, vnet_id, subnet_id) = match &cfg.network {
+            Network::Create(_) => {
+                let vnet_rg = rg_id(&sub, &names::vnet_rg(&name, infra_id));
+                let nsg_rg = rg_id(&sub, &names::nsg_rg(&name, infra_id));
+                let nsg_id = format!(
+                    "{nsg_rg}/providers/Microsoft.Network/networkSecurityGroups/{}",
+                    names::nsg(&name, infra_id)
+                );
+                let vnet_id = format!(
+                    "{vnet_rg}/providers/Microsoft.Network/virtualNetworks/{}",
+                    names::vnet(&name, infra_id)
+                );
+                let subnet_id = format!("{vnet_id}/subnets/default");
+                (true, vnet_rg, nsg_rg, nsg_id, vnet_id, subnet_id)
+            }
+            Network::Existing(e) => (
+                false,
+                parent_rg(&e.vnet_id),
+                parent_rg(&e.nsg_id),
+                e.nsg_id.clone(),
+                e.vnet_id.clone(),
+                e.subnet_id.clone(),
+            ),
+        };
+        let persistent_rg = rg_id(&sub, &cfg.persistent_resource_group);
+        let (storage_account_id, container) = match &cfg.oidc_issuer {
+            OidcIssuer::Create(c) => (
+                cfg.oidc_storage_account(infra_id).map(|a| {
+                    format!("{persistent_rg}/providers/Microsoft.Storage/storageAccounts/{a}")
+                }),
+                c.container.clone(),
+            ),
+            OidcIssuer::Existing(_) => (None, String::new()),
+        };
+        let mc = &cfg.management_cluster;
+        let mgmt_sub = mc.subscription.clone().unwrap_or_else(|| sub.clone());
+        let mgmt_lb_rg = rg_id(
+            &mgmt_sub,
+            mc.load_balancer_resource_group
+                .as_deref()
+                .unwrap_or_default(),
+        );
+        let mgmt_vnet_id = mc.vnet_id.clone().unwrap_or_default();
+        let (nat_subnet_id, nat_subnet_create) = match &mc.nat_subnet {
+            NatSubnet::Id(id) => (id.clone(), None),
+            NatSubnet::Auto => (
+                format!("{mgmt_vnet_id}/subnets/{}", names::pls_nat_subnet(infra_id)),
+                Some(None),
+            ),
+            NatSubnet::Cidr(c) => (
+                format!("{mgmt_vnet_id}/subnets/{}", names::pls_nat_subnet(infra_id)),
+                Some(Some(c.clone())),
+            ),
+        };
+        let pl_zone = names::private_link_dns_zone(&name);
+        let infra_zone = names::infra_dns_zone(&name, &cfg.base_domain);
+        Layout {
+            infra_zone_id: format!(
+                "{managed_rg}/providers/Microsoft.Network/privateDnsZones/{infra_zone}"
+            ),
+            infra_link_id: format!(
+                "{managed_rg}/providers/Microsoft.Network/privateDnsZones/{infra_zone}/virtualNetworkLinks/{}",
+                names::infra_dns_link(&name, infra_id)
+            ),
+            public_ip_id: format!(
+                "{managed_rg}/providers/Microsoft.Network/publicIPAddresses/{}",
+                names::egress_public_ip(infra_id)
+            ),
+            lb_id: format!(
+                "{managed_rg}/providers/Microsoft.Network/loadBalancers/{}",
+                names::egress_lb(infra_id)
+            ),
+            pls_id: format!(
+                "{mgmt_lb_rg}/providers/Microsoft.Network/privateLinkServices/{}",
+                names::pls(infra_id)
+            ),
+            pe_id: format!(
+                "{managed_rg}/providers/Microsoft.Network/privateEndpoints/{}",
+                names::private_endpoint(&name, infra_id)
+            ),
+            pl_zone_id: format!(
+                "{managed_rg}/providers/Microsoft.Network/privateDnsZones/{pl_zone}"
+            ),
+            pl_link_id: format!(
+                "{managed_rg}/providers/Microsoft.Network/privateDnsZones/{pl_zone}/virtualNetworkLinks/{}",
+                names::private_link_dns_link(&name, infra_id)
+            ),
+            issuer_url: cfg.oidc_issuer_url(infra_id),
+            owner: Owner {
+                cluster: name.clone(),
+                infra_id: infra_id.to_string(),
+            },
+            mgmt_azure: azure.clone(),
+            azure,
+            mgmt,
+            location: cfg.location.clone(),
+            name,
+            infra_id: infra_id.to_string(),
+            sub,
+            persistent_rg,
+            managed_rg,
+            vnet_rg,
+            nsg_rg,
+            network_created,
+            nsg_id,
+            vnet_id,
+            subnet_id,
+            storage_account_id,
+            container,
+            mgmt_lb_rg,
+            mgmt_vnet_id,
+            nat_subnet_id,
+            nat_subnet_create,
+        }
+    }
+
+    /// Identity id of a component (`<name>-<component>-<infraID>` in the persistent group).
+    pub fn identity_id(&self, c: IdentityComponent) -> String {
+        format!(
+            "{}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{}",
+            self.persistent_rg,
+            names::identity(&self.name, c.name(), &self.infra_id)
+        )
+    }
+
+    /// Whether identities are created by us.
+    pub fn identities_created(cfg: &ClusterConfig) -> bool {
+        matches!(cfg.identities, Identities::Create(_))
+    }
+
+    /// The resource group id of a role-assignment scope.
+    pub fn scope_id(&self, s: Scope) -> &str {
+        match s {
+            Scope::Managed => &self.managed_rg,
+            Scope::Nsg => &self.nsg_rg,
+            Scope::Vnet => &self.vnet_rg,
+            Scope::Dns => &self.persistent_rg,
+        }
+    }
+
+    /// Federated credential name for a service account subject `ns:sa`.
+    pub fn fic_name(&self, subject: &str) -> String {
+        let sa = subject.rsplit(':').next().unwrap_or(subject);
+        names::federated_credential(&self.name, &self.infra_id, sa)
+    }
+
+    /// HostedCluster Secret names.
+    pub fn secret(&self, what: &str) -> String {
+        format!("{}-{what}", self.name)
+    }
+}

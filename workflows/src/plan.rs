@@ -1,0 +1,164 @@
+//! `plan`: what a workflow will do, read off its DAG, touching nothing.
+//!
+//! For each step: its stage, its action, the resources it targets (Azure ids or Kubernetes
+//! objects, from the node's journaled input) and whether it has an undo; then the undo
+//! plan: the order compensations would run in if the last step failed.
+
+use hcp_runtime::SagaDag;
+use serde::Serialize;
+use serde_json::Value;
+
+/// One planned step.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PlannedStep {
+    /// Node name.
+    pub node: String,
+    /// Stage.
+    pub stage: String,
+    /// Action name.
+    pub action: String,
+    /// Nodes it waits for.
+    pub after: Vec<String>,
+    /// What it touches.
+    pub resources: Vec<String>,
+    /// Whether unwinding would undo it.
+    pub has_undo: bool,
+}
+
+/// A plan.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Plan {
+    /// Workflow.
+    pub workflow: String,
+    /// Stages in order.
+    pub stages: Vec<String>,
+    /// Steps in DAG order.
+    pub steps: Vec<PlannedStep>,
+    /// Undo order if everything had run and then failed (reverse dependency order).
+    pub undo: Vec<String>,
+}
+
+fn resources(input: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let s = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_string);
+    if let Some(id) = s("id") {
+        out.push(id);
+    }
+    if let (Some(vnet), Some(name)) = (s("vnet_id"), s("name")) {
+        out.push(format!("{vnet}/subnets/{name}"));
+    }
+    if let (Some(zone), Some(names)) = (s("zone_id"), input.get("names").and_then(Value::as_array))
+    {
+        for n in names.iter().filter_map(Value::as_str) {
+            out.push(format!("{zone}/A/{n}"));
+        }
+    }
+    if let Some(subjects) = input.get("subjects").and_then(Value::as_array) {
+        for sub in subjects {
+            if let Some(n) = sub.get("name").and_then(Value::as_str) {
+                out.push(format!("federated credential {n}"));
+            }
+        }
+    }
+    if let (Some(scope), Some(role), Some(c)) = (s("scope"), s("role"), s("component")) {
+        out.push(format!("role {role} for {c} on {scope}"));
+    }
+    if let (Some(ns), Some(secret)) = (s("namespace"), s("secret")) {
+        out.push(format!("Secret {ns}/{secret}"));
+    }
+    if let Some(spec) = input.get("spec") {
+        let kind = if spec.get("cluster_name").is_some() {
+            "NodePool"
+        } else {
+            "HostedCluster"
+        };
+        if let (Some(ns), Some(name)) = (
+            spec.get("namespace").and_then(Value::as_str),
+            spec.get("name").and_then(Value::as_str),
+        ) {
+            out.push(format!("{kind} {ns}/{name}"));
+        }
+    }
+    if let (Some(ns), Some(names), Some(kind)) = (
+        s("namespace"),
+        input.get("names").and_then(Value::as_array),
+        s("kind"),
+    ) {
+        for n in names.iter().filter_map(Value::as_str) {
+            out.push(format!("{kind} {ns}/{n}"));
+        }
+    }
+    if s("pull_secret").is_some() {
+        for k in ["pull_secret", "ssh_key", "etcd_key"] {
+            if let (Some(ns), Some(n)) = (s("namespace"), s(k)) {
+                out.push(format!("Secret {ns}/{n}"));
+            }
+        }
+    }
+    if let (Some(container), Some(account)) = (s("container"), s("account_id")) {
+        out.push(format!(
+            "{account}/blobServices/default/containers/{container}: .well-known/openid-configuration, openid/v1/jwks"
+        ));
+    }
+    if let (Some(kind), Some(name), Some(c)) = (s("kind"), s("name"), s("condition")) {
+        out.push(format!("wait for {kind} {name} {c}=True"));
+    }
+    out
+}
+
+/// The plan of `dag`.
+pub fn plan(dag: &SagaDag) -> Plan {
+    let steps: Vec<PlannedStep> = dag
+        .nodes
+        .iter()
+        .map(|n| PlannedStep {
+            node: n.name.clone(),
+            stage: n.stage.clone(),
+            action: n.action.clone(),
+            after: n.deps.clone(),
+            resources: resources(&n.input),
+            has_undo: n.has_undo,
+        })
+        .collect();
+    // Reverse of a topological order: nodes are added in dependency order by the builder.
+    let undo = dag
+        .nodes
+        .iter()
+        .rev()
+        .filter(|n| n.has_undo)
+        .map(|n| n.name.clone())
+        .collect();
+    Plan {
+        workflow: dag.workflow.clone(),
+        stages: dag.stages.clone(),
+        steps,
+        undo,
+    }
+}
+
+impl Plan {
+    /// Human-readable rendering.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(s, "Plan for {} ({} steps)", self.workflow, self.steps.len());
+        for stage in &self.stages {
+            let _ = writeln!(s, "\n[{stage}]");
+            for st in self.steps.iter().filter(|x| &x.stage == stage) {
+                let undo = if st.has_undo { "" } else { "  (no undo)" };
+                let _ = writeln!(s, "  {}  ({}){undo}", st.node, st.action);
+                for r in &st.resources {
+                    let _ = writeln!(s, "      {r}");
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nIf a step fails, completed steps are undone in this order:"
+        );
+        for (i, u) in self.undo.iter().enumerate() {
+            let _ = writeln!(s, "  {:>2}. {u}", i + 1);
+        }
+        s
+    }
+}
