@@ -24,6 +24,23 @@ pub enum BenchCommand {
         after_help = "Example:\n  hcp-workflow bench recovery --database sqlite:///tmp/rec.db --runs 10000"
     )]
     Recovery(RecoveryArgs),
+    /// create-cluster against the in-process simulator with its realistic latency model
+    /// (scaled): wall time vs the DAG's critical path and vs the same steps one after
+    /// another; ARM requests per create; N concurrent creates in one subscription.
+    #[command(
+        after_help = "Example:\n  hcp-workflow bench cluster --database sqlite:///tmp/cl.db --creates 20 --time-scale 0.02"
+    )]
+    Cluster(ClusterArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    /// Concurrent creates (distinct clusters, one subscription).
+    #[arg(long, default_value_t = 1)]
+    creates: usize,
+    /// Simulated Azure durations × this (1.0 = realistic minutes).
+    #[arg(long, default_value_t = 0.02)]
+    time_scale: f64,
 }
 
 #[derive(Args, Debug)]
@@ -53,6 +70,7 @@ pub async fn run(db: &str, cmd: BenchCommand) -> Result<u8> {
     match cmd {
         BenchCommand::Engine(a) => engine(db, a).await,
         BenchCommand::Recovery(a) => recovery(db, a).await,
+        BenchCommand::Cluster(a) => cluster(db, a).await,
     }
 }
 
@@ -128,6 +146,157 @@ async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
         })
     );
     Ok(0)
+}
+
+async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
+    use hcp_activities::steps::{Clients, Reach};
+    use hcp_runtime::{RunState, StartOptions};
+    use hcp_workflows::{config, create_cluster, layout::Layout};
+    if a.creates == 0 {
+        bail!("--creates must be at least 1");
+    }
+    let store = open_store(db).await?;
+    let sim_cfg = hcp_simulator::SimConfig {
+        time_scale: a.time_scale,
+        ..hcp_simulator::SimConfig::realistic()
+    };
+    let sim = hcp_simulator::Simulator::new(sim_cfg)?;
+    let requests = sim.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = sim.serve(listener).await;
+    });
+    let clients = Clients::new(Reach::Simulator(base));
+    let e = crate::ops::cluster_engine(store.clone(), &clients)?;
+    let example = std::path::Path::new("examples/cluster.yaml");
+    let cfg = config::load(example).map_err(|e| anyhow::anyhow!("examples/cluster.yaml: {e}"))?;
+    let mut runs = Vec::new();
+    let t0 = std::time::Instant::now();
+    for i in 0..a.creates {
+        let mut c = cfg.clone();
+        c.name = format!("bench{i}");
+        let infra = format!(
+            "bench{i}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..5]
+        );
+        c.persistent_resource_group = format!("bench{i}-persistent");
+        if let config::OidcIssuer::Create(o) = &mut c.oidc_issuer {
+            o.storage_account = None;
+        }
+        let dag = create_cluster::build(&c, &Layout::new(&c, &infra, true))?;
+        let started = e.start(&dag, StartOptions::default()).await?;
+        runs.push(started.run_id);
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let worker = {
+        let e = e.clone();
+        let mut rx = rx.clone();
+        tokio::spawn(async move {
+            let _ = e
+                .run_worker(async move {
+                    let _ = rx.changed().await;
+                })
+                .await;
+        })
+    };
+    loop {
+        let mut done = 0;
+        for r in &runs {
+            if e.view(*r).await.is_ok_and(|v| v.state().is_terminal()) {
+                done += 1;
+            }
+        }
+        if done == runs.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let wall_all = t0.elapsed().as_secs_f64();
+    let _ = tx.send(true);
+    let _ = worker.await;
+    let mut per_run = Vec::new();
+    let mut failed = 0;
+    for r in &runs {
+        let v = e.view(*r).await?;
+        if v.state() != RunState::Succeeded {
+            failed += 1;
+            continue;
+        }
+        per_run.push(critical_path(&v));
+    }
+    let arm = requests
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/subscriptions/"))
+        .count();
+    let throttled = requests
+        .requests()
+        .iter()
+        .filter(|r| r.status == 429)
+        .count();
+    let mean = |f: fn(&(f64, f64, f64)) -> f64| {
+        per_run.iter().map(f).sum::<f64>() / per_run.len().max(1) as f64
+    };
+    let (wall, crit, seq) = (mean(|x| x.0), mean(|x| x.1), mean(|x| x.2));
+    println!(
+        "{}",
+        serde_json::json!({
+            "bench": "cluster", "backend": store.backend(), "creates": a.creates,
+            "time_scale": a.time_scale, "failed_runs": failed,
+            "wall_all_s": round(wall_all),
+            "mean_run_wall_s": round(wall), "mean_critical_path_s": round(crit),
+            "wall_over_critical_path": round(wall / crit),
+            "mean_sequential_sum_s": round(seq), "sequential_over_wall": round(seq / wall),
+            "arm_requests_per_create": round(arm as f64 / a.creates as f64),
+            "throttled_responses": throttled,
+            "steps_per_create": e.view(runs[0]).await?.dag.nodes.len(),
+        })
+    );
+    Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// (run wall, critical path, sum of step durations) in seconds, from journal timestamps.
+/// A step's duration is its first start to its completion (retries and waits included);
+/// the critical path is the longest chain of step durations through the DAG.
+fn critical_path(v: &hcp_runtime::RunView) -> (f64, f64, f64) {
+    let dur: Vec<f64> = v
+        .nodes
+        .iter()
+        .map(|n| match (n.started_at, n.finished_at) {
+            (Some(s), Some(f)) => (f.0 - s.0) as f64 / 1e3,
+            _ => 0.0,
+        })
+        .collect();
+    let mut longest = vec![0.0f64; dur.len()];
+    for (i, spec) in v.dag.nodes.iter().enumerate() {
+        let before = spec
+            .deps
+            .iter()
+            .filter_map(|d| v.index_of(d))
+            .map(|j| longest[j])
+            .fold(0.0, f64::max);
+        longest[i] = before + dur[i];
+    }
+    let start = v
+        .nodes
+        .iter()
+        .filter_map(|n| n.started_at)
+        .map(|t| t.0)
+        .min()
+        .unwrap_or(0);
+    let end = v
+        .nodes
+        .iter()
+        .filter_map(|n| n.finished_at)
+        .map(|t| t.0)
+        .max()
+        .unwrap_or(0);
+    (
+        (end - start) as f64 / 1e3,
+        longest.iter().copied().fold(0.0, f64::max),
+        dur.iter().sum(),
+    )
 }
 
 fn round(x: f64) -> f64 {

@@ -752,6 +752,11 @@ fn plan(
         return (events, starts);
     }
     let exhausted = |max: u32, a: u32| max != 0 && a >= max;
+    // A crash of our own process (or a lost lease) is not evidence against the step:
+    // interrupted attempts do not use up the retry budget, but a crash loop still ends.
+    let interrupted_exhausted = |max: u32, a: u32, interruptions: u32| {
+        interruptions >= MAX_INTERRUPTIONS || exhausted(max, a.saturating_sub(interruptions))
+    };
     match &view.unwinding {
         None => {
             if let Some(i) = view
@@ -786,8 +791,12 @@ fn plan(
                         ready.then_some(1)
                     }
                     NodeStatus::Running { attempt } => {
-                        // Interrupted by a crash or a lost lease: the attempt counts.
-                        if exhausted(spec.retry.max_attempts, *attempt) {
+                        // Interrupted by a crash or a lost lease.
+                        if interrupted_exhausted(
+                            spec.retry.max_attempts,
+                            *attempt,
+                            st.interruptions + 1,
+                        ) {
                             events.push(Event::NodeFailed {
                                 node: name.clone(),
                                 error: StepError::permanent(
@@ -864,7 +873,7 @@ fn plan(
                         }
                     }
                     NodeStatus::UndoRunning { attempt } => {
-                        if exhausted(max, *attempt) {
+                        if interrupted_exhausted(max, *attempt, st.undo_interruptions + 1) {
                             events.push(Event::UndoFailed {
                                 node: name.clone(),
                                 error: StepError::permanent(kind::INTERRUPTED, format!("undo attempt {attempt} was interrupted and no attempts are left")),
@@ -905,6 +914,9 @@ fn plan(
 }
 
 /// The events that record one attempt's outcome.
+/// Interrupted attempts of one node after which it fails anyway (a crash loop).
+const MAX_INTERRUPTIONS: u32 = 50;
+
 fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event> {
     let spec = &view.dag.nodes[d.idx];
     let node = spec.name.clone();
@@ -955,7 +967,11 @@ fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event>
                     reason: "the run is unwinding; no further attempts".into(),
                 }];
             }
-            match spec.retry.decide(d.attempt, error) {
+            let interruptions = view.nodes[d.idx].interruptions;
+            match spec
+                .retry
+                .decide(d.attempt.saturating_sub(interruptions), error)
+            {
                 RetryDecision::RetryAfter(delay) => vec![Event::NodeRetryScheduled {
                     node,
                     attempt: d.attempt,
@@ -971,7 +987,11 @@ fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event>
                 }
             }
         }
-        (Err(error), Phase::Undo) => match spec.undo_retry.decide(d.attempt, error) {
+        (Err(error), Phase::Undo) => match spec.undo_retry.decide(
+            d.attempt
+                .saturating_sub(view.nodes[d.idx].undo_interruptions),
+            error,
+        ) {
             RetryDecision::RetryAfter(delay) => vec![Event::UndoRetryScheduled {
                 node,
                 attempt: d.attempt,

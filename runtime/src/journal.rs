@@ -402,6 +402,11 @@ pub struct NodeState {
     pub undone_at: Option<Timestamp>,
     /// An operator asked to retry this node's stuck undo.
     pub retry_requested: bool,
+    /// Action attempts interrupted by a crash or a lost lease (started again without an
+    /// outcome). Not the step's fault: they do not use up its retry budget.
+    pub interruptions: u32,
+    /// Undo attempts interrupted likewise.
+    pub undo_interruptions: u32,
 }
 
 impl NodeState {
@@ -419,6 +424,8 @@ impl NodeState {
             undo_started_at: None,
             undone_at: None,
             retry_requested: false,
+            interruptions: 0,
+            undo_interruptions: 0,
         }
     }
 
@@ -447,9 +454,14 @@ impl NodeState {
                 S::Running { attempt: *attempt }
             }
             (S::RetryScheduled { attempt: a, .. }, Event::NodeStarted { attempt, .. })
-            | (S::Running { attempt: a }, Event::NodeStarted { attempt, .. })
                 if *attempt == a + 1 =>
             {
+                S::Running { attempt: *attempt }
+            }
+            (S::Running { attempt: a }, Event::NodeStarted { attempt, .. })
+                if *attempt == a + 1 =>
+            {
+                self.interruptions += 1;
                 S::Running { attempt: *attempt }
             }
             (S::Running { .. }, Event::NodeCheckpoint { data, .. }) => {
@@ -514,10 +526,16 @@ impl NodeState {
                 S::UndoRunning { attempt: *attempt }
             }
             (S::UndoRetryScheduled { attempt: a, .. }, Event::UndoStarted { attempt, .. })
-            | (S::UndoRunning { attempt: a }, Event::UndoStarted { attempt, .. })
                 if *attempt == a + 1 =>
             {
                 self.undo_attempts = *attempt;
+                S::UndoRunning { attempt: *attempt }
+            }
+            (S::UndoRunning { attempt: a }, Event::UndoStarted { attempt, .. })
+                if *attempt == a + 1 =>
+            {
+                self.undo_attempts = *attempt;
+                self.undo_interruptions += 1;
                 S::UndoRunning { attempt: *attempt }
             }
             (S::UndoRunning { .. }, Event::UndoCheckpoint { data, .. }) => {

@@ -380,9 +380,13 @@ impl crate::engine::EngineHooks for CrashHooks {
         if self.trace {
             println!("HCP_BOUNDARY {desc}");
         }
-        let hit = self.at.as_deref().is_some_and(|at| {
-            at == n.to_string() || at == format!("{}:{phase}:{}", b.point.as_str(), b.node)
-        });
+        // `HCP_CRASH_AT` is a boundary number, or one or more `point:phase:node`
+        // (comma-separated: the first one reached).
+        let here = format!("{}:{phase}:{}", b.point.as_str(), b.node);
+        let hit = self
+            .at
+            .as_deref()
+            .is_some_and(|at| at == n.to_string() || at.split(',').any(|p| p == here));
         if hit {
             println!("HCP_CRASHPOINT {desc}");
             let _ = std::io::Write::flush(&mut std::io::stdout());

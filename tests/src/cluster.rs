@@ -153,6 +153,23 @@ impl Sim {
 /// The guest subscription of test clusters.
 pub const GUEST_SUB: &str = "11111111-2222-3333-4444-555555555555";
 
+/// Inventory ids of the simulator at `base` (usable from any thread).
+pub fn ids_at(base: &str) -> BTreeSet<String> {
+    let v: Value = reqwest::blocking::Client::new()
+        .get(format!("{base}/_sim/inventory"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Write a cluster file `dir/<name>.yaml` (Private topology: every stage runs) with the
 /// fake pull secret and SSH key beside it; `extra` is appended (top-level YAML keys not
 /// already present, e.g. `allowedSubscriptions: [...]`). `persistent_rg` names the

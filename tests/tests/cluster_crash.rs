@@ -2,11 +2,10 @@
 //! at every journal boundary of create-cluster (and of its unwind), restarted each time,
 //! while the simulator runs as its own process with `--state` (it survives the kills).
 //!
-//! The kill schedule cycles the crash point through the 1st, 2nd and 3rd boundary of each
-//! fresh process: before the effect of the next attempt, after its effect but before its
-//! journal write, and after the write. A process that resumes from the journal always
-//! starts with the next attempt's "before effect", so three restarts kill one attempt at
-//! each of its boundaries, then move on.
+//! One worker process per crash point (`HCP_CRASH_AT=point:phase:node`), in DAG order:
+//! before each node's effect, after its effect but before its journal write, and after the
+//! write. Each process resumes the run from the journal, runs until it reaches its point
+//! and is SIGKILLed there; a last process finishes the run.
 //!
 //! Afterwards: the same end state as an uninterrupted run; no duplicate resources; no
 //! resource created twice (at most one `201 Created` per resource in the request log; a
@@ -46,37 +45,72 @@ fn state(dir: &Path, db: &str, sim: &str) -> (String, Value) {
     (run["state"].as_str().unwrap_or("?").to_string(), run)
 }
 
-/// Restart a worker until the run ends, killing each one at boundary 1, 2 or 3 in turn.
-fn crash_until_done(
+/// The crash points: every boundary of every node, in the order the run reaches them.
+fn targets(dir: &Path, db: &str, sim: &Sim, cfg: &Path, phase: &str) -> Vec<String> {
+    let (code, out, err) = run(
+        dir,
+        &[
+            "--database",
+            db,
+            "--simulator",
+            &sim.base,
+            "--output",
+            "json",
+            "plan",
+            "create-cluster",
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    let nodes: Vec<String> = if phase == "action" {
+        plan["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["node"].as_str().unwrap().to_string())
+            .collect()
+    } else {
+        plan["undo"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    nodes
+        .iter()
+        .flat_map(|n| {
+            ["before-effect", "after-effect", "after-write"].map(|p| format!("{p}:{phase}:{n}"))
+        })
+        .collect()
+}
+
+/// One worker process per crash point: each runs the run from the journal until it reaches
+/// its point, where it is SIGKILLed; then the last worker runs the run to its end.
+fn crash_through(
     dir: &Path,
     db: &str,
     sim: &Sim,
+    points: &[String],
     extra_env: &[(&str, &str)],
 ) -> (String, usize) {
     let world = dir.join("world");
-    let deadline = Instant::now() + Duration::from_secs(600);
+    let deadline = Instant::now() + Duration::from_secs(900);
     let mut kills = 0;
-    for i in 0.. {
-        assert!(
-            Instant::now() < deadline,
-            "no convergence after {kills} kills"
-        );
-        let (st, _) = state(dir, db, &sim.base);
-        if matches!(
-            st.as_str(),
-            "succeeded" | "rolled-back" | "failed" | "needs-operator" | "cancelled"
-        ) {
-            return (st, kills);
-        }
-        let k = (i % 3 + 1).to_string();
+    let spawn = |crash: Option<&str>| {
         let mut env = vec![
-            ("HCP_CRASH_AT", k.as_str()),
             ("HCP_LEASE_TTL_MS", "300"),
             ("HCP_POLL_MS", "20"),
             ("RUST_LOG", "warn"),
         ];
+        if let Some(c) = crash {
+            env.push(("HCP_CRASH_AT", c));
+        }
         env.extend_from_slice(extra_env);
-        let mut w = Proc::spawn(
+        Proc::spawn(
             dir,
             &[
                 "--database",
@@ -88,21 +122,59 @@ fn crash_until_done(
                 world.to_str().unwrap(),
             ],
             &env,
-        );
-        if w.wait_line("HCP_CRASHPOINT", Duration::from_secs(20))
-            .is_some()
-        {
-            kills += 1;
+        )
+    };
+    // Each process gets every point not reached yet and dies at the first it reaches, so
+    // no process runs ahead past a point that a parallel branch made unreachable.
+    let mut next = 0;
+    while next < points.len() {
+        assert!(Instant::now() < deadline, "too slow: {kills} kills so far");
+        let (st, _) = state(dir, db, &sim.base);
+        if is_final(&st) {
+            break;
         }
+        let remaining = points[next..].join(",");
+        let mut w = spawn(Some(&remaining));
+        let hit = w.wait_line("HCP_CRASHPOINT", Duration::from_secs(30));
         w.kill();
+        let Some(line) = hit else { break };
+        kills += 1;
+        // "HCP_CRASHPOINT <n> <point> <phase> <node> <attempt>"
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let here = format!("{}:{}:{}", f[2], f[3], f[4]);
+        next += points[next..].iter().position(|p| *p == here).unwrap() + 1;
     }
-    unreachable!()
+    // Finish without crashes.
+    let mut w = spawn(None);
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (st, _) = state(dir, db, &sim.base);
+        if is_final(&st) {
+            w.kill();
+            return (st, kills);
+        }
+        assert!(
+            Instant::now() < end,
+            "the run did not end after the crashes (state {st})"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn is_final(st: &str) -> bool {
+    matches!(
+        st,
+        "succeeded" | "rolled-back" | "failed" | "needs-operator" | "cancelled"
+    )
 }
 
 fn created_twice(reqs: &[Value]) -> Vec<String> {
     let mut created: BTreeMap<String, usize> = BTreeMap::new();
     for r in reqs {
-        if r["method"] == "PUT" && r["status"] == 201 {
+        // Resources (ARM and Kubernetes); blob uploads are overwrites by design.
+        let path = r["path"].as_str().unwrap_or_default();
+        let resource = path.starts_with("/subscriptions/") || path.starts_with("/api");
+        if resource && r["method"] == "PUT" && r["status"] == 201 {
             let p = r["path"]
                 .as_str()
                 .unwrap_or_default()
@@ -143,7 +215,8 @@ fn create_cluster_survives_sigkill_at_every_boundary() {
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    let (end, kills) = crash_until_done(&dir, &db, &sim, &[]);
+    let points = targets(&dir, &db, &sim, &cfg, "action");
+    let (end, kills) = crash_through(&dir, &db, &sim, &points, &[]);
     assert_eq!(end, "succeeded");
     assert!(kills > 30, "only {kills} kills");
     let after = sim.ids();
@@ -178,10 +251,12 @@ fn create_cluster_unwind_survives_sigkill_at_every_boundary() {
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    let (end, kills) = crash_until_done(
+    let points = targets(&dir, &db, &sim, &cfg, "undo");
+    let (end, kills) = crash_through(
         &dir,
         &db,
         &sim,
+        &points,
         &[("HCP_INJECT_FAIL", "create-cluster.nodepools.infra")],
     );
     assert_eq!(end, "rolled-back");

@@ -63,6 +63,24 @@ pub const TAG_RUN: &str = "hcp-workflow.io/run";
 
 /// Polling interval when ARM suggests none (its usual `Retry-After` for network LROs).
 pub const DEFAULT_POLL: Duration = Duration::from_secs(10);
+
+/// The process's polling interval when ARM suggests none: [`DEFAULT_POLL`], unless the
+/// process talks to a simulator on a fast time scale ([`set_default_poll`]).
+static DEFAULT_POLL_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(DEFAULT_POLL.as_millis() as u64);
+
+/// Set the polling interval used when ARM suggests none (process-wide).
+pub fn set_default_poll(d: Duration) {
+    DEFAULT_POLL_MS.store(
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// The polling interval used when ARM suggests none.
+pub fn default_poll() -> Duration {
+    Duration::from_millis(DEFAULT_POLL_MS.load(std::sync::atomic::Ordering::Relaxed))
+}
 /// Longest wait between two looks, whatever the server suggests.
 pub const MAX_POLL: Duration = Duration::from_secs(300);
 
@@ -112,7 +130,7 @@ impl<T> Progress<T> {
 
     fn pending(after: Option<Duration>, reason: impl Into<String>) -> Self {
         Progress::Pending {
-            after: after.unwrap_or(DEFAULT_POLL).min(MAX_POLL),
+            after: after.unwrap_or_else(default_poll).min(MAX_POLL),
             reason: reason.into(),
         }
     }

@@ -83,7 +83,13 @@ pub async fn teardown(
     let mut retry_after = None;
     if exists {
         let path = format!("{pls_id}/privateEndpointConnections");
-        let conns: Vec<PrivateEndpointConnection> = arm.list(&path, API_NETWORK).await?;
+        // The PLS may vanish between the GET and the list (a delete accepted by an earlier
+        // attempt completing): a 404 here means there is nothing left to reject.
+        let conns: Vec<PrivateEndpointConnection> = match arm.list(&path, API_NETWORK).await {
+            Ok(c) => c,
+            Err(e) if e.status == 404 => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
         for c in conns {
             let Some(cid) = c.id.clone() else { continue };
             let p = &c.properties;
@@ -111,10 +117,12 @@ pub async fn teardown(
                         "actionsRequired": "None",
                     }},
                 });
-                arm.put(&cid, API_NETWORK, &body)
-                    .await
-                    .map_err(|e| StepError::from(e.with_resource(&cid)))?;
-                push_unique(&mut report.rejected, &cid);
+                match arm.put(&cid, API_NETWORK, &body).await {
+                    Ok(_) => push_unique(&mut report.rejected, &cid),
+                    // Gone meanwhile (its endpoint was deleted): nothing to reject.
+                    Err(e) if e.status == 404 => continue,
+                    Err(e) => return Err(StepError::from(e.with_resource(&cid))),
+                }
             }
             match arm
                 .delete(&cid, API_NETWORK)
@@ -175,7 +183,7 @@ pub async fn teardown(
 fn pending<T>(reason: String, after: Option<std::time::Duration>) -> Progress<T> {
     Progress::Pending {
         after: after
-            .unwrap_or(durable::DEFAULT_POLL)
+            .unwrap_or_else(durable::default_poll)
             .min(durable::MAX_POLL),
         reason,
     }

@@ -19,9 +19,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often a wait on the management cluster looks again.
-const POLL: Duration = Duration::from_secs(5);
-
 fn labels(owner: &Owner, ctx: &StepContext) -> BTreeMap<String, String> {
     BTreeMap::from([
         (TAG_CLUSTER.to_string(), owner.cluster.clone()),
@@ -73,6 +70,7 @@ async fn created_by_run(
 
 /// Delete `kind ns/name` if this run created it; wait for it to be gone.
 async fn undo_object(
+    poll: Duration,
     m: &Mgmt,
     kind: Kind,
     ns: &str,
@@ -85,7 +83,7 @@ async fn undo_object(
         Some(true) => match m.delete(kind, ns, name).await? {
             DeleteProgress::Gone => Ok(UndoOutcome::Done),
             DeleteProgress::Deleting { finalizers } => Ok(ctx.undo_wait(
-                POLL,
+                poll,
                 format!(
                     "waiting for {} {ns}/{name} to be deleted (finalizers: {})",
                     kind.type_name(),
@@ -228,6 +226,7 @@ impl Action for EnsureIssuerKey {
     ) -> Result<UndoOutcome, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
         undo_object(
+            self.0.poll(),
             &m,
             Kind::Secret,
             &input.namespace,
@@ -361,8 +360,16 @@ impl Action for EnsureClusterSecrets {
     ) -> Result<UndoOutcome, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
         for name in [&input.pull_secret, &input.ssh_key, &input.etcd_key] {
-            if let UndoOutcome::Wait { until, reason } =
-                undo_object(&m, Kind::Secret, &input.namespace, name, &input.owner, ctx).await?
+            if let UndoOutcome::Wait { until, reason } = undo_object(
+                self.0.poll(),
+                &m,
+                Kind::Secret,
+                &input.namespace,
+                name,
+                &input.owner,
+                ctx,
+            )
+            .await?
             {
                 return Ok(UndoOutcome::Wait { until, reason });
             }
@@ -466,7 +473,7 @@ impl Action for ApplyHostedCluster {
                 Some(ip) => router_ip = Some(ip),
                 None => {
                     return Ok(ctx.wait(
-                        POLL,
+                        self.0.poll(),
                         format!(
                             "waiting for Service {hcp_ns}/private-router to get its internal load balancer IP"
                         ),
@@ -500,6 +507,7 @@ impl Action for ApplyHostedCluster {
     ) -> Result<UndoOutcome, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
         undo_object(
+            self.0.poll(),
             &m,
             Kind::HostedCluster,
             &input.spec.namespace,
@@ -575,7 +583,7 @@ impl Action for WaitCondition {
                     })
                     .unwrap_or_default();
                 Ok(ctx.wait(
-                    POLL,
+                    self.0.poll(),
                     format!(
                         "waiting for {} {}/{} condition {}=True{now}",
                         input.kind.type_name(),
@@ -641,7 +649,10 @@ impl Action for ApplyNodePool {
         }
         let ready = m.condition(Kind::NodePool, &ns, &name, "Ready").await?;
         if ready.as_ref().is_none_or(|c| c.status != "True") {
-            return Ok(ctx.wait(POLL, format!("waiting for NodePool {ns}/{name} Ready=True")));
+            return Ok(ctx.wait(
+                self.0.poll(),
+                format!("waiting for NodePool {ns}/{name} Ready=True"),
+            ));
         }
         let created = created_by_run(&m, Kind::NodePool, &ns, &name, &input.owner, ctx)
             .await?
@@ -669,6 +680,7 @@ impl Action for ApplyNodePool {
     ) -> Result<UndoOutcome, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
         undo_object(
+            self.0.poll(),
             &m,
             Kind::NodePool,
             &input.spec.namespace,
@@ -741,7 +753,7 @@ impl Action for DeleteObject {
                         DeleteProgress::Gone => LedgerAction::Deleted,
                         DeleteProgress::Deleting { finalizers } => {
                             return Ok(ctx.wait(
-                                POLL,
+                                self.0.poll(),
                                 format!(
                                     "waiting for {} {}/{name} to be deleted (finalizers: {})",
                                     input.kind.type_name(),

@@ -111,6 +111,11 @@ impl Clients {
     /// Clients reaching the world through `reach`.
     pub fn new(reach: Reach) -> Arc<Self> {
         crate::tls::install_crypto_provider();
+        if matches!(reach, Reach::Simulator(_)) {
+            // The simulator runs on a fast time scale and always says when to look again;
+            // where it does not, do not wait real Azure's 10 s.
+            crate::azure::durable::set_default_poll(std::time::Duration::from_millis(250));
+        }
         Arc::new(Self {
             reach,
             arm: Mutex::default(),
@@ -121,6 +126,16 @@ impl Clients {
     /// How this process reaches the world.
     pub fn reach(&self) -> &Reach {
         &self.reach
+    }
+
+    /// How long a step waits before looking again at something that is not ready yet (a
+    /// condition, an IP, an approval). Real control planes take minutes, so 5 s; the
+    /// simulator runs on a fast time scale, so 250 ms.
+    pub fn poll(&self) -> std::time::Duration {
+        match self.reach {
+            Reach::Direct => std::time::Duration::from_secs(5),
+            Reach::Simulator(_) => std::time::Duration::from_millis(250),
+        }
     }
 
     fn check(&self, simulated: bool) -> Result<(), StepError> {

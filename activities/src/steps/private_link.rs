@@ -22,9 +22,7 @@ use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError, Und
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 
-const POLL: Duration = Duration::from_secs(5);
 const SUBNET_TYPE: &str = "Microsoft.Network/virtualNetworks/subnets";
 const PLS_TYPE: &str = "Microsoft.Network/privateLinkServices";
 
@@ -209,7 +207,7 @@ impl Action for EnsurePrivateLinkService {
             privatelink::find_internal_lb_frontend(&arm, &input.lb_resource_group, &ip).await?
         else {
             return Ok(ctx.wait(
-                POLL,
+                self.0.poll(),
                 format!(
                     "waiting for an internal load balancer in {} with frontend IP {ip}",
                     input.lb_resource_group
@@ -416,7 +414,7 @@ impl Action for EnsurePrivateEndpoint {
             }
             other => {
                 return Ok(ctx.wait(
-                    POLL,
+                    self.0.poll(),
                     format!(
                         "private endpoint connection is {other}: subscription {} is not auto-approved on {}; approve the connection or add the subscription to allowedSubscriptions",
                         input.azure_subscription(),
@@ -429,7 +427,7 @@ impl Action for EnsurePrivateEndpoint {
             Some(ip) => ip,
             None => {
                 return Ok(ctx.wait(
-                    POLL,
+                    self.0.poll(),
                     format!("waiting for {} to get a private IP", input.id),
                 ));
             }
