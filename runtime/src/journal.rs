@@ -966,6 +966,30 @@ mod tests {
     }
 
     #[test]
+    fn attempts_restarted_without_an_outcome_count_as_interruptions() {
+        let mut v = RunView::new(dag());
+        let t = Timestamp(1);
+        v.apply(&started("a", 1), t).unwrap();
+        // The process died: the next process starts attempt 2 from `Running`.
+        v.apply(&started("a", 2), t).unwrap();
+        v.apply(&started("a", 3), t).unwrap();
+        assert_eq!(v.node("a").unwrap().interruptions, 2);
+        // A failed attempt followed by a scheduled retry is not an interruption.
+        v.apply(
+            &Event::NodeRetryScheduled {
+                node: "a".into(),
+                attempt: 3,
+                next_at: t,
+                error: StepError::retryable("transient", "x"),
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(&started("a", 4), t).unwrap();
+        assert_eq!(v.node("a").unwrap().interruptions, 2);
+    }
+
+    #[test]
     fn happy_path_and_finish() {
         let mut v = RunView::new(dag());
         let t = Timestamp(1);

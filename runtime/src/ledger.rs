@@ -41,6 +41,15 @@ pub enum LedgerAction {
 }
 
 impl LedgerAction {
+    /// `Created` when this run created the resource, else `Adopted`.
+    pub fn created_or_adopted(created: bool) -> Self {
+        if created {
+            Self::Created
+        } else {
+            Self::Adopted
+        }
+    }
+
     /// Kebab-case name.
     pub fn as_str(self) -> &'static str {
         match self {

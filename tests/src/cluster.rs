@@ -181,19 +181,18 @@ pub fn cluster_file(
     topology: &str,
     extra: &str,
 ) -> PathBuf {
+    // Per-cluster copies: tests write cluster files from several threads at once.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    std::fs::copy(
-        root.join("examples/id_ed25519.pub"),
-        dir.join("id_ed25519.pub"),
-    )
-    .unwrap();
-    if !dir.join("pull-secret.json").exists() {
-        std::fs::copy(
-            root.join("examples/pull-secret.json"),
-            dir.join("pull-secret.json"),
-        )
-        .unwrap();
-    }
+    let ssh = format!("{name}.id_ed25519.pub");
+    std::fs::copy(root.join("examples/id_ed25519.pub"), dir.join(&ssh)).unwrap();
+    // A test may seed its own `pull-secret.json` before calling this.
+    let pull = if dir.join("pull-secret.json").exists() {
+        "pull-secret.json".to_string()
+    } else {
+        let p = format!("{name}.pull-secret.json");
+        std::fs::copy(root.join("examples/pull-secret.json"), dir.join(&p)).unwrap();
+        p
+    };
     let yaml = format!(
         "name: {name}
 infraID: {infra_id}
@@ -219,8 +218,8 @@ nodePools:
     replicas: 2
   - name: infra
     replicas: 1
-pullSecret: pull-secret.json
-sshKey: id_ed25519.pub
+pullSecret: {pull}
+sshKey: {ssh}
 {extra}"
     );
     let path = dir.join(format!("{name}.yaml"));

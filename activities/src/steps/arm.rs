@@ -187,11 +187,7 @@ pub async fn ensure_resource(
             } else {
                 e.created
             };
-            let action = if created {
-                LedgerAction::Created
-            } else {
-                LedgerAction::Adopted
-            };
+            let action = LedgerAction::created_or_adopted(created);
             Ok(Outcome::Done(ResourceOutput {
                 id: e.id.clone(),
                 ledger: vec![record(

@@ -208,11 +208,7 @@ impl Action for EnsureIssuerKey {
                 Kind::Secret,
                 &input.namespace,
                 &input.secret,
-                if created {
-                    LedgerAction::Created
-                } else {
-                    LedgerAction::Adopted
-                },
+                LedgerAction::created_or_adopted(created),
                 true,
             )],
         }))
@@ -341,11 +337,7 @@ impl Action for EnsureClusterSecrets {
                 Kind::Secret,
                 ns,
                 name,
-                if created {
-                    LedgerAction::Created
-                } else {
-                    LedgerAction::Adopted
-                },
+                LedgerAction::created_or_adopted(created),
                 false,
             ));
         }
@@ -486,11 +478,7 @@ impl Action for ApplyHostedCluster {
                 Kind::HostedCluster,
                 &ns,
                 &name,
-                if created {
-                    LedgerAction::Created
-                } else {
-                    LedgerAction::Adopted
-                },
+                LedgerAction::created_or_adopted(created),
                 false,
             )],
             namespace: ns,
@@ -662,11 +650,7 @@ impl Action for ApplyNodePool {
                 Kind::NodePool,
                 &ns,
                 &name,
-                if created {
-                    LedgerAction::Created
-                } else {
-                    LedgerAction::Adopted
-                },
+                LedgerAction::created_or_adopted(created),
                 false,
             )],
         }))

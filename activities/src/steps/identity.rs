@@ -96,11 +96,7 @@ impl Action for EnsureFederatedCredentials {
             match durable::ensure(ctx, &arm, &spec).await? {
                 Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
                 Progress::Done(e) => {
-                    let action = if e.created {
-                        LedgerAction::Created
-                    } else {
-                        LedgerAction::Adopted
-                    };
+                    let action = LedgerAction::created_or_adopted(e.created);
                     ledger.push(record(FIC_TYPE, &id, action, input.persistent, None));
                     ids.push(id);
                 }
@@ -194,11 +190,7 @@ impl Action for EnsureRoleAssignment {
                 ledger: vec![record(
                     RA_TYPE,
                     &e.id,
-                    if e.created {
-                        LedgerAction::Created
-                    } else {
-                        LedgerAction::Adopted
-                    },
+                    LedgerAction::created_or_adopted(e.created),
                     false,
                     None,
                 )],

@@ -551,11 +551,7 @@ impl Action for EnsureARecords {
                 Progress::Done(e) => ledger.push(record(
                     A_TYPE,
                     &id,
-                    if e.created {
-                        LedgerAction::Created
-                    } else {
-                        LedgerAction::Adopted
-                    },
+                    LedgerAction::created_or_adopted(e.created),
                     false,
                     None,
                 )),
