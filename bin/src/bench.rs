@@ -225,16 +225,12 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         }
         per_run.push(critical_path(&v));
     }
-    let arm = requests
-        .requests()
+    let log = requests.requests();
+    let arm = log
         .iter()
         .filter(|r| r.path.starts_with("/subscriptions/"))
         .count();
-    let throttled = requests
-        .requests()
-        .iter()
-        .filter(|r| r.status == 429)
-        .count();
+    let throttled = log.iter().filter(|r| r.status == 429).count();
     let mean = |f: fn(&(f64, f64, f64)) -> f64| {
         per_run.iter().map(f).sum::<f64>() / per_run.len().max(1) as f64
     };

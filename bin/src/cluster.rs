@@ -444,19 +444,7 @@ impl Progress {
         let mut lines = Vec::new();
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
             let s = st.status.name().to_string();
-            let detail = match &st.status {
-                NodeStatus::RetryScheduled { error, next_at, .. }
-                | NodeStatus::UndoRetryScheduled { error, next_at, .. } => {
-                    format!(" — retry at {next_at}: {error}")
-                }
-                NodeStatus::Failed { error } | NodeStatus::UndoFailed { error } => {
-                    format!(" — {error}")
-                }
-                NodeStatus::Waiting { reason, .. } | NodeStatus::UndoWaiting { reason, .. } => {
-                    format!(" — {reason}")
-                }
-                _ => String::new(),
-            };
+            let detail = status_detail(&st.status);
             let key = format!("{s}{detail}");
             if p.seen.get(&spec.name) != Some(&key) && s != "pending" {
                 lines.push(format!(
@@ -485,5 +473,21 @@ impl Progress {
                 s.finish_and_clear();
             }
         }
+    }
+}
+
+/// What a step's status adds to its progress line: the retry and its error, the failure,
+/// or what it waits for (empty otherwise).
+pub(crate) fn status_detail(status: &NodeStatus) -> String {
+    match status {
+        NodeStatus::RetryScheduled { error, next_at, .. }
+        | NodeStatus::UndoRetryScheduled { error, next_at, .. } => {
+            format!(" — retry at {next_at}: {error}")
+        }
+        NodeStatus::Failed { error } | NodeStatus::UndoFailed { error } => format!(" — {error}"),
+        NodeStatus::Waiting { reason, .. } | NodeStatus::UndoWaiting { reason, .. } => {
+            format!(" — {reason}")
+        }
+        _ => String::new(),
     }
 }

@@ -3,7 +3,6 @@
 use crate::{OutputFormat, open_store};
 use anyhow::{Context, Result};
 use clap::Args;
-use hcp_runtime::NodeStatus;
 use hcp_runtime::testkit::{self, CrashHooks, World};
 use hcp_runtime::{
     Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand, RunExit, RunId,
@@ -272,16 +271,7 @@ async fn print_transitions(
     for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
         let s = st.status.name().to_string();
         if last.get(&spec.name) != Some(&s) && s != "pending" {
-            let extra = match &st.status {
-                NodeStatus::RetryScheduled { error, next_at, .. } => {
-                    format!(" — retry at {next_at} after {error}")
-                }
-                NodeStatus::Failed { error } | NodeStatus::UndoFailed { error } => {
-                    format!(" — {error}")
-                }
-                NodeStatus::Waiting { reason, .. } => format!(" — {reason}"),
-                _ => String::new(),
-            };
+            let extra = crate::cluster::status_detail(&st.status);
             println!("  [{:>8}] {:<6} {s}{extra}", spec.stage, spec.name);
             last.insert(spec.name.clone(), s);
         }

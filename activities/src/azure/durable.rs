@@ -578,6 +578,33 @@ pub async fn delete(
     api: &str,
     ownership: Option<&Ownership>,
 ) -> Result<Progress<Deleted>, StepError> {
+    delete_checked(ctx, arm, id, api, ownership.map(|o| (o, false))).await
+}
+
+/// [`delete`] for compensations: deletes the resource only if *this run* created it
+/// (tag `hcp-workflow.io/run`); anything else — including ours from an earlier run — is
+/// `KeptNotOurs`, so a failed run leaves what existed before it.
+///
+/// # Errors
+/// As [`delete`].
+pub async fn delete_created(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    id: &str,
+    api: &str,
+    ownership: &Ownership,
+) -> Result<Progress<Deleted>, StepError> {
+    delete_checked(ctx, arm, id, api, Some((ownership, true))).await
+}
+
+/// `check`: the ownership to require, and whether it must be this very run's.
+async fn delete_checked(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    id: &str,
+    api: &str,
+    check: Option<(&Ownership, bool)>,
+) -> Result<Progress<Deleted>, StepError> {
     let mut deleted = false;
     if let Some(op) = journaled(ctx, id, Verb::Delete)? {
         match poll_journaled(ctx, arm, id, Verb::Delete, &op).await? {
@@ -601,10 +628,16 @@ pub async fn delete(
             Deleted::Gone
         }));
     };
-    if let Some(own) = ownership
-        && !own.is_ours(body.get("tags"))
-    {
-        return Ok(Progress::Done(Deleted::KeptNotOurs));
+    if let Some((own, this_run)) = check {
+        let tags = body.get("tags");
+        let keep = if this_run {
+            !own.is_this_run(tags)
+        } else {
+            !own.is_ours(tags)
+        };
+        if keep {
+            return Ok(Progress::Done(Deleted::KeptNotOurs));
+        }
     }
     let rsp = arm
         .delete(id, api)

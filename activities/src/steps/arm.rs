@@ -15,7 +15,7 @@
 
 use super::env::{AzureEnv, Clients, Owner};
 use crate::azure::ArmClient;
-use crate::azure::durable::{self, Adopt, Deleted, EnsureSpec, Ownership, Progress};
+use crate::azure::durable::{self, Adopt, Deleted, EnsureSpec, Progress};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Action, Outcome, RetryPolicy, StepContext, StepError, UndoOutcome};
 use serde::{Deserialize, Serialize};
@@ -120,12 +120,6 @@ pub(crate) fn record(
     }
 }
 
-pub(crate) fn ownership(owner: &Owner, ctx: &StepContext) -> Ownership {
-    Ownership {
-        tags: owner.tags(ctx),
-    }
-}
-
 /// Ensure a resource whose body is known; shared by every plain kind.
 ///
 /// # Errors
@@ -177,7 +171,7 @@ pub async fn ensure_resource(
         body,
         adopt: Adopt::OursOnly,
         tagged: input.tagged,
-        ownership: ownership(&input.owner, ctx),
+        ownership: input.owner.ownership(ctx),
     };
     match durable::ensure(ctx, arm, &spec).await? {
         Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
@@ -216,31 +210,18 @@ pub async fn remove_resource(
     if input.byo {
         return Ok(UndoOutcome::Done);
     }
-    // A delete already accepted by an earlier attempt is polled by `durable::delete`; only
-    // the first look decides whether the resource is ours to remove.
-    let in_flight = ctx.checkpoint::<Value>()?.is_some();
-    if !in_flight {
-        let Some(current) = arm.get_value(&input.id, &input.api).await? else {
-            return Ok(UndoOutcome::Done);
-        };
-        let ours = if input.tagged {
-            input.owner.created_by(current.get("tags"), ctx)
-        } else {
-            // Untagged children have deterministic names derived from the infra id; the
-            // action says whether it created it (or never finished, in which case the
-            // name alone makes it ours).
-            output.is_none_or(|o| o.ledger.iter().any(|r| r.action == LedgerAction::Created))
-        };
-        if !ours {
-            return Ok(UndoOutcome::Done);
-        }
-    }
-    let own = ownership(&input.owner, ctx);
-    let own = input.tagged.then_some(&own);
-    match durable::delete(ctx, arm, &input.id, &input.api, own).await? {
-        Progress::Pending { after, reason } => Ok(ctx.undo_wait(after, reason)),
-        Progress::Done(_) => Ok(UndoOutcome::Done),
-    }
+    let progress = if input.tagged {
+        durable::delete_created(ctx, arm, &input.id, &input.api, &input.owner.ownership(ctx))
+            .await?
+    } else if output.is_some_and(|o| o.ledger.iter().all(|r| r.action != LedgerAction::Created)) {
+        // An untagged child the action adopted rather than created stays.
+        return Ok(UndoOutcome::Done);
+    } else {
+        // Untagged children have deterministic names derived from the infra id: when the
+        // action created it (or never finished), the name alone makes it ours.
+        durable::delete(ctx, arm, &input.id, &input.api, None).await?
+    };
+    Ok(progress.into_undo(ctx))
 }
 
 /// delete-cluster's delete of one resource: only if ours and present.
@@ -252,7 +233,7 @@ pub async fn delete_resource(
     arm: &ArmClient,
     input: &DeleteInput,
 ) -> Result<Outcome<DeleteOutput>, StepError> {
-    let own = ownership(&input.owner, ctx);
+    let own = input.owner.ownership(ctx);
     let own = input.tagged.then_some(&own);
     match durable::delete(ctx, arm, &input.id, &input.api, own).await? {
         Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
@@ -276,6 +257,65 @@ pub async fn delete_resource(
             }))
         }
     }
+}
+
+/// Ensure untagged child resources (federated credentials, DNS records), one at a time:
+/// Azure refuses concurrent writes on some parents. A child still being written makes the
+/// whole step wait (`Outcome::Wait`); the next attempt skips the children already there.
+///
+/// # Errors
+/// ARM errors, classified.
+pub async fn ensure_children(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    owner: &Owner,
+    resource_type: &str,
+    api: &str,
+    children: Vec<(String, Value)>,
+    persistent: bool,
+) -> Result<Outcome<Vec<LedgerRecord>>, StepError> {
+    let mut ledger = Vec::new();
+    for (id, body) in children {
+        let spec = EnsureSpec {
+            id: id.clone(),
+            api: api.to_string(),
+            body,
+            adopt: Adopt::OursOnly,
+            tagged: false,
+            ownership: owner.ownership(ctx),
+        };
+        match durable::ensure(ctx, arm, &spec).await? {
+            Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
+            Progress::Done(e) => ledger.push(record(
+                resource_type,
+                &id,
+                LedgerAction::created_or_adopted(e.created),
+                persistent,
+                None,
+            )),
+        }
+    }
+    Ok(Outcome::Done(ledger))
+}
+
+/// Delete untagged child resources one at a time (missing ones are done).
+///
+/// # Errors
+/// ARM errors, classified.
+pub async fn delete_children(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    api: &str,
+    ids: &[String],
+) -> Result<UndoOutcome, StepError> {
+    for id in ids {
+        if let Progress::Pending { after, reason } =
+            durable::delete(ctx, arm, id, api, None).await?
+        {
+            return Ok(ctx.undo_wait(after, reason));
+        }
+    }
+    Ok(UndoOutcome::Done)
 }
 
 /// Retry policy of Azure writes: throttling and replication delays can last minutes.

@@ -6,7 +6,7 @@
 //! HyperShift finalizers durably (each look is one engine attempt, not a sleep loop).
 
 use super::arm::{ResourceOutput, azure_retry, azure_undo_retry};
-use super::env::{Clients, MgmtEnv, Owner, TAG_CLUSTER, TAG_INFRA_ID, TAG_RUN};
+use super::env::{Clients, MgmtEnv, Owner};
 use crate::kube::mgmt::{DeleteProgress, Kind, Mgmt};
 use crate::kube::render::{self, HostedClusterInput, NodePoolInput};
 use crate::oidc::IssuerKey;
@@ -18,14 +18,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn labels(owner: &Owner, ctx: &StepContext) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (TAG_CLUSTER.to_string(), owner.cluster.clone()),
-        (TAG_INFRA_ID.to_string(), owner.infra_id.clone()),
-        (TAG_RUN.to_string(), ctx.run_id().to_string()),
-    ])
-}
 
 fn k8s_record(
     kind: Kind,
@@ -48,6 +40,11 @@ fn k8s_record(
     }
 }
 
+/// The object's labels as JSON, for the ownership checks shared with Azure tags.
+fn label_json(l: &BTreeMap<String, String>) -> serde_json::Value {
+    serde_json::to_value(l).unwrap_or_default()
+}
+
 /// Whether the object exists and this run created it (label `hcp-workflow.io/run`).
 async fn created_by_run(
     m: &Mgmt,
@@ -57,14 +54,30 @@ async fn created_by_run(
     owner: &Owner,
     ctx: &StepContext,
 ) -> Result<Option<bool>, StepError> {
-    let Some(l) = m.labels(kind, ns, name).await? else {
-        return Ok(None);
-    };
-    Ok(Some(
-        l.get(TAG_CLUSTER) == Some(&owner.cluster)
-            && l.get(TAG_INFRA_ID) == Some(&owner.infra_id)
-            && l.get(TAG_RUN)
-                .is_some_and(|r| *r == ctx.run_id().to_string()),
+    Ok(m.labels(kind, ns, name)
+        .await?
+        .map(|l| owner.created_by(Some(&label_json(&l)), ctx)))
+}
+
+/// The ledger line of an object an ensure step just applied: created by this run, or adopted.
+async fn applied_record(
+    m: &Mgmt,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    owner: &Owner,
+    ctx: &StepContext,
+    persistent: bool,
+) -> Result<LedgerRecord, StepError> {
+    let created = created_by_run(m, kind, ns, name, owner, ctx)
+        .await?
+        .unwrap_or(false);
+    Ok(k8s_record(
+        kind,
+        ns,
+        name,
+        LedgerAction::created_or_adopted(created),
+        persistent,
     ))
 }
 
@@ -185,32 +198,26 @@ impl Action for EnsureIssuerKey {
                     &input.namespace,
                     &input.secret,
                     data,
-                    &labels(&input.owner, ctx),
+                    &input.owner.tags(ctx),
                 )
                 .await?;
                 key
             }
         };
-        let created = created_by_run(
+        let record = applied_record(
             &m,
             Kind::Secret,
             &input.namespace,
             &input.secret,
             &input.owner,
             ctx,
+            true,
         )
-        .await?
-        .unwrap_or(false);
+        .await?;
         Ok(Outcome::Done(IssuerKeyOutput {
             kid: crate::oidc::kid(&key.public_der),
             jwks: crate::oidc::jwks(&key),
-            ledger: vec![k8s_record(
-                Kind::Secret,
-                &input.namespace,
-                &input.secret,
-                LedgerAction::created_or_adopted(created),
-                true,
-            )],
+            ledger: vec![record],
         }))
     }
 
@@ -294,7 +301,7 @@ impl Action for EnsureClusterSecrets {
         input: SecretsInput,
     ) -> Result<Outcome<SecretsOutput>, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
-        let l = labels(&input.owner, ctx);
+        let l = input.owner.tags(ctx);
         let ns = &input.namespace;
         m.apply_namespace(ns, &BTreeMap::new()).await?;
         let pull = read_file(&input.pull_secret_file, "pull secret")?;
@@ -330,16 +337,8 @@ impl Action for EnsureClusterSecrets {
         }
         let mut ledger = Vec::new();
         for name in [&input.pull_secret, &input.ssh_key, &input.etcd_key] {
-            let created = created_by_run(&m, Kind::Secret, ns, name, &input.owner, ctx)
-                .await?
-                .unwrap_or(false);
-            ledger.push(k8s_record(
-                Kind::Secret,
-                ns,
-                name,
-                LedgerAction::created_or_adopted(created),
-                false,
-            ));
+            ledger
+                .push(applied_record(&m, Kind::Secret, ns, name, &input.owner, ctx, false).await?);
         }
         Ok(Outcome::Done(SecretsOutput { ledger }))
     }
@@ -448,16 +447,23 @@ impl Action for ApplyHostedCluster {
             };
             spec.workload_identities.insert(component.clone(), id);
         }
-        spec.labels = labels(&input.owner, ctx);
+        spec.labels = input.owner.tags(ctx);
         let (ns, name) = (spec.namespace.clone(), spec.name.clone());
         // Apply only once: re-applying with a newer run label would take the object over.
         if m.labels(Kind::HostedCluster, &ns, &name).await?.is_none() {
             m.apply_hosted_cluster(&ns, &render::hosted_cluster(&spec))
                 .await?;
         }
-        let created = created_by_run(&m, Kind::HostedCluster, &ns, &name, &input.owner, ctx)
-            .await?
-            .unwrap_or(false);
+        let record = applied_record(
+            &m,
+            Kind::HostedCluster,
+            &ns,
+            &name,
+            &input.owner,
+            ctx,
+            false,
+        )
+        .await?;
         let mut router_ip = None;
         if input.wait_router {
             let hcp_ns = format!("{ns}-{name}");
@@ -474,13 +480,7 @@ impl Action for ApplyHostedCluster {
             }
         }
         Ok(Outcome::Done(HostedClusterOutput {
-            ledger: vec![k8s_record(
-                Kind::HostedCluster,
-                &ns,
-                &name,
-                LedgerAction::created_or_adopted(created),
-                false,
-            )],
+            ledger: vec![record],
             namespace: ns,
             name,
             router_ip,
@@ -630,7 +630,7 @@ impl Action for ApplyNodePool {
     ) -> Result<Outcome<NodePoolOutput>, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
         let mut spec = input.spec.clone();
-        spec.labels = labels(&input.owner, ctx);
+        spec.labels = input.owner.tags(ctx);
         let (ns, name) = (spec.namespace.clone(), spec.name.clone());
         if m.labels(Kind::NodePool, &ns, &name).await?.is_none() {
             m.apply_node_pool(&ns, &render::node_pool(&spec)).await?;
@@ -642,17 +642,10 @@ impl Action for ApplyNodePool {
                 format!("waiting for NodePool {ns}/{name} Ready=True"),
             ));
         }
-        let created = created_by_run(&m, Kind::NodePool, &ns, &name, &input.owner, ctx)
-            .await?
-            .unwrap_or(false);
         Ok(Outcome::Done(NodePoolOutput {
-            ledger: vec![k8s_record(
-                Kind::NodePool,
-                &ns,
-                &name,
-                LedgerAction::created_or_adopted(created),
-                false,
-            )],
+            ledger: vec![
+                applied_record(&m, Kind::NodePool, &ns, &name, &input.owner, ctx, false).await?,
+            ],
         }))
     }
 
@@ -729,10 +722,7 @@ impl Action for DeleteObject {
             let labels = m.labels(input.kind, &input.namespace, name).await?;
             let action = match labels {
                 None => LedgerAction::Gone,
-                Some(l)
-                    if l.get(TAG_CLUSTER) == Some(&input.owner.cluster)
-                        && l.get(TAG_INFRA_ID) == Some(&input.owner.infra_id) =>
-                {
+                Some(l) if input.owner.owns(Some(&label_json(&l))) => {
                     match m.delete(input.kind, &input.namespace, name).await? {
                         DeleteProgress::Gone => LedgerAction::Deleted,
                         DeleteProgress::Deleting { finalizers } => {

@@ -10,6 +10,7 @@
 //! and target, not per step.
 
 use crate::azure::credential::{Env, credential_with_env};
+use crate::azure::durable::Ownership;
 use crate::azure::{ArmClient, AuthMode, Cloud, Transport};
 use crate::kube::KubeTarget;
 use crate::kube::mgmt::Mgmt;
@@ -20,11 +21,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 /// Tag and label keys of our ownership (DOMAIN.md §1).
-pub const TAG_CLUSTER: &str = "hcp-workflow.io/cluster";
-/// Infra id tag.
-pub const TAG_INFRA_ID: &str = "hcp-workflow.io/infra-id";
-/// Run tag: which run created the resource.
-pub const TAG_RUN: &str = "hcp-workflow.io/run";
+pub use crate::azure::durable::{TAG_CLUSTER, TAG_INFRA_ID, TAG_RUN};
 
 /// The Azure side of a run, as journaled in every Azure node's input.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,29 +57,24 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// Tags for a resource this run creates.
+    /// Ownership of resources this run creates (cluster, infra id and run).
+    pub fn ownership(&self, ctx: &StepContext) -> Ownership {
+        Ownership::new(&self.cluster, &self.infra_id, &ctx.run_id().to_string())
+    }
+
+    /// Tags (or labels) for a resource this run creates.
     pub fn tags(&self, ctx: &StepContext) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            (TAG_CLUSTER.to_string(), self.cluster.clone()),
-            (TAG_INFRA_ID.to_string(), self.infra_id.clone()),
-            (TAG_RUN.to_string(), ctx.run_id().to_string()),
-        ])
+        self.ownership(ctx).tags
     }
 
     /// Whether tags (or labels) say the resource belongs to this cluster.
     pub fn owns(&self, tags: Option<&serde_json::Value>) -> bool {
-        let get = |k: &str| tags.and_then(|t| t.get(k)).and_then(|v| v.as_str());
-        get(TAG_CLUSTER) == Some(self.cluster.as_str())
-            && get(TAG_INFRA_ID) == Some(self.infra_id.as_str())
+        Ownership::new(&self.cluster, &self.infra_id, "").is_ours(tags)
     }
 
     /// Whether tags say this very run created the resource.
     pub fn created_by(&self, tags: Option<&serde_json::Value>, ctx: &StepContext) -> bool {
-        self.owns(tags)
-            && tags
-                .and_then(|t| t.get(TAG_RUN))
-                .and_then(|v| v.as_str())
-                .is_some_and(|r| r == ctx.run_id().to_string())
+        self.ownership(ctx).is_this_run(tags)
     }
 }
 

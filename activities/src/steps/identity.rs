@@ -1,9 +1,11 @@
 //! Federated credentials and role assignments: the identity steps whose input depends on
 //! an identity created earlier in the run (its resource id and `principalId`).
 
-use super::arm::{ResourceOutput, azure_retry, azure_undo_retry, record};
+use super::arm::{
+    ResourceOutput, azure_retry, azure_undo_retry, delete_children, ensure_children, record,
+};
 use super::env::{AzureEnv, Clients, Owner};
-use crate::azure::durable::{self, Adopt, EnsureSpec, Progress};
+use crate::azure::durable::Progress;
 use crate::azure::models::API_MSI;
 use crate::azure::roles;
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
@@ -77,32 +79,33 @@ impl Action for EnsureFederatedCredentials {
     ) -> Result<Outcome<FederatedOutput>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
         let identity = ctx.output(&input.identity)?;
-        let mut ids = Vec::new();
-        let mut ledger = Vec::new();
-        for s in &input.subjects {
-            let id = format!("{}/federatedIdentityCredentials/{}", identity.id, s.name);
-            let spec = EnsureSpec {
-                id: id.clone(),
-                api: API_MSI.to_string(),
-                body: json!({"properties": {
+        let children: Vec<(String, serde_json::Value)> = input
+            .subjects
+            .iter()
+            .map(|s| {
+                let body = json!({"properties": {
                     "issuer": input.issuer,
                     "subject": s.subject,
                     "audiences": ["openshift"],
-                }}),
-                adopt: Adopt::OursOnly,
-                tagged: false,
-                ownership: super::arm::ownership(&input.owner, ctx),
-            };
-            match durable::ensure(ctx, &arm, &spec).await? {
-                Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
-                Progress::Done(e) => {
-                    let action = LedgerAction::created_or_adopted(e.created);
-                    ledger.push(record(FIC_TYPE, &id, action, input.persistent, None));
-                    ids.push(id);
-                }
-            }
+                }});
+                (fic_id(&identity.id, s), body)
+            })
+            .collect();
+        let ids = children.iter().map(|(id, _)| id.clone()).collect();
+        match ensure_children(
+            ctx,
+            &arm,
+            &input.owner,
+            FIC_TYPE,
+            API_MSI,
+            children,
+            input.persistent,
+        )
+        .await?
+        {
+            Outcome::Wait { until, reason } => Ok(Outcome::Wait { until, reason }),
+            Outcome::Done(ledger) => Ok(Outcome::Done(FederatedOutput { ids, ledger })),
         }
-        Ok(Outcome::Done(FederatedOutput { ids, ledger }))
     }
 
     async fn undo(
@@ -115,16 +118,17 @@ impl Action for EnsureFederatedCredentials {
         let Ok(identity) = ctx.output(&input.identity) else {
             return Ok(UndoOutcome::Done);
         };
-        for s in &input.subjects {
-            let id = format!("{}/federatedIdentityCredentials/{}", identity.id, s.name);
-            if let Progress::Pending { after, reason } =
-                durable::delete(ctx, &arm, &id, API_MSI, None).await?
-            {
-                return Ok(ctx.undo_wait(after, reason));
-            }
-        }
-        Ok(UndoOutcome::Done)
+        let ids: Vec<String> = input
+            .subjects
+            .iter()
+            .map(|s| fic_id(&identity.id, s))
+            .collect();
+        delete_children(ctx, &arm, API_MSI, &ids).await
     }
+}
+
+fn fic_id(identity: &str, s: &Subject) -> String {
+    format!("{identity}/federatedIdentityCredentials/{}", s.name)
 }
 
 /// Input of `azure.role-assignment.ensure`.

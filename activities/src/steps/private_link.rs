@@ -9,13 +9,13 @@
 //! (`PrivateLinkServiceWithPrivateEndpointConnectionsCannotBeDeleted`).
 
 use super::arm::{
-    DeleteOutput, ResourceInput, ResourceOutput, azure_retry, azure_undo_retry, ensure_resource,
-    record, remove_resource,
+    DeleteOutput, ResourceInput, ResourceOutput, azure_retry, azure_undo_retry, delete_children,
+    ensure_children, ensure_resource, record, remove_resource,
 };
 use super::cluster::{HostedClusterOutput, IssuerKeyOutput};
 use super::env::{AzureEnv, Clients, Owner};
-use crate::azure::durable::{self, Adopt, EnsureSpec, Progress};
-use crate::azure::models::API_NETWORK;
+use crate::azure::durable::Progress;
+use crate::azure::models::{API_NETWORK, API_PRIVATE_DNS};
 use crate::azure::{privatelink, storage};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError, UndoOutcome};
@@ -535,29 +535,25 @@ impl Action for EnsureARecords {
     ) -> Result<Outcome<ARecordOutput>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
         let pe = ctx.output(&input.endpoint)?;
-        let mut ledger = Vec::new();
-        for n in &input.names {
-            let id = format!("{}/A/{n}", input.zone_id);
-            let spec = EnsureSpec {
-                id: id.clone(),
-                api: crate::azure::models::API_PRIVATE_DNS.into(),
-                body: json!({"properties": {"ttl": 300, "aRecords": [{"ipv4Address": pe.ip}]}}),
-                adopt: Adopt::OursOnly,
-                tagged: false,
-                ownership: super::arm::ownership(&input.owner, ctx),
-            };
-            match durable::ensure(ctx, &arm, &spec).await? {
-                Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
-                Progress::Done(e) => ledger.push(record(
-                    A_TYPE,
-                    &id,
-                    LedgerAction::created_or_adopted(e.created),
-                    false,
-                    None,
-                )),
-            }
+        let body = json!({"properties": {"ttl": 300, "aRecords": [{"ipv4Address": pe.ip}]}});
+        let children = record_ids(&input)
+            .into_iter()
+            .map(|id| (id, body.clone()))
+            .collect();
+        match ensure_children(
+            ctx,
+            &arm,
+            &input.owner,
+            A_TYPE,
+            API_PRIVATE_DNS,
+            children,
+            false,
+        )
+        .await?
+        {
+            Outcome::Wait { until, reason } => Ok(Outcome::Wait { until, reason }),
+            Outcome::Done(ledger) => Ok(Outcome::Done(ARecordOutput { ledger })),
         }
-        Ok(Outcome::Done(ARecordOutput { ledger }))
     }
 
     async fn undo(
@@ -567,16 +563,16 @@ impl Action for EnsureARecords {
         _output: Option<ARecordOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let arm = self.0.arm(&input.azure).await?;
-        for n in &input.names {
-            let id = format!("{}/A/{n}", input.zone_id);
-            if let Progress::Pending { after, reason } =
-                durable::delete(ctx, &arm, &id, crate::azure::models::API_PRIVATE_DNS, None).await?
-            {
-                return Ok(ctx.undo_wait(after, reason));
-            }
-        }
-        Ok(UndoOutcome::Done)
+        delete_children(ctx, &arm, API_PRIVATE_DNS, &record_ids(&input)).await
     }
+}
+
+fn record_ids(input: &ARecordInput) -> Vec<String> {
+    input
+        .names
+        .iter()
+        .map(|n| format!("{}/A/{n}", input.zone_id))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
