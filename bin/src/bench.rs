@@ -64,6 +64,12 @@ pub struct RecoveryArgs {
     /// Lease duration of the dead worker (Postgres waits for it to expire).
     #[arg(long, default_value_t = 2_000)]
     lease_ms: u64,
+    /// Where the dead worker was when it died.
+    #[arg(long, value_enum, default_value_t = Interrupted::MidStep)]
+    interrupted: Interrupted,
+    /// Runs the new worker leases per round trip (the engine's `acquire_batch`).
+    #[arg(long, default_value_t = hcp_runtime::EngineConfig::default().acquire_batch)]
+    acquire_batch: usize,
 }
 
 pub async fn run(db: &str, cmd: BenchCommand) -> Result<u8> {
@@ -98,35 +104,93 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
 }
 
 async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
-    let store = open_store(db).await?;
-    let timer = benchkit::StepTimer::new(2, a.runs);
-    let config = EngineConfig {
-        acquire_batch: 2_000,
+    let lease = Duration::from_millis(a.lease_ms);
+    let config = |max_runs: usize| EngineConfig {
+        acquire_batch: a.acquire_batch,
         poll_interval: Duration::from_millis(20),
-        ..benchkit::bench_config(a.runs.max(1))
+        lease_ttl: lease,
+        ..benchkit::bench_config(max_runs.max(1))
     };
+    // The worker that dies.
+    let first = open_store(db).await?;
+    let ids = match a.interrupted {
+        Interrupted::MidStep => {
+            // It starts every run and is killed while all of them are inside their first
+            // step: intents journaled, no outcomes, leases held.
+            let started = benchkit::StartCounter::new(a.runs);
+            let dead = Engine::with(
+                first.clone(),
+                benchkit::hanging_registry(),
+                Arc::new(SystemClock),
+                started.clone(),
+                config(a.runs),
+            );
+            let ids = benchkit::start_noop_runs(&dead, a.runs, 2).await?;
+            let worker = {
+                let dead = dead.clone();
+                tokio::spawn(async move { dead.run_worker(std::future::pending()).await })
+            };
+            if !ids.is_empty() {
+                started.wait().await;
+            }
+            // Abort, not shut down: nothing is released, as with SIGKILL.
+            worker.abort();
+            let _ = worker.await;
+            ids
+        }
+        Interrupted::Leased => {
+            // It leases every run and dies before journaling anything.
+            let e = Engine::with(
+                first.clone(),
+                benchkit::noop_registry(),
+                Arc::new(SystemClock),
+                Arc::new(hcp_runtime::NoHooks),
+                config(a.runs),
+            );
+            let ids = benchkit::start_noop_runs(&e, a.runs, 2).await?;
+            let now = SystemClock.now();
+            let mut leased = 0;
+            while leased < ids.len() {
+                let got = first
+                    .acquire("dead-worker", now, lease, 5_000, None)
+                    .await?;
+                if got.is_empty() {
+                    break;
+                }
+                leased += got.len();
+            }
+            ids
+        }
+    };
+    // When its leases lapse (it renewed them until it died).
+    let expiry = first
+        .list_runs(&hcp_runtime::RunFilter::default())
+        .await?
+        .iter()
+        .filter_map(|r| r.lease_expires_at)
+        .max()
+        .unwrap_or_else(|| SystemClock.now());
+    let held = first
+        .list_runs(&hcp_runtime::RunFilter::default())
+        .await?
+        .iter()
+        .filter(|r| r.lease_owner.is_some())
+        .count();
+    // A new process: a store of its own (SQLite: the dead process's executor lock is gone).
+    let store = if first.backend() == "memory" {
+        first
+    } else {
+        drop(first);
+        open_store(db).await?
+    };
+    let timer = benchkit::StepTimer::new(2, ids.len());
     let e = Engine::with(
         store.clone(),
         benchkit::noop_registry(),
         Arc::new(SystemClock),
         timer.clone(),
-        config,
+        config(ids.len()),
     );
-    let ids = benchkit::start_noop_runs(&e, a.runs, 2).await?;
-    // A worker that dies right after leasing everything: leases held, nothing released.
-    let lease = Duration::from_millis(a.lease_ms);
-    let now = SystemClock.now();
-    let mut leased = 0;
-    while leased < ids.len() {
-        let got = store
-            .acquire("dead-worker", now, lease, 5_000, None)
-            .await?;
-        if got.is_empty() {
-            break;
-        }
-        leased += got.len();
-    }
-    let expiry = now.plus(lease);
     let wait_for_expiry = if store.backend() == "sqlite" {
         0.0 // the executor lock proves the dead worker is dead: its leases are freed at once
     } else {
@@ -138,7 +202,9 @@ async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
     println!(
         "{}",
         serde_json::json!({
-            "bench": "recovery", "backend": store.backend(), "runs": leased,
+            "bench": "recovery", "backend": store.backend(), "runs": ids.len(),
+            "interrupted": a.interrupted.as_str(), "leases_held_by_dead_worker": held,
+            "acquire_batch": a.acquire_batch,
             "lease_expiry_wait_ms": round(wait_for_expiry),
             "all_resumed_ms": round(resumed_ms),
             "all_resumed_after_expiry_ms": round(resumed_ms - wait_for_expiry),
@@ -146,6 +212,24 @@ async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
         })
     );
     Ok(0)
+}
+
+/// Where the dead worker was when it died (`bench recovery --interrupted`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Interrupted {
+    /// Inside every run's first step (intent journaled, no outcome): a crash mid-run.
+    MidStep,
+    /// Right after leasing the runs, before journaling anything.
+    Leased,
+}
+
+impl Interrupted {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::MidStep => "mid-step",
+            Self::Leased => "leased",
+        }
+    }
 }
 
 async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {

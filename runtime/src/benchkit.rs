@@ -81,6 +81,69 @@ impl EngineHooks for StepTimer {
     }
 }
 
+/// [`NoOp`]'s stand-in for a worker about to die: the step starts (its intent is
+/// journaled) and never finishes, as if the process were killed in the middle of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Hang;
+
+impl crate::Action for Hang {
+    const NAME: &'static str = <NoOp as crate::Action>::NAME;
+    const HAS_UNDO: bool = false;
+    type Input = u32;
+    type Output = u32;
+
+    async fn run(
+        &self,
+        _ctx: &crate::StepContext,
+        _input: u32,
+    ) -> Result<crate::Outcome<u32>, crate::StepError> {
+        std::future::pending().await
+    }
+}
+
+/// A registry whose no-op steps hang (see [`Hang`]).
+pub fn hanging_registry() -> Registry {
+    let mut r = Registry::new();
+    let _ = r.register(Hang);
+    r
+}
+
+/// Engine hooks that signal once `target` runs have each started an attempt (the intent
+/// is durable: `BeforeEffect`).
+#[derive(Debug)]
+pub struct StartCounter {
+    target: usize,
+    started: Mutex<HashSet<RunId>>,
+    done: tokio::sync::Notify,
+}
+
+impl StartCounter {
+    /// Signals after `target` distinct runs started an attempt.
+    pub fn new(target: usize) -> Arc<Self> {
+        Arc::new(Self {
+            target,
+            started: Mutex::new(HashSet::new()),
+            done: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Wait until `target` runs have started an attempt.
+    pub async fn wait(&self) {
+        self.done.notified().await;
+    }
+}
+
+impl EngineHooks for StartCounter {
+    fn boundary(&self, b: &Boundary<'_>) {
+        if b.point == BoundaryPoint::BeforeEffect {
+            let mut s = self.started.lock().unwrap_or_else(|p| p.into_inner());
+            if s.insert(b.run_id) && s.len() == self.target {
+                self.done.notify_one();
+            }
+        }
+    }
+}
+
 /// A registry with the no-op action.
 pub fn noop_registry() -> Registry {
     let mut r = Registry::new();

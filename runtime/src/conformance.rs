@@ -572,6 +572,109 @@ pub async fn corrupt_row_is_returned_raw(h: &dyn Harness) {
     assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), 2);
 }
 
+pub async fn load_runs_returns_each_run_whole(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let r = new_run(None, "w", &format!("c{i}"), T0);
+        ids.push(r.id);
+        s.create_run(r).await.unwrap();
+    }
+    let leases = s.acquire("A", T0, LEASE, 1000, None).await.unwrap();
+    for (k, l) in leases.iter().enumerate() {
+        let events: Vec<NewEvent> = (0..(k % 3 + 1))
+            .map(|j| ev("e", Some("n"), &format!(r#"{{"k":{k},"j":{j}}}"#), T0))
+            .collect();
+        s.append(
+            l,
+            Append {
+                events,
+                patch: patch(RunState::Running, Some(T0), T0),
+                applied_commands: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    }
+    s.submit_command(ids[7], cmd(T0)).await.unwrap();
+    let missing = Uuid::new_v4();
+    let mut ask = ids.clone();
+    ask.push(missing);
+    let got = s.load_runs(&ask).await.unwrap();
+    assert_eq!(
+        got.len(),
+        ids.len(),
+        "every existing run, and no missing one"
+    );
+    for rec in &got {
+        let one = s.load_run(rec.summary.id).await.unwrap().unwrap();
+        assert_eq!(rec, &one, "a batched load equals the single load");
+        let seqs: Vec<i64> = rec.events.iter().map(|e| e.seq).collect();
+        let want: Vec<i64> = (1..=i64::try_from(seqs.len()).unwrap()).collect();
+        assert_eq!(seqs, want, "events in order");
+    }
+    let seven = got.iter().find(|r| r.summary.id == ids[7]).unwrap();
+    assert_eq!(seven.commands.len(), 1);
+    assert!(s.load_runs(&[]).await.unwrap().is_empty());
+    assert!(s.load_runs(&[missing]).await.unwrap().is_empty());
+}
+
+/// Many appends in flight at once (stores group them into shared transactions): each one
+/// succeeds or is fenced on its own, and a fenced one leaves no trace.
+pub async fn concurrent_appends_are_fenced_one_by_one(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let mut ids = Vec::new();
+    for i in 0..120 {
+        let r = new_run(None, "w", &format!("c{i}"), T0);
+        ids.push(r.id);
+        s.create_run(r).await.unwrap();
+    }
+    let a = s.acquire("A", T0, LEASE, 1000, None).await.unwrap();
+    assert_eq!(a.len(), 120);
+    // B takes every third run over after A's leases lapse; A renews none.
+    let later = T0.plus(LEASE * 2);
+    let mut taken = std::collections::HashSet::new();
+    for l in a.iter().step_by(3) {
+        let b = s
+            .acquire("B", later, LEASE, 1, Some(l.run_id))
+            .await
+            .unwrap();
+        assert_eq!(b.len(), 1);
+        taken.insert(l.run_id);
+    }
+    let writes = a.iter().map(|l| {
+        let s = s.clone();
+        let l = l.clone();
+        async move {
+            let r = s
+                .append(
+                    &l,
+                    Append {
+                        events: vec![ev("e", None, "{}", later), ev("f", None, "{}", later)],
+                        patch: patch(RunState::Running, None, later),
+                        applied_commands: vec![],
+                    },
+                )
+                .await;
+            (l.run_id, r)
+        }
+    });
+    for (id, r) in futures::future::join_all(writes).await {
+        let rec = s.load_run(id).await.unwrap().unwrap();
+        if taken.contains(&id) {
+            assert!(
+                matches!(r, Err(StoreError::Fenced { .. })),
+                "{id}: taken over, so fenced: {r:?}"
+            );
+            assert!(rec.events.is_empty(), "a fenced append leaves no trace");
+        } else {
+            assert_eq!(r.unwrap(), 2);
+            assert_eq!(rec.events.len(), 2);
+            assert_eq!(rec.summary.state, RunState::Running);
+        }
+    }
+}
+
 pub async fn claim_executor_is_reentrant(h: &dyn Harness) {
     let s = h.fresh().await;
     s.claim_executor("A").await.unwrap();
@@ -588,7 +691,9 @@ macro_rules! conformance_tests {
             renew_extends_and_release_frees, only_due_runs_are_acquired,
             terminal_runs_are_never_acquired, commands_need_no_lease_and_are_acknowledged,
             list_filters_newest_first, recovery_takes_over_every_expired_lease,
-            corrupt_row_is_returned_raw, claim_executor_is_reentrant, engine_runs_saga_to_completion,
+            corrupt_row_is_returned_raw, claim_executor_is_reentrant,
+            load_runs_returns_each_run_whole, concurrent_appends_are_fenced_one_by_one,
+            engine_runs_saga_to_completion,
             engine_parks_corrupt_run_and_others_go_on, engine_unwinds_in_reverse
         );
     };

@@ -136,6 +136,8 @@ struct Writer {
     sh: Arc<Shared>,
     lease: Lease,
     view: RunView,
+    /// Held until this run's first write is durable (see [`crate::engine::Resuming`]).
+    resuming: Option<crate::engine::Resuming>,
     /// Events applied to `view` but not yet durable: an attempt's outcome waits here so it
     /// is written in the same append as the intent of the steps it unblocks (one durable
     /// write per step instead of two). Nothing may observe or act on them before `flush`.
@@ -191,6 +193,9 @@ impl Writer {
         if self.staged.is_empty() && applied.is_empty() {
             return Ok(());
         }
+        if self.resuming.is_none() {
+            crate::engine::after_resumptions(&self.sh).await;
+        }
         let now = self.sh.clock.now();
         let append = Append {
             events: std::mem::take(&mut self.staged),
@@ -202,7 +207,9 @@ impl Writer {
             let l = self.lease.clone();
             async move { s.append(&l, a).await.map(|_| ()) }
         })
-        .await
+        .await?;
+        self.resuming = None;
+        Ok(())
     }
 }
 
@@ -290,6 +297,10 @@ struct InFlight {
 pub(crate) struct RunDriver {
     sh: Arc<Shared>,
     lease: Lease,
+    resuming: Option<crate::engine::Resuming>,
+    preloaded: Option<crate::engine::Preloaded>,
+    /// Set just before this driver releases its lease (read by the worker's renewals).
+    leaving: Arc<std::sync::atomic::AtomicBool>,
     notify: Arc<Notify>,
     stop: watch::Receiver<bool>,
 }
@@ -298,12 +309,18 @@ impl RunDriver {
     pub(crate) fn new(
         sh: Arc<Shared>,
         lease: Lease,
+        resuming: crate::engine::Resuming,
+        preloaded: Option<crate::engine::Preloaded>,
+        leaving: Arc<std::sync::atomic::AtomicBool>,
         notify: Arc<Notify>,
         stop: watch::Receiver<bool>,
     ) -> Self {
         Self {
             sh,
             lease,
+            resuming: Some(resuming),
+            preloaded,
+            leaving,
             notify,
             stop,
         }
@@ -312,7 +329,9 @@ impl RunDriver {
     pub(crate) async fn drive(self) -> RunExit {
         let sh = self.sh.clone();
         let lease = self.lease.clone();
+        let leaving = self.leaving.clone();
         let out = self.drive_inner().await;
+        leaving.store(true, std::sync::atomic::Ordering::SeqCst);
         let exit = match out {
             Ok(exit) => exit,
             Err(Stop::LeaseLost) => return RunExit::LeaseLost,
@@ -340,14 +359,31 @@ impl RunDriver {
     async fn drive_inner(mut self) -> Result<RunExit, Stop> {
         let sh = self.sh.clone();
         let run_id = self.lease.run_id;
-        let rec = {
-            let _permit = sh.load_gate.acquire().await;
-            persist(&sh, |s| async move { s.load_run(run_id).await }).await?
+        // Loaded with a batch of other runs, or (if that did not deliver) on its own. The
+        // batch read happened after this lease was taken, so it is as fresh as our own.
+        let preloaded = match self.preloaded.take() {
+            Some(rx) => rx.await.ok(),
+            None => None,
+        };
+        let rec = match preloaded {
+            Some(rec) => Some(rec),
+            None => {
+                let _permit = sh.load_gate.acquire().await;
+                persist(&sh, |s| async move { s.load_run(run_id).await }).await?
+            }
         };
         let Some(rec) = rec else {
             return Err(Stop::Broken("run vanished from the journal".into()));
         };
         let labels = Arc::new(rec.summary.labels.clone());
+        // The inbox as of the load: the first command check needs no query of its own.
+        let mut inbox: Option<Vec<CommandRecord>> = Some(
+            rec.commands
+                .iter()
+                .filter(|c| c.applied_at.is_none())
+                .cloned()
+                .collect(),
+        );
         let view = match fold(&rec) {
             Ok(v) => v,
             Err(reason) => return self.park_unreadable(&rec, reason).await,
@@ -358,6 +394,7 @@ impl RunDriver {
         let writer = Arc::new(Mutex::new(Writer {
             sh: sh.clone(),
             lease: self.lease.clone(),
+            resuming: self.resuming.take(),
             view,
             staged: Vec::new(),
         }));
@@ -418,7 +455,8 @@ impl RunDriver {
             }
             if check_commands {
                 check_commands = false;
-                self.apply_commands(&writer, &mut inflight).await?;
+                self.apply_commands(&writer, &mut inflight, inbox.take())
+                    .await?;
             }
             if let Some(reason) = writer.lock().await.view.parked.clone() {
                 return Ok(RunExit::Parked(reason));
@@ -457,7 +495,10 @@ impl RunDriver {
                 });
             }
             let (state, next_timer) = {
-                let w = writer.lock().await;
+                let mut w = writer.lock().await;
+                // About to wait: whether or not it wrote, this run no longer holds others
+                // back (see `engine::Resuming`).
+                w.resuming = None;
                 (w.view.state(), w.view.next_timer())
             };
             if state.is_terminal() {
@@ -609,13 +650,19 @@ impl RunDriver {
         &mut self,
         writer: &Arc<Mutex<Writer>>,
         inflight: &mut HashMap<usize, InFlight>,
+        known: Option<Vec<CommandRecord>>,
     ) -> Result<(), Stop> {
         let run_id = self.lease.run_id;
-        let cmds = persist(
-            &self.sh,
-            |s| async move { s.pending_commands(run_id).await },
-        )
-        .await?;
+        let cmds = match known {
+            Some(cmds) => cmds,
+            None => {
+                persist(
+                    &self.sh,
+                    |s| async move { s.pending_commands(run_id).await },
+                )
+                .await?
+            }
+        };
         for c in cmds {
             let mut w = writer.lock().await;
             let events = command_events(&w.view, &c, inflight);

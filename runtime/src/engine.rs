@@ -33,6 +33,12 @@ use uuid::Uuid;
 /// connections busy, few enough to leave room for renewals and appends.
 const LOAD_CONCURRENCY: usize = 32;
 
+/// Runs loaded per [`JournalStore::load_runs`] round trip when a worker leases many at once.
+const LOAD_BATCH: usize = 256;
+
+/// Batched loads in flight per worker (each holds one `load_gate` permit too).
+const BATCH_LOADS: usize = 2;
+
 /// Engine errors (configuration, input, store).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -196,6 +202,13 @@ pub(crate) struct Shared {
     /// Bounds how many drivers load their journal at once, so a worker that takes over
     /// thousands of runs does not starve its own lease renewals of store connections.
     pub load_gate: tokio::sync::Semaphore,
+    /// Bounds the batched loads of freshly leased runs (see [`preload`]).
+    pub batch_gate: Arc<tokio::sync::Semaphore>,
+    /// Drivers of freshly leased runs that have not journaled their resumption yet (see
+    /// [`Resuming`]).
+    pub resuming: std::sync::atomic::AtomicUsize,
+    /// Notified when `resuming` drops to zero.
+    pub resumed: tokio::sync::Notify,
     pub store: Arc<dyn JournalStore>,
     pub registry: Registry,
     pub clock: Arc<dyn Clock>,
@@ -241,6 +254,9 @@ impl Engine {
         Self {
             shared: Arc::new(Shared {
                 load_gate: tokio::sync::Semaphore::new(LOAD_CONCURRENCY),
+                batch_gate: Arc::new(tokio::sync::Semaphore::new(BATCH_LOADS)),
+                resuming: std::sync::atomic::AtomicUsize::new(0),
+                resumed: tokio::sync::Notify::new(),
                 store,
                 registry,
                 clock,
@@ -280,7 +296,7 @@ impl Engine {
             .shared
             .store
             .create_run(NewRun {
-                id: Uuid::new_v4(),
+                id: Uuid::now_v7(),
                 workflow: dag.workflow.clone(),
                 workflow_version: dag.version,
                 labels: opts.labels,
@@ -384,8 +400,17 @@ impl Engine {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut wake = sh.store.subscribe();
         let mut runs: JoinSet<(RunId, RunExit)> = JoinSet::new();
-        let mut active: HashMap<RunId, (tokio::task::AbortHandle, Arc<tokio::sync::Notify>)> =
-            HashMap::new();
+        // Per driven run: its task, its wake-up, and whether it is giving its lease back
+        // (so a renewal that no longer lists it does not mistake that for a lost lease).
+        #[allow(clippy::type_complexity)]
+        let mut active: HashMap<
+            RunId,
+            (
+                tokio::task::AbortHandle,
+                Arc<tokio::sync::Notify>,
+                Arc<std::sync::atomic::AtomicBool>,
+            ),
+        > = HashMap::new();
         let renew_every = sh.config.lease_ttl / 3;
         let mut renew = tokio::time::interval(renew_every);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -393,6 +418,9 @@ impl Engine {
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         let mut last_exit = RunExit::Shutdown;
+        // Held while acquire rounds come back full (a takeover in progress): the runs of the
+        // next round count as resuming before they are even leased.
+        let mut taking_over: Option<Resuming> = None;
         loop {
             // Driving one run: stop if it is already somewhere no worker takes it (finished,
             // waiting for an operator, parked) and nobody holds or is asked to move it.
@@ -422,22 +450,28 @@ impl Engine {
                 {
                     Ok(leases) => {
                         let got = leases.len();
+                        let mut loads = preload(&self.shared, &leases);
                         for lease in leases {
                             let id = lease.run_id;
                             let notify = Arc::new(tokio::sync::Notify::new());
+                            let leaving = Arc::new(std::sync::atomic::AtomicBool::new(false));
                             let d = RunDriver::new(
                                 self.shared.clone(),
                                 lease,
+                                Resuming::new(&self.shared),
+                                loads.remove(&id),
+                                leaving.clone(),
                                 notify.clone(),
                                 stop_rx.clone(),
                             );
                             let span = info_span!("run", run_id = %id);
                             let h =
                                 runs.spawn(async move { (id, d.drive().await) }.instrument(span));
-                            active.insert(id, (h, notify));
+                            active.insert(id, (h, notify, leaving));
                         }
                         if got == limit {
                             // More may be due: go round again before sleeping.
+                            taking_over.get_or_insert_with(|| Resuming::new(&self.shared));
                             tokio::task::yield_now().await;
                             continue;
                         }
@@ -446,6 +480,7 @@ impl Engine {
                     Err(e) => return Err(e.into()),
                 }
             }
+            taking_over = None;
             tokio::select! {
                 biased;
                 () = &mut shutdown => break,
@@ -462,7 +497,7 @@ impl Engine {
                             }
                         }
                         Err(e) => {
-                            active.retain(|_, (h, _)| !h.is_finished());
+                            active.retain(|_, (h, _, _)| !h.is_finished());
                             if !e.is_cancelled() {
                                 warn!(error = %e, "run task panicked");
                             }
@@ -474,10 +509,13 @@ impl Engine {
                     match sh.store.renew(&owner, until).await {
                         Ok(held) => {
                             let held: std::collections::HashSet<RunId> = held.into_iter().collect();
-                            for (id, (h, _)) in &active {
-                                // A finished driver released its lease itself; only a
-                                // driver still running has lost it to someone else.
-                                if !held.contains(id) && !h.is_finished() {
+                            for (id, (h, _, leaving)) in &active {
+                                // A driver that gave its lease back is leaving anyway; only
+                                // one still running has lost it to someone else.
+                                if !held.contains(id)
+                                    && !h.is_finished()
+                                    && !leaving.load(std::sync::atomic::Ordering::SeqCst)
+                                {
                                     warn!(run_id = %id, "lease lost; abandoning the run");
                                     h.abort();
                                 }
@@ -488,7 +526,7 @@ impl Engine {
                 }
                 r = wake.changed() => {
                     if r.is_ok() {
-                        for (_, n) in active.values() {
+                        for (_, n, _) in active.values() {
                             n.notify_one();
                         }
                     }
@@ -500,7 +538,7 @@ impl Engine {
                         && let Ok(ids) = sh.store.runs_with_commands(&owner).await
                     {
                         for id in ids {
-                            if let Some((_, n)) = active.get(&id) {
+                            if let Some((_, n, _)) = active.get(&id) {
                                 n.notify_one();
                             }
                         }
@@ -520,4 +558,100 @@ impl Engine {
         }
         Ok(last_exit)
     }
+}
+
+/// A freshly leased run's journal, on its way from a batched load.
+pub(crate) type Preloaded = tokio::sync::oneshot::Receiver<crate::store::RunRecord>;
+
+/// Load the journals of many freshly leased runs a batch per round trip (a worker taking
+/// over thousands of runs would otherwise spend one or more round trips per run before any
+/// of them could move). Each driver gets a receiver for its record; a driver whose record
+/// does not arrive (the batch failed, the run vanished) loads its journal itself. A single
+/// lease is left to its driver: no batching to gain.
+fn preload(sh: &Arc<Shared>, leases: &[crate::store::Lease]) -> HashMap<RunId, Preloaded> {
+    let mut out = HashMap::new();
+    if leases.len() < 2 {
+        return out;
+    }
+    for chunk in leases.chunks(LOAD_BATCH) {
+        let mut senders = HashMap::with_capacity(chunk.len());
+        for l in chunk {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            senders.insert(l.run_id, tx);
+            out.insert(l.run_id, rx);
+        }
+        let ids: Vec<RunId> = chunk.iter().map(|l| l.run_id).collect();
+        let store = sh.store.clone();
+        let gate = sh.batch_gate.clone();
+        tokio::spawn(async move {
+            let Ok(_permit) = gate.acquire_owned().await else {
+                return;
+            };
+            match store.load_runs(&ids).await {
+                Ok(records) => {
+                    for rec in records {
+                        if let Some(tx) = senders.remove(&rec.summary.id) {
+                            let _ = tx.send(rec);
+                        }
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, runs = ids.len(), "batched journal load failed; each run loads its own")
+                }
+            }
+        });
+    }
+    out
+}
+
+/// Counts a freshly leased run until its first journal write (its resumption) is durable.
+///
+/// While any run is resuming, runs that already resumed hold their further writes back
+/// (for at most [`RESUME_PRIORITY_CAP`]): after a takeover, every run gets its next intent
+/// journaled first, instead of the first few hundred running ahead and filling the
+/// journal's write queue while thousands wait to resume. Dropping the counter (first
+/// write done, or the driver left early) releases it.
+pub(crate) struct Resuming {
+    sh: Arc<Shared>,
+}
+
+/// Longest a resumed run's write waits for other runs to resume.
+pub(crate) const RESUME_PRIORITY_CAP: Duration = Duration::from_secs(2);
+
+impl Resuming {
+    pub(crate) fn new(sh: &Arc<Shared>) -> Self {
+        sh.resuming
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self { sh: sh.clone() }
+    }
+}
+
+impl Drop for Resuming {
+    fn drop(&mut self) {
+        if self
+            .sh
+            .resuming
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.sh.resumed.notify_waiters();
+        }
+    }
+}
+
+/// Wait (at most [`RESUME_PRIORITY_CAP`]) until no run is resuming.
+pub(crate) async fn after_resumptions(sh: &Shared) {
+    let wait = async {
+        loop {
+            let notified = sh.resumed.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a drop to zero in between is not missed.
+            notified.as_mut().enable();
+            if sh.resuming.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    };
+    let _ = tokio::time::timeout(RESUME_PRIORITY_CAP, wait).await;
 }

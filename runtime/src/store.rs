@@ -165,7 +165,9 @@ pub struct RunPatch {
     pub blocked_on: String,
     /// The step operators should look at.
     pub current_step: Option<String>,
-    /// When a worker should look at the run next (`None`: only commands wake it).
+    /// When a worker should look at the run next (`None`: only commands wake it). A store
+    /// may keep the run's earlier wake time when both it and this one are due (`<=
+    /// updated_at`): "due" is all `acquire` asks, and Postgres then rewrites no index.
     pub wake_at: Option<Timestamp>,
     /// Time of the append.
     pub updated_at: Timestamp,
@@ -329,6 +331,22 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
 
     /// Everything about one run, or `None`.
     async fn load_run(&self, run: RunId) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Everything about each of `runs` that exists, in no particular order (missing runs
+    /// are left out). A worker that takes over thousands of runs loads them this way, a
+    /// few hundred per round trip, instead of one [`JournalStore::load_run`] each. Each
+    /// record is a consistent snapshot of its run (not necessarily of all of them at once).
+    ///
+    /// The default calls `load_run` for each; stores override it with a batched query.
+    async fn load_runs(&self, runs: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
+        let mut out = Vec::with_capacity(runs.len());
+        for id in runs {
+            if let Some(r) = self.load_run(*id).await? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
 
     /// Summaries, newest first.
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError>;

@@ -617,3 +617,98 @@ fn dag_builder_rejects_bad_definitions() {
     assert!(json.contains(r#"{"$ref":"x"}"#));
     assert!(SagaBuilder::new("empty", 1).build().is_err());
 }
+
+/// Records, in order, which node each attempt that starts belongs to.
+#[derive(Debug, Default)]
+struct StartOrder(Mutex<Vec<String>>);
+
+impl engine::EngineHooks for StartOrder {
+    fn boundary(&self, b: &engine::Boundary<'_>) {
+        if b.point == engine::BoundaryPoint::BeforeEffect {
+            self.0.lock().unwrap().push(b.node.to_string());
+        }
+    }
+}
+
+/// A worker that takes over many interrupted runs journals every run's resumption before
+/// any of them moves on to its next step (so all are moving quickly, instead of the first
+/// ones racing ahead while the rest wait for the journal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_resumes_every_run_before_driving_any_further() {
+    let store = Arc::new(MemoryStore::new());
+    let lease = Duration::from_millis(300);
+    let config = || EngineConfig {
+        lease_ttl: lease,
+        poll_interval: Duration::from_millis(10),
+        acquire_batch: 50, // several acquire rounds, as in a real takeover
+        ..test_config()
+    };
+    // A worker dies while every run is inside its first step.
+    let started = benchkit::StartCounter::new(300);
+    let dead = Engine::with(
+        store.clone(),
+        benchkit::hanging_registry(),
+        Arc::new(SystemClock),
+        started.clone(),
+        config(),
+    );
+    let ids = benchkit::start_noop_runs(&dead, 300, 2).await.unwrap();
+    let worker = {
+        let dead = dead.clone();
+        tokio::spawn(async move { dead.run_worker(std::future::pending()).await })
+    };
+    started.wait().await;
+    worker.abort();
+    let _ = worker.await;
+    // Its leases lapse; a new worker takes every run over.
+    tokio::time::sleep(lease * 2).await;
+    let order = Arc::new(StartOrder::default());
+    let e = Engine::with(
+        store.clone(),
+        benchkit::noop_registry(),
+        Arc::new(SystemClock),
+        order.clone(),
+        config(),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let w = {
+        let e = e.clone();
+        tokio::spawn(async move {
+            e.run_worker(async {
+                let _ = rx.await;
+            })
+            .await
+        })
+    };
+    for _ in 0..500 {
+        let done = store
+            .list_runs(&RunFilter::default())
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.state == RunState::Succeeded)
+            .count();
+        if done == ids.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = tx.send(());
+    w.await.unwrap().unwrap();
+    let order = order.0.lock().unwrap().clone();
+    let firsts = order.iter().filter(|n| *n == "bench.noop.0").count();
+    assert_eq!(firsts, 300, "every run resumed its interrupted step once");
+    let last_resume = order.iter().rposition(|n| n == "bench.noop.0").unwrap();
+    let first_next = order.iter().position(|n| n == "bench.noop.1").unwrap();
+    assert!(
+        last_resume < first_next,
+        "a run moved on to its second step (position {first_next}) before every run had \
+         resumed (the last at {last_resume})"
+    );
+    for id in ids {
+        assert_eq!(
+            store.load_run(id).await.unwrap().unwrap().summary.state,
+            RunState::Succeeded
+        );
+    }
+}

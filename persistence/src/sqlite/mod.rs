@@ -259,14 +259,19 @@ fn raw_text(row: &SqliteRow, i: usize) -> Result<String, StoreError> {
 }
 
 fn command_from_row(row: &SqliteRow) -> Result<CommandRecord, StoreError> {
+    command_from_row_at(row, 0)
+}
+
+/// A command from [`COMMAND_COLUMNS`] starting at column `o`.
+fn command_from_row_at(row: &SqliteRow, o: usize) -> Result<CommandRecord, StoreError> {
     Ok(CommandRecord {
-        id: row.try_get(0).map_err(classify)?,
-        command: raw_text(row, 1)?,
-        requested_by: row.try_get(2).map_err(classify)?,
-        reason: row.try_get(3).map_err(classify)?,
-        requested_at: Timestamp(row.try_get(4).map_err(classify)?),
+        id: row.try_get(o).map_err(classify)?,
+        command: raw_text(row, o + 1)?,
+        requested_by: row.try_get(o + 2).map_err(classify)?,
+        reason: row.try_get(o + 3).map_err(classify)?,
+        requested_at: Timestamp(row.try_get(o + 4).map_err(classify)?),
         applied_at: row
-            .try_get::<Option<i64>, _>(5)
+            .try_get::<Option<i64>, _>(o + 5)
             .map_err(classify)?
             .map(Timestamp),
     })
@@ -383,59 +388,76 @@ impl JournalStore for SqliteStore {
     }
 
     async fn load_run(&self, run: RunId) -> Result<Option<RunRecord>, StoreError> {
-        let id = id_text(run);
-        // One read transaction: the summary, events and commands are one snapshot even
-        // while the writer commits.
+        // One batch of one: the same snapshot guarantees, one code path.
+        Ok(self.load_runs(&[run]).await?.pop())
+    }
+
+    async fn load_runs(&self, runs: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The ids travel as one JSON array parameter (`json_each`), so one prepared
+        // statement serves every batch size. One read transaction: one snapshot.
+        let ids: Vec<String> = runs.iter().map(|r| id_text(*r)).collect();
+        let ids = serde_json::to_string(&ids).map_err(|e| StoreError::Permanent(Box::new(e)))?;
         let mut tx = self.readers.begin().await.map_err(classify)?;
         let sql = format!(
             "SELECT {SUMMARY_COLUMNS}, coalesce(run_dags.dag, '') FROM runs \
-             LEFT JOIN run_dags ON run_dags.run_id = runs.id WHERE runs.id = ?1"
+             LEFT JOIN run_dags ON run_dags.run_id = runs.id \
+             WHERE runs.id IN (SELECT value FROM json_each(?1))"
         );
-        let Some(row) = sqlx::query(&sql)
-            .bind(&id)
-            .fetch_optional(&mut *tx)
+        let mut out: Vec<RunRecord> = Vec::with_capacity(runs.len());
+        let mut at: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::with_capacity(runs.len());
+        for row in sqlx::query(&sql)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
             .await
             .map_err(classify)?
-        else {
-            return Ok(None);
-        };
-        let summary = summary_from_row(&row)?;
-        let dag = raw_text(&row, 15)?;
+        {
+            let summary = summary_from_row(&row)?;
+            at.insert(id_text(summary.id), out.len());
+            out.push(RunRecord {
+                summary,
+                dag: raw_text(&row, 15)?,
+                events: Vec::new(),
+                commands: Vec::new(),
+            });
+        }
         let events = sqlx::query(
-            "SELECT seq, kind, node, data, at FROM events WHERE run_id = ?1 ORDER BY seq",
+            "SELECT run_id, seq, kind, node, data, at FROM events \
+             WHERE run_id IN (SELECT value FROM json_each(?1)) ORDER BY run_id, seq",
         )
-        .bind(&id)
+        .bind(&ids)
         .fetch_all(&mut *tx)
         .await
-        .map_err(classify)?
-        .iter()
-        .map(|r| {
-            Ok(StoredEvent {
-                seq: r.try_get(0).map_err(classify)?,
-                kind: r.try_get(1).map_err(classify)?,
-                node: r.try_get(2).map_err(classify)?,
-                data: raw_text(r, 3)?,
-                at: Timestamp(r.try_get(4).map_err(classify)?),
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+        .map_err(classify)?;
+        for r in &events {
+            let run: String = r.try_get(0).map_err(classify)?;
+            let Some(&i) = at.get(&run) else { continue };
+            out[i].events.push(StoredEvent {
+                seq: r.try_get(1).map_err(classify)?,
+                kind: r.try_get(2).map_err(classify)?,
+                node: r.try_get(3).map_err(classify)?,
+                data: raw_text(r, 4)?,
+                at: Timestamp(r.try_get(5).map_err(classify)?),
+            });
+        }
         let commands = sqlx::query(&format!(
-            "SELECT {COMMAND_COLUMNS} FROM commands WHERE run_id = ?1 ORDER BY id"
+            "SELECT run_id, {COMMAND_COLUMNS} FROM commands \
+             WHERE run_id IN (SELECT value FROM json_each(?1)) ORDER BY id"
         ))
-        .bind(&id)
+        .bind(&ids)
         .fetch_all(&mut *tx)
         .await
-        .map_err(classify)?
-        .iter()
-        .map(command_from_row)
-        .collect::<Result<Vec<_>, StoreError>>()?;
+        .map_err(classify)?;
+        for r in &commands {
+            let run: String = r.try_get(0).map_err(classify)?;
+            let Some(&i) = at.get(&run) else { continue };
+            out[i].commands.push(command_from_row_at(r, 1)?);
+        }
         tx.commit().await.map_err(classify)?;
-        Ok(Some(RunRecord {
-            summary,
-            dag,
-            events,
-            commands,
-        }))
+        Ok(out)
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {

@@ -291,37 +291,135 @@ fn append_sql(n: usize) -> &'static str {
     &all[n.min(EVENTS_PER_INSERT)]
 }
 
-/// Appends per grouped query (see [`append_group`]).
-pub(crate) const GROUP: usize = 16;
-/// Largest append (in events) that is grouped; the engine's are 1–2 events.
-pub(crate) const GROUP_MAX_EVENTS: usize = 4;
+/// Appends per grouped query (see [`append_group`]): the writer's whole batch.
+pub(crate) const GROUP: usize = super::writer::MAX_BATCH;
 
-/// `members` appends of `n` events each, back to back in one multi-statement query.
-fn group_sql(n: usize, members: usize) -> &'static str {
-    static SQL: OnceLock<Vec<Vec<String>>> = OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        (0..=GROUP_MAX_EVENTS)
-            .map(|n| {
-                let one = append_statements(n);
-                (0..=GROUP)
-                    .map(|k| vec![one.as_str(); k].join("; "))
-                    .collect()
-            })
-            .collect()
-    });
-    &all[n.min(GROUP_MAX_EVENTS)][members.clamp(1, GROUP)]
-}
-
-/// If `op` is an append that [`append_group`] can run with others: its run and event count.
-pub(crate) fn groupable(op: &WriteOp) -> Option<(RunId, usize)> {
+/// If `op` is an append that [`append_group`] can run with others: its run.
+pub(crate) fn groupable(op: &WriteOp) -> Option<RunId> {
     match op {
-        WriteOp::Append { lease, append }
-            if append.applied_commands.is_empty() && append.events.len() <= GROUP_MAX_EVENTS =>
-        {
-            Some((lease.run_id, append.events.len()))
+        WriteOp::Append { lease, append } if append.applied_commands.is_empty() => {
+            Some(lease.run_id)
         }
         _ => None,
     }
+}
+
+/// Many appends (of distinct runs) as one query of four statements, all reading one JSON
+/// parameter (`?1`, an array with one object per append): the fenced UPDATE of every
+/// matching run; the state, in a statement of its own that only writes runs whose state
+/// changes (three indexes depend on `state`, and SQLite maintains them for every row an
+/// UPDATE assigns it to, changed or not: most appends leave it alone); the INSERT of the events of every run whose fence matches (the same
+/// predicate, evaluated after the UPDATE, which does not change it), and one row saying
+/// per append whether it was written and its last seq. One round trip and one row back,
+/// however many appends: what a grouped append costs is SQLite's own work.
+const GROUP_SQL: &str = "\
+    UPDATE runs SET blocked_on = j.b, current_step = j.c, wake_at = j.w, \
+                    updated_at = j.u, last_seq = runs.last_seq + j.n \
+    FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
+                 value ->> 'b' AS b, value ->> 'c' AS c, \
+                 value ->> 'w' AS w, value ->> 'u' AS u, value ->> 'n' AS n \
+          FROM json_each(?1)) AS j \
+    WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e; \
+    UPDATE runs SET state = j.s \
+    FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
+                 value ->> 's' AS s \
+          FROM json_each(?1)) AS j \
+    WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
+      AND runs.state <> j.s; \
+    INSERT INTO events (run_id, seq, kind, node, data, at) \
+    SELECT runs.id, runs.last_seq - (a.value ->> 'n') + v.key + 1, \
+           v.value ->> 0, v.value ->> 1, v.value ->> 2, v.value ->> 3 \
+    FROM json_each(?1) AS a \
+    JOIN runs ON runs.id = a.value ->> 'i' AND runs.lease_owner = a.value ->> 'o' \
+             AND runs.lease_epoch = a.value ->> 'e' \
+    JOIN json_each(a.value, '$.v') AS v; \
+    SELECT json_group_array(json_array(a.key, runs.last_seq, \
+               runs.lease_owner IS a.value ->> 'o' AND runs.lease_epoch IS a.value ->> 'e')) \
+    FROM json_each(?1) AS a LEFT JOIN runs ON runs.id = a.value ->> 'i'";
+
+#[derive(serde::Serialize)]
+struct GroupMember<'a> {
+    i: String,
+    o: &'a str,
+    e: i64,
+    s: &'a str,
+    b: &'a str,
+    c: Option<&'a str>,
+    w: Option<i64>,
+    u: i64,
+    n: usize,
+    /// Events as `[kind, node, data, at]`.
+    v: Vec<(&'a str, Option<&'a str>, &'a str, i64)>,
+}
+
+/// Several appends (each [`groupable`], distinct runs) in one round trip ([`GROUP_SQL`]).
+/// Each gets its own result: its last seq, or `Fenced`/`NotFound` (which wrote nothing).
+/// `Err`: the query failed; the caller rolls back.
+pub(crate) async fn append_group(
+    conn: &mut SqliteConnection,
+    members: &[&WriteOp],
+) -> Result<Vec<Result<WriteOk, StoreError>>, StoreError> {
+    let mut leases = Vec::with_capacity(members.len());
+    let mut json = Vec::with_capacity(members.len());
+    for op in members {
+        let WriteOp::Append { lease, append } = op else {
+            return Err(StoreError::permanent("internal: malformed append group"));
+        };
+        let p = &append.patch;
+        leases.push(lease);
+        json.push(GroupMember {
+            i: id_text(lease.run_id),
+            o: &lease.owner,
+            e: lease.epoch,
+            s: p.state.as_str(),
+            b: &p.blocked_on,
+            c: p.current_step.as_deref(),
+            w: p.wake_at.map(|t| t.0),
+            u: p.updated_at.0,
+            n: append.events.len(),
+            v: append
+                .events
+                .iter()
+                .map(|e| (e.kind.as_str(), e.node.as_deref(), e.data.as_str(), e.at.0))
+                .collect(),
+        });
+    }
+    let json = serde_json::to_string(&json).map_err(|e| StoreError::Permanent(Box::new(e)))?;
+    // fetch_all: every statement must run (a row limit would stop the query early).
+    let rows = sqlx::query(GROUP_SQL)
+        .bind(json)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(classify)?;
+    let text: String = match rows.first() {
+        Some(r) => r.try_get(0).map_err(classify)?,
+        None => {
+            return Err(StoreError::permanent(
+                "internal: append group answered nothing",
+            ));
+        }
+    };
+    // `[position, last seq or null, fence matched (1/0) or null]` per member.
+    let rows: Vec<(usize, Option<i64>, Option<i64>)> =
+        serde_json::from_str(&text).map_err(|e| StoreError::Permanent(Box::new(e)))?;
+    let mut answers = vec![None; leases.len()];
+    for (k, seq, matched) in rows {
+        if let Some(a) = answers.get_mut(k) {
+            *a = Some((seq, matched));
+        }
+    }
+    Ok(leases
+        .iter()
+        .zip(answers)
+        .map(|(lease, answer)| match answer.unwrap_or((None, None)) {
+            (Some(seq), Some(1)) => Ok(WriteOk::Seq(seq)),
+            (Some(_), _) => Err(StoreError::Fenced {
+                run: lease.run_id,
+                epoch: lease.epoch,
+            }),
+            (None, _) => Err(StoreError::NotFound(lease.run_id)),
+        })
+        .collect())
 }
 
 type Bound<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
@@ -359,50 +457,6 @@ fn bind_append<'q>(
             .bind(e.at.0);
     }
     q.bind(id).bind(&lease.owner).bind(lease.epoch)
-}
-
-/// Several small appends (each [`groupable`], all of `events` events, distinct runs) in
-/// one round trip. Each gets its own result: its last seq, or `Fenced`/`NotFound` (which
-/// wrote nothing). `Err`: the query failed; the caller rolls back.
-pub(crate) async fn append_group(
-    conn: &mut SqliteConnection,
-    events: usize,
-    members: &[&WriteOp],
-) -> Result<Vec<Result<WriteOk, StoreError>>, StoreError> {
-    let appends: Vec<(&Lease, &Append)> = members
-        .iter()
-        .filter_map(|op| match op {
-            WriteOp::Append { lease, append } => Some((lease, append)),
-            _ => None,
-        })
-        .collect();
-    if appends.len() != members.len()
-        || appends.len() > GROUP
-        || appends.iter().any(|(_, a)| a.events.len() != events)
-    {
-        return Err(StoreError::permanent("internal: malformed append group"));
-    }
-    let ids: Vec<String> = appends.iter().map(|(l, _)| id_text(l.run_id)).collect();
-    let mut q = sqlx::query(group_sql(events, appends.len()));
-    for ((lease, append), id) in appends.iter().zip(&ids) {
-        q = bind_append(q, id, lease, append, &append.events);
-    }
-    // fetch_all: every statement must run (a row limit would stop the query early).
-    let rows = q.fetch_all(&mut *conn).await.map_err(classify)?;
-    let mut last = std::collections::HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let id: String = row.try_get(0).map_err(classify)?;
-        let seq: i64 = row.try_get(1).map_err(classify)?;
-        last.insert(id, seq);
-    }
-    let mut out = Vec::with_capacity(appends.len());
-    for ((lease, _), id) in appends.iter().zip(&ids) {
-        out.push(match last.get(id) {
-            Some(seq) => Ok(WriteOk::Seq(*seq)),
-            None => Err(fenced_or_missing(conn, lease).await),
-        });
-    }
-    Ok(out)
 }
 
 /// `INSERT INTO events … VALUES (?1, ?2, …), (?1, ?7, …)` for `n` rows with known seqs (the
@@ -664,6 +718,21 @@ mod tests {
             .join("\n")
     }
 
+    /// A grouped append looks every member's run up by key: none of its statements scans
+    /// the runs or events tables (a journal holds many more runs than one batch touches).
+    #[tokio::test]
+    async fn group_append_looks_runs_up_by_key() {
+        for stmt in GROUP_SQL.split("; ") {
+            let p = plan(stmt, 1).await;
+            assert!(p.contains("sqlite_autoindex_runs_1 (id=?)"), "{stmt}\n{p}");
+            assert!(
+                !p.lines()
+                    .any(|l| l.trim_end() == "SCAN runs" || l.trim_end() == "SCAN events"),
+                "{stmt}\n{p}"
+            );
+        }
+    }
+
     /// `acquire` must not scan the runs table: with 10,000 finished runs it would read them
     /// all on every poll. Each UNION branch is a range scan of its partial index.
     #[tokio::test]
@@ -695,10 +764,6 @@ mod tests {
             "{two}"
         );
         assert_eq!(append_sql(1000), append_sql(EVENTS_PER_INSERT));
-        assert_eq!(
-            group_sql(1, 2),
-            format!("{}; {}", append_sql(1), append_sql(1))
-        );
     }
 
     #[test]
@@ -727,7 +792,7 @@ mod group_tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.db");
         let store = super::super::SqliteStore::open(&path).await.unwrap();
-        for _ in 0..GROUP {
+        for _ in 0..40 {
             store
                 .create_run(NewRun {
                     id: uuid::Uuid::new_v4(),
@@ -786,8 +851,8 @@ mod group_tests {
             })
             .collect();
         let refs: Vec<&WriteOp> = ops.iter().collect();
-        assert_eq!(refs.len(), GROUP);
-        let out = append_group(&mut conn, 2, &refs).await.unwrap();
+        assert_eq!(refs.len(), 40);
+        let out = append_group(&mut conn, &refs).await.unwrap();
         assert!(
             out.iter().all(|r| matches!(r, Ok(WriteOk::Seq(2)))),
             "{out:?}"
@@ -796,6 +861,6 @@ mod group_tests {
             .fetch_one(&mut conn)
             .await
             .unwrap();
-        assert_eq!(events, 2 * GROUP as i64);
+        assert_eq!(events, 80);
     }
 }

@@ -84,6 +84,8 @@ pub struct WriterStats {
 #[derive(Debug, Clone)]
 pub(crate) struct WriterHandle {
     tx: mpsc::Sender<WriteRequest>,
+    /// Lease bookkeeping (see [`urgent`]): served before anything in `tx`.
+    urgent_tx: mpsc::Sender<WriteRequest>,
     counters: Arc<Counters>,
 }
 
@@ -101,11 +103,13 @@ impl WriterHandle {
         patience: Duration,
     ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
+        let (urgent_tx, urgent_rx) = mpsc::channel(QUEUE);
         let counters = Arc::new(Counters::default());
         let writer = Writer {
             conn: Some(conn),
             options,
             rx,
+            urgent_rx,
             wake,
             counters: Arc::clone(&counters),
             executor,
@@ -113,7 +117,11 @@ impl WriterHandle {
             patience,
         };
         tokio::spawn(writer.run());
-        Self { tx, counters }
+        Self {
+            tx,
+            urgent_tx,
+            counters,
+        }
     }
 
     pub(crate) fn stats(&self) -> WriterStats {
@@ -132,7 +140,12 @@ impl WriterHandle {
     /// task is gone (it only stops when the store is dropped, or if it panicked).
     pub(crate) async fn call(&self, op: WriteOp) -> Result<WriteOk, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
+        let queue = if urgent(&op) {
+            &self.urgent_tx
+        } else {
+            &self.tx
+        };
+        queue
             .send(WriteRequest { op, reply })
             .await
             .map_err(|_| StoreError::permanent("the SQLite journal writer task has stopped"))?;
@@ -147,6 +160,7 @@ struct Writer {
     conn: Option<SqliteConnection>,
     options: SqliteConnectOptions,
     rx: mpsc::Receiver<WriteRequest>,
+    urgent_rx: mpsc::Receiver<WriteRequest>,
     wake: Arc<watch::Sender<u64>>,
     counters: Arc<Counters>,
     executor: Arc<AtomicBool>,
@@ -158,7 +172,26 @@ struct Writer {
 impl Writer {
     async fn run(mut self) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        while self.rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        loop {
+            // Lease bookkeeping first, then whatever else fits in the batch.
+            let first = tokio::select! {
+                biased;
+                Some(r) = self.urgent_rx.recv() => Some(r),
+                r = self.rx.recv() => r,
+            };
+            // `None`: every handle is gone and the queue is empty.
+            let Some(first) = first else { break };
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                let Ok(r) = self.urgent_rx.try_recv() else {
+                    break;
+                };
+                batch.push(r);
+            }
+            while batch.len() < MAX_BATCH {
+                let Ok(r) = self.rx.try_recv() else { break };
+                batch.push(r);
+            }
             batch.retain(|r: &WriteRequest| !r.reply.is_closed());
             if !batch.is_empty() {
                 self.commit_batch(&mut batch).await;
@@ -243,6 +276,18 @@ impl Writer {
     }
 }
 
+/// Whether `op` jumps the queue. Leasing, renewing and reclaiming leases are a handful of
+/// statements that decide whether a worker may go on at all: a renewal stuck behind
+/// thousands of queued appends lets leases lapse, and an acquire stuck there keeps a
+/// worker that is taking over thousands of runs from starting the rest. Nothing else is
+/// reordered by this, and none of these depends on an append queued before it.
+fn urgent(op: &WriteOp) -> bool {
+    matches!(
+        op,
+        WriteOp::Acquire { .. } | WriteOp::Renew { .. } | WriteOp::ReleaseAllLeases
+    )
+}
+
 type Results = Vec<Result<WriteOk, StoreError>>;
 
 /// One transaction for the whole batch. `Ok((results, keep_conn))`: committed (or, for a
@@ -300,15 +345,15 @@ async fn optimistic(
         std::iter::repeat_with(|| None).take(batch.len()).collect();
     let mut groups = Groups::default();
     for (i, req) in batch.iter().enumerate() {
-        if let Some((run, events)) = ops::groupable(&req.op) {
+        if let Some(run) = ops::groupable(&req.op) {
             if groups.runs.contains(&run) && !groups.flush_all(conn, batch, &mut results).await {
                 exec(conn, "ROLLBACK").await?;
                 return Ok(None);
             }
             groups.runs.insert(run);
-            groups.by_size[events].push(i);
-            if groups.by_size[events].len() == ops::GROUP
-                && !groups.flush(conn, events, batch, &mut results).await
+            groups.waiting.push(i);
+            if groups.waiting.len() == ops::GROUP
+                && !groups.flush_all(conn, batch, &mut results).await
             {
                 exec(conn, "ROLLBACK").await?;
                 return Ok(None);
@@ -341,10 +386,10 @@ async fn optimistic(
     ))
 }
 
-/// Small appends waiting to be sent, by event count (indexes into the batch).
+/// Appends waiting to be sent (indexes into the batch).
 #[derive(Default)]
 struct Groups {
-    by_size: [Vec<usize>; ops::GROUP_MAX_EVENTS + 1],
+    waiting: Vec<usize>,
     /// Runs with an append waiting, so a second one for the same run goes after it.
     runs: std::collections::HashSet<hcp_runtime::RunId>,
 }
@@ -357,33 +402,13 @@ impl Groups {
         batch: &[WriteRequest],
         results: &mut [Option<Result<WriteOk, StoreError>>],
     ) -> bool {
-        for events in 0..self.by_size.len() {
-            if !self.flush(conn, events, batch, results).await {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Send the waiting appends of `events` events. `false`: roll the batch back.
-    async fn flush(
-        &mut self,
-        conn: &mut SqliteConnection,
-        events: usize,
-        batch: &[WriteRequest],
-        results: &mut [Option<Result<WriteOk, StoreError>>],
-    ) -> bool {
-        let idx = std::mem::take(&mut self.by_size[events]);
+        let idx = std::mem::take(&mut self.waiting);
+        self.runs.clear();
         if idx.is_empty() {
             return true;
         }
         let ops: Vec<&WriteOp> = idx.iter().map(|&i| &batch[i].op).collect();
-        for op in &ops {
-            if let Some((run, _)) = ops::groupable(op) {
-                self.runs.remove(&run);
-            }
-        }
-        match ops::append_group(conn, events, &ops).await {
+        match ops::append_group(conn, &ops).await {
             Ok(out) => {
                 let mut clean = true;
                 for (i, res) in idx.into_iter().zip(out) {

@@ -15,6 +15,8 @@
 //! Times are `timestamptz`; the runtime's milliseconds are converted in SQL by the
 //! migration's `hcp_ts(bigint)` / `hcp_ms(timestamptz)`.
 
+mod batch;
+
 use crate::error::{bad_row, classify, migrate_error};
 use crate::rows;
 use async_trait::async_trait;
@@ -65,6 +67,7 @@ pub struct PostgresStore {
     schema: Option<String>,
     wake: Arc<watch::Sender<u64>>,
     listener: JoinHandle<()>,
+    batcher: batch::Batcher,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -139,11 +142,13 @@ impl PostgresStore {
         let mut listener = PgListener::connect_with(&pool).await.map_err(classify)?;
         listener.listen(WAKE_CHANNEL).await.map_err(classify)?;
         let listener = tokio::spawn(listen(listener, Arc::clone(&wake)));
+        let batcher = batch::Batcher::spawn(pool.clone());
         Ok(Self {
             pool,
             schema,
             wake,
             listener,
+            batcher,
         })
     }
 
@@ -176,25 +181,80 @@ impl PostgresStore {
     fn poke(&self) {
         self.wake.send_modify(|v| *v = v.wrapping_add(1));
     }
+}
 
-    /// After a fenced statement matched no row: lease lost, or no such run?
-    async fn fenced_or_missing<'e, E>(&self, exec: E, lease: &Lease) -> StoreError
-    where
-        E: Executor<'e, Database = Postgres>,
+/// After a fenced statement matched no row: lease lost, or no such run?
+pub(crate) async fn fenced_or_missing<'e, E>(exec: E, lease: &Lease) -> StoreError
+where
+    E: Executor<'e, Database = Postgres>,
+{
+    match sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)")
+        .bind(lease.run_id)
+        .fetch_one(exec)
+        .await
     {
-        match sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)")
-            .bind(lease.run_id)
-            .fetch_one(exec)
-            .await
-        {
-            Ok(true) => StoreError::Fenced {
-                run: lease.run_id,
-                epoch: lease.epoch,
-            },
-            Ok(false) => StoreError::NotFound(lease.run_id),
-            Err(e) => classify(e),
-        }
+        Ok(true) => StoreError::Fenced {
+            run: lease.run_id,
+            epoch: lease.epoch,
+        },
+        Ok(false) => StoreError::NotFound(lease.run_id),
+        Err(e) => classify(e),
     }
+}
+
+type PgQueryScalar<'q, T> = sqlx::query::QueryScalar<'q, Postgres, T, sqlx::postgres::PgArguments>;
+
+/// One append as one statement: fence + patch + seq allocation + events. If the fenced
+/// UPDATE matches nothing, `r` is empty and so is the INSERT, and no row comes back.
+pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQueryScalar<'q, i64> {
+    let p = &append.patch;
+    let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
+    let kinds: Vec<&str> = append.events.iter().map(|e| e.kind.as_str()).collect();
+    let nodes: Vec<Option<&str>> = append.events.iter().map(|e| e.node.as_deref()).collect();
+    let datas: Vec<&str> = append.events.iter().map(|e| e.data.as_str()).collect();
+    let ats: Vec<i64> = append.events.iter().map(|e| e.at.0).collect();
+    sqlx::query_scalar::<_, i64>(
+        "WITH r AS ( \
+             UPDATE runs SET state = $4, blocked_on = $5, current_step = $6, \
+                             wake_at = hcp_keep_due(wake_at, $7, $8), updated_at = hcp_ts($8), \
+                             last_seq = last_seq + $9 \
+             WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 \
+             RETURNING last_seq), \
+         ins AS ( \
+             INSERT INTO events (run_id, seq, kind, node, data, at) \
+             SELECT $1, r.last_seq - $9 + e.ord, e.kind, e.node, e.data, hcp_ts(e.at) \
+             FROM r, unnest($10::text[], $11::text[], $12::text[], $13::int8[]) \
+                  WITH ORDINALITY AS e(kind, node, data, at, ord)) \
+         SELECT last_seq FROM r",
+    )
+    .bind(lease.run_id)
+    .bind(&lease.owner)
+    .bind(lease.epoch)
+    .bind(p.state.as_str())
+    .bind(&p.blocked_on)
+    .bind(p.current_step.as_deref())
+    .bind(p.wake_at.map(|t| t.0))
+    .bind(p.updated_at.0)
+    .bind(n)
+    .bind(kinds)
+    .bind(nodes)
+    .bind(datas)
+    .bind(ats)
+}
+
+/// One release as one statement (fenced).
+pub(crate) fn release_statement(
+    lease: &Lease,
+    wake_at: Option<i64>,
+) -> sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, wake_at = hcp_ts($4) \
+         WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+    )
+    .bind(lease.run_id)
+    .bind(&lease.owner)
+    .bind(lease.epoch)
+    .bind(wake_at)
 }
 
 /// Relay NOTIFYs to the watch channel until the store drops (aborts) this task.
@@ -256,6 +316,89 @@ fn command_from_row(row: &PgRow) -> Result<CommandRecord, StoreError> {
             .try_get::<Option<i64>, _>(5)
             .map_err(classify)?
             .map(Timestamp),
+    })
+}
+
+/// One run's record from `load_runs`' row (summary, DAG, then the parallel arrays).
+fn record_from_row(row: &PgRow) -> Result<RunRecord, StoreError> {
+    let summary = summary_from_row(row)?;
+    let run = summary.id;
+    let dag: String = row.try_get(15).map_err(classify)?;
+    let col = |i: usize| row.try_get::<Option<Vec<i64>>, _>(i).map_err(classify);
+    let text = |i: usize| row.try_get::<Option<Vec<String>>, _>(i).map_err(classify);
+    let seqs = col(16)?.unwrap_or_default();
+    let kinds = text(17)?.unwrap_or_default();
+    let nodes = row
+        .try_get::<Option<Vec<Option<String>>>, _>(18)
+        .map_err(classify)?
+        .unwrap_or_default();
+    let datas = text(19)?.unwrap_or_default();
+    let ats = col(20)?.unwrap_or_default();
+    let n = seqs.len();
+    if [kinds.len(), nodes.len(), datas.len(), ats.len()] != [n; 4] {
+        return Err(bad_row(format!(
+            "run {run}: event columns of unequal length"
+        )));
+    }
+    let events = seqs
+        .into_iter()
+        .zip(kinds)
+        .zip(nodes)
+        .zip(datas)
+        .zip(ats)
+        .map(|((((seq, kind), node), data), at)| StoredEvent {
+            seq,
+            kind,
+            node,
+            data,
+            at: Timestamp(at),
+        })
+        .collect();
+    let ids = col(21)?.unwrap_or_default();
+    let commands_text = text(22)?.unwrap_or_default();
+    let bys = text(23)?.unwrap_or_default();
+    let reasons = text(24)?.unwrap_or_default();
+    let requested = col(25)?.unwrap_or_default();
+    let applied = row
+        .try_get::<Option<Vec<Option<i64>>>, _>(26)
+        .map_err(classify)?
+        .unwrap_or_default();
+    let n = ids.len();
+    if [
+        commands_text.len(),
+        bys.len(),
+        reasons.len(),
+        requested.len(),
+        applied.len(),
+    ] != [n; 5]
+    {
+        return Err(bad_row(format!(
+            "run {run}: command columns of unequal length"
+        )));
+    }
+    let commands = ids
+        .into_iter()
+        .zip(commands_text)
+        .zip(bys)
+        .zip(reasons)
+        .zip(requested)
+        .zip(applied)
+        .map(
+            |(((((id, command), requested_by), reason), requested_at), applied_at)| CommandRecord {
+                id,
+                command,
+                requested_by,
+                reason,
+                requested_at: Timestamp(requested_at),
+                applied_at: applied_at.map(Timestamp),
+            },
+        )
+        .collect();
+    Ok(RunRecord {
+        summary,
+        dag,
+        events,
+        commands,
     })
 }
 
@@ -388,55 +531,24 @@ impl JournalStore for PostgresStore {
     }
 
     async fn append(&self, lease: &Lease, append: Append) -> Result<i64, StoreError> {
-        let p = &append.patch;
-        let n = i64::try_from(append.events.len())
-            .map_err(|_| StoreError::permanent("too many events in one append"))?;
-        let kinds: Vec<&str> = append.events.iter().map(|e| e.kind.as_str()).collect();
-        let nodes: Vec<Option<&str>> = append.events.iter().map(|e| e.node.as_deref()).collect();
-        let datas: Vec<&str> = append.events.iter().map(|e| e.data.as_str()).collect();
-        let ats: Vec<i64> = append.events.iter().map(|e| e.at.0).collect();
-        // Fence + patch + seq allocation + events in one statement: if the fenced UPDATE
-        // matches nothing, `r` is empty and so is the INSERT.
-        let write = sqlx::query_scalar::<_, i64>(
-            "WITH r AS ( \
-                 UPDATE runs SET state = $4, blocked_on = $5, current_step = $6, \
-                                 wake_at = hcp_ts($7), updated_at = hcp_ts($8), \
-                                 last_seq = last_seq + $9 \
-                 WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 \
-                 RETURNING last_seq), \
-             ins AS ( \
-                 INSERT INTO events (run_id, seq, kind, node, data, at) \
-                 SELECT $1, r.last_seq - $9 + e.ord, e.kind, e.node, e.data, hcp_ts(e.at) \
-                 FROM r, unnest($10::text[], $11::text[], $12::text[], $13::int8[]) \
-                      WITH ORDINALITY AS e(kind, node, data, at, ord)) \
-             SELECT last_seq FROM r",
-        )
-        .bind(lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.epoch)
-        .bind(p.state.as_str())
-        .bind(&p.blocked_on)
-        .bind(p.current_step.as_deref())
-        .bind(p.wake_at.map(|t| t.0))
-        .bind(p.updated_at.0)
-        .bind(n)
-        .bind(&kinds)
-        .bind(&nodes)
-        .bind(&datas)
-        .bind(&ats);
         if append.applied_commands.is_empty() {
-            let last = write.fetch_optional(&self.pool).await.map_err(classify)?;
-            return match last {
-                Some(last) => Ok(last),
-                None => Err(self.fenced_or_missing(&self.pool, lease).await),
-            };
+            // The common case: group committed with other runs' appends.
+            return self
+                .batcher
+                .call(batch::Op::Append(lease.clone(), append))
+                .await;
         }
-        // Acknowledging commands takes a transaction: the fenced UPDATE above locks the run
-        // row, so no `submit_command` (which updates the same row first) can slip a command
-        // in between the acknowledgement and the recomputation of `commands_pending`.
+        // Acknowledging commands takes a transaction: the fenced UPDATE locks the run row,
+        // so no `submit_command` (which updates the same row first) can slip a command in
+        // between the acknowledgement and the recomputation of `commands_pending`.
+        let p = &append.patch;
         let mut tx = self.pool.begin().await.map_err(classify)?;
-        let Some(last) = write.fetch_optional(&mut *tx).await.map_err(classify)? else {
-            let err = self.fenced_or_missing(&mut *tx, lease).await;
+        let Some(last) = append_statement(lease, &append)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(classify)?
+        else {
+            let err = fenced_or_missing(&mut *tx, lease).await;
             return Err(err);
         };
         sqlx::query(
@@ -463,8 +575,13 @@ impl JournalStore for PostgresStore {
     }
 
     async fn renew(&self, owner: &str, until: Timestamp) -> Result<Vec<RunId>, StoreError> {
+        // Rows are locked in id order, as the batch writer locks them, so a renewal and a
+        // batch can never wait on each other in a cycle.
         sqlx::query_scalar(
-            "UPDATE runs SET lease_expires_at = hcp_ts($2) WHERE lease_owner = $1 RETURNING id",
+            "UPDATE runs SET lease_expires_at = hcp_ts($2) \
+             FROM (SELECT id FROM runs WHERE lease_owner = $1 ORDER BY id FOR UPDATE) AS mine \
+             WHERE runs.id = mine.id AND runs.lease_owner = $1 \
+             RETURNING runs.id",
         )
         .bind(owner)
         .bind(until.0)
@@ -474,27 +591,23 @@ impl JournalStore for PostgresStore {
     }
 
     async fn release(&self, lease: &Lease, wake_at: Option<Timestamp>) -> Result<(), StoreError> {
-        let done = sqlx::query(
-            "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, wake_at = hcp_ts($4) \
-             WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3",
-        )
-        .bind(lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.epoch)
-        .bind(wake_at.map(|t| t.0))
-        .execute(&self.pool)
-        .await
-        .map_err(classify)?;
-        if done.rows_affected() == 0 {
-            return Err(self.fenced_or_missing(&self.pool, lease).await);
-        }
-        Ok(())
+        self.batcher
+            .call(batch::Op::Release(lease.clone(), wake_at.map(|t| t.0)))
+            .await
+            .map(|_| ())
     }
 
     async fn load_run(&self, run: RunId) -> Result<Option<RunRecord>, StoreError> {
-        // One statement, so one snapshot and one round trip: the journal and the inbox come
-        // back as parallel arrays (NULL when empty), each in order.
-        let Some(row) = sqlx::query(concat!(
+        Ok(self.load_runs(&[run]).await?.pop())
+    }
+
+    async fn load_runs(&self, runs: &[RunId]) -> Result<Vec<RunRecord>, StoreError> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement, so one snapshot and one round trip: each run's journal and inbox
+        // come back as parallel arrays (NULL when empty), each in order.
+        sqlx::query(concat!(
             "SELECT ",
             summary_columns!(),
             ", coalesce(run_dags.dag, ''), \
@@ -517,95 +630,15 @@ impl JournalStore for PostgresStore {
                         array_agg(hcp_ms(requested_at) ORDER BY id) AS requested, \
                         array_agg(hcp_ms(applied_at) ORDER BY id) AS applied \
                  FROM commands WHERE commands.run_id = runs.id) AS c \
-             WHERE runs.id = $1"
+             WHERE runs.id = ANY($1)"
         ))
-        .bind(run)
-        .fetch_optional(&self.pool)
+        .bind(runs)
+        .fetch_all(&self.pool)
         .await
         .map_err(classify)?
-        else {
-            return Ok(None);
-        };
-        let summary = summary_from_row(&row)?;
-        let dag: String = row.try_get(15).map_err(classify)?;
-        let col = |i: usize| row.try_get::<Option<Vec<i64>>, _>(i).map_err(classify);
-        let text = |i: usize| row.try_get::<Option<Vec<String>>, _>(i).map_err(classify);
-        let seqs = col(16)?.unwrap_or_default();
-        let kinds = text(17)?.unwrap_or_default();
-        let nodes = row
-            .try_get::<Option<Vec<Option<String>>>, _>(18)
-            .map_err(classify)?
-            .unwrap_or_default();
-        let datas = text(19)?.unwrap_or_default();
-        let ats = col(20)?.unwrap_or_default();
-        let n = seqs.len();
-        if [kinds.len(), nodes.len(), datas.len(), ats.len()] != [n; 4] {
-            return Err(bad_row(format!(
-                "run {run}: event columns of unequal length"
-            )));
-        }
-        let events = seqs
-            .into_iter()
-            .zip(kinds)
-            .zip(nodes)
-            .zip(datas)
-            .zip(ats)
-            .map(|((((seq, kind), node), data), at)| StoredEvent {
-                seq,
-                kind,
-                node,
-                data,
-                at: Timestamp(at),
-            })
-            .collect();
-        let ids = col(21)?.unwrap_or_default();
-        let commands_text = text(22)?.unwrap_or_default();
-        let bys = text(23)?.unwrap_or_default();
-        let reasons = text(24)?.unwrap_or_default();
-        let requested = col(25)?.unwrap_or_default();
-        let applied = row
-            .try_get::<Option<Vec<Option<i64>>>, _>(26)
-            .map_err(classify)?
-            .unwrap_or_default();
-        let n = ids.len();
-        if [
-            commands_text.len(),
-            bys.len(),
-            reasons.len(),
-            requested.len(),
-            applied.len(),
-        ] != [n; 5]
-        {
-            return Err(bad_row(format!(
-                "run {run}: command columns of unequal length"
-            )));
-        }
-        let commands = ids
-            .into_iter()
-            .zip(commands_text)
-            .zip(bys)
-            .zip(reasons)
-            .zip(requested)
-            .zip(applied)
-            .map(
-                |(((((id, command), requested_by), reason), requested_at), applied_at)| {
-                    CommandRecord {
-                        id,
-                        command,
-                        requested_by,
-                        reason,
-                        requested_at: Timestamp(requested_at),
-                        applied_at: applied_at.map(Timestamp),
-                    }
-                },
-            )
-            .collect();
-        Ok(Some(RunRecord {
-            summary,
-            dag,
-            events,
-            commands,
-        }))
+        .iter()
+        .map(record_from_row)
+        .collect()
     }
 
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
