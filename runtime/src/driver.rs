@@ -138,6 +138,9 @@ struct Writer {
     view: RunView,
     /// Held until this run's first write is durable (see [`crate::engine::Resuming`]).
     resuming: Option<crate::engine::Resuming>,
+    /// The driver's `leaving` flag: set before the write that finishes the run (a store
+    /// may stop counting a finished run's lease as held from then on).
+    leaving: Arc<std::sync::atomic::AtomicBool>,
     /// Events applied to `view` but not yet durable: an attempt's outcome waits here so it
     /// is written in the same append as the intent of the steps it unblocks (one durable
     /// write per step instead of two). Nothing may observe or act on them before `flush`.
@@ -202,6 +205,10 @@ impl Writer {
             patch: self.patch(now),
             applied_commands: applied,
         };
+        if append.patch.state.is_terminal() {
+            self.leaving
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         persist(&self.sh, |s| {
             let a = append.clone();
             let l = self.lease.clone();
@@ -395,6 +402,7 @@ impl RunDriver {
             sh: sh.clone(),
             lease: self.lease.clone(),
             resuming: self.resuming.take(),
+            leaving: self.leaving.clone(),
             view,
             staged: Vec::new(),
         }));

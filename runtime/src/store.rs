@@ -323,7 +323,9 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
     /// Append atomically under `lease`. Returns the seq of the last event written.
     async fn append(&self, lease: &Lease, append: Append) -> Result<i64, StoreError>;
 
-    /// Extend every lease `owner` holds to `until`; returns the runs still held.
+    /// Extend every lease `owner` holds to `until`; returns the runs still held. A store
+    /// may leave out (and not extend) the lease of a run that is already finished: nothing
+    /// is left to fence on it, and its holder is about to release it.
     async fn renew(&self, owner: &str, until: Timestamp) -> Result<Vec<RunId>, StoreError>;
 
     /// Give the lease up; the run is next due at `wake_at` (`None`: only commands wake it).

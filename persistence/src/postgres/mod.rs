@@ -577,12 +577,14 @@ impl JournalStore for PostgresStore {
     async fn renew(&self, owner: &str, until: Timestamp) -> Result<Vec<RunId>, StoreError> {
         // Rows are locked in id order, as the batch writer locks them, so a renewal and a
         // batch can never wait on each other in a cycle.
-        sqlx::query_scalar(
+        sqlx::query_scalar(concat!(
             "UPDATE runs SET lease_expires_at = hcp_ts($2) \
-             FROM (SELECT id FROM runs WHERE lease_owner = $1 ORDER BY id FOR UPDATE) AS mine \
-             WHERE runs.id = mine.id AND runs.lease_owner = $1 \
-             RETURNING runs.id",
-        )
+                 FROM (SELECT id FROM runs WHERE ",
+            active!(),
+            " AND lease_owner = $1 ORDER BY id FOR UPDATE) AS mine \
+                 WHERE runs.id = mine.id AND runs.lease_owner = $1 \
+                 RETURNING runs.id"
+        ))
         .bind(owner)
         .bind(until.0)
         .fetch_all(&self.pool)
@@ -733,11 +735,15 @@ impl JournalStore for PostgresStore {
     }
 
     async fn runs_with_commands(&self, owner: &str) -> Result<Vec<RunId>, StoreError> {
-        sqlx::query_scalar("SELECT id FROM runs WHERE lease_owner = $1 AND commands_pending")
-            .bind(owner)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(classify)
+        sqlx::query_scalar(concat!(
+            "SELECT id FROM runs WHERE commands_pending AND ",
+            active!(),
+            " AND lease_owner = $1"
+        ))
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)
     }
 
     fn subscribe(&self) -> watch::Receiver<u64> {
