@@ -162,20 +162,14 @@ async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
             ids
         }
     };
-    // When its leases lapse (it renewed them until it died).
-    let expiry = first
-        .list_runs(&hcp_runtime::RunFilter::default())
-        .await?
+    // The leases it left behind, and when they lapse (it renewed them until it died).
+    let runs = first.list_runs(&hcp_runtime::RunFilter::default()).await?;
+    let held = runs.iter().filter(|r| r.lease_owner.is_some()).count();
+    let expiry = runs
         .iter()
         .filter_map(|r| r.lease_expires_at)
         .max()
         .unwrap_or_else(|| SystemClock.now());
-    let held = first
-        .list_runs(&hcp_runtime::RunFilter::default())
-        .await?
-        .iter()
-        .filter(|r| r.lease_owner.is_some())
-        .count();
     // A new process: a store of its own (SQLite: the dead process's executor lock is gone).
     let store = if first.backend() == "memory" {
         first

@@ -423,8 +423,7 @@ impl RunDriver {
                     "this binary does not know step(s) {}; run a binary that does, then `hcp-workflow resume {run_id}`",
                     unknown.join(", ")
                 );
-                let cmds =
-                    persist(&sh, |s| async move { s.pending_commands(run_id).await }).await?;
+                let cmds = inbox.take().unwrap_or_default();
                 let mut events = Vec::new();
                 for c in &cmds {
                     if let Ok(command) = serde_json::from_str::<OperatorCommand>(&c.command) {

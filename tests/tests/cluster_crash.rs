@@ -199,11 +199,8 @@ fn created_twice(reqs: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// Kill a worker at every boundary of a create-cluster run journaled in `db`.
-fn create_crash(dir: &Path, db: &str, name: &str, infra: &str) {
-    let sim = Sim::start(dir, 0.002);
-    let cfg = cluster_file(dir, name, infra, "Private", "");
-    let before = sim.ids();
+/// Journal a create-cluster run of `cfg` without driving it (the crash workers will).
+fn start_detached(dir: &Path, db: &str, sim: &Sim, cfg: &Path) {
     let (code, _, err) = run(
         dir,
         &[
@@ -220,6 +217,14 @@ fn create_crash(dir: &Path, db: &str, name: &str, infra: &str) {
         &[],
     );
     assert_eq!(code, 0, "{err}");
+}
+
+/// Kill a worker at every boundary of a create-cluster run journaled in `db`.
+fn create_crash(dir: &Path, db: &str, name: &str, infra: &str) {
+    let sim = Sim::start(dir, 0.002);
+    let cfg = cluster_file(dir, name, infra, "Private", "");
+    let before = sim.ids();
+    start_detached(dir, db, &sim, &cfg);
     let points = targets(dir, db, &sim, &cfg, "action");
     let (end, kills) = crash_through(dir, db, &sim, &points, &[]);
     eprintln!(
@@ -242,22 +247,7 @@ fn unwind_crash(dir: &Path, db: &str, name: &str, infra: &str) {
     let sim = Sim::start(dir, 0.002);
     let cfg = cluster_file(dir, name, infra, "Private", "");
     let before = sim.ids();
-    let (code, _, err) = run(
-        dir,
-        &[
-            "--database",
-            db,
-            "--simulator",
-            &sim.base,
-            "start",
-            "create-cluster",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--detach",
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+    start_detached(dir, db, &sim, &cfg);
     let points = targets(dir, db, &sim, &cfg, "undo");
     let (end, kills) = crash_through(
         dir,

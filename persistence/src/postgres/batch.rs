@@ -115,23 +115,14 @@ impl Writer {
             let mut batch: Vec<Request> = Vec::new();
             let mut runs: HashSet<RunId> = HashSet::new();
             for r in std::mem::take(&mut self.held) {
-                if batch.len() < MAX_BATCH && runs.insert(r.op.lease().run_id) {
-                    batch.push(r);
-                } else {
-                    self.held.push(r);
-                }
+                self.admit(r, &mut batch, &mut runs);
             }
             let queue = Arc::clone(&self.rx);
             if batch.is_empty() {
                 // Nothing held back: wait for work (the other writer waits for the lock).
                 let mut rx = queue.lock().await;
-                match rx.recv().await {
-                    Some(r) => {
-                        runs.insert(r.op.lease().run_id);
-                        batch.push(r);
-                    }
-                    None => return,
-                }
+                let Some(r) = rx.recv().await else { return };
+                self.admit(r, &mut batch, &mut runs);
                 self.fill(&mut rx, &mut batch, &mut runs);
             } else if let Ok(mut rx) = queue.try_lock() {
                 // Requests held back are ready now: never wait for the lock with them (the
@@ -162,11 +153,17 @@ impl Writer {
     ) {
         while batch.len() < MAX_BATCH {
             let Ok(r) = rx.try_recv() else { break };
-            if runs.insert(r.op.lease().run_id) {
-                batch.push(r);
-            } else {
-                self.held.push(r);
-            }
+            self.admit(r, batch, runs);
+        }
+    }
+
+    /// Put `r` in the batch, or hold it back for the next one (batch full, or its run is
+    /// already in it).
+    fn admit(&mut self, r: Request, batch: &mut Vec<Request>, runs: &mut HashSet<RunId>) {
+        if batch.len() < MAX_BATCH && runs.insert(r.op.lease().run_id) {
+            batch.push(r);
+        } else {
+            self.held.push(r);
         }
     }
 
