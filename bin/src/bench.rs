@@ -246,7 +246,7 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         let _ = sim.serve(listener).await;
     });
     let clients = Clients::new(Reach::Simulator(base));
-    let e = crate::ops::cluster_engine(store.clone(), &clients)?;
+    let e = crate::ops::cluster_engine(store.clone(), &clients, None)?;
     let example = std::path::Path::new("examples/cluster.yaml");
     let cfg = config::load(example).map_err(|e| anyhow::anyhow!("examples/cluster.yaml: {e}"))?;
     let mut runs = Vec::new();

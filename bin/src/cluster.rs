@@ -101,6 +101,21 @@ pub struct StartArgs {
     /// credentials, OIDC issuer, the persistent resource group).
     #[arg(long)]
     purge_persistent: bool,
+    /// delete-cluster: if a create of this cluster is unfinished, cancel it, wait for its
+    /// unwind to finish, then delete (without it, the delete is refused).
+    #[arg(long)]
+    cancel_running: bool,
+    /// Journal the run without first proving that an ARM token can be had and that the
+    /// management cluster answers (the journal records that the check was skipped).
+    #[arg(long)]
+    skip_preflight: bool,
+}
+
+/// `drive`.
+#[derive(Args, Debug)]
+pub struct DriveArgs {
+    /// The run to execute in the foreground (as `start` does), until it ends.
+    pub run: hcp_runtime::RunId,
 }
 
 /// `plan`.
@@ -215,6 +230,82 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
     Ok(0)
 }
 
+/// The cluster's exclusive key: at most one unfinished run of any workflow per key.
+///
+/// Subscription and name, not the infra id: the management cluster's objects (the
+/// HostedCluster, its namespace and Secrets) are named by the cluster name alone, so two
+/// runs for one name must never overlap even if they were given different infra ids.
+pub fn cluster_key(cfg: &ClusterConfig) -> String {
+    format!("cluster/{}/{}", cfg.subscription, cfg.name)
+}
+
+fn cloud_name(cfg: &ClusterConfig) -> &'static str {
+    match cfg.cloud {
+        config::Cloud::Public => "public",
+        config::Cloud::UsGovernment => "usGovernment",
+        config::Cloud::China => "china",
+        config::Cloud::Custom(_) => "custom",
+    }
+}
+
+/// Prove, before anything is journaled, that this process can do the run's first calls: an
+/// ARM token for the run's cloud and tenant (every credential mode it tries is named on
+/// failure), and an answer from the management cluster's API server.
+async fn preflight(clients: &Clients, layout: &Layout) -> std::result::Result<(), String> {
+    if let Err(e) = clients.arm(&layout.azure).await {
+        return Err(format!(
+            "no ARM token for tenant {} ({:?} cloud, auth {}): {}",
+            layout.azure.tenant_id,
+            layout.azure.cloud,
+            layout.azure.auth.as_str(),
+            e.message
+        ));
+    }
+    let mgmt = clients
+        .mgmt(&layout.mgmt)
+        .await
+        .map_err(|e| format!("the management cluster: {}", e.message))?;
+    match tokio::time::timeout(Duration::from_secs(20), mgmt.client().apiserver_version()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "the management cluster's API server did not answer: {e}"
+        )),
+        Err(_) => Err("the management cluster's API server did not answer within 20 s".into()),
+    }
+}
+
+/// Say why a start is refused because `busy` is unfinished, with the commands that help.
+fn refuse_busy(
+    busy: hcp_runtime::RunId,
+    workflow: &str,
+    state: RunState,
+    cfg: &ClusterConfig,
+    target: Option<&str>,
+) {
+    eprintln!(
+        "error: run {busy} ({workflow}, {state}) of cluster {} is unfinished; at most one run per cluster works at a time",
+        cfg.name
+    );
+    eprintln!(
+        "  watch it:     hcp-workflow{} watch {busy}",
+        crate::target::database_flag()
+    );
+    eprintln!(
+        "  continue it:  {}",
+        crate::target::command(target, &format!("drive {busy}"))
+    );
+    eprintln!(
+        "  cancel it:    hcp-workflow{} cancel {busy} --reason '…'",
+        crate::target::database_flag()
+    );
+    if workflow == create_cluster::WORKFLOW {
+        eprintln!(
+            "  or delete the cluster, cancelling the create first: … start delete-cluster --cancel-running"
+        );
+    }
+    eprintln!("nothing was journaled or created");
+}
+
 /// `start`.
 pub async fn start(
     db: &str,
@@ -225,6 +316,12 @@ pub async fn start(
     let Some(cfg) = load_config(&a.config) else {
         return Ok(2);
     };
+    if a.cancel_running && a.workflow != Workflow::DeleteCluster {
+        eprintln!(
+            "error: --cancel-running: only for delete-cluster\nnothing was journaled or created"
+        );
+        return Ok(2);
+    }
     let store = open_store(db).await?;
     let Some(infra) = infra_id(&cfg, a.workflow, &store).await? else {
         eprintln!(
@@ -239,8 +336,69 @@ pub async fn start(
     let layout = Layout::new(&cfg, &infra, simulated);
     let dag = build(a.workflow, &cfg, &layout, a.purge_persistent)?;
     let clients = Clients::new(reach.clone());
-    let e = crate::ops::cluster_engine(store, &clients)?;
-    let labels: BTreeMap<String, String> = [
+    let target = crate::target::of_run(reach_args, &reach, cloud_name(&cfg));
+    let exclusive = cluster_key(&cfg);
+    // Refused now rather than after the checks below (the store decides again at create).
+    let holder = store
+        .list_runs(&hcp_runtime::RunFilter {
+            label: Some(("cluster".to_string(), cfg.name.clone())),
+            ..Default::default()
+        })
+        .await?
+        .into_iter()
+        .find(|r| !r.state.is_terminal() && r.exclusive_key.as_deref() == Some(exclusive.as_str()));
+    let e = crate::ops::cluster_engine(store.clone(), &clients, Some(vec![target.clone()]))?;
+    if let Some(h) = holder {
+        let same_key = a.idempotency_key.is_some() && h.idempotency_key == a.idempotency_key;
+        if same_key && h.workflow != dag.workflow {
+            eprintln!(
+                "error: --idempotency-key: key {:?} already belongs to run {} ({}); a key names one start of one workflow for one cluster: pick another key\nnothing was journaled or created",
+                a.idempotency_key.as_deref().unwrap_or_default(),
+                h.id,
+                h.workflow
+            );
+            return Ok(2);
+        }
+        if !same_key {
+            if a.cancel_running && h.workflow == create_cluster::WORKFLOW {
+                if let Some(code) = cancel_and_wait(&e, &h, &cfg, reach_args, out).await? {
+                    return Ok(code);
+                }
+            } else {
+                refuse_busy(h.id, &h.workflow, h.state, &cfg, h.target.as_deref());
+                return Ok(2);
+            }
+        }
+    }
+    if !a.skip_preflight
+        && let Err(why) = preflight(&clients, &layout).await
+    {
+        eprintln!("error: {why}");
+        eprintln!(
+            "checked before journaling: an ARM token ({} auth) and the management cluster ({}); fix the credentials or the kubeconfig/context in {}, or pass --skip-preflight",
+            layout.azure.auth.as_str(),
+            if simulated {
+                "simulator".to_string()
+            } else {
+                format!(
+                    "kubeconfig {} context {}",
+                    cfg.management_cluster
+                        .kubeconfig
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "$KUBECONFIG or ~/.kube/config".into()),
+                    cfg.management_cluster
+                        .context
+                        .as_deref()
+                        .unwrap_or("(current)")
+                )
+            },
+            a.config.display()
+        );
+        eprintln!("nothing was journaled or created");
+        return Ok(2);
+    }
+    let mut labels: BTreeMap<String, String> = [
         ("cluster".to_string(), cfg.name.clone()),
         ("infra-id".to_string(), infra.clone()),
         (
@@ -250,15 +408,42 @@ pub async fn start(
         ("config".to_string(), a.config.display().to_string()),
     ]
     .into();
-    let started = e
+    if a.skip_preflight {
+        labels.insert("preflight".to_string(), "skipped".to_string());
+    }
+    let started = match e
         .start(
             &dag,
             StartOptions {
                 idempotency_key: a.idempotency_key.clone(),
                 labels,
+                exclusive_key: Some(exclusive.clone()),
+                target: Some(target.clone()),
             },
         )
-        .await?;
+        .await
+    {
+        Ok(s) => s,
+        Err(hcp_runtime::EngineError::Busy {
+            run,
+            workflow,
+            state,
+            ..
+        }) => {
+            let t = e
+                .store()
+                .load_run(run)
+                .await?
+                .and_then(|r| r.summary.target);
+            refuse_busy(run, &workflow, state, &cfg, t.as_deref());
+            return Ok(2);
+        }
+        Err(err @ hcp_runtime::EngineError::KeyReused { .. }) => {
+            eprintln!("error: --idempotency-key: {err}\nnothing was journaled or created");
+            return Ok(2);
+        }
+        Err(err) => return Err(err.into()),
+    };
     let run = started.run_id;
     match out {
         OutputFormat::Json => println!(
@@ -279,12 +464,113 @@ pub async fn start(
     if a.detach {
         if out == OutputFormat::Text {
             println!(
-                "journaled only; run it with: hcp-workflow{} worker",
-                flag_hint(reach_args)
+                "journaled only; run it with: {}",
+                crate::target::worker_command(Some(&target))
             );
         }
         return Ok(0);
     }
+    follow(&e, run, Some(&target), out).await
+}
+
+/// `drive`: execute one existing run in the foreground until it ends, as `start` does.
+pub async fn drive(
+    db: &str,
+    reach_args: &ReachArgs,
+    out: OutputFormat,
+    a: DriveArgs,
+) -> Result<u8> {
+    let store = open_store(db).await?;
+    let Some(rec) = store.load_run(a.run).await? else {
+        eprintln!("error: no run {} in {db}", a.run);
+        return Ok(2);
+    };
+    let run_target = rec.summary.target.clone();
+    let served = crate::target::served(reach_args);
+    if let Some(t) = &run_target
+        && !served.contains(t)
+    {
+        eprintln!(
+            "error: run {} targets {}, and this process reaches {}; drive it with: {}",
+            a.run,
+            crate::target::describe(Some(t)),
+            crate::target::describe(served.first().map(String::as_str)),
+            crate::target::command(Some(t), &format!("drive {}", a.run))
+        );
+        return Ok(2);
+    }
+    let (reach, _sim) = reach(reach_args, db).await?;
+    let clients = Clients::new(reach);
+    let e = crate::ops::cluster_engine(store, &clients, Some(served))?;
+    follow(&e, a.run, run_target.as_deref(), out).await
+}
+
+/// Cancel the unfinished create `h` and wait until its unwind ends. `Some(code)`: stop
+/// with that exit code (the unwind could not finish, or the operator interrupted).
+async fn cancel_and_wait(
+    e: &hcp_runtime::Engine,
+    h: &hcp_runtime::RunSummary,
+    cfg: &ClusterConfig,
+    reach_args: &ReachArgs,
+    out: OutputFormat,
+) -> Result<Option<u8>> {
+    let served = crate::target::served(reach_args);
+    if let Some(t) = &h.target
+        && !served.contains(t)
+    {
+        eprintln!(
+            "error: the unfinished create {} targets {}; run the delete from a process that reaches it",
+            h.id,
+            crate::target::describe(Some(t))
+        );
+        return Ok(Some(2));
+    }
+    if h.state != RunState::Unwinding {
+        match e
+            .submit(
+                h.id,
+                hcp_runtime::OperatorCommand::Cancel,
+                &crate::ops::who(),
+                "superseded by start delete-cluster --cancel-running",
+            )
+            .await
+        {
+            Ok(_) => eprintln!(
+                "cancelling run {} (create-cluster of {}) before the delete",
+                h.id, cfg.name
+            ),
+            Err(hcp_runtime::EngineError::CommandRefused(why)) => {
+                eprintln!("error: cannot cancel run {}: {why}", h.id);
+                eprintln!(
+                    "nothing was journaled or created; see: hcp-workflow why {}",
+                    h.id
+                );
+                return Ok(Some(2));
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    let code = follow(e, h.id, h.target.as_deref(), out).await?;
+    let state = e.view(h.id).await?.state();
+    if state.is_terminal() {
+        return Ok(None);
+    }
+    eprintln!(
+        "error: run {} did not finish unwinding ({state}); nothing was journaled for the delete",
+        h.id
+    );
+    Ok(Some(if code == 0 { 2 } else { code }))
+}
+
+/// Follow `run` to its end with live progress: drive it in this process, or, when another
+/// process already executes this SQLite journal, watch it while that process runs it.
+/// Exit code: 0 succeeded, 1 ended otherwise, 130 when interrupted (the run is fine).
+async fn follow(
+    e: &hcp_runtime::Engine,
+    run: hcp_runtime::RunId,
+    target: Option<&str>,
+    out: OutputFormat,
+) -> Result<u8> {
     let progress = Progress::new(out);
     let ticker = {
         let (e, p) = (e.clone(), progress.clone());
@@ -297,7 +583,21 @@ pub async fn start(
             }
         })
     };
-    let exit = e.drive(run, crate::ops::shutdown_signal()).await?;
+    let interrupted = match e.drive(run, crate::ops::shutdown_signal()).await {
+        Ok(exit) => matches!(exit, RunExit::Shutdown),
+        Err(hcp_runtime::EngineError::Store(hcp_runtime::StoreError::ExecutorBusy(msg))) => {
+            if out == OutputFormat::Text {
+                eprintln!(
+                    "another process executes this journal ({msg}); following run {run} while it runs it"
+                );
+            }
+            watch_until_settled(e, run).await?
+        }
+        Err(err) => {
+            ticker.abort();
+            return Err(err.into());
+        }
+    };
     ticker.abort();
     let view = e.view(run).await?;
     progress.update(&view);
@@ -311,10 +611,12 @@ pub async fn start(
         ),
         OutputFormat::Text => {
             println!("run {run} is {state}");
-            if let RunExit::Shutdown = exit {
+            if interrupted && !state.is_terminal() {
                 println!(
-                    "stopped following; the run is safely resumable: hcp-workflow{} worker (or start again with the same --idempotency-key)",
-                    flag_hint(reach_args)
+                    "stopped following; run {run} is safely resumable (nothing was undone). Continue it: {}   or let a worker run it: {}   watch it: hcp-workflow{} watch {run}",
+                    crate::target::command(target, &format!("drive {run}")),
+                    crate::target::worker_command(target),
+                    crate::target::database_flag()
                 );
             } else if state != RunState::Succeeded {
                 match &view.unwinding {
@@ -350,14 +652,31 @@ pub async fn start(
             }
         }
     }
-    Ok(if state == RunState::Succeeded { 0 } else { 1 })
+    Ok(match state {
+        RunState::Succeeded => 0,
+        _ if interrupted && !state.is_terminal() => 130,
+        _ => 1,
+    })
 }
 
-fn flag_hint(r: &ReachArgs) -> String {
-    match (&r.simulator, r.simulate) {
-        (Some(u), _) => format!(" --simulator {u}"),
-        (None, true) => " --simulate".into(),
-        _ => String::new(),
+/// Poll the journal until `run` is finished, needs an operator or is parked (another
+/// process drives it). `true` when interrupted by Ctrl-C/SIGTERM first.
+async fn watch_until_settled(e: &hcp_runtime::Engine, run: hcp_runtime::RunId) -> Result<bool> {
+    let stop = crate::ops::shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        let s = e.store().load_run(run).await?.map(|r| r.summary);
+        if let Some(s) = s
+            && (s.state.is_terminal()
+                || (matches!(s.state, RunState::NeedsOperator | RunState::Failed)
+                    && !s.commands_pending))
+        {
+            return Ok(false);
+        }
+        tokio::select! {
+            () = &mut stop => return Ok(true),
+            () = tokio::time::sleep(Duration::from_millis(250)) => {}
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 mod bench;
 mod cluster;
 mod ops;
+mod target;
 mod telemetry;
 mod ui;
 mod views;
@@ -63,6 +64,10 @@ enum Command {
         after_help = "Examples:\n  hcp-workflow start create-cluster --simulate --config examples/cluster.yaml\n  hcp-workflow start delete-cluster --config cluster.yaml --purge-persistent\n  hcp-workflow start create-cluster --config cluster.yaml --detach --idempotency-key prod-eu-1"
     )]
     Start(cluster::StartArgs),
+    /// Execute one existing run in the foreground until it ends, with live progress (after
+    /// Ctrl-C on `start`, say). The run's target must be the one this process reaches.
+    #[command(after_help = "Example:\n  hcp-workflow --simulate drive 0199a3b2-…")]
+    Drive(cluster::DriveArgs),
     /// Show what a workflow would do: the steps, the resources, the undo plan. Touches nothing.
     #[command(
         after_help = "Example:\n  hcp-workflow plan create-cluster --config examples/cluster.yaml"
@@ -193,10 +198,12 @@ fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> Result<u8> {
     let out = cli.output;
     let db = cli.database;
+    target::set_database(&db);
     let reach = cli.reach;
     match cli.command {
         Command::Worker(a) => ops::worker(&db, &reach, a).await,
         Command::Start(a) => cluster::start(&db, &reach, out, a).await,
+        Command::Drive(a) => cluster::drive(&db, &reach, out, a).await,
         Command::Plan(a) => cluster::plan(&db, &reach, out, a).await,
         Command::Selftest(a) => ops::selftest(&db, out, a).await,
         Command::List(a) => views::list(&db, out, a).await,

@@ -103,25 +103,33 @@ fn world(dir: &PathBuf, extra_fail: &[String]) -> Result<Arc<World>> {
 }
 
 fn engine(store: Arc<dyn JournalStore>, w: &Arc<World>) -> Engine {
-    engine_with(store, testkit::registry(w))
+    engine_with(store, testkit::registry(w), None)
 }
 
-fn engine_with(store: Arc<dyn JournalStore>, registry: hcp_runtime::Registry) -> Engine {
+fn engine_with(
+    store: Arc<dyn JournalStore>,
+    registry: hcp_runtime::Registry,
+    targets: Option<Vec<String>>,
+) -> Engine {
     let hooks: Arc<dyn EngineHooks> = match CrashHooks::from_env() {
         Some(h) => Arc::new(h),
         None => Arc::new(NoHooks),
     };
-    Engine::with(store, registry, Arc::new(SystemClock), hooks, config())
+    let mut c = config();
+    c.targets = targets;
+    Engine::with(store, registry, Arc::new(SystemClock), hooks, c)
 }
 
-/// An engine knowing the cluster actions (reaching the world through `clients`).
+/// An engine knowing the cluster actions (reaching the world through `clients`), leasing
+/// only runs of `targets` (and runs without a target).
 pub fn cluster_engine(
     store: Arc<dyn JournalStore>,
     clients: &Arc<hcp_activities::steps::Clients>,
+    targets: Option<Vec<String>>,
 ) -> Result<Engine> {
     let mut r = hcp_runtime::Registry::new();
     hcp_workflows::register(&mut r, clients)?;
-    Ok(engine_with(store, r))
+    Ok(engine_with(store, r, targets))
 }
 
 pub async fn shutdown_signal() {
@@ -146,27 +154,58 @@ pub async fn shutdown_signal() {
     }
 }
 
-pub async fn worker(db: &str, reach: &crate::cluster::ReachArgs, a: WorkerArgs) -> Result<u8> {
+pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerArgs) -> Result<u8> {
     let store = open_store(db).await?;
     let w = world(&a.world, &[])?;
-    // One worker runs every workflow: the self-test saga and the cluster sagas.
-    let (reach, _sim) = crate::cluster::reach(reach, db).await?;
+    // One worker runs every workflow: the self-test saga and the cluster sagas, but only
+    // runs of the world it reaches (runs of other targets stay pending for their workers).
+    let (reach, _sim) = crate::cluster::reach(reach_args, db).await?;
     let clients = hcp_activities::steps::Clients::new(reach);
     let mut registry = testkit::registry(&w);
     hcp_workflows::register(&mut registry, &clients)?;
-    let e = engine_with(store, registry);
+    let served = crate::target::served(reach_args);
+    let e = engine_with(store, registry, Some(served.clone()));
     eprintln!(
-        "worker {} executing runs from {db} (SIGTERM or Ctrl-C to stop)",
-        e.worker_id()
+        "worker {} executing runs from {db} for {} (SIGTERM or Ctrl-C to stop)",
+        e.worker_id(),
+        served
+            .iter()
+            .map(|t| crate::target::describe(Some(t)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     e.run_worker(shutdown_signal()).await?;
     eprintln!("worker {} stopped; its leases are released", e.worker_id());
     Ok(0)
 }
 
-fn who() -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+/// The operator's identity for the journal: `$USER`, `$LOGNAME`, else `uid-<n>`, at the
+/// host name.
+pub fn who() -> String {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("Uid:"))
+                        .and_then(|l| l.split_whitespace().next().map(|u| format!("uid-{u}")))
+                })
+                .unwrap_or_else(|| "unknown".into())
+        });
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "localhost".into());
     format!("{user}@{host}")
 }
 
@@ -194,6 +233,7 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
             StartOptions {
                 idempotency_key: a.idempotency_key.clone(),
                 labels: [("cluster".to_string(), "selftest".to_string())].into(),
+                ..Default::default()
             },
         )
         .await?;
@@ -294,10 +334,25 @@ pub async fn command(
                     "{}",
                     serde_json::json!({"run_id": a.run, "command_id": id, "command": cmd.to_string()})
                 ),
-                OutputFormat::Text => println!(
-                    "queued `{cmd}` for run {} (command #{id}); the worker holding the run applies it and journals who, when and why",
-                    a.run
-                ),
+                OutputFormat::Text => {
+                    println!(
+                        "queued `{cmd}` for run {} (command #{id}); the worker holding the run applies it and journals who, when and why",
+                        a.run
+                    );
+                    // Nobody to apply it? Say so, with the command that starts a worker.
+                    if let Some(s) = e.store().load_run(a.run).await?.map(|r| r.summary) {
+                        let now = hcp_runtime::Clock::now(&SystemClock);
+                        let held =
+                            s.lease_owner.is_some() && s.lease_expires_at.is_some_and(|t| t >= now);
+                        if !held {
+                            println!(
+                                "note: no worker holds run {} right now; it is applied when one picks the run up: {}",
+                                a.run,
+                                crate::target::worker_command(s.target.as_deref())
+                            );
+                        }
+                    }
+                }
             }
             Ok(0)
         }

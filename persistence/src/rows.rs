@@ -8,6 +8,9 @@ use hcp_runtime::{RunState, StoreError, Timestamp};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 use std::collections::BTreeMap;
 
+/// How many columns the backends' `SUMMARY_COLUMNS` select (columns after them start here).
+pub(crate) const SUMMARY_WIDTH: usize = 17;
+
 /// Decode the summary columns (the backend's `SUMMARY_COLUMNS` order; column 0, the id,
 /// already decoded by the caller as `id`).
 pub(crate) fn summary_from_row<R>(row: &R, id: RunId) -> Result<RunSummary, StoreError>
@@ -48,6 +51,8 @@ where
         lease_epoch: row.try_get(12).map_err(classify)?,
         lease_expires_at: opt_ts(13)?,
         commands_pending: row.try_get(14).map_err(classify)?,
+        exclusive_key: row.try_get(15).map_err(classify)?,
+        target: row.try_get(16).map_err(classify)?,
     })
 }
 

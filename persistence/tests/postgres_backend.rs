@@ -34,6 +34,8 @@ fn new_run(at: Timestamp) -> NewRun {
             ("odd key \"'".to_string(), "ü".to_string()),
         ]),
         idempotency_key: None,
+        exclusive_key: None,
+        target: None,
         dag: "{ \"kept\" :  \"verbatim\" }".into(),
         created_at: at,
     }

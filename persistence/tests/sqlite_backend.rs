@@ -32,6 +32,8 @@ fn new_run() -> NewRun {
         workflow_version: 1,
         labels: BTreeMap::from([("cluster".to_string(), "demo".to_string())]),
         idempotency_key: None,
+        exclusive_key: None,
+        target: None,
         dag: "{}".into(),
         created_at: T0,
     }

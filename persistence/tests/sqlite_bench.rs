@@ -41,6 +41,8 @@ fn run(at: Timestamp) -> NewRun {
         workflow_version: 1,
         labels: BTreeMap::from([("cluster".into(), "bench".into())]),
         idempotency_key: None,
+        exclusive_key: None,
+        target: None,
         dag: "{}".into(),
         created_at: at,
     }

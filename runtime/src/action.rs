@@ -128,6 +128,9 @@ pub struct StepContext {
     pub(crate) attempt: u32,
     pub(crate) outputs: Arc<HashMap<String, serde_json::Value>>,
     pub(crate) checkpoint: std::sync::Mutex<Option<serde_json::Value>>,
+    /// For an undo: the action's last checkpoint (what the forward half recorded, e.g. the
+    /// children it was about to create). `None` for an action.
+    pub(crate) action_checkpoint: Option<serde_json::Value>,
     pub(crate) labels: Arc<std::collections::BTreeMap<String, String>>,
     pub(crate) sink: Arc<dyn CheckpointSink>,
     pub(crate) clock: Arc<dyn Clock>,
@@ -222,6 +225,21 @@ impl StepContext {
         }
     }
 
+    /// For an undo: the forward action's last checkpoint, whether or not the action
+    /// succeeded. Steps that create untagged children (federated credentials, record sets)
+    /// journal each child's name there *before* creating it, so the undo can delete exactly
+    /// what this run created and nothing that existed before. `None` in an action, or when
+    /// the action saved none.
+    ///
+    /// # Errors
+    /// A permanent `definition` error if the checkpoint does not decode into `T`.
+    pub fn action_checkpoint<T: DeserializeOwned>(&self) -> Result<Option<T>, StepError> {
+        match &self.action_checkpoint {
+            None => Ok(None),
+            Some(v) => decode("action checkpoint", v.clone()).map(Some),
+        }
+    }
+
     /// Durably save a checkpoint before going on (e.g. an Azure operation URL right after
     /// the PUT was accepted). A resumed attempt reads it back with [`Self::checkpoint`].
     ///
@@ -265,6 +283,30 @@ impl CheckpointSink for CellSink {
 }
 
 impl StepContext {
+    /// [`Self::detached`] for an undo whose action saved `action_checkpoint`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn detached_undo(
+        run_id: Uuid,
+        node: &str,
+        attempt: u32,
+        checkpoint: Option<serde_json::Value>,
+        action_checkpoint: Option<serde_json::Value>,
+        outputs: HashMap<String, serde_json::Value>,
+        labels: std::collections::BTreeMap<String, String>,
+    ) -> (Self, CheckpointCell) {
+        let (mut ctx, cell) = Self::detached(
+            run_id,
+            node,
+            Phase::Undo,
+            attempt,
+            checkpoint,
+            outputs,
+            labels,
+        );
+        ctx.action_checkpoint = action_checkpoint;
+        (ctx, cell)
+    }
+
     /// A context outside any engine, for testing activities on their own (and for
     /// dry runs): checkpoints saved go to the returned cell, `checkpoint` starts as given,
     /// ancestor outputs come from `outputs`, time is the system clock.
@@ -285,6 +327,7 @@ impl StepContext {
             attempt,
             outputs: Arc::new(outputs),
             checkpoint: std::sync::Mutex::new(checkpoint),
+            action_checkpoint: None,
             labels: Arc::new(labels),
             sink: Arc::new(CellSink(cell.clone())),
             clock: Arc::new(crate::time::SystemClock),

@@ -39,6 +39,8 @@ fn new_run(key: Option<&str>, workflow: &str, cluster: &str, at: Timestamp) -> N
         workflow_version: 3,
         labels: BTreeMap::from([("cluster".to_string(), cluster.to_string())]),
         idempotency_key: key.map(str::to_string),
+        exclusive_key: None,
+        target: None,
         dag: r#"{"workflow":"w","version":3,"stages":[],"nodes":[]}"#.into(),
         created_at: at,
     }
@@ -107,6 +109,194 @@ pub async fn idempotent_create(h: &dyn Harness) {
     let c_id = c.id;
     assert_eq!(s.create_run(c).await.unwrap(), CreateOutcome::Created(c_id));
     assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), 2);
+}
+
+fn exclusive_run(key: Option<&str>, workflow: &str, exclusive: &str, at: Timestamp) -> NewRun {
+    NewRun {
+        exclusive_key: Some(exclusive.to_string()),
+        ..new_run(key, workflow, "c", at)
+    }
+}
+
+/// An idempotency key names one start of one workflow for one exclusive key: reused for
+/// another workflow or key, it is refused (and nothing is written), even after its run
+/// finished.
+pub async fn idempotency_key_is_bound_to_workflow_and_key(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let a = exclusive_run(Some("k"), "create-cluster", "cluster/s/demo/x", T0);
+    let a_id = a.id;
+    s.create_run(a).await.unwrap();
+    let other_workflow = exclusive_run(Some("k"), "delete-cluster", "cluster/s/demo/x", T0);
+    assert_eq!(
+        s.create_run(other_workflow).await.unwrap(),
+        CreateOutcome::KeyReused(a_id)
+    );
+    let other_cluster = exclusive_run(Some("k"), "create-cluster", "cluster/s/other/y", T0);
+    assert_eq!(
+        s.create_run(other_cluster).await.unwrap(),
+        CreateOutcome::KeyReused(a_id)
+    );
+    let same = exclusive_run(Some("k"), "create-cluster", "cluster/s/demo/x", T0);
+    assert_eq!(
+        s.create_run(same).await.unwrap(),
+        CreateOutcome::Existing(a_id)
+    );
+    assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), 1);
+    let rec = s.load_run(a_id).await.unwrap().unwrap();
+    assert_eq!(
+        rec.summary.exclusive_key.as_deref(),
+        Some("cluster/s/demo/x")
+    );
+}
+
+/// At most one unfinished run per exclusive key; once it is terminal, the key is free.
+/// `failed` (parked) and `needs-operator` runs still hold it.
+pub async fn one_unfinished_run_per_exclusive_key(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let key = "cluster/s/demo/x";
+    let a = exclusive_run(None, "create-cluster", key, T0);
+    let a_id = a.id;
+    assert_eq!(s.create_run(a).await.unwrap(), CreateOutcome::Created(a_id));
+    // Any workflow, with or without an idempotency key.
+    let b = exclusive_run(None, "delete-cluster", key, T0);
+    assert_eq!(s.create_run(b).await.unwrap(), CreateOutcome::Busy(a_id));
+    let b = exclusive_run(Some("fresh"), "create-cluster", key, T0);
+    assert_eq!(s.create_run(b).await.unwrap(), CreateOutcome::Busy(a_id));
+    // Another key, or none, is not in the way.
+    let c = exclusive_run(None, "create-cluster", "cluster/s/other/y", T0);
+    assert!(matches!(
+        s.create_run(c).await.unwrap(),
+        CreateOutcome::Created(_)
+    ));
+    assert!(matches!(
+        s.create_run(new_run(None, "w", "c", T0)).await.unwrap(),
+        CreateOutcome::Created(_)
+    ));
+    // Still unfinished while stuck or parked.
+    let lease = s
+        .acquire("A", T0, LEASE, 10, Some(a_id))
+        .await
+        .unwrap()
+        .remove(0);
+    for st in [
+        RunState::NeedsOperator,
+        RunState::Failed,
+        RunState::Unwinding,
+    ] {
+        s.append(
+            &lease,
+            Append {
+                events: vec![],
+                patch: patch(st, None, T0),
+                applied_commands: vec![],
+            },
+        )
+        .await
+        .unwrap();
+        let d = exclusive_run(None, "create-cluster", key, T0);
+        assert_eq!(
+            s.create_run(d).await.unwrap(),
+            CreateOutcome::Busy(a_id),
+            "{st}"
+        );
+    }
+    s.append(
+        &lease,
+        Append {
+            events: vec![],
+            patch: patch(RunState::RolledBack, None, T0),
+            applied_commands: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    let e = exclusive_run(None, "delete-cluster", key, T0);
+    let e_id = e.id;
+    assert_eq!(s.create_run(e).await.unwrap(), CreateOutcome::Created(e_id));
+    let runs = s.list_runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(
+        runs.iter()
+            .filter(|r| r.exclusive_key.as_deref() == Some(key))
+            .count(),
+        2
+    );
+}
+
+/// Many concurrent creates of one exclusive key (different idempotency keys): exactly one
+/// is created, every other names it.
+pub async fn racing_creates_of_one_exclusive_key_have_one_winner(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let key = "cluster/s/race/x";
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let s = s.clone();
+        tasks.spawn(async move {
+            let r = exclusive_run(Some(&format!("k{i}")), "create-cluster", key, T0);
+            s.create_run(r).await.unwrap()
+        });
+    }
+    let mut outs = Vec::new();
+    while let Some(o) = tasks.join_next().await {
+        outs.push(o.unwrap());
+    }
+    let created: Vec<RunId> = outs
+        .iter()
+        .filter_map(|o| match o {
+            CreateOutcome::Created(id) => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created.len(), 1, "{outs:?}");
+    assert!(outs.iter().all(|o| o.id() == created[0]), "{outs:?}");
+    assert_eq!(s.list_runs(&RunFilter::default()).await.unwrap().len(), 1);
+}
+
+/// A worker leases runs of its own targets and runs without a target; never another
+/// target's runs, which stay pending for the right worker.
+pub async fn workers_lease_only_their_targets(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let mk = |t: Option<&str>| NewRun {
+        target: t.map(str::to_string),
+        ..new_run(None, "w", "c", T0)
+    };
+    let sim = mk(Some("simulator/in-process"));
+    let sim_id = sim.id;
+    let azure = mk(Some("azure/public"));
+    let azure_id = azure.id;
+    let any = mk(None);
+    let any_id = any.id;
+    for r in [sim, azure, any] {
+        s.create_run(r).await.unwrap();
+    }
+    let azure_worker = vec!["azure/public".to_string(), "azure/china".to_string()];
+    let got = s
+        .acquire_targeted("A", T0, LEASE, 10, None, Some(&azure_worker))
+        .await
+        .unwrap();
+    let mut ids: Vec<RunId> = got.iter().map(|l| l.run_id).collect();
+    ids.sort();
+    let mut want = vec![azure_id, any_id];
+    want.sort();
+    assert_eq!(ids, want);
+    // Not even when asked for by id.
+    assert!(
+        s.acquire_targeted("A", T0, LEASE, 10, Some(sim_id), Some(&azure_worker))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let rec = s.load_run(sim_id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.lease_owner, None);
+    assert_eq!(rec.summary.target.as_deref(), Some("simulator/in-process"));
+    let sim_worker = vec!["simulator/in-process".to_string()];
+    let got = s
+        .acquire_targeted("B", T0, LEASE, 10, None, Some(&sim_worker))
+        .await
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|l| l.run_id).collect::<Vec<_>>(),
+        vec![sim_id]
+    );
 }
 
 pub async fn atomic_append_in_order(h: &dyn Harness) {
@@ -687,6 +877,8 @@ macro_rules! conformance_tests {
     ($h:expr) => {
         $crate::conformance_tests!(@each $h;
             create_and_load, idempotent_create, atomic_append_in_order,
+            idempotency_key_is_bound_to_workflow_and_key, one_unfinished_run_per_exclusive_key,
+            racing_creates_of_one_exclusive_key_have_one_winner, workers_lease_only_their_targets,
             concurrent_appends_serialize, lease_exclusive_until_expiry, stale_writer_is_fenced,
             renew_extends_and_release_frees, only_due_runs_are_acquired,
             terminal_runs_are_never_acquired, commands_need_no_lease_and_are_acknowledged,

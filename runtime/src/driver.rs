@@ -63,6 +63,7 @@ pub(crate) fn check_command(view: &RunView, cmd: &OperatorCommand) -> Result<(),
             s,
             NodeStatus::Waiting { .. }
                 | NodeStatus::RetryScheduled { .. }
+                | NodeStatus::Stalled { .. }
                 | NodeStatus::UndoWaiting { .. }
                 | NodeStatus::UndoRetryScheduled { .. }
                 | NodeStatus::UndoFailed { .. }
@@ -89,7 +90,7 @@ pub(crate) fn check_command(view: &RunView, cmd: &OperatorCommand) -> Result<(),
                 Ok(())
             } else {
                 Err(format!(
-                    "step `{step}` is {}: only a waiting, backing-off or stuck step can be retried",
+                    "step `{step}` is {}: only a waiting, backing-off, stalled or stuck step can be retried",
                     n.status.name()
                 ))
             }
@@ -98,7 +99,7 @@ pub(crate) fn check_command(view: &RunView, cmd: &OperatorCommand) -> Result<(),
             if view.nodes.iter().any(|n| retryable(&n.status)) {
                 Ok(())
             } else {
-                Err("no step is waiting, backing off or stuck".into())
+                Err("no step is waiting, backing off, stalled or stuck".into())
             }
         }
         OperatorCommand::Resolve { step } => {
@@ -189,6 +190,26 @@ impl Writer {
             });
         }
         Ok(())
+    }
+
+    /// Durably write the run's summary alone (no event): after a poll that changed
+    /// nothing, so `list` shows the poll count and the store the next wake time.
+    async fn touch(&mut self) -> Result<(), Stop> {
+        if !self.staged.is_empty() {
+            return self.flush(vec![]).await;
+        }
+        let now = self.sh.clock.now();
+        let append = Append {
+            events: Vec::new(),
+            patch: self.patch(now),
+            applied_commands: Vec::new(),
+        };
+        persist(&self.sh, |s| {
+            let a = append.clone();
+            let l = self.lease.clone();
+            async move { s.append(&l, a).await.map(|_| ()) }
+        })
+        .await
     }
 
     /// Durably append everything staged (and acknowledge `applied` commands).
@@ -298,6 +319,9 @@ enum AttemptOk {
 struct InFlight {
     phase: Phase,
     attempt: u32,
+    /// A poll of a waiting node, run without journaling `started(same)` first (see the
+    /// journal module: a poll that changes nothing is not journaled).
+    quiet: bool,
     abort: AbortHandle,
 }
 
@@ -391,10 +415,16 @@ impl RunDriver {
                 .cloned()
                 .collect(),
         );
-        let view = match fold(&rec) {
+        let mut view = match fold(&rec) {
             Ok(v) => v,
             Err(reason) => return self.park_unreadable(&rec, reason).await,
         };
+        if let Some(step) = &rec.summary.current_step {
+            view.seed_quiet_polls(
+                step,
+                crate::journal::quiet_polls_in(&rec.summary.blocked_on),
+            );
+        }
         if view.finished.is_some() {
             return Ok(RunExit::Finished(view.state()));
         }
@@ -473,12 +503,18 @@ impl RunDriver {
                 let mut w = writer.lock().await;
                 let now = sh.clock.now();
                 let (events, starts) = plan(&w.view, &inflight, now);
-                if events.is_empty() {
+                if events.is_empty() && starts.is_empty() {
                     w.flush(vec![]).await?;
                     break;
                 }
                 w.write(events, vec![]).await?;
-                for (idx, phase, attempt) in starts {
+                for Start {
+                    idx,
+                    phase,
+                    attempt,
+                    quiet,
+                } in starts
+                {
                     let (h, id) = self
                         .spawn_attempt(&w.view, idx, phase, attempt, &labels, &sink, &mut tasks);
                     task_idx.insert(id, idx);
@@ -487,6 +523,7 @@ impl RunDriver {
                         InFlight {
                             phase,
                             attempt,
+                            quiet,
                             abort: h,
                         },
                     );
@@ -544,12 +581,27 @@ impl RunDriver {
                             }
                         }
                     };
-                    if inflight.remove(&done.idx).is_none() {
+                    let Some(flight) = inflight.remove(&done.idx) else {
                         continue; // aborted by a cancel; already journaled as failed
-                    }
+                    };
                     let mut w = writer.lock().await;
                     let name = w.view.dag.nodes[done.idx].name.clone();
-                    let events = outcome_events(&w.view, &done, sh.clock.now());
+                    let mut events = outcome_events(&w.view, &done, sh.clock.now());
+                    if flight.quiet {
+                        if let Some(until) = unchanged_wait(&w.view, done.idx, &events) {
+                            // A poll that changed nothing: no event, only the summary.
+                            w.view.quiet_poll(done.idx, until);
+                            w.touch().await?;
+                            continue;
+                        }
+                        // News: the attempt re-enters `running` under its journaled intent,
+                        // then its outcome follows.
+                        let again = match done.phase {
+                            Phase::Action => Event::NodeStarted { node: name.clone(), attempt: done.attempt },
+                            Phase::Undo => Event::UndoStarted { node: name.clone(), attempt: done.attempt },
+                        };
+                        events.insert(0, again);
+                    }
                     // Staged, not written: the plan at the top of the loop adds what this
                     // outcome unblocks and writes both in one append.
                     w.stage(events)?;
@@ -590,6 +642,10 @@ impl RunDriver {
                 Phase::Action => st.checkpoint.clone(),
                 Phase::Undo => st.undo_checkpoint.clone(),
             }),
+            action_checkpoint: match phase {
+                Phase::Action => None,
+                Phase::Undo => st.checkpoint.clone(),
+            },
             labels: labels.clone(),
             sink: sink.clone(),
             clock: self.sh.clock.clone(),
@@ -794,12 +850,35 @@ fn command_events(
     events
 }
 
+/// An attempt [`plan`] starts.
+struct Start {
+    idx: usize,
+    phase: Phase,
+    attempt: u32,
+    /// A poll of a waiting node: nothing journaled before it runs.
+    quiet: bool,
+}
+
+/// If `events` (the outcome of a quiet poll of node `idx`) only say it keeps waiting for
+/// the same reason: when to look next.
+fn unchanged_wait(view: &RunView, idx: usize, events: &[Event]) -> Option<Timestamp> {
+    let status = &view.nodes.get(idx)?.status;
+    match (status, events) {
+        (NodeStatus::Waiting { reason: was, .. }, [Event::NodeWaiting { until, reason, .. }])
+        | (
+            NodeStatus::UndoWaiting { reason: was, .. },
+            [Event::UndoWaiting { until, reason, .. }],
+        ) if was == reason => Some(*until),
+        _ => None,
+    }
+}
+
 /// Decide, from the view alone, what to journal now and which attempts to start after.
 fn plan(
     view: &RunView,
     inflight: &HashMap<usize, InFlight>,
     now: Timestamp,
-) -> (Vec<Event>, Vec<(usize, Phase, u32)>) {
+) -> (Vec<Event>, Vec<Start>) {
     let mut events = Vec::new();
     let mut starts = Vec::new();
     if view.finished.is_some() || view.parked.is_some() {
@@ -866,8 +945,17 @@ fn plan(
                         Some(attempt + 1)
                     }
                     NodeStatus::Waiting { attempt, until, .. } => {
-                        (*until <= now).then_some(*attempt)
+                        if *until <= now {
+                            starts.push(Start {
+                                idx,
+                                phase: Phase::Action,
+                                attempt: *attempt,
+                                quiet: true,
+                            });
+                        }
+                        None
                     }
+                    NodeStatus::Stalled { attempt, .. } => st.retry_requested.then_some(*attempt),
                     NodeStatus::RetryScheduled {
                         attempt, next_at, ..
                     } => (*next_at <= now).then_some(attempt + 1),
@@ -878,7 +966,12 @@ fn plan(
                         node: name.clone(),
                         attempt,
                     });
-                    starts.push((idx, Phase::Action, attempt));
+                    starts.push(Start {
+                        idx,
+                        phase: Phase::Action,
+                        attempt,
+                        quiet: false,
+                    });
                 }
             }
         }
@@ -912,6 +1005,7 @@ fn plan(
                     NodeStatus::Running { .. }
                     | NodeStatus::Waiting { .. }
                     | NodeStatus::RetryScheduled { .. }
+                    | NodeStatus::Stalled { .. }
                     | NodeStatus::Succeeded
                     | NodeStatus::Failed { .. } => {
                         if !children_clear() {
@@ -939,7 +1033,15 @@ fn plan(
                         }
                     }
                     NodeStatus::UndoWaiting { attempt, until, .. } => {
-                        (*until <= now).then_some(*attempt)
+                        if *until <= now {
+                            starts.push(Start {
+                                idx,
+                                phase: Phase::Undo,
+                                attempt: *attempt,
+                                quiet: true,
+                            });
+                        }
+                        None
                     }
                     NodeStatus::UndoRetryScheduled {
                         attempt, next_at, ..
@@ -952,10 +1054,15 @@ fn plan(
                         node: name.clone(),
                         attempt,
                     });
-                    starts.push((idx, Phase::Undo, attempt));
+                    starts.push(Start {
+                        idx,
+                        phase: Phase::Undo,
+                        attempt,
+                        quiet: false,
+                    });
                 }
             }
-            if done && inflight.is_empty() && events.is_empty() {
+            if done && inflight.is_empty() && events.is_empty() && starts.is_empty() {
                 let state = match cause {
                     UnwindCause::Cancelled { .. } => RunState::Cancelled,
                     UnwindCause::NodeFailed { .. } => RunState::RolledBack,
@@ -993,11 +1100,23 @@ fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event>
                     reason: "the run is unwinding".into(),
                 }]
             } else {
-                vec![Event::NodeWaiting {
-                    node,
-                    until: *until,
-                    reason: reason.clone(),
-                }]
+                let since = view.nodes[d.idx].wait_since.unwrap_or(now);
+                let waited = now.duration_since(since);
+                match spec.retry.wait_budget() {
+                    Some(budget) if waited >= budget => vec![Event::NodeStalled {
+                        node,
+                        reason: format!(
+                            "waited {} since {since}, past its budget of {}, for: {reason}",
+                            human(waited),
+                            human(budget)
+                        ),
+                    }],
+                    _ => vec![Event::NodeWaiting {
+                        node,
+                        until: *until,
+                        reason: reason.clone(),
+                    }],
+                }
             }
         }
         (Ok(AttemptOk::Undo(crate::action::UndoOutcome::Done)), _) => {
@@ -1007,11 +1126,27 @@ fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event>
             }]
         }
         (Ok(AttemptOk::Undo(crate::action::UndoOutcome::Wait { until, reason })), _) => {
-            vec![Event::UndoWaiting {
-                node,
-                until: *until,
-                reason: reason.clone(),
-            }]
+            let since = view.nodes[d.idx].undo_wait_since.unwrap_or(now);
+            let waited = now.duration_since(since);
+            match spec.undo_retry.wait_budget() {
+                Some(budget) if waited >= budget => vec![Event::UndoFailed {
+                    node,
+                    error: StepError::permanent(
+                        kind::WAIT_BUDGET,
+                        format!(
+                            "the undo waited {} since {since}, past its budget of {}, for: {reason}",
+                            human(waited),
+                            human(budget)
+                        ),
+                    ),
+                    reason: "wait budget spent".into(),
+                }],
+                _ => vec![Event::UndoWaiting {
+                    node,
+                    until: *until,
+                    reason: reason.clone(),
+                }],
+            }
         }
         (Err(error), Phase::Action) => {
             if unwinding {
@@ -1060,5 +1195,16 @@ fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event>
                 }]
             }
         },
+    }
+}
+
+/// `1h 5m`, `12m 3s`, `4s`, `250ms`: durations for operators.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => format!("{}ms", d.as_millis()),
+        1..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
     }
 }

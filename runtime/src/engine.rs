@@ -59,6 +59,32 @@ pub enum EngineError {
     /// An operator command does not apply to the run's current state.
     #[error("{0}")]
     CommandRefused(String),
+    /// The idempotency key belongs to a run of another workflow or exclusive key.
+    #[error(
+        "idempotency key {key:?} already belongs to run {run} ({workflow}); a key names one start of one workflow for one cluster: pick another key"
+    )]
+    KeyReused {
+        /// The key.
+        key: String,
+        /// The run that owns it.
+        run: RunId,
+        /// That run's workflow.
+        workflow: String,
+    },
+    /// Another unfinished run holds the exclusive key.
+    #[error(
+        "run {run} ({workflow}, {state}) is still working on {key}; finish, resume or cancel it first"
+    )]
+    Busy {
+        /// The exclusive key.
+        key: String,
+        /// The run in the way.
+        run: RunId,
+        /// Its workflow.
+        workflow: String,
+        /// Its state.
+        state: RunState,
+    },
     /// The DAG uses actions this binary does not know.
     #[error("workflow uses unknown step action(s): {0}")]
     UnknownActions(String),
@@ -142,6 +168,9 @@ pub struct EngineConfig {
     pub acquire_batch: usize,
     /// Identifier of this worker in leases (default: `host-pid-uuid`).
     pub worker_id: String,
+    /// The targets this worker serves (see [`crate::store::NewRun::target`]): it leases
+    /// only runs without a target or with one of these. `None`: any (tests, tools).
+    pub targets: Option<Vec<String>>,
 }
 
 impl Default for EngineConfig {
@@ -153,6 +182,7 @@ impl Default for EngineConfig {
             hold_threshold: Duration::from_secs(5),
             acquire_batch: 1_000,
             worker_id: default_worker_id(),
+            targets: None,
         }
     }
 }
@@ -170,6 +200,10 @@ pub struct StartOptions {
     pub idempotency_key: Option<String>,
     /// Labels for listing (e.g. `cluster`).
     pub labels: BTreeMap<String, String>,
+    /// At most one unfinished run per exclusive key (e.g. one cluster).
+    pub exclusive_key: Option<String>,
+    /// Only workers serving this target lease the run.
+    pub target: Option<String>,
 }
 
 /// Result of [`Engine::start`].
@@ -292,6 +326,8 @@ impl Engine {
             return Err(EngineError::UnknownActions(unknown.join(", ")));
         }
         let text = serde_json::to_string(dag).map_err(|e| EngineError::Dag(e.to_string()))?;
+        let key = opts.idempotency_key.clone();
+        let exclusive = opts.exclusive_key.clone();
         let out = self
             .shared
             .store
@@ -301,14 +337,49 @@ impl Engine {
                 workflow_version: dag.version,
                 labels: opts.labels,
                 idempotency_key: opts.idempotency_key,
+                exclusive_key: opts.exclusive_key,
+                target: opts.target,
                 dag: text,
                 created_at: self.shared.clock.now(),
             })
             .await?;
-        Ok(Started {
-            run_id: out.id(),
-            existing: matches!(out, CreateOutcome::Existing(_)),
-        })
+        match out {
+            CreateOutcome::Created(run_id) => Ok(Started {
+                run_id,
+                existing: false,
+            }),
+            CreateOutcome::Existing(run_id) => Ok(Started {
+                run_id,
+                existing: true,
+            }),
+            CreateOutcome::KeyReused(run) => {
+                let workflow = self.summary(run).await?.workflow;
+                Err(EngineError::KeyReused {
+                    key: key.unwrap_or_default(),
+                    run,
+                    workflow,
+                })
+            }
+            CreateOutcome::Busy(run) => {
+                let s = self.summary(run).await?;
+                Err(EngineError::Busy {
+                    key: exclusive.unwrap_or_default(),
+                    run,
+                    workflow: s.workflow,
+                    state: s.state,
+                })
+            }
+        }
+    }
+
+    async fn summary(&self, run: RunId) -> Result<crate::store::RunSummary, EngineError> {
+        Ok(self
+            .shared
+            .store
+            .load_run(run)
+            .await?
+            .ok_or(EngineError::NotFound(run))?
+            .summary)
     }
 
     /// Load and fold a run (read-only; works while another process executes it).
@@ -445,7 +516,14 @@ impl Engine {
                 let limit = room.min(sh.config.acquire_batch);
                 match sh
                     .store
-                    .acquire(&owner, sh.clock.now(), sh.config.lease_ttl, limit, only)
+                    .acquire_targeted(
+                        &owner,
+                        sh.clock.now(),
+                        sh.config.lease_ttl,
+                        limit,
+                        only,
+                        sh.config.targets.as_deref(),
+                    )
                     .await
                 {
                     Ok(leases) => {

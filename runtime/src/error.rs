@@ -32,6 +32,8 @@ pub mod kind {
     pub const CANCELLED: &str = "cancelled";
     /// The attempt was interrupted by a process crash or lease loss and will be re-run.
     pub const INTERRUPTED: &str = "interrupted";
+    /// A wait ran past its budget.
+    pub const WAIT_BUDGET: &str = "wait_budget_exceeded";
 }
 
 /// An action's or undo's failure, classified.

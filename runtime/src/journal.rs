@@ -9,14 +9,21 @@
 //! Pending ─started(1)→ Running ─succeeded→ Succeeded
 //!                        │ │ └─failed→ Failed
 //!                        │ └─waiting→ Waiting ─started(same)→ Running
+//!                        └─stalled (wait budget spent)→ Stalled ─started(same)→ Running
+//!                                                        (operator retry: fresh budget)
 //!                        └─retry scheduled(n)→ RetryScheduled ─started(n+1)→ Running
 //! Running ─started(n+1)→ Running            (an attempt interrupted by a crash)
-//! {Running, Waiting, RetryScheduled, Succeeded, Failed} ─undo started(1)→ UndoRunning
+//! {Running, Waiting, RetryScheduled, Stalled, Succeeded, Failed} ─undo started(1)→ UndoRunning
 //!       (or ─undone(skipped)→ Undone when the action has no undo)
 //! UndoRunning ─undone→ Undone | ─undo failed→ UndoFailed | ─undo waiting→ UndoWaiting
 //!             | ─undo retry scheduled(n)→ UndoRetryScheduled ─undo started(n+1)→ UndoRunning
 //! UndoFailed ─undo started(1)→ UndoRunning  (operator retry)  | ─resolved→ Undone
 //! ```
+//!
+//! A poll of a waiting node that finds nothing changed is not journaled: the node stays
+//! `Waiting` under the intent its attempt journaled, and only a poll with news (done, a
+//! new reason, an error, the budget spent) writes `started(same)` and its outcome. So a
+//! wait costs O(1) journal events however long it lasts.
 //!
 //! Anything else is an [`IllegalTransition`]: the executor validates every event against
 //! the in-memory view *before* writing it, and recovery re-validates on load, so a journal
@@ -100,6 +107,8 @@ pub enum Event {
         until: Timestamp,
         reason: String,
     },
+    /// The action kept waiting past its wait budget: an operator must retry or cancel.
+    NodeStalled { node: String, reason: String },
     /// Attempt `attempt` failed; the next one is due at `next_at`.
     NodeRetryScheduled {
         node: String,
@@ -177,6 +186,7 @@ impl Event {
             Self::NodeStarted { node, .. }
             | Self::NodeCheckpoint { node, .. }
             | Self::NodeWaiting { node, .. }
+            | Self::NodeStalled { node, .. }
             | Self::NodeRetryScheduled { node, .. }
             | Self::NodeSucceeded { node, .. }
             | Self::NodeFailed { node, .. }
@@ -197,6 +207,7 @@ impl Event {
             Self::NodeStarted { .. } => "node_started",
             Self::NodeCheckpoint { .. } => "node_checkpoint",
             Self::NodeWaiting { .. } => "node_waiting",
+            Self::NodeStalled { .. } => "node_stalled",
             Self::NodeRetryScheduled { .. } => "node_retry_scheduled",
             Self::NodeSucceeded { .. } => "node_succeeded",
             Self::NodeFailed { .. } => "node_failed",
@@ -232,7 +243,8 @@ pub enum RunState {
     Succeeded,
     /// A step failed and every started step was undone.
     RolledBack,
-    /// An undo gave up: an operator must retry or resolve it.
+    /// An undo gave up, or a step waited past its budget: an operator must retry, resolve
+    /// or cancel.
     NeedsOperator,
     /// The run was parked (unknown step, undecodable journal): nothing runs until an
     /// operator resumes it.
@@ -307,6 +319,8 @@ pub enum NodeStatus {
         next_at: Timestamp,
         error: StepError,
     },
+    /// Waited past its budget: nothing runs until an operator retries or cancels.
+    Stalled { attempt: u32, reason: String },
     /// Done.
     Succeeded,
     /// Failed for good.
@@ -339,6 +353,7 @@ impl NodeStatus {
             Self::Running { .. } => "started",
             Self::Waiting { .. } => "waiting",
             Self::RetryScheduled { .. } => "retry-scheduled",
+            Self::Stalled { .. } => "stalled",
             Self::Succeeded => "succeeded",
             Self::Failed { .. } => "failed",
             Self::UndoRunning { .. } => "undo-started",
@@ -405,6 +420,15 @@ pub struct NodeState {
     /// Action attempts interrupted by a crash or a lost lease (started again without an
     /// outcome). Not the step's fault: they do not use up its retry budget.
     pub interruptions: u32,
+    /// When the action's current wait began (its first `waiting` since it started or an
+    /// operator gave it a fresh budget); the wait budget counts from here.
+    pub wait_since: Option<Timestamp>,
+    /// When the undo's current wait began.
+    pub undo_wait_since: Option<Timestamp>,
+    /// Polls of the current wait that changed nothing (not journaled: known only to the
+    /// driver holding the run, which shows it in the run's one-line summary).
+    #[serde(skip)]
+    pub quiet_polls: u32,
     /// Undo attempts interrupted likewise.
     pub undo_interruptions: u32,
 }
@@ -426,6 +450,9 @@ impl NodeState {
             retry_requested: false,
             interruptions: 0,
             undo_interruptions: 0,
+            wait_since: None,
+            undo_wait_since: None,
+            quiet_polls: 0,
         }
     }
 
@@ -468,11 +495,21 @@ impl NodeState {
                 self.checkpoint = Some(data.clone());
                 self.status.clone()
             }
-            (S::Running { attempt }, Event::NodeWaiting { until, reason, .. }) => S::Waiting {
+            (S::Running { attempt }, Event::NodeWaiting { until, reason, .. }) => {
+                self.wait_since.get_or_insert(at);
+                S::Waiting {
+                    attempt: *attempt,
+                    until: *until,
+                    reason: reason.clone(),
+                }
+            }
+            (S::Running { attempt }, Event::NodeStalled { reason, .. }) => S::Stalled {
                 attempt: *attempt,
-                until: *until,
                 reason: reason.clone(),
             },
+            (S::Stalled { attempt: a, .. }, Event::NodeStarted { attempt, .. }) if attempt == a => {
+                S::Running { attempt: *attempt }
+            }
             (
                 S::Running { attempt: a },
                 Event::NodeRetryScheduled {
@@ -492,12 +529,17 @@ impl NodeState {
             (S::Running { .. }, Event::NodeSucceeded { output, .. }) => {
                 self.output = Some(output.clone());
                 self.finished_at = Some(at);
+                self.wait_since = None;
                 S::Succeeded
             }
             (
-                S::Running { .. } | S::Waiting { .. } | S::RetryScheduled { .. },
+                S::Running { .. }
+                | S::Waiting { .. }
+                | S::RetryScheduled { .. }
+                | S::Stalled { .. },
                 Event::NodeFailed { error, .. },
             ) => {
+                self.wait_since = None;
                 self.last_error = Some(error.clone());
                 self.finished_at = Some(at);
                 S::Failed {
@@ -508,6 +550,7 @@ impl NodeState {
                 S::Running { .. }
                 | S::Waiting { .. }
                 | S::RetryScheduled { .. }
+                | S::Stalled { .. }
                 | S::Succeeded
                 | S::Failed { .. },
                 Event::UndoStarted { attempt: 1, .. },
@@ -517,7 +560,9 @@ impl NodeState {
                 S::UndoRunning { attempt: 1 }
             }
             (S::UndoFailed { .. }, Event::UndoStarted { attempt: 1, .. }) => {
+                // An operator's retry: a fresh attempt and wait budget.
                 self.undo_attempts = 1;
+                self.undo_wait_since = None;
                 S::UndoRunning { attempt: 1 }
             }
             (S::UndoWaiting { attempt: a, .. }, Event::UndoStarted { attempt, .. })
@@ -543,6 +588,7 @@ impl NodeState {
                 self.status.clone()
             }
             (S::UndoRunning { attempt }, Event::UndoWaiting { until, reason, .. }) => {
+                self.undo_wait_since.get_or_insert(at);
                 S::UndoWaiting {
                     attempt: *attempt,
                     until: *until,
@@ -576,6 +622,7 @@ impl NodeState {
                 S::Running { .. }
                 | S::Waiting { .. }
                 | S::RetryScheduled { .. }
+                | S::Stalled { .. }
                 | S::Succeeded
                 | S::Failed { .. },
                 Event::NodeUndone { skipped: true, .. },
@@ -609,6 +656,12 @@ impl NodeState {
         }
         if let Event::UndoStarted { .. } = ev {
             self.retry_requested = false;
+        }
+        if matches!(self.status, S::Stalled { .. }) && matches!(ev, Event::NodeStarted { .. }) {
+            self.retry_requested = false;
+        }
+        if !matches!(next, S::Waiting { .. } | S::UndoWaiting { .. }) {
+            self.quiet_polls = 0;
         }
         self.status = next;
         Ok(())
@@ -730,7 +783,12 @@ impl RunView {
                 };
                 // Forward progress after unwinding started is refused: the saga only goes
                 // backwards from there (an in-flight attempt may still report its result).
-                if self.unwinding.is_some() && matches!(ev, Event::NodeStarted { .. }) {
+                // Re-entering a waiting attempt (a quiet poll with news) continues an
+                // attempt already journaled: not new progress.
+                if self.unwinding.is_some()
+                    && let Event::NodeStarted { attempt, .. } = ev
+                    && !matches!(self.nodes[i].status, NodeStatus::Waiting { attempt: a, .. } if a == *attempt)
+                {
                     return Err(run_illegal("unwinding"));
                 }
                 self.nodes[i].apply(name, ev, at)?;
@@ -752,6 +810,11 @@ impl RunView {
             }
             match &mut st.status {
                 NodeStatus::UndoFailed { .. } => st.retry_requested = true,
+                NodeStatus::Stalled { .. } => {
+                    // A fresh wait budget, counted from the retried attempt's first wait.
+                    st.retry_requested = true;
+                    st.wait_since = None;
+                }
                 _ if stuck_only => {}
                 NodeStatus::Waiting { until, .. } | NodeStatus::UndoWaiting { until, .. } => {
                     *until = (*until).min(at)
@@ -784,6 +847,16 @@ impl RunView {
         if self.nodes.iter().all(|n| n.status == NodeStatus::Pending) {
             return RunState::Pending;
         }
+        // A stalled step stops the run once nothing else can move on its own (a stalled
+        // step that was just retried is about to run again).
+        if self
+            .nodes
+            .iter()
+            .any(|n| matches!(n.status, NodeStatus::Stalled { .. }) && !n.retry_requested)
+            && !self.nodes.iter().any(|n| n.status.forward_active())
+        {
+            return RunState::NeedsOperator;
+        }
         let running = self
             .nodes
             .iter()
@@ -812,19 +885,24 @@ impl RunView {
                 .find(|(_, s)| f(&s.status))
                 .map(|(n, _)| n.name.as_str())
         };
-        pick(&|s| matches!(s, NodeStatus::UndoFailed { .. }))
-            .or_else(|| {
-                pick(&|s| {
-                    matches!(
-                        s,
-                        NodeStatus::UndoRunning { .. }
-                            | NodeStatus::UndoWaiting { .. }
-                            | NodeStatus::UndoRetryScheduled { .. }
-                    )
-                })
+        pick(&|s| {
+            matches!(
+                s,
+                NodeStatus::UndoFailed { .. } | NodeStatus::Stalled { .. }
+            )
+        })
+        .or_else(|| {
+            pick(&|s| {
+                matches!(
+                    s,
+                    NodeStatus::UndoRunning { .. }
+                        | NodeStatus::UndoWaiting { .. }
+                        | NodeStatus::UndoRetryScheduled { .. }
+                )
             })
-            .or_else(|| pick(&|s| matches!(s, NodeStatus::RetryScheduled { .. })))
-            .or_else(|| pick(&|s| s.forward_active()))
+        })
+        .or_else(|| pick(&|s| matches!(s, NodeStatus::RetryScheduled { .. })))
+        .or_else(|| pick(&|s| s.forward_active()))
     }
 
     /// One line: what the run waits for, and until when.
@@ -876,7 +954,11 @@ impl RunView {
                 format!("undoing {step} (attempt {attempt}/{})", of(max(true)))
             }
             NodeStatus::UndoWaiting { until, reason, .. } => {
-                format!("undo of {step} waits until {until}: {reason}")
+                let since = n
+                    .undo_wait_since
+                    .map(|t| format!(" (waiting since {t})"))
+                    .unwrap_or_default();
+                format!("undo of {step} waits until {until}: {reason}{since}")
             }
             NodeStatus::UndoRetryScheduled {
                 attempt,
@@ -891,7 +973,22 @@ impl RunView {
                 format!("running {step} (attempt {attempt}/{})", of(max(false)))
             }
             NodeStatus::Waiting { until, reason, .. } => {
-                format!("{step} waits until {until}: {reason}")
+                let mut line = format!("{step} waits until {until}: {reason}");
+                if let Some(t) = n.wait_since {
+                    line.push_str(&format!(" (waiting since {t}"));
+                    if n.quiet_polls > 0 {
+                        let s = if n.quiet_polls == 1 { "" } else { "s" };
+                        line.push_str(&format!(
+                            "{QUIET_POLLS_PREFIX}{} poll{s} without change",
+                            n.quiet_polls
+                        ));
+                    }
+                    line.push(')');
+                }
+                line
+            }
+            NodeStatus::Stalled { reason, .. } => {
+                format!("{step} stalled: {reason}")
             }
             NodeStatus::RetryScheduled {
                 attempt,
@@ -1178,5 +1275,71 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v.state(), RunState::RolledBack);
+    }
+}
+
+/// How [`RunView::blocked_on`] introduces the quiet-poll count (parsed back by
+/// [`quiet_polls_in`]).
+const QUIET_POLLS_PREFIX: &str = ", ";
+
+/// The quiet-poll count a summary line written by [`RunView::blocked_on`] shows. Quiet
+/// polls are not journaled, so a driver that takes the run over continues the count the
+/// previous holder last wrote into the run's summary instead of starting again at zero.
+pub fn quiet_polls_in(blocked_on: &str) -> u32 {
+    blocked_on
+        .split_once(" without change)")
+        .and_then(|(head, _)| head.rsplit_once(QUIET_POLLS_PREFIX))
+        .and_then(|(_, count)| count.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+impl RunView {
+    /// Seed the quiet-poll count of the waiting node `step` (see [`quiet_polls_in`]).
+    pub(crate) fn seed_quiet_polls(&mut self, step: &str, polls: u32) {
+        if let Some(i) = self.index_of(step) {
+            let n = &mut self.nodes[i];
+            if matches!(
+                n.status,
+                NodeStatus::Waiting { .. } | NodeStatus::UndoWaiting { .. }
+            ) {
+                n.quiet_polls = polls;
+            }
+        }
+    }
+
+    /// Record a poll of a waiting node (action or undo) that changed nothing: the next look
+    /// is at `until`. Not an event: such polls are not journaled (see the module docs), so
+    /// only the driver holding the run calls this, and the next event about the node
+    /// (`started(same)`) is valid from the state it leaves.
+    pub(crate) fn quiet_poll(&mut self, idx: usize, next: Timestamp) {
+        if let Some(n) = self.nodes.get_mut(idx) {
+            match &mut n.status {
+                NodeStatus::Waiting { until, .. } | NodeStatus::UndoWaiting { until, .. } => {
+                    *until = next;
+                    n.quiet_polls += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod quiet_poll_tests {
+    use super::quiet_polls_in;
+
+    #[test]
+    fn the_count_is_read_back_from_the_summary_line() {
+        assert_eq!(
+            quiet_polls_in("a waits until T: x (waiting since S, 17 polls without change)"),
+            17
+        );
+        assert_eq!(
+            quiet_polls_in("a waits until T: x, y (waiting since S, 1 poll without change)"),
+            1
+        );
+        assert_eq!(quiet_polls_in("a waits until T: x (waiting since S)"), 0);
+        assert_eq!(quiet_polls_in("running a (attempt 1/10)"), 0);
     }
 }

@@ -90,7 +90,21 @@ impl JournalStore for MemoryStore {
         if let Some(k) = &run.idempotency_key
             && let Some(id) = g.keys.get(k)
         {
-            return Ok(CreateOutcome::Existing(*id));
+            let same = g.runs.get(id).is_some_and(|r| {
+                r.summary.workflow == run.workflow && r.summary.exclusive_key == run.exclusive_key
+            });
+            return Ok(if same {
+                CreateOutcome::Existing(*id)
+            } else {
+                CreateOutcome::KeyReused(*id)
+            });
+        }
+        if let Some(x) = &run.exclusive_key
+            && let Some(holder) = g.runs.values().find(|r| {
+                r.summary.exclusive_key.as_ref() == Some(x) && !r.summary.state.is_terminal()
+            })
+        {
+            return Ok(CreateOutcome::Busy(holder.summary.id));
         }
         if g.runs.contains_key(&run.id) {
             return Err(StoreError::permanent(format!(
@@ -107,6 +121,8 @@ impl JournalStore for MemoryStore {
             workflow_version: run.workflow_version,
             labels: run.labels,
             idempotency_key: run.idempotency_key,
+            exclusive_key: run.exclusive_key,
+            target: run.target,
             state: RunState::Pending,
             blocked_on: "waiting for a worker to pick the run up".into(),
             current_step: None,
@@ -132,19 +148,23 @@ impl JournalStore for MemoryStore {
         Ok(CreateOutcome::Created(run.id))
     }
 
-    async fn acquire(
+    async fn acquire_targeted(
         &self,
         owner: &str,
         now: Timestamp,
         lease_for: Duration,
         limit: usize,
         only: Option<RunId>,
+        targets: Option<&[String]>,
     ) -> Result<Vec<Lease>, StoreError> {
         let mut g = self.lock()?;
         let mut due: Vec<(Timestamp, RunId)> = g
             .runs
             .values()
             .filter(|r| only.is_none_or(|id| id == r.summary.id))
+            .filter(|r| {
+                targets.is_none_or(|ts| r.summary.target.as_ref().is_none_or(|t| ts.contains(t)))
+            })
             .filter(|r| {
                 let s = &r.summary;
                 !s.state.is_terminal()

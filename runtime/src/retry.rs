@@ -24,6 +24,19 @@ pub struct RetryPolicy {
     /// Error kinds that are permanent for this node even when reported retryable.
     #[serde(default)]
     pub non_retryable: Vec<String>,
+    /// How long this phase may keep waiting (durable polls), counted from its first wait,
+    /// before an operator must decide. A forward step past it stalls (the run needs an
+    /// operator: `retry` gives a fresh budget, `cancel` unwinds; it never unwinds on its
+    /// own); an undo past it gives up like an undo out of retries. `0`: no budget.
+    #[serde(default = "default_wait_budget_ms")]
+    pub wait_budget_ms: u64,
+}
+
+/// 30 minutes: the longest an ARM long-running operation is expected to take.
+pub const DEFAULT_WAIT_BUDGET: Duration = Duration::from_secs(30 * 60);
+
+fn default_wait_budget_ms() -> u64 {
+    duration_ms(DEFAULT_WAIT_BUDGET)
 }
 
 impl Default for RetryPolicy {
@@ -37,6 +50,7 @@ impl Default for RetryPolicy {
             max_attempts: 10,
             attempt_timeout_ms: 300_000,
             non_retryable: Vec::new(),
+            wait_budget_ms: default_wait_budget_ms(),
         }
     }
 }
@@ -89,6 +103,17 @@ impl RetryPolicy {
     ) -> Self {
         self.non_retryable = kinds.into_iter().map(Into::into).collect();
         self
+    }
+
+    /// Builder: how long the phase may keep waiting (see [`RetryPolicy::wait_budget_ms`]).
+    pub fn with_wait_budget(mut self, budget: Duration) -> Self {
+        self.wait_budget_ms = duration_ms(budget);
+        self
+    }
+
+    /// The wait budget, `None` when unbounded.
+    pub fn wait_budget(&self) -> Option<Duration> {
+        (self.wait_budget_ms > 0).then(|| Duration::from_millis(self.wait_budget_ms))
     }
 
     /// Per-attempt timeout.

@@ -20,7 +20,16 @@
 //! - **Exclusive leases.** At most one owner holds an unexpired lease on a run; `acquire`
 //!   takes expired leases over and bumps the epoch.
 //! - **Idempotent create.** A second `create_run` with the same idempotency key returns the
-//!   first run's id and writes nothing.
+//!   first run's id and writes nothing, if it names the same workflow and exclusive key;
+//!   otherwise [`CreateOutcome::KeyReused`] and nothing is written.
+//! - **One unfinished run per exclusive key.** At most one run that is not terminal
+//!   (succeeded, rolled back, cancelled) holds a given [`NewRun::exclusive_key`]. A create
+//!   that would make a second one gets [`CreateOutcome::Busy`] naming the holder, and writes
+//!   nothing. Enforced by the store itself (a unique partial index on SQLite and Postgres),
+//!   so two processes racing to start the same cluster cannot both win.
+//! - **Targeted leases.** A run journaled with a [`NewRun::target`] is only leased by a
+//!   worker that serves that target ([`JournalStore::acquire_targeted`]); a run without one
+//!   by any worker.
 //! - **Commands never need the lease.** Operators write to a per-run inbox that the lease
 //!   holder drains; a run with pending commands is acquirable even if it has no timer.
 
@@ -91,6 +100,12 @@ pub struct NewRun {
     pub labels: BTreeMap<String, String>,
     /// Caller-supplied key: a second start with the same key returns this run.
     pub idempotency_key: Option<String>,
+    /// What the run works on exclusively (e.g. `cluster/<subscription>/<name>/<infra-id>`):
+    /// while this run is unfinished, no other run with the same key can be created.
+    pub exclusive_key: Option<String>,
+    /// The world the run's steps talk to (e.g. `azure/public`, `simulator/in-process`):
+    /// only workers serving it lease the run. `None`: any worker.
+    pub target: Option<String>,
     /// The serialized [`crate::SagaDag`].
     pub dag: String,
     /// Creation time (also the first wake time).
@@ -102,15 +117,20 @@ pub struct NewRun {
 pub enum CreateOutcome {
     /// A new run was journaled.
     Created(RunId),
-    /// A run with the same idempotency key already existed.
+    /// A run with the same idempotency key, workflow and exclusive key already existed.
     Existing(RunId),
+    /// The idempotency key belongs to this run of another workflow or exclusive key:
+    /// nothing was written.
+    KeyReused(RunId),
+    /// This unfinished run holds the exclusive key: nothing was written.
+    Busy(RunId),
 }
 
 impl CreateOutcome {
-    /// The run id either way.
+    /// The run id: the new run, or the one that already existed or is in the way.
     pub fn id(self) -> RunId {
         match self {
-            Self::Created(id) | Self::Existing(id) => id,
+            Self::Created(id) | Self::Existing(id) | Self::KeyReused(id) | Self::Busy(id) => id,
         }
     }
 }
@@ -227,6 +247,10 @@ pub struct RunSummary {
     pub labels: BTreeMap<String, String>,
     /// Idempotency key.
     pub idempotency_key: Option<String>,
+    /// Exclusive key (see [`NewRun::exclusive_key`]).
+    pub exclusive_key: Option<String>,
+    /// Target (see [`NewRun::target`]).
+    pub target: Option<String>,
     /// State.
     pub state: RunState,
     /// Blocked-on line.
@@ -305,12 +329,15 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
     /// then be dead, release their leases. Postgres and memory: nothing to do.
     async fn claim_executor(&self, owner: &str) -> Result<(), StoreError>;
 
-    /// Journal a new run (or find the existing one with the same idempotency key).
+    /// Journal a new run, or find the existing one with the same idempotency key, or name
+    /// the run that is in the way (see the module's guarantees). Checked in this order:
+    /// the idempotency key (even if its run is finished), then the exclusive key.
     async fn create_run(&self, run: NewRun) -> Result<CreateOutcome, StoreError>;
 
     /// Lease up to `limit` runs that are due (`wake_at <= now` or commands pending), not
     /// terminal, and not leased (or whose lease expired before `now`). Each acquisition
-    /// bumps the run's epoch. `only` restricts to one run.
+    /// bumps the run's epoch. `only` restricts to one run. Any target (tests, tools):
+    /// workers use [`JournalStore::acquire_targeted`].
     async fn acquire(
         &self,
         owner: &str,
@@ -318,6 +345,22 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
         lease_for: Duration,
         limit: usize,
         only: Option<RunId>,
+    ) -> Result<Vec<Lease>, StoreError> {
+        self.acquire_targeted(owner, now, lease_for, limit, only, None)
+            .await
+    }
+
+    /// [`JournalStore::acquire`], restricted to runs without a target or whose target is
+    /// one of `targets` (`None`: any target). A run of another target is never leased,
+    /// so a worker pointed at the wrong world leaves it pending for the right one.
+    async fn acquire_targeted(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_for: Duration,
+        limit: usize,
+        only: Option<RunId>,
+        targets: Option<&[String]>,
     ) -> Result<Vec<Lease>, StoreError>;
 
     /// Append atomically under `lease`. Returns the seq of the last event written.

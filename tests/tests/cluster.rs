@@ -403,11 +403,26 @@ fn delete_cluster_succeeds_on_half_created_and_already_deleted_clusters() {
     let _ = w.wait_line("HCP_CRASHPOINT", std::time::Duration::from_secs(60));
     w.kill();
     assert!(env.sim.ids().len() > before.len(), "something was created");
+    // The create is unfinished: a plain delete is refused (exit 2, nothing journaled)...
+    let runs_before = env.cli(&["--output", "json", "list"], &[]).1;
     let (code, out, err) = env.start("delete-cluster", &cfg, &["--purge-persistent"], &[]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("is unfinished"), "{err}");
+    assert!(err.contains("--cancel-running"), "{err}");
+    assert!(err.contains("nothing was journaled or created"), "{err}");
+    assert_eq!(env.cli(&["--output", "json", "list"], &[]).1, runs_before);
+    // ...and with --cancel-running the create is cancelled and unwound first.
+    let (code, out, err) = env.start(
+        "delete-cluster",
+        &cfg,
+        &["--purge-persistent", "--cancel-running"],
+        &[],
+    );
     assert_eq!(
         code, 0,
         "delete of a half-created cluster\nstdout:\n{out}\nstderr:\n{err}"
     );
+    assert!(err.contains("cancelling run"), "{err}");
     assert_eq!(env.sim.ids(), before, "all gone");
     let (code, out, err) = env.start(
         "delete-cluster",

@@ -534,7 +534,9 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         )?;
     }
     let _ = (net_done, roles);
-    b.build()
+    let mut dag = b.build()?;
+    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
+    Ok(dag)
 }
 
 /// The RHCOS marketplace image of the release's minor version (`azureopenshift/aro4`,

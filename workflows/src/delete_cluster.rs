@@ -372,5 +372,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
             o(),
         )?;
     }
-    b.build()
+    let mut dag = b.build()?;
+    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
+    Ok(dag)
 }

@@ -7,6 +7,7 @@
 //! - [`plan`]: what a DAG will create and how it would unwind, touching nothing.
 //! - [`registry`]: every action a worker must know to run or recover these workflows.
 
+pub mod budgets;
 pub mod config;
 pub mod create_cluster;
 pub mod delete_cluster;

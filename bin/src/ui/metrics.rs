@@ -7,7 +7,9 @@
 //! scrape costs one `list_runs` plus one load per changed run.
 //!
 //! Series (all prefixed `hcp_workflow_`): `runs{state}` (gauge), `stuck_runs` (gauge: runs
-//! waiting for an operator — a stuck undo or a parked run), `step_duration_seconds{phase}`
+//! waiting for an operator — a stuck undo, a wait past its budget, or a parked run),
+//! `runs_without_worker` (gauge: due for over a minute with no live lease holder),
+//! `oldest_wait_seconds` (gauge: the oldest wait in progress), `step_duration_seconds{phase}`
 //! (histogram of finished attempts), `step_retries_total{phase}`, `undos_total{outcome}`.
 
 use super::AppState;
@@ -38,6 +40,8 @@ struct RunFigures {
     retries_undo: u64,
     /// outcome → count.
     undos: HashMap<&'static str, u64>,
+    /// When the oldest wait still in progress began (action or undo), if any.
+    oldest_wait_since: Option<Timestamp>,
 }
 
 /// Per-run figures keyed by the run's last journal write.
@@ -51,6 +55,19 @@ fn figures(rec: &hcp_runtime::store::RunRecord) -> RunFigures {
     let Ok(folded) = model::fold(rec) else {
         return f;
     };
+    if !rec.summary.state.is_terminal() {
+        f.oldest_wait_since = folded
+            .view
+            .nodes
+            .iter()
+            .filter_map(|n| match n.status {
+                hcp_runtime::NodeStatus::Waiting { .. }
+                | hcp_runtime::NodeStatus::Stalled { .. } => n.wait_since,
+                hcp_runtime::NodeStatus::UndoWaiting { .. } => n.undo_wait_since,
+                _ => None,
+            })
+            .min();
+    }
     for s in model::spans(&folded.events, rec.summary.updated_at) {
         if s.kind == "attempt" && s.outcome != "running" && s.outcome != "skipped" {
             let phase = if s.phase == "undo" { "undo" } else { "action" };
@@ -83,11 +100,18 @@ pub async fn render(st: &AppState) -> anyhow::Result<String> {
         .await?;
     let mut by_state: HashMap<RunState, i64> = HashMap::new();
     let mut stuck = 0i64;
+    let mut without_worker = 0i64;
+    let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
     let mut contributions = Vec::with_capacity(runs.len());
     for s in &runs {
         *by_state.entry(s.state).or_default() += 1;
+        // Waiting for an operator: a stuck undo, a wait past its budget (both
+        // needs-operator), or a parked run.
         if matches!(s.state, RunState::NeedsOperator | RunState::Failed) {
             stuck += 1;
+        }
+        if model::no_worker(s, now).is_some() {
+            without_worker += 1;
         }
         let cached = st.metrics.runs.lock().ok().and_then(|m| {
             m.get(&s.id)
@@ -126,8 +150,27 @@ pub async fn render(st: &AppState) -> anyhow::Result<String> {
     stuck_gauge.set(stuck);
     reg.register(
         "stuck_runs",
-        "Runs waiting for an operator (a stuck undo, or parked)",
+        "Runs waiting for an operator (a stuck undo, a wait past its budget, or parked)",
         stuck_gauge,
+    );
+    let nw_gauge = Gauge::<i64>::default();
+    nw_gauge.set(without_worker);
+    reg.register(
+        "runs_without_worker",
+        "Unfinished runs due for over a minute that no live worker holds",
+        nw_gauge,
+    );
+    let oldest = contributions
+        .iter()
+        .filter_map(|f| f.oldest_wait_since)
+        .min()
+        .map_or(0.0, |t| (now.0 - t.0).max(0) as f64 / 1000.0);
+    let oldest_gauge = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+    oldest_gauge.set(oldest);
+    reg.register(
+        "oldest_wait_seconds",
+        "Age of the oldest wait (poll) still in progress among unfinished runs",
+        oldest_gauge,
     );
     let latency = Family::<Vec<(String, String)>, Histogram>::new_with_constructor(
         (|| Histogram::new(BUCKETS)) as fn() -> Histogram,

@@ -145,10 +145,49 @@ pub struct RunRow {
     pub lease_owner: Option<String>,
     /// Whether the run is finished for good.
     pub terminal: bool,
+    /// The world its steps talk to (`azure/public`, `simulator/in-process`, …).
+    pub target: Option<String>,
+    /// Set when the run has been due for over a minute and no worker holds it: who should
+    /// run it, and the command that starts one.
+    pub no_worker: Option<String>,
+}
+
+/// How long a run may be due with nobody holding it before views say "no worker": a
+/// worker polls every half second and renews leases every few seconds, so a minute means
+/// none is running for the run's target.
+pub const NO_WORKER_AFTER_MS: i64 = 60_000;
+
+/// "no worker …" when `s` has been due for over a minute and no live lease holds it (no
+/// worker for its target runs, or every one is busy or dead).
+pub fn no_worker(s: &RunSummary, now: Timestamp) -> Option<String> {
+    if !matches!(
+        s.state,
+        RunState::Pending | RunState::Running | RunState::Waiting | RunState::Unwinding
+    ) {
+        return None;
+    }
+    let held = s.lease_owner.is_some() && s.lease_expires_at.is_some_and(|t| t >= now);
+    let due = s.wake_at.or(s.commands_pending.then_some(s.updated_at))?;
+    // Tests shorten the minute (`HCP_NO_WORKER_AFTER_MS`).
+    let after = std::env::var("HCP_NO_WORKER_AFTER_MS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(NO_WORKER_AFTER_MS);
+    if held || now.0 - due.0 <= after {
+        return None;
+    }
+    let target = s.target.as_deref();
+    Some(format!(
+        "no worker: waiting for a worker for {} for {}; start one: {}",
+        crate::target::describe(target),
+        human_duration(now.0 - due.0),
+        crate::target::worker_command(target)
+    ))
 }
 
 /// A `list` row from a summary (`stage` from the DAG when the caller loaded it).
 pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow {
+    let no_worker = no_worker(s, now);
     RunRow {
         id: s.id.to_string(),
         workflow: s.workflow.clone(),
@@ -162,6 +201,8 @@ pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow 
         blocked_on: s.blocked_on.clone(),
         lease_owner: s.lease_owner.clone(),
         terminal: s.state.is_terminal(),
+        target: s.target.clone(),
+        no_worker,
     }
 }
 
@@ -407,6 +448,10 @@ pub struct RunDetail {
     pub spans: Vec<Span>,
     /// The `why` paragraph.
     pub why: Why,
+    /// The run's target (`azure/public`, `simulator/in-process`, …).
+    pub target: Option<String>,
+    /// Set when no worker has held the run for over a minute while it is due.
+    pub no_worker: Option<String>,
 }
 
 /// The `why` answer: a paragraph and the commands it suggests.
@@ -486,6 +531,8 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
             text: String::new(),
             actions: Vec::new(),
         },
+        target: s.target.clone(),
+        no_worker: no_worker(s, now),
     };
     let f = match folded {
         Ok(f) => f,
@@ -561,7 +608,29 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
     d.ledger = ledger::ledger_of(v).iter().map(LedgerRow::from).collect();
     d.commands = commands(&rec.commands, &f.events);
     d.spans = spans(&f.events, now);
+    // The driver's summary line counts the polls that changed nothing (they are not
+    // journaled, so the fold cannot): keep it while it describes the same step.
+    if hcp_runtime::journal::quiet_polls_in(&s.blocked_on) > 0
+        && s.current_step.as_deref() == v.current_step()
+    {
+        d.blocked_on = s.blocked_on.clone();
+    }
     d.why = why(&d, v, s, &last_at, now);
+    if let Some(nw) = &d.no_worker
+        && s.state != RunState::Pending
+    {
+        let worker = crate::target::worker_command(s.target.as_deref());
+        d.why.text = format!("No worker is running it: {nw}. {}", d.why.text);
+        d.why.actions.insert(
+            0,
+            suggest(
+                "worker",
+                None,
+                worker,
+                "start a worker that reaches this run's target",
+            ),
+        );
+    }
     d
 }
 
@@ -1009,11 +1078,19 @@ fn why(
             )
         }
         RunState::Pending => {
+            let worker = crate::target::worker_command(s.target.as_deref());
+            actions.push(suggest(
+                "worker",
+                None,
+                worker.clone(),
+                "start a worker that reaches this run's target",
+            ));
             format!(
-                "{head} is pending since {}: no worker has picked it up yet. Start one with \
-                 `{}` (against the same journal); to drop it instead: `{}`.",
+                "{head} is pending since {}: no worker has picked it up yet. It runs against \
+                 {}, so only a worker for that target takes it; start one with `{worker}`; \
+                 to drop it instead: `{}`.",
                 d.created_at,
-                cli("worker"),
+                crate::target::describe(s.target.as_deref()),
                 cancel.command
             )
         }
@@ -1197,6 +1274,7 @@ pub fn event_summary(ev: &Event) -> String {
         Event::NodeStarted { attempt, .. } => format!("attempt {attempt} starts"),
         Event::NodeCheckpoint { .. } => "checkpoint saved".into(),
         Event::NodeWaiting { until, reason, .. } => format!("waits until {until}: {reason}"),
+        Event::NodeStalled { reason, .. } => format!("stalled: {reason}"),
         Event::NodeRetryScheduled {
             attempt,
             next_at,

@@ -67,7 +67,7 @@ pub fn list(rows: &[RunRow]) -> String {
             pad(r.state.as_str(), sw),
             pad(&steps[i], pw),
             r.age,
-            r.blocked_on
+            r.no_worker.as_deref().unwrap_or(&r.blocked_on)
         );
     }
     trim_end_lines(out)
@@ -92,6 +92,9 @@ pub fn show(d: &RunDetail) -> String {
     }
     let _ = writeln!(o, "state      {}", d.state);
     let _ = writeln!(o, "blocked on {}", d.blocked_on);
+    if let Some(nw) = &d.no_worker {
+        let _ = writeln!(o, "           {nw}");
+    }
     let _ = writeln!(o, "created    {}", d.created_at);
     let _ = writeln!(o, "updated    {}", d.updated_at);
     match (&d.lease_owner, &d.lease_expires_at) {

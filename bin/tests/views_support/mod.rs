@@ -105,6 +105,8 @@ impl J {
                 workflow_version: dag.version,
                 labels: [("cluster".to_string(), cluster.to_string())].into(),
                 idempotency_key: None,
+                exclusive_key: None,
+                target: None,
                 dag: serde_json::to_string(&dag).unwrap(),
                 created_at: at(created),
             })

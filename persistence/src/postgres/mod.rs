@@ -282,7 +282,7 @@ macro_rules! summary_columns {
          runs.idempotency_key, runs.state, runs.blocked_on, runs.current_step, \
          hcp_ms(runs.created_at), hcp_ms(runs.updated_at), hcp_ms(runs.wake_at), \
          runs.lease_owner, runs.lease_epoch, hcp_ms(runs.lease_expires_at), \
-         runs.commands_pending"
+         runs.commands_pending, runs.exclusive_key, runs.target"
     };
 }
 
@@ -290,6 +290,13 @@ macro_rules! summary_columns {
 macro_rules! active {
     () => {
         "state NOT IN ('succeeded', 'rolled-back', 'cancelled')"
+    };
+}
+
+/// The run's target is served (`$5`: the targets, or NULL for any).
+macro_rules! target_ok {
+    () => {
+        "(target IS NULL OR $5::text[] IS NULL OR target = ANY($5::text[]))"
     };
 }
 
@@ -323,17 +330,18 @@ fn command_from_row(row: &PgRow) -> Result<CommandRecord, StoreError> {
 fn record_from_row(row: &PgRow) -> Result<RunRecord, StoreError> {
     let summary = summary_from_row(row)?;
     let run = summary.id;
-    let dag: String = row.try_get(15).map_err(classify)?;
+    let w = rows::SUMMARY_WIDTH;
+    let dag: String = row.try_get(w).map_err(classify)?;
     let col = |i: usize| row.try_get::<Option<Vec<i64>>, _>(i).map_err(classify);
     let text = |i: usize| row.try_get::<Option<Vec<String>>, _>(i).map_err(classify);
-    let seqs = col(16)?.unwrap_or_default();
-    let kinds = text(17)?.unwrap_or_default();
+    let seqs = col(w + 1)?.unwrap_or_default();
+    let kinds = text(w + 2)?.unwrap_or_default();
     let nodes = row
-        .try_get::<Option<Vec<Option<String>>>, _>(18)
+        .try_get::<Option<Vec<Option<String>>>, _>(w + 3)
         .map_err(classify)?
         .unwrap_or_default();
-    let datas = text(19)?.unwrap_or_default();
-    let ats = col(20)?.unwrap_or_default();
+    let datas = text(w + 4)?.unwrap_or_default();
+    let ats = col(w + 5)?.unwrap_or_default();
     let n = seqs.len();
     if [kinds.len(), nodes.len(), datas.len(), ats.len()] != [n; 4] {
         return Err(bad_row(format!(
@@ -354,13 +362,13 @@ fn record_from_row(row: &PgRow) -> Result<RunRecord, StoreError> {
             at: Timestamp(at),
         })
         .collect();
-    let ids = col(21)?.unwrap_or_default();
-    let commands_text = text(22)?.unwrap_or_default();
-    let bys = text(23)?.unwrap_or_default();
-    let reasons = text(24)?.unwrap_or_default();
-    let requested = col(25)?.unwrap_or_default();
+    let ids = col(w + 6)?.unwrap_or_default();
+    let commands_text = text(w + 7)?.unwrap_or_default();
+    let bys = text(w + 8)?.unwrap_or_default();
+    let reasons = text(w + 9)?.unwrap_or_default();
+    let requested = col(w + 10)?.unwrap_or_default();
     let applied = row
-        .try_get::<Option<Vec<Option<i64>>>, _>(26)
+        .try_get::<Option<Vec<Option<i64>>>, _>(w + 11)
         .map_err(classify)?
         .unwrap_or_default();
     let n = ids.len();
@@ -420,16 +428,19 @@ impl JournalStore for PostgresStore {
     async fn create_run(&self, run: NewRun) -> Result<CreateOutcome, StoreError> {
         let labels =
             serde_json::to_string(&run.labels).map_err(|e| StoreError::Permanent(Box::new(e)))?;
-        // One statement: the run and its DAG, or nothing if the idempotency key is taken
-        // (ON CONFLICT waits for a concurrent insert of the same key to commit or abort).
-        // A duplicate *id* is not covered by ON CONFLICT and fails (permanent).
+        // One statement: the run and its DAG, or nothing if the idempotency key is taken or
+        // an unfinished run holds the exclusive key (ON CONFLICT without a target covers
+        // every unique index, the partial `runs_exclusive` included, and waits for a
+        // concurrent insert of the same key to commit or abort). A duplicate *id* is the
+        // primary key: also "nothing", told apart below.
         let created: Option<RunId> = sqlx::query_scalar(
             "WITH ins AS ( \
                  INSERT INTO runs (id, workflow, workflow_version, labels, idempotency_key, \
-                                   state, blocked_on, created_at, updated_at, wake_at) \
-                 VALUES ($1, $2, $3, $4::jsonb, $5, 'pending', $6, hcp_ts($7), hcp_ts($7), \
-                         hcp_ts($7)) \
-                 ON CONFLICT (idempotency_key) DO NOTHING \
+                                   exclusive_key, target, state, blocked_on, created_at, \
+                                   updated_at, wake_at) \
+                 VALUES ($1, $2, $3, $4::jsonb, $5, $9, $10, 'pending', $6, hcp_ts($7), \
+                         hcp_ts($7), hcp_ts($7)) \
+                 ON CONFLICT DO NOTHING \
                  RETURNING id), \
              dag AS (INSERT INTO run_dags (run_id, dag) SELECT id, $8 FROM ins) \
              SELECT id FROM ins",
@@ -442,6 +453,8 @@ impl JournalStore for PostgresStore {
         .bind(INITIAL_BLOCKED_ON)
         .bind(run.created_at.0)
         .bind(&run.dag)
+        .bind(run.exclusive_key.as_deref())
+        .bind(run.target.as_deref())
         .fetch_optional(&self.pool)
         .await
         .map_err(classify)?;
@@ -449,32 +462,65 @@ impl JournalStore for PostgresStore {
             self.poke();
             return Ok(CreateOutcome::Created(id));
         }
-        let Some(key) = &run.idempotency_key else {
+        // Which key was in the way: the idempotency key first (the contract's order).
+        if let Some(key) = &run.idempotency_key {
+            let existing: Option<(RunId, String, Option<String>)> = sqlx::query_as(
+                "SELECT id, workflow, exclusive_key FROM runs WHERE idempotency_key = $1",
+            )
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(classify)?;
+            if let Some((id, workflow, exclusive)) = existing {
+                return Ok(
+                    if workflow == run.workflow && exclusive == run.exclusive_key {
+                        CreateOutcome::Existing(id)
+                    } else {
+                        CreateOutcome::KeyReused(id)
+                    },
+                );
+            }
+        }
+        if let Some(key) = &run.exclusive_key {
+            let holder: Option<RunId> = sqlx::query_scalar(concat!(
+                "SELECT id FROM runs WHERE exclusive_key = $1 AND exclusive_key IS NOT NULL AND ",
+                active!()
+            ))
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(classify)?;
+            if let Some(id) = holder {
+                return Ok(CreateOutcome::Busy(id));
+            }
+        }
+        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)")
+            .bind(run.id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
+        if exists {
             return Err(StoreError::permanent(format!(
-                "run {} was neither created nor found",
+                "run {} already exists",
                 run.id
             )));
-        };
-        let existing: Option<RunId> =
-            sqlx::query_scalar("SELECT id FROM runs WHERE idempotency_key = $1")
-                .bind(key)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(classify)?;
-        existing.map(CreateOutcome::Existing).ok_or_else(|| {
-            // The conflicting run vanished between the two statements (runs are never
-            // deleted by us): worth a retry rather than a failure.
-            StoreError::transient(format!("run with idempotency key {key:?} vanished"))
-        })
+        }
+        // The conflicting run finished (or vanished) between the two statements: worth a
+        // retry rather than a failure.
+        Err(StoreError::transient(format!(
+            "run {} conflicted with a run that no longer holds its keys; retry",
+            run.id
+        )))
     }
 
-    async fn acquire(
+    async fn acquire_targeted(
         &self,
         owner: &str,
         now: Timestamp,
         lease_for: Duration,
         limit: usize,
         only: Option<RunId>,
+        targets: Option<&[String]>,
     ) -> Result<Vec<Lease>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
@@ -492,6 +538,8 @@ impl JournalStore for PostgresStore {
                 active!(),
                 " AND (wake_at <= hcp_ts($3) OR commands_pending) AND ",
                 lease_free!(),
+                " AND ",
+                target_ok!(),
                 " ORDER BY coalesce(wake_at, hcp_ts($3)), id \
                        LIMIT $4 \
                        FOR UPDATE SKIP LOCKED) AS due \
@@ -501,7 +549,8 @@ impl JournalStore for PostgresStore {
             .bind(owner)
             .bind(expires_at.0)
             .bind(now.0)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(targets),
             // One run by primary key (a separate statement, so its plan is a key lookup).
             Some(id) => sqlx::query(concat!(
                 "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
@@ -510,12 +559,15 @@ impl JournalStore for PostgresStore {
                 active!(),
                 " AND (wake_at <= hcp_ts($3) OR commands_pending) AND ",
                 lease_free!(),
+                " AND ",
+                target_ok!(),
                 " RETURNING id, lease_epoch, hcp_ms(wake_at)"
             ))
             .bind(owner)
             .bind(expires_at.0)
             .bind(now.0)
-            .bind(id),
+            .bind(id)
+            .bind(targets),
         }
         .fetch_all(&self.pool)
         .await

@@ -242,7 +242,7 @@ fn unexpected(op: &str, got: WriteOk) -> StoreError {
 const SUMMARY_COLUMNS: &str = "runs.id, runs.workflow, runs.workflow_version, runs.labels, \
     runs.idempotency_key, runs.state, runs.blocked_on, runs.current_step, runs.created_at, \
     runs.updated_at, runs.wake_at, runs.lease_owner, runs.lease_epoch, runs.lease_expires_at, \
-    runs.commands_pending";
+    runs.commands_pending, runs.exclusive_key, runs.target";
 
 fn summary_from_row(row: &SqliteRow) -> Result<RunSummary, StoreError> {
     let id: String = row.try_get(0).map_err(classify)?;
@@ -330,23 +330,31 @@ impl JournalStore for SqliteStore {
         }
     }
 
-    async fn acquire(
+    async fn acquire_targeted(
         &self,
         owner: &str,
         now: Timestamp,
         lease_for: Duration,
         limit: usize,
         only: Option<RunId>,
+        targets: Option<&[String]>,
     ) -> Result<Vec<Lease>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        let targets = match targets {
+            Some(t) => {
+                Some(serde_json::to_string(t).map_err(|e| StoreError::Permanent(Box::new(e)))?)
+            }
+            None => None,
+        };
         let op = WriteOp::Acquire {
             owner: owner.to_string(),
             now,
             expires_at: now.plus(lease_for),
             limit: i64::try_from(limit).unwrap_or(i64::MAX),
             only,
+            targets,
         };
         match self.write(op).await? {
             WriteOk::Leases(l) => Ok(l),
@@ -419,7 +427,7 @@ impl JournalStore for SqliteStore {
             at.insert(id_text(summary.id), out.len());
             out.push(RunRecord {
                 summary,
-                dag: raw_text(&row, 15)?,
+                dag: raw_text(&row, crate::rows::SUMMARY_WIDTH)?,
                 events: Vec::new(),
                 commands: Vec::new(),
             });

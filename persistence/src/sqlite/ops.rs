@@ -31,6 +31,8 @@ pub(crate) enum WriteOp {
         expires_at: Timestamp,
         limit: i64,
         only: Option<RunId>,
+        /// JSON array of the targets served, or `None` for any.
+        targets: Option<String>,
     },
     Append {
         lease: Lease,
@@ -104,9 +106,18 @@ pub(crate) async fn apply(
             expires_at,
             limit,
             only,
-        } => acquire(conn, owner, *now, *expires_at, *limit, *only)
-            .await
-            .map(WriteOk::Leases),
+            targets,
+        } => acquire(
+            conn,
+            owner,
+            *now,
+            *expires_at,
+            *limit,
+            *only,
+            targets.as_deref(),
+        )
+        .await
+        .map(WriteOk::Leases),
         WriteOp::Append { lease, append } => {
             append_events(conn, lease, append).await.map(WriteOk::Seq)
         }
@@ -122,21 +133,51 @@ pub(crate) async fn apply(
     }
 }
 
+/// Terminal states, spelled exactly like the partial indexes' predicate in the migration
+/// (SQLite only uses a partial index when the query repeats its terms).
+macro_rules! active {
+    () => {
+        "state NOT IN ('succeeded', 'rolled-back', 'cancelled')"
+    };
+}
+
 async fn create_run(
     conn: &mut SqliteConnection,
     run: &NewRun,
 ) -> Result<CreateOutcome, StoreError> {
+    // Inside the writer's IMMEDIATE transaction nobody can insert the same idempotency or
+    // exclusive key between these reads and the insert below, in this process or any other
+    // (the unique indexes would refuse it anyway).
     if let Some(key) = &run.idempotency_key {
-        // Inside the writer's IMMEDIATE transaction nobody can insert the same key between
-        // this read and the insert below, in this process or any other.
-        let existing: Option<String> =
-            sqlx::query_scalar("SELECT id FROM runs WHERE idempotency_key = ?1")
-                .bind(key)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(classify)?;
-        if let Some(id) = existing {
-            return Ok(CreateOutcome::Existing(parse_id(&id)?));
+        let existing: Option<(String, String, Option<String>)> = sqlx::query_as(
+            "SELECT id, workflow, exclusive_key FROM runs WHERE idempotency_key = ?1",
+        )
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(classify)?;
+        if let Some((id, workflow, exclusive)) = existing {
+            let id = parse_id(&id)?;
+            return Ok(
+                if workflow == run.workflow && exclusive == run.exclusive_key {
+                    CreateOutcome::Existing(id)
+                } else {
+                    CreateOutcome::KeyReused(id)
+                },
+            );
+        }
+    }
+    if let Some(key) = &run.exclusive_key {
+        let holder: Option<String> = sqlx::query_scalar(concat!(
+            "SELECT id FROM runs WHERE exclusive_key = ?1 AND exclusive_key IS NOT NULL AND ",
+            active!()
+        ))
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(classify)?;
+        if let Some(id) = holder {
+            return Ok(CreateOutcome::Busy(parse_id(&id)?));
         }
     }
     let labels =
@@ -146,9 +187,10 @@ async fn create_run(
     // parameters, bound in order of appearance (see `append_statements` on why not `?N`).
     let id = id_text(run.id);
     sqlx::query(
-        "INSERT INTO runs (id, workflow, workflow_version, labels, idempotency_key, state, \
-                           blocked_on, created_at, updated_at, wake_at) \
-         VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?); \
+        "INSERT INTO runs (id, workflow, workflow_version, labels, idempotency_key, \
+                           exclusive_key, target, state, blocked_on, created_at, updated_at, \
+                           wake_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?); \
          INSERT INTO run_dags (run_id, dag) VALUES (?, ?); \
          INSERT INTO run_labels (run_id, key, value) SELECT ?, key, value FROM json_each(?)",
     )
@@ -157,6 +199,8 @@ async fn create_run(
     .bind(i64::from(run.workflow_version))
     .bind(&labels)
     .bind(run.idempotency_key.as_deref())
+    .bind(run.exclusive_key.as_deref())
+    .bind(run.target.as_deref())
     .bind(INITIAL_BLOCKED_ON)
     .bind(run.created_at.0)
     .bind(run.created_at.0)
@@ -171,17 +215,17 @@ async fn create_run(
     Ok(CreateOutcome::Created(run.id))
 }
 
-/// Terminal states, spelled exactly like the partial indexes' predicate in the migration
-/// (SQLite only uses a partial index when the query repeats its terms).
-macro_rules! active {
-    () => {
-        "state NOT IN ('succeeded', 'rolled-back', 'cancelled')"
-    };
-}
 /// A lease nobody holds any more (never taken, released, or expired before `?3`).
 macro_rules! lease_free {
     () => {
         "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < ?3)"
+    };
+}
+
+/// The run's target is served (`?5`: a JSON array of targets, or NULL for any).
+macro_rules! target_ok {
+    () => {
+        "(target IS NULL OR ?5 IS NULL OR target IN (SELECT value FROM json_each(?5)))"
     };
 }
 
@@ -194,10 +238,14 @@ const ACQUIRE: &str = concat!(
     active!(),
     " AND wake_at <= ?3 AND ",
     lease_free!(),
+    " AND ",
+    target_ok!(),
     " UNION SELECT id, wake_at FROM runs WHERE commands_pending = 1 AND ",
     active!(),
     " AND ",
     lease_free!(),
+    " AND ",
+    target_ok!(),
     ") ORDER BY coalesce(wake_at, ?3), id LIMIT ?4) \
      RETURNING id, lease_epoch, wake_at"
 );
@@ -208,6 +256,8 @@ const ACQUIRE_ONE: &str = concat!(
     active!(),
     " AND (wake_at <= ?3 OR commands_pending = 1) AND ",
     lease_free!(),
+    " AND ",
+    target_ok!(),
     " RETURNING id, lease_epoch, wake_at"
 );
 
@@ -218,6 +268,7 @@ async fn acquire(
     expires_at: Timestamp,
     limit: i64,
     only: Option<RunId>,
+    targets: Option<&str>,
 ) -> Result<Vec<Lease>, StoreError> {
     if limit <= 0 {
         return Ok(Vec::new());
@@ -227,12 +278,14 @@ async fn acquire(
             .bind(owner)
             .bind(expires_at.0)
             .bind(now.0)
-            .bind(id_text(id)),
+            .bind(id_text(id))
+            .bind(targets),
         None => sqlx::query(ACQUIRE)
             .bind(owner)
             .bind(expires_at.0)
             .bind(now.0)
-            .bind(limit),
+            .bind(limit)
+            .bind(targets),
     };
     let rows = q.fetch_all(&mut *conn).await.map_err(classify)?;
     let mut due = Vec::with_capacity(rows.len());
@@ -800,6 +853,8 @@ mod group_tests {
                     workflow_version: 1,
                     labels: Default::default(),
                     idempotency_key: None,
+                    exclusive_key: None,
+                    target: None,
                     dag: "{}".into(),
                     created_at: Timestamp(0),
                 })

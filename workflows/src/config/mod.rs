@@ -35,6 +35,7 @@ pub use model::{
     DEFAULT_OS_DISK_SIZE_GIB, DEFAULT_SUBNET_CIDR, DEFAULT_VM_SIZE, DEFAULT_VNET_CIDR, Identities,
     IdentitiesCreate, IdentitiesExisting, ManagementCluster, NatSubnet, Network, NetworkCreate,
     NetworkExisting, NodePool, OidcIssuer, OidcIssuerCreate, OidcIssuerExisting, Topology,
+    WaitBudgets,
 };
 pub use names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_storage_account, generate_infra_id};
 pub use regions::{CHINA_REGIONS, PUBLIC_REGIONS, US_GOVERNMENT_REGIONS, regions_for};

@@ -107,6 +107,14 @@ pub struct ClusterConfig {
     #[schemars(length(min = 1))]
     pub node_pools: Vec<NodePool>,
 
+    /// How long each kind of wait may last before the run stops for an operator (state
+    /// `needs-operator`: `hcp-workflow retry` gives the wait a fresh budget, `cancel`
+    /// unwinds; a wait past its budget never unwinds on its own). Durations like `45m`,
+    /// `1h30m`. Defaults: hostedClusterAvailable 45m, nodePoolReady 60m, armOperation 30m,
+    /// privateLinkTeardown 30m, kubernetesDeletion 30m.
+    #[serde(default, skip_serializing_if = "WaitBudgets::is_empty")]
+    pub wait_budgets: WaitBudgets,
+
     /// Extra subscriptions (UUIDs) allowed to see and auto-connect to the cluster's Private
     /// Link Service, besides `subscription`. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -479,4 +487,70 @@ fn default_vm_size() -> String {
 
 fn default_os_disk_size_gib() -> i64 {
     DEFAULT_OS_DISK_SIZE_GIB
+}
+
+/// Per-kind wait budgets (see [`ClusterConfig::wait_budgets`]); unset means the default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitBudgets {
+    /// The HostedCluster's `Available` condition (default 45m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosted_cluster_available: Option<String>,
+    /// Each NodePool's `Ready` condition (default 60m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool_ready: Option<String>,
+    /// An Azure long-running operation (create or delete of one resource; default 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm_operation: Option<String>,
+    /// The Private Link Service teardown: rejecting and removing every private endpoint
+    /// connection, then the PLS (default 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_link_teardown: Option<String>,
+    /// A HostedCluster or NodePool deletion waiting for HyperShift's finalizers (default
+    /// 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_deletion: Option<String>,
+}
+
+impl WaitBudgets {
+    fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// `(config key, value, default)` for each budget.
+    pub fn entries(&self) -> [(&'static str, Option<&str>, std::time::Duration); 5] {
+        let m = |n: u64| std::time::Duration::from_secs(n * 60);
+        [
+            (
+                "hostedClusterAvailable",
+                self.hosted_cluster_available.as_deref(),
+                m(45),
+            ),
+            ("nodePoolReady", self.node_pool_ready.as_deref(), m(60)),
+            ("armOperation", self.arm_operation.as_deref(), m(30)),
+            (
+                "privateLinkTeardown",
+                self.private_link_teardown.as_deref(),
+                m(30),
+            ),
+            (
+                "kubernetesDeletion",
+                self.kubernetes_deletion.as_deref(),
+                m(30),
+            ),
+        ]
+    }
+
+    /// The budget for `key` (one of [`Self::entries`]' keys); the default when unset or
+    /// not a duration (validation refuses the latter before any run is built).
+    pub fn get(&self, key: &str) -> std::time::Duration {
+        self.entries()
+            .into_iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|(_, v, d)| {
+                v.and_then(|v| humantime::parse_duration(v).ok())
+                    .unwrap_or(d)
+            })
+            .unwrap_or(std::time::Duration::from_secs(30 * 60))
+    }
 }

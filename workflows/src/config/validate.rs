@@ -92,6 +92,23 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
         base_dir,
         errors: Vec::new(),
     };
+    for (key, value, _) in config.wait_budgets.entries() {
+        if let Some(v) = value {
+            match humantime::parse_duration(v) {
+                Ok(d) if !d.is_zero() => {}
+                Ok(_) => r.push(
+                    format!("waitBudgets.{key}"),
+                    "duration",
+                    "must be longer than zero: a wait needs some time (e.g. 45m)",
+                ),
+                Err(e) => r.push(
+                    format!("waitBudgets.{key}"),
+                    "duration",
+                    format!("{v:?} is not a duration ({e}); write it like 45m, 1h30m or 90s"),
+                ),
+            }
+        }
+    }
     let name_ok = check_name(&mut r, &config.name);
     if let Some(infra_id) = &config.infra_id {
         let infra_ok = !infra_id.is_empty() && is_dns_label(infra_id, false);

@@ -1,0 +1,36 @@
+//! Wait budgets per step: how long each step's durable polling may go on before the run
+//! stops for an operator (see `runtime::RetryPolicy::wait_budget_ms`).
+//!
+//! | Step (action)                                   | Action budget          | Undo budget           |
+//! |-------------------------------------------------|------------------------|-----------------------|
+//! | `k8s.condition.wait` (HostedCluster Available)  | hostedClusterAvailable | —                     |
+//! | `k8s.node-pool.apply` (NodePool Ready)          | nodePoolReady          | kubernetesDeletion    |
+//! | `k8s.hosted-cluster.apply`                      | armOperation           | kubernetesDeletion    |
+//! | `k8s.object.delete` (delete-cluster)            | kubernetesDeletion     | —                     |
+//! | `azure.private-link-service.ensure`             | armOperation           | privateLinkTeardown   |
+//! | `azure.private-link-service.delete`             | privateLinkTeardown    | —                     |
+//! | every other Azure step (one resource's LRO)     | armOperation           | armOperation          |
+//!
+//! Defaults and the config keys are in [`crate::config::WaitBudgets`]. The budgets are
+//! journaled with the DAG, so a running run keeps the budgets it started with.
+
+use crate::config::WaitBudgets;
+use hcp_runtime::SagaDag;
+
+/// Set every node's action and undo wait budget from `b` (by the table above).
+pub fn apply(dag: &mut SagaDag, b: &WaitBudgets) {
+    let arm = b.get("armOperation");
+    for n in &mut dag.nodes {
+        let (action, undo) = match n.action.as_str() {
+            "k8s.condition.wait" => (b.get("hostedClusterAvailable"), arm),
+            "k8s.node-pool.apply" => (b.get("nodePoolReady"), b.get("kubernetesDeletion")),
+            "k8s.hosted-cluster.apply" => (arm, b.get("kubernetesDeletion")),
+            "k8s.object.delete" => (b.get("kubernetesDeletion"), arm),
+            "azure.private-link-service.ensure" => (arm, b.get("privateLinkTeardown")),
+            "azure.private-link-service.delete" => (b.get("privateLinkTeardown"), arm),
+            _ => (arm, arm),
+        };
+        n.retry = n.retry.clone().with_wait_budget(action);
+        n.undo_retry = n.undo_retry.clone().with_wait_budget(undo);
+    }
+}
