@@ -205,13 +205,41 @@ async fn load_detail(
     Ok((d, events))
 }
 
-fn run_ctx(st: &AppState, d: model::RunDetail, events: Vec<model::HistoryRow>) -> minijinja::Value {
+/// Journal rows a run page carries at most (newest last): the page's size, and every live
+/// refresh's, stays bounded however long the journal grows; `history` shows them all.
+pub const MAX_PAGE_EVENTS: usize = 200;
+
+/// What the run body shows changes exactly when this does: the journal (its last write),
+/// the lease, and the no-worker verdict (which changes with time alone).
+fn version(d: &model::RunDetail) -> String {
+    format!(
+        "{}|{}|{}|{}|{}",
+        d.updated_at,
+        d.lease_owner.as_deref().unwrap_or("-"),
+        d.lease_epoch,
+        d.lease_expired,
+        d.no_worker.is_some()
+    )
+}
+
+fn run_ctx(
+    st: &AppState,
+    d: model::RunDetail,
+    mut events: Vec<model::HistoryRow>,
+) -> minijinja::Value {
     let g = gantt::layout(&d);
     let live = !d.terminal;
+    let events_total = events.len();
+    if events_total > MAX_PAGE_EVENTS {
+        events.drain(..events_total - MAX_PAGE_EVENTS);
+    }
+    let version = version(&d);
     context! {
         d => d,
         gantt => g,
         events => events,
+        events_total => events_total,
+        version => version,
         live => live,
         actions_enabled => st.config.actions_enabled(),
     }
@@ -225,9 +253,25 @@ pub async fn run(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Res
     }
 }
 
-/// `GET /runs/{id}/live`: the run body alone (htmx polling while the run is active).
-pub async fn run_live(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+/// The version of the run body the page already shows (`?v=`).
+#[derive(Debug, Deserialize)]
+pub struct LiveQuery {
+    #[serde(default)]
+    v: Option<String>,
+}
+
+/// `GET /runs/{id}/live`: the run body alone (htmx polling while the run is active). When
+/// nothing changed since the version the page shows, `204 No Content` (htmx keeps the page
+/// as it is): a refresh sends only what changed, and at most [`MAX_PAGE_EVENTS`] events.
+pub async fn run_live(
+    State(st): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<LiveQuery>,
+) -> Response {
     match load_detail(&st, &id).await {
+        Ok((d, _)) if q.v.as_deref() == Some(version(&d).as_str()) => {
+            StatusCode::NO_CONTENT.into_response()
+        }
         Ok((d, ev)) => render(&st, "run_body.html", run_ctx(&st, d, ev)),
         Err(r) => r,
     }

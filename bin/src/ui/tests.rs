@@ -348,3 +348,20 @@ fn non_loopback_needs_a_token() {
     assert!(UiConfig::check(lo, None, false, None).is_ok());
     assert!(UiConfig::check(lo, Some(String::new()), false, None).is_err());
 }
+
+#[tokio::test]
+async fn the_live_fragment_answers_204_when_nothing_changed() {
+    let (store, run) = stuck_run().await;
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let (s, body) = get(&app, &format!("/runs/{run}/live"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    // needs-operator is not terminal: the body polls itself with its version.
+    let marker = format!("/runs/{run}/live?v=");
+    let start = body.find(&marker).expect("live body polls") + marker.len();
+    let v = &body[start..start + body[start..].find('"').unwrap()];
+    let (s, again) = get(&app, &format!("/runs/{run}/live?v={v}"), None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{again}");
+    assert!(again.is_empty());
+    let (s, _) = get(&app, &format!("/runs/{run}/live?v=stale"), None).await;
+    assert_eq!(s, StatusCode::OK);
+}
