@@ -441,3 +441,37 @@ fn validate_catches_cel_rules() {
     let step: hcp_runtime::StepError = RenderError::UnknownComponent("kms".into()).into();
     assert!(!step.retryable);
 }
+
+/// Issue 12, finding 2: HyperShift's CLI publishes the API server by a LoadBalancer unless
+/// the topology is Private (`cmd/cluster/core/create.go`
+/// `GetIngressServicePublishingStrategyMapping`); a Route for PublicAndPrivate has no
+/// hostname and the CPO fails ("route hostname is required for service APIServer").
+#[test]
+fn api_server_is_a_load_balancer_unless_the_topology_is_private() {
+    for (t, want) in [
+        (Topology::Public, "LoadBalancer"),
+        (Topology::PublicAndPrivate, "LoadBalancer"),
+        (Topology::Private, "Route"),
+    ] {
+        let hc = render::hosted_cluster(&hc_input(t));
+        let api = hc["spec"]["services"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["service"] == "APIServer")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(api["servicePublishingStrategy"]["type"], want, "{t:?}");
+        for other in ["Ignition", "Konnectivity", "OAuthServer"] {
+            assert!(
+                hc["spec"]["services"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s["service"] == other
+                        && s["servicePublishingStrategy"]["type"] == "Route"),
+                "{t:?} {other}"
+            );
+        }
+    }
+}

@@ -200,7 +200,7 @@ subscription: {GUEST_SUB}
 tenant: 99999999-8888-7777-6666-555555555555
 location: eastus
 baseDomain: hcp.example.com
-releaseImage: quay.io/openshift-release-dev/ocp-release:4.18.1-multi
+releaseImage: quay.io/openshift-release-dev/ocp-release:4.22.0-multi
 persistentResourceGroup: {name}-persistent
 oidcIssuer:
   create: {{}}

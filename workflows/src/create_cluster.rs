@@ -407,7 +407,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 ssh_key_secret_name: Some(l.secret("ssh-key")),
                 etcd_key_secret_name: l.secret("etcd-encryption-key"),
                 sa_signing_key_secret_name: l.secret("sa-token-issuer-key"),
-                cloud: None,
+                cloud: hosted_cluster_cloud(&cfg.cloud),
                 highly_available: false,
                 additional_allowed_subscriptions: cfg.allowed_subscriptions.clone(),
                 private_zone_id: None,
@@ -524,7 +524,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     release_image: cfg.release_image.clone(),
                     vm_size: p.vm_size.clone(),
                     os_disk_size_gib: i32::try_from(p.os_disk_size_gib).unwrap_or(i32::MAX),
-                    image: marketplace_image(&cfg.release_image),
+                    image: marketplace_image(cfg.release_minor()),
                     subnet_id: l.subnet_id.clone(),
                     availability_zone: p.zone.clone(),
                     labels: BTreeMap::new(),
@@ -541,19 +541,13 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
 
 /// The RHCOS marketplace image of the release's minor version (`azureopenshift/aro4`,
 /// SKU `aro_4NN`), latest build. (The cluster file has no image field yet.)
-fn marketplace_image(release: &str) -> NodePoolImage {
-    let tag = release.rsplit(':').next().unwrap_or_default();
-    let mut parts = tag.split(['.', '-']);
-    let sku = match (parts.next(), parts.next()) {
-        (Some(maj), Some(min)) if maj.chars().all(|c| c.is_ascii_digit()) => {
-            format!("aro_{maj}{min}")
-        }
-        _ => "aro_418".to_string(),
-    };
+fn marketplace_image(release: Option<(u32, u32)>) -> NodePoolImage {
+    // Validation guarantees a version; 4.19 is the oldest release we accept.
+    let (major, minor) = release.unwrap_or((4, 19));
     NodePoolImage::Marketplace {
         publisher: "azureopenshift".into(),
         offer: "aro4".into(),
-        sku,
+        sku: format!("aro_{major}{minor}"),
         version: "latest".into(),
     }
 }
@@ -598,4 +592,48 @@ fn egress_lb_body(l: &Layout) -> serde_json::Value {
             }],
         }
     })
+}
+
+/// `spec.platform.azure.cloud` for the config's cloud, so in-cluster components call the
+/// cloud's own endpoints (HyperShift's `AzurePlatformSpec.Cloud`, default
+/// `AzurePublicCloud`). A custom cloud has no name HyperShift knows: left unset.
+fn hosted_cluster_cloud(cloud: &crate::config::Cloud) -> Option<String> {
+    match cloud {
+        crate::config::Cloud::Public => Some("AzurePublicCloud".into()),
+        crate::config::Cloud::UsGovernment => Some("AzureUSGovernmentCloud".into()),
+        crate::config::Cloud::China => Some("AzureChinaCloud".into()),
+        crate::config::Cloud::Custom(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Issue 12, finding 10: the config's cloud reaches `spec.platform.azure.cloud`.
+    #[test]
+    fn the_cloud_reaches_the_hosted_cluster() {
+        let example =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster.yaml");
+        let mut cfg = crate::config::load(&example).unwrap();
+        for (cloud, want) in [
+            (crate::config::Cloud::Public, Some("AzurePublicCloud")),
+            (
+                crate::config::Cloud::UsGovernment,
+                Some("AzureUSGovernmentCloud"),
+            ),
+            (crate::config::Cloud::China, Some("AzureChinaCloud")),
+        ] {
+            cfg.cloud = cloud;
+            let l = Layout::new(&cfg, "demo-x1y2z", true);
+            let dag = build(&cfg, &l).unwrap();
+            let hc = dag
+                .nodes
+                .iter()
+                .find(|n| n.action == "k8s.hosted-cluster.apply")
+                .unwrap();
+            assert_eq!(hc.input["spec"]["cloud"].as_str(), want, "{:?}", cfg.cloud);
+        }
+    }
 }

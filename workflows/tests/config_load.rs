@@ -22,7 +22,7 @@ subscription: 11111111-2222-3333-4444-555555555555
 tenant: 99999999-8888-7777-6666-555555555555
 location: eastus
 baseDomain: hcp.example.com
-releaseImage: quay.io/openshift-release-dev/ocp-release:4.18.1-multi
+releaseImage: quay.io/openshift-release-dev/ocp-release:4.22.0-multi
 persistentResourceGroup: hcp-persistent
 topology: Public
 managementCluster: {}

@@ -414,8 +414,8 @@ fn metadata(name: &str, namespace: &str, labels: &BTreeMap<String, String>) -> V
 /// `highly_available`), managed etcd on an 8 GiB
 /// volume, OVN-Kubernetes with the default cluster/service networks, aescbc secret
 /// encryption with the etcd key Secret, OLM catalogs on the management cluster, the
-/// APIServer published by a LoadBalancer (Public) or a Route through the private router
-/// (private topologies), and Ignition, Konnectivity and OAuthServer by Route.
+/// APIServer published by a LoadBalancer (Public, PublicAndPrivate) or a Route through the
+/// private router (Private), and Ignition, Konnectivity and OAuthServer by Route.
 pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     let identities: Map<String, Value> = WORKLOAD_IDENTITY_FIELDS
         .iter()
@@ -463,7 +463,13 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     if let Some(z) = &input.public_zone_id {
         dns["publicZoneID"] = json!(z);
     }
-    let api_server = if input.topology.is_private() {
+    // HyperShift's CLI publishes the API server by a LoadBalancer unless the topology is
+    // Private (openshift/hypershift `cmd/cluster/core/create.go`
+    // `GetIngressServicePublishingStrategyMapping`, `cmd/cluster/azure/create.go`). A
+    // PublicAndPrivate cluster with a Route has no hostname for it, and the CPO fails with
+    // "route hostname is required for service APIServer"
+    // (`control-plane-operator/controllers/hostedcontrolplane/kas/service.go`).
+    let api_server = if input.topology == Topology::Private {
         "Route"
     } else {
         "LoadBalancer"

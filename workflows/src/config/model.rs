@@ -71,10 +71,17 @@ pub struct ClusterConfig {
     #[schemars(length(min = 1, max = 253))]
     pub base_domain: String,
 
-    /// OpenShift release image, e.g. `quay.io/openshift-release-dev/ocp-release:4.18.1-multi`
+    /// OpenShift release image, e.g. `quay.io/openshift-release-dev/ocp-release:4.22.0-multi`
     /// or a `@sha256:` digest reference.
     #[schemars(length(min = 1))]
     pub release_image: String,
+
+    /// The release's OpenShift version (`4.22.0`). Required when `releaseImage` is pinned
+    /// by digest (`@sha256:`), which carries no version; otherwise read from its tag. It
+    /// gates what the release supports: HyperShift's Azure workload identities need 4.19,
+    /// the Azure private topologies (Private, PublicAndPrivate) 4.22.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_version: Option<String>,
 
     /// Resource group that holds the resources outliving a cluster (identities, OIDC issuer).
     /// Azure rules: 1–90 letters, digits, `-`, `_`, `.`, `(`, `)`; not ending in `.`.
@@ -552,5 +559,21 @@ impl WaitBudgets {
                     .unwrap_or(d)
             })
             .unwrap_or(std::time::Duration::from_secs(30 * 60))
+    }
+}
+
+impl ClusterConfig {
+    /// `(major, minor)` of the release: `releaseVersion`, else the tag of `releaseImage`
+    /// (`…:4.22.0-multi`). `None` when neither says (validation refuses that).
+    pub fn release_minor(&self) -> Option<(u32, u32)> {
+        let text = match &self.release_version {
+            Some(v) => v.as_str(),
+            None if self.release_image.contains('@') => return None,
+            None => self.release_image.rsplit_once(':').map(|(_, t)| t)?,
+        };
+        let mut parts = text.split(['.', '-']);
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some((major, minor))
     }
 }

@@ -151,11 +151,12 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
             );
         }
     }
-    r.check(
-        "releaseImage",
-        "image-ref",
-        check_image_ref(&config.release_image),
-    );
+    let image_ok = check_image_ref(&config.release_image);
+    let image_valid = image_ok.is_ok();
+    r.check("releaseImage", "image-ref", image_ok);
+    if image_valid {
+        check_release(&mut r, config);
+    }
     r.check(
         "persistentResourceGroup",
         "resource-group-name",
@@ -632,13 +633,75 @@ fn parse_cidr(s: &str) -> Result<Ipv4Net, String> {
 
 /// A container image reference with a tag or a sha256 digest:
 /// `registry[:port]/path[:tag][@sha256:<64 hex>]`.
+/// The release must be new enough for what the cluster uses (openshift/hypershift: the
+/// `AzureWorkloadIdentities` API first ships in `release-4.19`; the Azure private topology —
+/// `topology`/`private`, the internal-LB annotation on the `private-router` Service in
+/// `control-plane-operator/controllers/hostedcontrolplane/ingress/router.go` and the
+/// AzurePrivateLinkService controllers — in `release-4.22`). On an older release such a
+/// cluster would wait forever for a router IP.
+fn check_release(r: &mut Report<'_>, config: &ClusterConfig) {
+    let digest = config.release_image.contains('@');
+    let Some((major, minor)) = config.release_minor() else {
+        if let Some(v) = &config.release_version {
+            r.push(
+                "releaseVersion",
+                "release-version",
+                format!("must be an OpenShift version like 4.22.0 (got {v:?})"),
+            );
+        } else if digest {
+            r.push(
+                "releaseVersion",
+                "release-version",
+                "required when releaseImage is pinned by digest (@sha256:…), which carries no version: set it to the release's OpenShift version, e.g. 4.22.0",
+            );
+        } else {
+            r.push(
+                "releaseImage",
+                "release-version",
+                "its tag does not start with an OpenShift version (like 4.22.0-multi): use a versioned tag or set releaseVersion",
+            );
+        }
+        return;
+    };
+    let field = if config.release_version.is_some() {
+        "releaseVersion"
+    } else {
+        "releaseImage"
+    };
+    let private = !matches!(config.topology, crate::config::Topology::Public);
+    let (need, why) = if private {
+        (
+            (4, 22),
+            format!(
+                "topology {:?} needs HyperShift's Azure private topology, which ships in OpenShift 4.22",
+                config.topology
+            ),
+        )
+    } else {
+        (
+            (4, 19),
+            "the cluster's components authenticate with Azure workload identities (HyperShift's AzureWorkloadIdentities), which ship in OpenShift 4.19".to_string(),
+        )
+    };
+    if (major, minor) < need {
+        r.push(
+            field,
+            "release-too-old",
+            format!(
+                "release {major}.{minor} is too old: {why}; use a {}.{} or newer release",
+                need.0, need.1
+            ),
+        );
+    }
+}
+
 fn check_image_ref(s: &str) -> Result<(), String> {
     if s.is_empty() {
         return Err("must not be empty".into());
     }
     let bad = || {
         format!(
-            "must be an image reference like quay.io/openshift-release-dev/ocp-release:4.18.1-multi or …@sha256:<64 hex> (got {s:?})"
+            "must be an image reference like quay.io/openshift-release-dev/ocp-release:4.22.0-multi or …@sha256:<64 hex> (got {s:?})"
         )
     };
     if s.chars().any(char::is_whitespace) || s.contains("://") {
@@ -708,7 +771,7 @@ mod tests {
     #[test]
     fn image_refs() {
         for ok in [
-            "quay.io/openshift-release-dev/ocp-release:4.18.1-multi",
+            "quay.io/openshift-release-dev/ocp-release:4.22.0-multi",
             "registry.example.com:5000/ocp/release:4.18.1",
             "quay.io/openshift-release-dev/ocp-release@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         ] {
