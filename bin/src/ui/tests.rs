@@ -365,3 +365,35 @@ async fn the_live_fragment_answers_204_when_nothing_changed() {
     let (s, _) = get(&app, &format!("/runs/{run}/live?v=stale"), None).await;
     assert_eq!(s, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn metrics_count_runs_without_a_worker_and_the_oldest_wait() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+    // Journaled five minutes ago for the in-process simulator; nobody has leased it.
+    store
+        .create_run(hcp_runtime::store::NewRun {
+            id: uuid::Uuid::now_v7(),
+            workflow: "create-cluster".into(),
+            workflow_version: 1,
+            labels: [("cluster".to_string(), "demo".to_string())].into(),
+            idempotency_key: None,
+            exclusive_key: Some("cluster/s/demo".into()),
+            target: Some("simulator/in-process".into()),
+            dag: r#"{"workflow":"create-cluster","version":1,"stages":[],"nodes":[]}"#.into(),
+            created_at: hcp_runtime::Timestamp(now.0 - 300_000),
+        })
+        .await
+        .unwrap();
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let (s, text) = get(&app, "/metrics", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        text.contains("hcp_workflow_runs_without_worker 1"),
+        "{text}"
+    );
+    assert!(text.contains("hcp_workflow_oldest_wait_seconds"), "{text}");
+    let (_, page) = get(&app, "/", None).await;
+    assert!(page.contains("no worker"), "{page}");
+    assert!(page.contains("--simulate worker"), "{page}");
+}

@@ -188,6 +188,14 @@ pub fn no_worker(s: &RunSummary, now: Timestamp) -> Option<String> {
 /// A `list` row from a summary (`stage` from the DAG when the caller loaded it).
 pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow {
     let no_worker = no_worker(s, now);
+    // Only a worker for the run's target takes it: say which.
+    let blocked_on = match (s.state, &s.target) {
+        (RunState::Pending, Some(t)) => format!(
+            "waiting for a worker for {}",
+            crate::target::describe(Some(t))
+        ),
+        _ => s.blocked_on.clone(),
+    };
     RunRow {
         id: s.id.to_string(),
         workflow: s.workflow.clone(),
@@ -198,7 +206,7 @@ pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow 
         created_at: ts(s.created_at),
         updated_at: ts(s.updated_at),
         age: age(now, s.created_at),
-        blocked_on: s.blocked_on.clone(),
+        blocked_on,
         lease_owner: s.lease_owner.clone(),
         terminal: s.state.is_terminal(),
         target: s.target.clone(),
