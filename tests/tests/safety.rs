@@ -368,7 +368,13 @@ fn waits_are_bounded_and_journal_a_constant_number_of_events() {
         "a stalled wait never unwinds by itself"
     );
     let (_, why, _) = env.cli(&["why", &run], &[]);
-    assert!(why.contains("retry"), "{why}");
+    assert!(why.contains("needs an operator"), "{why}");
+    assert!(why.contains("waited past its budget"), "{why}");
+    assert!(
+        why.contains(&format!("retry {run} --step create-cluster.nodepools.workers")),
+        "{why}"
+    );
+    assert!(why.contains(&format!("cancel {run}")), "{why}");
     std::thread::sleep(Duration::from_secs(7));
     let (code, _, err) = env.cli(&["retry", &run], &[]);
     assert_eq!(code, 0, "{err}");

@@ -706,6 +706,13 @@ fn pending_card(
             None,
             None,
         ),
+        NodeStatus::Stalled { reason, .. } => (
+            format!(
+                "an operator: {reason}; retry gives the wait a fresh budget, cancel unwinds the run"
+            ),
+            None,
+            None,
+        ),
         other => (other.name().to_string(), None, None),
     };
     Some(PendingCard {
@@ -1116,6 +1123,41 @@ fn why(
                 d.updated_at,
                 d.parked.as_deref().unwrap_or("unknown reason"),
                 actions[0].command,
+                cancel.command
+            )
+        }
+        RunState::NeedsOperator if v.unwinding.is_none() => {
+            // A forward wait ran past its budget (a stalled step).
+            let stalled: Vec<(&str, &str)> = v
+                .dag
+                .nodes
+                .iter()
+                .zip(&v.nodes)
+                .filter_map(|(spec, st)| match &st.status {
+                    NodeStatus::Stalled { reason, .. } => {
+                        Some((spec.name.as_str(), reason.as_str()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let mut parts = Vec::new();
+            for (step, reason) in &stalled {
+                parts.push(format!("{step} {reason} (stalled at {})", since(step)));
+                actions.push(suggest(
+                    "retry",
+                    Some(step),
+                    cli(&format!("retry {id} --step {step}")),
+                    "poll again with a fresh wait budget",
+                ));
+            }
+            actions.push(cancel.clone());
+            let first = stalled.first().map(|s| s.0).unwrap_or("the step");
+            format!(
+                "{head} needs an operator: {}. It waited past its budget and does not go on, \
+                 or unwind, by itself. Once the cause is fixed, give the wait a fresh budget with \
+                 `{}`; to give up and unwind every started step: `{}`.",
+                parts.join("; "),
+                cli(&format!("retry {id} --step {first}")),
                 cancel.command
             )
         }
