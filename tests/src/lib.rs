@@ -66,7 +66,8 @@ pub async fn fresh_postgres(base: &str) -> String {
     format!("{prefix}/{name}")
 }
 
-/// A child process whose stdout lines are collected as they come.
+/// A child process whose stdout lines are collected as they come. Dropping it kills the
+/// process (a test that fails or returns early leaves no simulator or worker behind).
 #[derive(Debug)]
 pub struct Proc {
     pub child: Child,
@@ -142,7 +143,7 @@ impl Proc {
                     self.seen.push(l);
                 }
                 let err = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
-                return (st.code(), self.seen, err);
+                return (st.code(), std::mem::take(&mut self.seen), err);
             }
             if Instant::now() > end {
                 self.kill();
@@ -172,5 +173,14 @@ impl Proc {
             .status()
             .unwrap();
         assert!(st.success(), "kill -{sig} failed");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
