@@ -581,8 +581,17 @@ impl RunDriver {
                             }
                         }
                     };
+                    // Only the attempt in flight for this node counts. An action attempt a
+                    // cancel aborted may still complete (an abort cannot stop a step that
+                    // does not yield); by then the node's undo can hold its slot, and the
+                    // late result must not be credited to it. Its outcome was journaled
+                    // (`node_failed`) by the cancel.
+                    match inflight.get(&done.idx) {
+                        Some(f) if f.phase == done.phase && f.attempt == done.attempt => {}
+                        _ => continue,
+                    }
                     let Some(flight) = inflight.remove(&done.idx) else {
-                        continue; // aborted by a cancel; already journaled as failed
+                        continue;
                     };
                     let mut w = writer.lock().await;
                     let name = w.view.dag.nodes[done.idx].name.clone();

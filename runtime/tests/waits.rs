@@ -313,3 +313,71 @@ async fn an_undo_past_its_wait_budget_needs_an_operator() {
         RunExit::Finished(RunState::Cancelled)
     );
 }
+
+/// An action that finishes just as a cancel arrives: the aborted attempt's late result must
+/// not be credited to the undo that took its place (it used to stage `node_succeeded`
+/// after `undo_started`, an illegal transition that abandoned the run).
+#[derive(Clone, Default)]
+struct Finisher {
+    blocked: Arc<std::sync::atomic::AtomicBool>,
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
+}
+impl Action for Finisher {
+    const NAME: &'static str = "test.finisher";
+    type Input = ();
+    type Output = ();
+    async fn run(&self, _: &StepContext, _: ()) -> Result<Outcome<()>, StepError> {
+        // Blocking (no await): an abort cannot stop it, so it completes after the driver
+        // applied the cancel that arrived meanwhile.
+        self.blocked.store(true, Ordering::SeqCst);
+        while !self.cancelled.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Outcome::Done(()))
+    }
+    async fn undo(&self, _: &StepContext, _: (), _: Option<()>) -> Result<UndoOutcome, StepError> {
+        // Still busy when the aborted action's result arrives.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Ok(UndoOutcome::Done)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn a_cancel_racing_a_finishing_attempt_still_unwinds() {
+    let f = Finisher::default();
+    let mut r = Registry::new();
+    r.register(f.clone()).unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let e = Engine::with(
+        store.clone(),
+        r,
+        Arc::new(SystemClock),
+        Arc::new(engine::NoHooks),
+        test_config(),
+    );
+    let mut b = SagaBuilder::new("race", 1);
+    b.stage("only");
+    b.add::<Finisher>("f", &(), NodeOptions::default()).unwrap();
+    let dag = b.build().unwrap();
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    let bg = {
+        let e = e.clone();
+        tokio::spawn(async move { e.drive(run, std::future::pending()).await })
+    };
+    while !f.blocked.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    e.submit(run, OperatorCommand::Cancel, "olga", "race")
+        .await
+        .unwrap();
+    // Let the driver apply the cancel (abort, node failed, undo started) first.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    f.cancelled.store(true, Ordering::SeqCst);
+    let exit = tokio::time::timeout(Duration::from_secs(20), bg)
+        .await
+        .expect("the run was abandoned instead of unwinding")
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, RunExit::Finished(RunState::Cancelled));
+}

@@ -22,7 +22,15 @@
 //!   (`NotOurs`, permanent, no PUT); [`delete`] given an ownership never deletes anything
 //!   else ([`Deleted::KeptNotOurs`], no DELETE). Untagged child resources (subnets,
 //!   federated credentials, role assignments, connections, DNS records) have deterministic
-//!   names under a parent we own; existing under that name is the ownership evidence.
+//!   names under a parent we own; existing under that name is the ownership evidence
+//!   for adoption, never for deletion by an undo: which run created one is journaled by
+//!   the step (`steps::arm::ChildrenJournal`).
+//! - **No re-tagging on adoption.** An adopted resource keeps the `hcp-workflow.io/run` tag
+//!   of the run that created it. Re-tagging it with the adopting run is not needed: the
+//!   store admits at most one unfinished run per cluster, so the run the tag names has
+//!   finished (succeeded, or rolled back) before a later run can adopt the resource and
+//!   can never unwind again — and re-tagging would make the adopting run's own undo
+//!   ([`delete_created`]) take a resource that existed before that run.
 //! - **Failed operations do not stick.** A journaled operation that ended `Failed` is
 //!   dropped from the checkpoint before its error is returned, so `hcp-workflow retry`
 //!   re-issues the write instead of re-reading the old failure.

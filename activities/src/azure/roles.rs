@@ -72,6 +72,23 @@ fn same_assignment(existing: &RoleAssignment, spec: &RoleAssignmentSpec) -> bool
             .is_some_and(|r| role_guid(r) == role_guid(&spec.role_definition_id))
 }
 
+/// Whether the assignment with our name exists as `spec` asks (same principal and role),
+/// so that [`ensure`] will write nothing.
+///
+/// # Errors
+/// ARM errors of the GET, classified.
+pub async fn exists_as_specified(
+    arm: &ArmClient,
+    spec: &RoleAssignmentSpec,
+) -> Result<bool, StepError> {
+    let id = spec.id();
+    Ok(arm
+        .get::<RoleAssignment>(&id, API_AUTHORIZATION)
+        .await
+        .map_err(|e| StepError::from(e.with_resource(&id)))?
+        .is_some_and(|existing| same_assignment(&existing, spec)))
+}
+
 /// Makes the assignment exist (synchronous in ARM: always `Done` or an error).
 ///
 /// # Errors

@@ -16,8 +16,9 @@
 //!   [`KubeError::NotOurs`].
 //! - An apply whose labels name an owner refuses to overwrite an existing object of
 //!   another owner (or none) with [`KubeError::NotOurs`], and keeps the existing object's
-//!   [`super::LABEL_RUN`] (the run that *created* it) instead of relabelling it with the
-//!   current run.
+//!   [`super::LABEL_RUN`] instead of relabelling it with the current run. Moving an object
+//!   to another run is a separate, explicit write: [`Mgmt::relabel_run`] (a JSON merge
+//!   patch of that one label, so the fields we server-side apply keep their owner).
 //! - [`Mgmt::apply_namespace`] never writes to a namespace that already exists unless it
 //!   is ours: namespaces such as `clusters` are shared, and labelling one would make a
 //!   later delete-cluster take it.
@@ -559,6 +560,65 @@ impl Mgmt {
             .and_then(|ingress| ingress.into_iter().next())
             .and_then(|i| i.ip)
             .filter(|ip| !ip.is_empty()))
+    }
+
+    /// Sets the [`LABEL_RUN`] label of `kind ns/name` to `run`: ownership of an object of
+    /// ours moves to the run that adopted it, so an earlier run's undo (which deletes only
+    /// objects labelled with its own run) leaves it.
+    ///
+    /// A JSON merge patch of that one label (RFC 7386; the Kubernetes API conventions'
+    /// `application/merge-patch+json`), carrying the `resourceVersion` just read, so an
+    /// object changed or recreated in between is not touched (409 Conflict, retryable).
+    /// Not a server-side apply: applying only the label as [`FIELD_MANAGER`] would remove
+    /// the fields that manager applied before. Returns `None` when the object does not
+    /// exist; `written: false` when it already carries `run`.
+    ///
+    /// # Errors
+    /// [`KubeError::NotOurs`] when the object lacks our ownership labels
+    /// ([`super::is_ours`]); [`KubeError::Terminating`] while it is being deleted; API and
+    /// transport errors.
+    pub async fn relabel_run(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        run: &str,
+    ) -> Result<Option<Applied>, KubeError> {
+        let resource = describe(kind, ns, name);
+        let Some(obj) = self.get(kind, ns, name).await? else {
+            return Ok(None);
+        };
+        let labels = obj.metadata.labels.clone().unwrap_or_default();
+        if !is_ours(&labels) {
+            return Err(KubeError::NotOurs {
+                resource,
+                action: "relabel",
+                found: found_labels(&labels),
+            });
+        }
+        if labels.get(LABEL_RUN).map(String::as_str) == Some(run) {
+            return Ok(Some(Applied {
+                written: false,
+                ..Applied::from_meta(&obj.metadata)
+            }));
+        }
+        if obj.metadata.deletion_timestamp.is_some() {
+            return Err(KubeError::Terminating { resource });
+        }
+        let body = json!({"metadata": {
+            "resourceVersion": obj.metadata.resource_version,
+            "labels": {LABEL_RUN: run},
+        }});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let patched = self
+            .api(kind, ns)
+            .patch(name, &params, &Patch::Merge(&body))
+            .await
+            .map_err(|e| KubeError::from_kube("relabel", &resource, e))?;
+        Ok(Some(Applied::from_meta(&patched.metadata)))
     }
 
     /// Requests deletion of `kind ns/name` if it is ours, and reports progress without

@@ -21,7 +21,9 @@
 //! Every object we create carries the labels [`LABEL_CLUSTER`], [`LABEL_INFRA_ID`] and
 //! [`LABEL_RUN`] (DOMAIN.md §1). [`Mgmt::delete`] refuses objects without the first two
 //! ([`is_ours`]); the apply operations refuse to take over an object that another owner
-//! created, and never relabel a namespace that already exists.
+//! created, and never relabel a namespace that already exists. A later run of the same
+//! cluster that adopts an object moves its [`LABEL_RUN`] to itself with
+//! [`Mgmt::relabel_run`], so an earlier run's undo no longer takes it.
 
 pub mod error;
 pub mod mgmt;
@@ -38,7 +40,8 @@ pub use target::{KubeTarget, client, config};
 pub const LABEL_CLUSTER: &str = "hcp-workflow.io/cluster";
 /// Label naming the cluster's infra id.
 pub const LABEL_INFRA_ID: &str = "hcp-workflow.io/infra-id";
-/// Label naming the run that created the object (kept as is when a later run re-applies).
+/// Label naming the run that owns the object: the run that created it, until a later run
+/// adopts it ([`Mgmt::relabel_run`]; an apply alone keeps it as is).
 pub const LABEL_RUN: &str = "hcp-workflow.io/run";
 
 /// Name of the HyperShift Service whose internal load balancer fronts the control plane.

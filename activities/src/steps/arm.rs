@@ -10,12 +10,18 @@
 //!   subnets), adopts only what carries our ownership tags, and refuses anything else.
 //! - The undo deletes only what *this run* created (tag `hcp-workflow.io/run`), so a failed
 //!   run leaves what existed before it. Bring-your-own resources are never deleted.
+//! - Untagged children (federated credentials, role assignments, DNS record sets, the NAT
+//!   subnet, the OIDC blob container) carry no run tag, so the run's *journal* is the proof instead: the
+//!   forward action saves each child it is about to create in its checkpoint
+//!   ([`ChildrenJournal`]) *before* the PUT, and the undo deletes only the children listed
+//!   there ([`ensure_children`], [`delete_children`]: the one place this rule lives). A
+//!   child that existed before the run is recorded as adopted and never deleted by it.
 //! - `delete` (delete-cluster) deletes only what carries our cluster and infra-id tags;
 //!   anything else is recorded as kept. A missing resource is done.
 
 use super::env::{AzureEnv, Clients, Owner};
 use crate::azure::ArmClient;
-use crate::azure::durable::{self, Adopt, Deleted, EnsureSpec, Progress};
+use crate::azure::durable::{self, Adopt, Deleted, EnsureSpec, Ensured, Progress};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Action, Outcome, RetryPolicy, StepContext, StepError, UndoOutcome};
 use serde::{Deserialize, Serialize};
@@ -173,7 +179,14 @@ pub async fn ensure_resource(
         tagged: input.tagged,
         ownership: input.owner.ownership(ctx),
     };
-    match durable::ensure(ctx, arm, &spec).await? {
+    let progress = if input.tagged {
+        durable::ensure(ctx, arm, &spec).await?
+    } else {
+        // An untagged resource is a child: its creation is journaled like the others'.
+        let mut journal = ChildrenJournal::of_action(ctx)?;
+        ensure_child(ctx, arm, &mut journal, &spec).await?
+    };
+    match progress {
         Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
         Progress::Done(e) => {
             let created = if input.tagged {
@@ -181,16 +194,20 @@ pub async fn ensure_resource(
             } else {
                 e.created
             };
-            let action = LedgerAction::created_or_adopted(created);
-            Ok(Outcome::Done(ResourceOutput {
-                id: e.id.clone(),
-                ledger: vec![record(
+            let rec = if input.tagged {
+                record(
                     &input.resource_type,
                     &e.id,
-                    action,
+                    LedgerAction::created_or_adopted(created),
                     input.persistent,
                     None,
-                )],
+                )
+            } else {
+                child_record(&input.resource_type, &e.id, created, input.persistent)
+            };
+            Ok(Outcome::Done(ResourceOutput {
+                id: e.id.clone(),
+                ledger: vec![rec],
                 body: e.body,
             }))
         }
@@ -210,17 +227,23 @@ pub async fn remove_resource(
     if input.byo {
         return Ok(UndoOutcome::Done);
     }
-    let progress = if input.tagged {
+    if !input.tagged {
+        // An untagged child: deleted only if the action's journal (or, for a run of an
+        // older binary, its output) proves this run created it.
+        return delete_children(
+            ctx,
+            arm,
+            &input.resource_type,
+            &input.api,
+            std::slice::from_ref(&input.id),
+            output.map(|o| o.ledger.as_slice()),
+            input.persistent,
+        )
+        .await;
+    }
+    let progress =
         durable::delete_created(ctx, arm, &input.id, &input.api, &input.owner.ownership(ctx))
-            .await?
-    } else if output.is_some_and(|o| o.ledger.iter().all(|r| r.action != LedgerAction::Created)) {
-        // An untagged child the action adopted rather than created stays.
-        return Ok(UndoOutcome::Done);
-    } else {
-        // Untagged children have deterministic names derived from the infra id: when the
-        // action created it (or never finished), the name alone makes it ours.
-        durable::delete(ctx, arm, &input.id, &input.api, None).await?
-    };
+            .await?;
     Ok(progress.into_undo(ctx))
 }
 
@@ -259,12 +282,134 @@ pub async fn delete_resource(
     }
 }
 
+/// Checkpoint member in which an ensure step journals the untagged children it creates
+/// (see [`ChildrenJournal`]).
+pub const CHILDREN_KEY: &str = "created-children";
+
+/// Checkpoint member in which an undo records what it deleted and kept (read by
+/// `hcp_runtime::ledger` instead of deriving the undo's lines from the output).
+pub const UNDO_LEDGER_KEY: &str = "ledger";
+
+/// What an ensure step journals about the untagged children it writes: the ids of those it
+/// found missing and is creating, each saved durably *before* its PUT is sent.
+///
+/// Untagged children (federated identity credentials, role assignments, private DNS record
+/// sets, the NAT subnet, the OIDC container) have deterministic names, so "exists under our name" does
+/// not say *which run* created one: after create → delete (persistent credentials kept) →
+/// create, the second run finds the first run's credentials under the same names. This
+/// journal is that proof. Read by the action on a resumed attempt
+/// ([`ChildrenJournal::of_action`]) and by the undo through the engine's
+/// `StepContext::action_checkpoint` ([`ChildrenJournal::of_undo`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildrenJournal {
+    /// Ids (as written) of the children this run is creating or created.
+    #[serde(default)]
+    pub creating: Vec<String>,
+}
+
+impl ChildrenJournal {
+    /// Whether `id` is journaled as created by this run (ARM ids compare case-insensitively).
+    pub fn lists(&self, id: &str) -> bool {
+        self.creating.iter().any(|c| c.eq_ignore_ascii_case(id))
+    }
+
+    /// Journals `id` as being created by this run, durably: call it after finding the child
+    /// missing and before sending its PUT.
+    ///
+    /// # Errors
+    /// The journal write failed (retryable: lease lost).
+    pub async fn record_creating(&mut self, ctx: &StepContext, id: &str) -> Result<(), StepError> {
+        if !self.lists(id) {
+            self.creating.push(id.to_string());
+        }
+        durable::save_checkpoint_field(ctx, CHILDREN_KEY, &*self).await
+    }
+
+    /// In an action: the journal saved by this or an earlier attempt (empty when none).
+    ///
+    /// # Errors
+    /// The checkpoint member does not decode (permanent `definition` error).
+    pub fn of_action(ctx: &StepContext) -> Result<Self, StepError> {
+        Ok(durable::checkpoint_field(ctx, CHILDREN_KEY)?.unwrap_or_default())
+    }
+
+    /// In an undo: the forward action's journal, whether it succeeded or not; `None` when
+    /// it saved none (it created nothing, or it ran under a binary older than the journal).
+    ///
+    /// # Errors
+    /// The checkpoint member does not decode (permanent `definition` error).
+    pub fn of_undo(ctx: &StepContext) -> Result<Option<Self>, StepError> {
+        let Some(Value::Object(mut cp)) = ctx.action_checkpoint::<Value>()? else {
+            return Ok(None);
+        };
+        match cp.remove(CHILDREN_KEY) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                StepError::permanent(
+                    hcp_runtime::error::kind::DEFINITION,
+                    format!("action checkpoint member `{CHILDREN_KEY}`: {e}"),
+                )
+            }),
+        }
+    }
+}
+
+/// The ledger line of an untagged child an ensure step finished.
+fn child_record(resource_type: &str, id: &str, created: bool, persistent: bool) -> LedgerRecord {
+    if created {
+        record(resource_type, id, LedgerAction::Created, persistent, None)
+    } else {
+        record(
+            resource_type,
+            id,
+            LedgerAction::Adopted,
+            persistent,
+            Some("existed before this run: its undo leaves it in place".into()),
+        )
+    }
+}
+
+/// One untagged child, one step further: GET it; when it is missing and not journaled yet,
+/// journal it as created by this run (durable) and only then let [`durable::ensure`] PUT
+/// it. A child found existing that the journal does not list existed before this run.
+/// `Ensured::created` is whether the journal lists it.
+///
+/// (The GET here and the one inside [`durable::ensure`] are two reads: a child deleted by
+/// someone else between them is created without being journaled, so it is recorded
+/// adopted and left behind by the undo — a leak, never the deletion of something that is
+/// not ours.)
+async fn ensure_child(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    journal: &mut ChildrenJournal,
+    spec: &EnsureSpec,
+) -> Result<Progress<Ensured>, StepError> {
+    if !journal.lists(&spec.id) {
+        let existing = arm
+            .get_value(&spec.id, &spec.api)
+            .await
+            .map_err(|e| StepError::from(e.with_resource(&spec.id)))?;
+        if existing.is_none() {
+            journal.record_creating(ctx, &spec.id).await?;
+        }
+    }
+    let progress = durable::ensure(ctx, arm, spec).await?;
+    Ok(progress.map(|mut e| {
+        e.created = journal.lists(&e.id);
+        e
+    }))
+}
+
 /// Ensure untagged child resources (federated credentials, DNS records), one at a time:
 /// Azure refuses concurrent writes on some parents. A child still being written makes the
 /// whole step wait (`Outcome::Wait`); the next attempt skips the children already there.
 ///
+/// Each child this run creates is journaled ([`ChildrenJournal`]) before its PUT, so
+/// [`delete_children`] can tell it from one that existed before the run: those are
+/// recorded `adopted` and never deleted by this run's undo.
+///
 /// # Errors
-/// ARM errors, classified.
+/// ARM errors, classified; a failed journal write (retryable).
 pub async fn ensure_children(
     ctx: &StepContext,
     arm: &ArmClient,
@@ -274,6 +419,7 @@ pub async fn ensure_children(
     children: Vec<(String, Value)>,
     persistent: bool,
 ) -> Result<Outcome<Vec<LedgerRecord>>, StepError> {
+    let mut journal = ChildrenJournal::of_action(ctx)?;
     let mut ledger = Vec::new();
     for (id, body) in children {
         let spec = EnsureSpec {
@@ -284,36 +430,133 @@ pub async fn ensure_children(
             tagged: false,
             ownership: owner.ownership(ctx),
         };
-        match durable::ensure(ctx, arm, &spec).await? {
+        match ensure_child(ctx, arm, &mut journal, &spec).await? {
             Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
-            Progress::Done(e) => ledger.push(record(
-                resource_type,
-                &id,
-                LedgerAction::created_or_adopted(e.created),
-                persistent,
-                None,
-            )),
+            Progress::Done(e) => {
+                ledger.push(child_record(resource_type, &id, e.created, persistent))
+            }
         }
     }
     Ok(Outcome::Done(ledger))
 }
 
-/// Delete untagged child resources one at a time (missing ones are done).
+/// The undo of [`ensure_children`] (and of an untagged [`ensure_resource`]): delete, one at
+/// a time, only the children this run created; keep every other one.
+///
+/// "Created by this run" means listed in the forward action's [`ChildrenJournal`] (read
+/// with `StepContext::action_checkpoint`, so it holds whether the action succeeded,
+/// failed, or crashed between journaling a child and its PUT — a listed child that does
+/// not exist is simply gone). `ids` are the children the step manages; journaled ids
+/// outside it are deleted too (the journal is the truth).
+///
+/// **Runs journaled by an older binary** have no journal. Deleting by name what we cannot
+/// prove we created would break the rule this exists for, so then only the children the
+/// step's *output* recorded as `created` are deleted (the old binary recorded `created`
+/// exactly when its own PUT created the child; a child created by a crashed earlier
+/// attempt was recorded `adopted`, and is kept: a possible leak, never a wrong delete).
+/// With neither journal nor output nothing is deleted, and the undo's ledger says so.
+///
+/// The undo's ledger (undo checkpoint member [`UNDO_LEDGER_KEY`]) lists every child as
+/// `deleted`, `gone` or `kept` (with the reason). Running the undo again is harmless:
+/// deleted children are gone, kept ones are still kept.
 ///
 /// # Errors
-/// ARM errors, classified.
+/// ARM errors, classified; a failed journal write (retryable).
 pub async fn delete_children(
     ctx: &StepContext,
     arm: &ArmClient,
+    resource_type: &str,
     api: &str,
     ids: &[String],
+    output_ledger: Option<&[LedgerRecord]>,
+    persistent: bool,
 ) -> Result<UndoOutcome, StepError> {
-    for id in ids {
-        if let Progress::Pending { after, reason } =
-            durable::delete(ctx, arm, id, api, None).await?
-        {
-            return Ok(ctx.undo_wait(after, reason));
+    let journal = ChildrenJournal::of_undo(ctx)?;
+    let output_created: Vec<&str> = output_ledger
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.action == LedgerAction::Created)
+        .map(|r| r.id.as_str())
+        .collect();
+    let created = |id: &str| {
+        journal.as_ref().is_some_and(|j| j.lists(id))
+            || output_created.iter().any(|c| c.eq_ignore_ascii_case(id))
+    };
+    let mut all: Vec<String> = ids.to_vec();
+    for id in journal.iter().flat_map(|j| j.creating.iter()) {
+        if !all.iter().any(|a| a.eq_ignore_ascii_case(id)) {
+            all.push(id.clone());
         }
+    }
+    let keep_note = match (&journal, output_ledger) {
+        (Some(_), _) => {
+            "existed before this run (not in its journal of created children): left in place"
+        }
+        (None, Some(_)) => {
+            "recorded as adopted by this run (journaled by an older hcp-workflow, which kept no journal of created children): left in place"
+        }
+        (None, None) => {
+            "this run has no record of creating it (no journal of created children and no output: an older hcp-workflow, or nothing created): left in place"
+        }
+    };
+    if journal.is_none() && all.iter().any(|id| !created(id)) {
+        tracing::info!(
+            node = ctx.node(),
+            "undo of untagged children without a journal of created children: deleting only what the step's output recorded as created"
+        );
+    }
+    let mut undo_ledger: Vec<LedgerRecord> =
+        durable::checkpoint_field(ctx, UNDO_LEDGER_KEY)?.unwrap_or_default();
+    let before = undo_ledger.clone();
+    for id in &all {
+        let rec = if created(id) {
+            match durable::delete(ctx, arm, id, api, None).await? {
+                Progress::Pending { after, reason } => {
+                    if undo_ledger != before {
+                        durable::save_checkpoint_field(ctx, UNDO_LEDGER_KEY, &undo_ledger).await?;
+                    }
+                    return Ok(ctx.undo_wait(after, reason));
+                }
+                Progress::Done(Deleted::Deleted) => {
+                    record(resource_type, id, LedgerAction::Deleted, persistent, None)
+                }
+                // Without an ownership to check, `delete` never keeps anything.
+                Progress::Done(Deleted::KeptNotOurs) => {
+                    record(resource_type, id, LedgerAction::Kept, persistent, None)
+                }
+                // Gone now; if an earlier attempt of this undo deleted it, keep saying so.
+                Progress::Done(Deleted::Gone) => {
+                    let earlier = undo_ledger.iter().any(|r| {
+                        r.id.eq_ignore_ascii_case(id) && r.action == LedgerAction::Deleted
+                    });
+                    let action = if earlier {
+                        LedgerAction::Deleted
+                    } else {
+                        LedgerAction::Gone
+                    };
+                    record(resource_type, id, action, persistent, None)
+                }
+            }
+        } else {
+            tracing::info!(node = ctx.node(), %id, "undo keeps {keep_note}");
+            record(
+                resource_type,
+                id,
+                LedgerAction::Kept,
+                persistent,
+                Some(keep_note.to_string()),
+            )
+        };
+        match undo_ledger
+            .iter_mut()
+            .find(|r| r.id.eq_ignore_ascii_case(id))
+        {
+            Some(r) => *r = rec,
+            None => undo_ledger.push(rec),
+        }
+    }
+    if undo_ledger != before {
+        durable::save_checkpoint_field(ctx, UNDO_LEDGER_KEY, &undo_ledger).await?;
     }
     Ok(UndoOutcome::Done)
 }

@@ -4,9 +4,24 @@
 //! Objects are written by server-side apply (field manager `hcp-workflow`) and labelled
 //! with our ownership; undos delete only objects this run created, and wait for the
 //! HyperShift finalizers durably (each look is one engine attempt, not a sleep loop).
+//!
+//! # Ownership across runs
+//! Before writing, a step looks at each of its objects (`claim`):
+//! - a missing one is journaled in the step's checkpoint ([`ObjectJournal`]) as created by
+//!   this run, durably, *before* it is applied;
+//! - an existing one of this cluster that this run did not create is *adopted*: ownership
+//!   moves to this run ([`Mgmt::relabel_run`] sets `hcp-workflow.io/run` to it), so an
+//!   earlier run's undo — which deletes only objects labelled with its own run — leaves it.
+//!
+//! The undo (`undo_object`) deletes an object only when its run label is this run *and*
+//! the action's journal lists it: an adopted object carries this run's label too, but the
+//! journal says it existed before. Runs of an older binary have no journal; that binary
+//! never relabelled, so for them the label alone names the creating run (and a run of this
+//! binary always saves its journal before its first write, relabels included).
 
 use super::arm::{ResourceOutput, azure_retry, azure_undo_retry};
 use super::env::{Clients, MgmtEnv, Owner};
+use crate::azure::durable::{checkpoint_field, save_checkpoint_field};
 use crate::kube::mgmt::{DeleteProgress, Kind, Mgmt};
 use crate::kube::render::{self, HostedClusterInput, NodePoolInput};
 use crate::oidc::IssuerKey;
@@ -45,8 +60,91 @@ fn label_json(l: &BTreeMap<String, String>) -> serde_json::Value {
     serde_json::to_value(l).unwrap_or_default()
 }
 
-/// Whether the object exists and this run created it (label `hcp-workflow.io/run`).
-async fn created_by_run(
+/// Checkpoint member in which a step journals the objects it creates ([`ObjectJournal`]).
+pub const OBJECTS_KEY: &str = "created-objects";
+
+/// The objects a step found missing and is creating (or created), as `Kind/ns/name`, each
+/// saved durably before its first write.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectJournal {
+    /// `Kind/namespace/name` of each object this run is creating.
+    #[serde(default)]
+    pub creating: Vec<String>,
+}
+
+impl ObjectJournal {
+    /// The journal key of an object.
+    pub fn key(kind: Kind, ns: &str, name: &str) -> String {
+        format!("{}/{ns}/{name}", kind.type_name())
+    }
+
+    /// Whether the journal lists `kind ns/name`.
+    pub fn lists(&self, kind: Kind, ns: &str, name: &str) -> bool {
+        let k = Self::key(kind, ns, name);
+        self.creating.contains(&k)
+    }
+
+    /// In an undo: the forward action's journal; `None` when it saved none.
+    ///
+    /// # Errors
+    /// The member does not decode (permanent `definition` error).
+    pub fn of_undo(ctx: &StepContext) -> Result<Option<Self>, StepError> {
+        let Some(serde_json::Value::Object(mut cp)) =
+            ctx.action_checkpoint::<serde_json::Value>()?
+        else {
+            return Ok(None);
+        };
+        match cp.remove(OBJECTS_KEY) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
+                StepError::permanent(
+                    hcp_runtime::error::kind::DEFINITION,
+                    format!("action checkpoint member `{OBJECTS_KEY}`: {e}"),
+                )
+            }),
+        }
+    }
+}
+
+/// Looks at a step's objects before it writes any of them; returns, per object, whether
+/// it exists. Missing ones are added to the step's [`ObjectJournal`], which is saved
+/// (durably) before anything is written — also when nothing is missing, so an undo can
+/// tell this binary's runs from an older binary's. Existing objects of this cluster that
+/// the journal does not list are adopted: relabelled with this run (see the module docs).
+/// Objects of another owner are left alone here (the apply refuses them).
+async fn claim(
+    ctx: &StepContext,
+    m: &Mgmt,
+    owner: &Owner,
+    objects: &[(Kind, &str, &str)],
+) -> Result<Vec<bool>, StepError> {
+    let saved: Option<ObjectJournal> = checkpoint_field(ctx, OBJECTS_KEY)?;
+    let mut journal = saved.clone().unwrap_or_default();
+    let mut found = Vec::with_capacity(objects.len());
+    for &(kind, ns, name) in objects {
+        let labels = m.labels(kind, ns, name).await?;
+        if labels.is_none() && !journal.lists(kind, ns, name) {
+            journal.creating.push(ObjectJournal::key(kind, ns, name));
+        }
+        found.push(labels);
+    }
+    if saved.as_ref() != Some(&journal) {
+        save_checkpoint_field(ctx, OBJECTS_KEY, &journal).await?;
+    }
+    let run = ctx.run_id().to_string();
+    for (&(kind, ns, name), labels) in objects.iter().zip(&found) {
+        if let Some(l) = labels
+            && !journal.lists(kind, ns, name)
+            && owner.owns(Some(&label_json(l)))
+        {
+            m.relabel_run(kind, ns, name, &run).await?;
+        }
+    }
+    Ok(found.iter().map(Option::is_some).collect())
+}
+
+/// Whether the object exists and carries this run's label (`hcp-workflow.io/run`).
+async fn labelled_this_run(
     m: &Mgmt,
     kind: Kind,
     ns: &str,
@@ -59,7 +157,8 @@ async fn created_by_run(
         .map(|l| owner.created_by(Some(&label_json(&l)), ctx)))
 }
 
-/// The ledger line of an object an ensure step just applied: created by this run, or adopted.
+/// The ledger line of an object an ensure step just applied: created by this run (its
+/// journal lists it and it carries this run's label), or adopted.
 async fn applied_record(
     m: &Mgmt,
     kind: Kind,
@@ -69,9 +168,11 @@ async fn applied_record(
     ctx: &StepContext,
     persistent: bool,
 ) -> Result<LedgerRecord, StepError> {
-    let created = created_by_run(m, kind, ns, name, owner, ctx)
-        .await?
-        .unwrap_or(false);
+    let journal: ObjectJournal = checkpoint_field(ctx, OBJECTS_KEY)?.unwrap_or_default();
+    let created = journal.lists(kind, ns, name)
+        && labelled_this_run(m, kind, ns, name, owner, ctx)
+            .await?
+            .unwrap_or(false);
     Ok(k8s_record(
         kind,
         ns,
@@ -82,6 +183,10 @@ async fn applied_record(
 }
 
 /// Delete `kind ns/name` if this run created it; wait for it to be gone.
+///
+/// Created by this run = labelled with this run *and* listed in the action's
+/// [`ObjectJournal`]; for a run of an older binary (no journal), labelled with this run
+/// (see the module docs).
 async fn undo_object(
     poll: Duration,
     m: &Mgmt,
@@ -91,7 +196,19 @@ async fn undo_object(
     owner: &Owner,
     ctx: &StepContext,
 ) -> Result<UndoOutcome, StepError> {
-    match created_by_run(m, kind, ns, name, owner, ctx).await? {
+    let labelled = labelled_this_run(m, kind, ns, name, owner, ctx).await?;
+    let journaled = match ObjectJournal::of_undo(ctx)? {
+        Some(j) => j.lists(kind, ns, name),
+        None => true,
+    };
+    if labelled == Some(true) && !journaled {
+        tracing::info!(
+            node = ctx.node(),
+            "undo keeps {} {ns}/{name}: it existed before this run (adopted, not created)",
+            kind.type_name()
+        );
+    }
+    match labelled.map(|l| l && journaled) {
         None | Some(false) => Ok(UndoOutcome::Done),
         Some(true) => match m.delete(kind, ns, name).await? {
             DeleteProgress::Gone => Ok(UndoOutcome::Done),
@@ -162,6 +279,13 @@ impl Action for EnsureIssuerKey {
         let m = self.0.mgmt(&input.mgmt).await?;
         m.apply_namespace(&input.namespace, &BTreeMap::new())
             .await?;
+        claim(
+            ctx,
+            &m,
+            &input.owner,
+            &[(Kind::Secret, &input.namespace, &input.secret)],
+        )
+        .await?;
         let existing = m
             .get_secret_data(&input.namespace, &input.secret, KEY_FIELD)
             .await?;
@@ -305,6 +429,18 @@ impl Action for EnsureClusterSecrets {
         let ns = &input.namespace;
         m.apply_namespace(ns, &BTreeMap::new()).await?;
         let pull = read_file(&input.pull_secret_file, "pull secret")?;
+        let ssh = read_file(&input.ssh_key_file, "SSH public key")?;
+        claim(
+            ctx,
+            &m,
+            &input.owner,
+            &[
+                (Kind::Secret, ns, &input.pull_secret),
+                (Kind::Secret, ns, &input.ssh_key),
+                (Kind::Secret, ns, &input.etcd_key),
+            ],
+        )
+        .await?;
         m.apply_secret(
             ns,
             &input.pull_secret,
@@ -312,7 +448,6 @@ impl Action for EnsureClusterSecrets {
             &l,
         )
         .await?;
-        let ssh = read_file(&input.ssh_key_file, "SSH public key")?;
         m.apply_secret(
             ns,
             &input.ssh_key,
@@ -449,8 +584,10 @@ impl Action for ApplyHostedCluster {
         }
         spec.labels = input.owner.tags(ctx);
         let (ns, name) = (spec.namespace.clone(), spec.name.clone());
-        // Apply only once: re-applying with a newer run label would take the object over.
-        if m.labels(Kind::HostedCluster, &ns, &name).await?.is_none() {
+        // Apply only once (an existing HostedCluster's spec is HyperShift's to reconcile);
+        // an existing one of ours is adopted by `claim` (relabelled with this run).
+        let exists = claim(ctx, &m, &input.owner, &[(Kind::HostedCluster, &ns, &name)]).await?;
+        if exists.first() == Some(&false) {
             m.apply_hosted_cluster(&ns, &render::hosted_cluster(&spec))
                 .await?;
         }
@@ -632,7 +769,8 @@ impl Action for ApplyNodePool {
         let mut spec = input.spec.clone();
         spec.labels = input.owner.tags(ctx);
         let (ns, name) = (spec.namespace.clone(), spec.name.clone());
-        if m.labels(Kind::NodePool, &ns, &name).await?.is_none() {
+        let exists = claim(ctx, &m, &input.owner, &[(Kind::NodePool, &ns, &name)]).await?;
+        if exists.first() == Some(&false) {
             m.apply_node_pool(&ns, &render::node_pool(&spec)).await?;
         }
         let ready = m.condition(Kind::NodePool, &ns, &name, "Ready").await?;

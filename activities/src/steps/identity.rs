@@ -2,11 +2,12 @@
 //! an identity created earlier in the run (its resource id and `principalId`).
 
 use super::arm::{
-    ResourceOutput, azure_retry, azure_undo_retry, delete_children, ensure_children, record,
+    ChildrenJournal, ResourceOutput, azure_retry, azure_undo_retry, delete_children,
+    ensure_children, record,
 };
 use super::env::{AzureEnv, Clients, Owner};
 use crate::azure::durable::Progress;
-use crate::azure::models::API_MSI;
+use crate::azure::models::{API_AUTHORIZATION, API_MSI};
 use crate::azure::roles;
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError, UndoOutcome};
@@ -108,22 +109,37 @@ impl Action for EnsureFederatedCredentials {
         }
     }
 
+    /// Deletes only the credentials this run created (journaled before each PUT, see
+    /// `arm::delete_children`): after create → delete (credentials are persistent) →
+    /// create, the second run finds the first run's credentials under the same names, and
+    /// its unwind must leave them.
     async fn undo(
         &self,
         ctx: &StepContext,
         input: FederatedInput,
-        _output: Option<FederatedOutput>,
+        output: Option<FederatedOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let arm = self.0.arm(&input.azure).await?;
-        let Ok(identity) = ctx.output(&input.identity) else {
-            return Ok(UndoOutcome::Done);
+        // Without the identity's output only the journaled ids are known (they are enough:
+        // nothing else may be deleted anyway).
+        let ids: Vec<String> = match ctx.output(&input.identity) {
+            Ok(identity) => input
+                .subjects
+                .iter()
+                .map(|s| fic_id(&identity.id, s))
+                .collect(),
+            Err(_) => Vec::new(),
         };
-        let ids: Vec<String> = input
-            .subjects
-            .iter()
-            .map(|s| fic_id(&identity.id, s))
-            .collect();
-        delete_children(ctx, &arm, API_MSI, &ids).await
+        delete_children(
+            ctx,
+            &arm,
+            FIC_TYPE,
+            API_MSI,
+            &ids,
+            output.as_ref().map(|o| o.ledger.as_slice()),
+            input.persistent,
+        )
+        .await
     }
 }
 
@@ -188,37 +204,58 @@ impl Action for EnsureRoleAssignment {
         let identity = ctx.output(&input.identity)?;
         let principal = identity.prop("principalId").unwrap_or_default().to_string();
         let spec = role_spec(&input, &principal);
+        // Untagged: journal the assignment before writing it, so the undo deletes it only
+        // if this run created it (see `arm::delete_children`). A stale one with our name is
+        // replaced by a write of this run, so it is journaled too.
+        let id = spec.id();
+        let mut journal = ChildrenJournal::of_action(ctx)?;
+        if !journal.lists(&id) && !roles::exists_as_specified(&arm, &spec).await? {
+            journal.record_creating(ctx, &id).await?;
+        }
         match roles::ensure(ctx, &arm, &spec).await? {
             Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
-            Progress::Done(e) => Ok(Outcome::Done(RoleOutput {
-                ledger: vec![record(
-                    RA_TYPE,
-                    &e.id,
-                    LedgerAction::created_or_adopted(e.created),
-                    false,
-                    None,
-                )],
-                id: e.id,
-            })),
+            Progress::Done(e) => {
+                // An identical assignment under another name (`RoleAssignmentExists`) is
+                // someone else's: `e.id` is then not the journaled id.
+                let created = journal.lists(&e.id);
+                let note = (!created)
+                    .then(|| "existed before this run: its undo leaves it in place".to_string());
+                Ok(Outcome::Done(RoleOutput {
+                    ledger: vec![record(
+                        RA_TYPE,
+                        &e.id,
+                        LedgerAction::created_or_adopted(created),
+                        false,
+                        note,
+                    )],
+                    id: e.id,
+                }))
+            }
         }
     }
 
+    /// Deletes the assignment only if this run created it (journaled before its PUT): a
+    /// re-run create that is unwound must not take the assignments of the cluster it
+    /// found.
     async fn undo(
         &self,
         ctx: &StepContext,
         input: RoleInput,
-        _output: Option<RoleOutput>,
+        output: Option<RoleOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let arm = self.0.arm(&input.azure).await?;
-        let Ok(identity) = ctx.output(&input.identity) else {
-            return Ok(UndoOutcome::Done);
-        };
-        let principal = identity.prop("principalId").unwrap_or_default().to_string();
-        let spec = role_spec(&input, &principal);
-        match roles::delete(ctx, &arm, &spec).await? {
-            Progress::Pending { after, reason } => Ok(ctx.undo_wait(after, reason)),
-            Progress::Done(_) => Ok(UndoOutcome::Done),
-        }
+        // The id depends on the infra id, component and scope only, not on the principal.
+        let id = role_spec(&input, "").id();
+        delete_children(
+            ctx,
+            &arm,
+            RA_TYPE,
+            API_AUTHORIZATION,
+            &[id],
+            output.as_ref().map(|o| o.ledger.as_slice()),
+            false,
+        )
+        .await
     }
 }
 

@@ -9,7 +9,10 @@
 //! - outputs carry a `ledger` (see `hcp_runtime::ledger`): what the step created, adopted,
 //!   kept or deleted;
 //! - ensure = create, or adopt what carries our ownership tags; undo = delete only what this
-//!   run created; delete (delete-cluster) = delete only what carries our cluster's tags;
+//!   run created — proven by the run tag for tagged resources, and by the step's own journal
+//!   (written before each create) for untagged children and Kubernetes objects
+//!   (`arm::ChildrenJournal`, `cluster::ObjectJournal`), never by a name alone;
+//!   delete (delete-cluster) = delete only what carries our cluster's tags;
 //! - long operations are durable waits, never sleeps.
 
 pub mod arm;

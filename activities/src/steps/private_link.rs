@@ -560,10 +560,21 @@ impl Action for EnsureARecords {
         &self,
         ctx: &StepContext,
         input: ARecordInput,
-        _output: Option<ARecordOutput>,
+        output: Option<ARecordOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let arm = self.0.arm(&input.azure).await?;
-        delete_children(ctx, &arm, API_PRIVATE_DNS, &record_ids(&input)).await
+        // Only the record sets this run created (journaled before each PUT): a record set
+        // that existed before the run stays.
+        delete_children(
+            ctx,
+            &arm,
+            A_TYPE,
+            API_PRIVATE_DNS,
+            &record_ids(&input),
+            output.as_ref().map(|o| o.ledger.as_slice()),
+            false,
+        )
+        .await
     }
 }
 
@@ -602,8 +613,12 @@ pub struct OidcDocsOutput {
 }
 
 /// `azure.oidc-documents.publish`: upload the discovery document and the JWKS (storage
-/// account key from `listKeys`, used in memory only). No undo of its own: the documents go
-/// with the container.
+/// account key from `listKeys`, used in memory only). No undo of its own, on purpose: no
+/// undo ever deletes a blob by name. The documents go with the container when (and only
+/// when) the container's undo deletes it, i.e. when this run created the container
+/// (journaled, see `arm::delete_children`); in a container that existed before the run
+/// (the persistent OIDC issuer of an earlier run) they stay, and hold the same documents:
+/// the issuer key Secret they are derived from is reused, never regenerated.
 #[derive(Clone, Debug)]
 pub struct PublishOidcDocuments(pub Arc<Clients>);
 
