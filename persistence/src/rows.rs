@@ -3,7 +3,7 @@
 //! caller decodes it).
 
 use crate::error::{bad_row, classify};
-use hcp_runtime::store::{Lease, RunId, RunSummary};
+use hcp_runtime::store::{CreateOutcome, Lease, NewRun, RunId, RunSummary};
 use hcp_runtime::{RunState, StoreError, Timestamp};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 use std::collections::BTreeMap;
@@ -72,4 +72,19 @@ pub(crate) fn leases_most_overdue_first(
             expires_at,
         })
         .collect()
+}
+
+/// A create whose idempotency key run `id` (of `workflow`, with `exclusive`) already holds:
+/// the same start again (same workflow and exclusive key), or the key reused for another.
+pub(crate) fn key_taken(
+    id: RunId,
+    workflow: &str,
+    exclusive: Option<&str>,
+    run: &NewRun,
+) -> CreateOutcome {
+    if workflow == run.workflow && exclusive == run.exclusive_key.as_deref() {
+        CreateOutcome::Existing(id)
+    } else {
+        CreateOutcome::KeyReused(id)
+    }
 }

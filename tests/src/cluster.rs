@@ -150,6 +150,59 @@ impl Sim {
     }
 }
 
+/// What a cluster end-to-end test runs against: a scratch directory, a SQLite journal in
+/// it, and a simulator process (stopped when the `Env` is dropped).
+#[derive(Debug)]
+pub struct Env {
+    /// Scratch directory (cluster files, logs, the journal).
+    pub dir: PathBuf,
+    /// `sqlite://<dir>/journal.db`.
+    pub db: String,
+    /// The simulator.
+    pub sim: Sim,
+}
+
+impl Env {
+    /// A fresh scratch directory `tag`, its journal, and a simulator at `time_scale`.
+    pub fn new(tag: &str, time_scale: f64) -> Env {
+        let dir = crate::scratch(tag);
+        let sim = Sim::start(&dir, time_scale);
+        let db = format!("sqlite://{}", dir.join("journal.db").display());
+        Env { dir, db, sim }
+    }
+
+    /// `--database … --simulator … rest…`.
+    pub fn args<'a>(&'a self, rest: &[&'a str]) -> Vec<&'a str> {
+        let mut a = vec![
+            "--database",
+            self.db.as_str(),
+            "--simulator",
+            self.sim.base.as_str(),
+        ];
+        a.extend_from_slice(rest);
+        a
+    }
+
+    /// Run `hcp-workflow --database … --simulator … args…` to completion.
+    pub fn cli(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+        run(&self.dir, &self.args(args), envs)
+    }
+
+    /// `start <wf> --config <cfg> extra…`.
+    pub fn start(
+        &self,
+        wf: &str,
+        cfg: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> (i32, String, String) {
+        let cfg = cfg.to_string_lossy();
+        let mut a = vec!["start", wf, "--config", cfg.as_ref()];
+        a.extend_from_slice(extra);
+        self.cli(&a, envs)
+    }
+}
+
 /// The guest subscription of test clusters.
 pub const GUEST_SUB: &str = "11111111-2222-3333-4444-555555555555";
 

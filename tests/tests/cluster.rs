@@ -17,53 +17,13 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{
-    Sim, assert_connections_rejected_before_pls_delete, cluster_file, ids_at, run,
+    Env, assert_connections_rejected_before_pls_delete, cluster_file, ids_at, run,
 };
-use hcp_e2e_tests::scratch;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::Path;
 
 /// Simulated Azure durations × this: a whole create takes a couple of seconds.
 const TIME_SCALE: f64 = 0.002;
-
-struct Env {
-    dir: std::path::PathBuf,
-    db: String,
-    sim: Sim,
-}
-
-impl Env {
-    fn new(tag: &str) -> Env {
-        let dir = scratch(tag);
-        let sim = Sim::start(&dir, TIME_SCALE);
-        let db = format!("sqlite://{}", dir.join("journal.db").display());
-        Env { dir, db, sim }
-    }
-
-    fn cli(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-        let mut a = vec![
-            "--database",
-            self.db.as_str(),
-            "--simulator",
-            self.sim.base.as_str(),
-        ];
-        a.extend_from_slice(args);
-        run(&self.dir, &a, envs)
-    }
-
-    fn start(
-        &self,
-        wf: &str,
-        cfg: &Path,
-        extra: &[&str],
-        envs: &[(&str, &str)],
-    ) -> (i32, String, String) {
-        let mut a = vec!["start", wf, "--config", cfg.to_str().unwrap()];
-        a.extend_from_slice(extra);
-        self.cli(&a, envs)
-    }
-}
 
 fn is_persistent(id: &str, name: &str) -> bool {
     id.contains(&format!("/resourceGroups/{name}-persistent"))
@@ -73,7 +33,7 @@ fn is_persistent(id: &str, name: &str) -> bool {
 
 #[test]
 fn create_then_delete_leaves_only_persistent_resources_and_purge_removes_them() {
-    let env = Env::new("create-delete");
+    let env = Env::new("create-delete", TIME_SCALE);
     let before = env.sim.ids();
     let cfg = cluster_file(&env.dir, "alpha", "alpha-a1b2c", "Private", "");
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
@@ -134,7 +94,7 @@ fn create_then_delete_leaves_only_persistent_resources_and_purge_removes_them() 
 
 #[test]
 fn foreign_private_endpoint_is_rejected_and_removed_before_the_pls_is_deleted() {
-    let env = Env::new("foreign-pe");
+    let env = Env::new("foreign-pe", TIME_SCALE);
     let cfg = cluster_file(&env.dir, "beta", "beta-f0r3n", "Private", "");
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "create failed\nstdout:\n{out}\nstderr:\n{err}");
@@ -213,7 +173,7 @@ fn foreign_private_endpoint_is_rejected_and_removed_before_the_pls_is_deleted() 
 
 #[test]
 fn every_node_of_create_unwinds_to_the_inventory_from_before() {
-    let env = Env::new("unwind-each");
+    let env = Env::new("unwind-each", TIME_SCALE);
     let cfg = cluster_file(&env.dir, "gamma", "gamma-u0w1n", "Private", "");
     let (code, plan, err) = env.cli(
         &[
@@ -322,7 +282,7 @@ fn every_node_of_create_unwinds_to_the_inventory_from_before() {
 
 #[test]
 fn throttling_storm_and_transient_faults_complete_quota_is_permanent() {
-    let env = Env::new("faults");
+    let env = Env::new("faults", TIME_SCALE);
     let cfg = cluster_file(&env.dir, "delta", "delta-f4u1t", "Public", "");
     for rule in [
         json!({"probability": 0.15, "status": 429, "error_code": "TooManyRequests", "retry_after": 1, "path": "/subscriptions/"}),
@@ -376,7 +336,7 @@ fn throttling_storm_and_transient_faults_complete_quota_is_permanent() {
 
 #[test]
 fn delete_cluster_succeeds_on_half_created_and_already_deleted_clusters() {
-    let env = Env::new("half");
+    let env = Env::new("half", TIME_SCALE);
     let cfg = cluster_file(&env.dir, "zeta", "zeta-h4lf0", "Private", "");
     let before = env.sim.ids();
     // Half-created: the create stops for good in the network stage and is cancelled only
@@ -439,7 +399,7 @@ fn delete_cluster_succeeds_on_half_created_and_already_deleted_clusters() {
 
 #[test]
 fn bad_config_exits_2_and_creates_nothing() {
-    let env = Env::new("bad-config");
+    let env = Env::new("bad-config", TIME_SCALE);
     let cfg = cluster_file(&env.dir, "eta", "eta-b4d00", "Private", "bogusKey: 1\n");
     env.sim.clear_requests();
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
@@ -459,7 +419,7 @@ fn bad_config_exits_2_and_creates_nothing() {
 
 #[test]
 fn secrets_never_reach_the_journal_logs_or_output() {
-    let env = Env::new("secrets");
+    let env = Env::new("secrets", TIME_SCALE);
     let marker = format!("SEEDED-PULL-SECRET-{}", uuid::Uuid::new_v4().simple());
     std::fs::write(
         env.dir.join("pull-secret.json"),

@@ -13,11 +13,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Sim, cluster_file, run};
-use hcp_e2e_tests::{Proc, scratch};
+use hcp_e2e_tests::Proc;
+use hcp_e2e_tests::cluster::{Env, cluster_file};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Simulated Azure durations × this: a whole create takes a couple of seconds.
@@ -25,52 +24,25 @@ const TIME_SCALE: f64 = 0.002;
 
 const FIC: &str = "federatedIdentityCredentials";
 
-struct Env {
-    dir: std::path::PathBuf,
-    db: String,
-    sim: Sim,
+/// Inventory id → creation sequence number (a resource deleted and created again
+/// under the same id gets a new one).
+fn inventory(env: &Env) -> BTreeMap<String, u64> {
+    env.sim
+        .inventory()
+        .iter()
+        .filter_map(|i| Some((i["id"].as_str()?.to_string(), i["created_seq"].as_u64()?)))
+        .collect()
 }
 
-impl Env {
-    fn args<'a>(&'a self, rest: &[&'a str]) -> Vec<&'a str> {
-        let mut a = vec![
-            "--database",
-            self.db.as_str(),
-            "--simulator",
-            self.sim.base.as_str(),
-        ];
-        a.extend_from_slice(rest);
-        a
-    }
-
-    fn cli(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-        run(&self.dir, &self.args(args), envs)
-    }
-
-    fn start(&self, wf: &str, cfg: &Path, envs: &[(&str, &str)]) -> (i32, String, String) {
-        self.cli(&["start", wf, "--config", cfg.to_str().unwrap()], envs)
-    }
-
-    /// Inventory id → creation sequence number (a resource deleted and created again
-    /// under the same id gets a new one).
-    fn inventory(&self) -> BTreeMap<String, u64> {
-        self.sim
-            .inventory()
-            .iter()
-            .filter_map(|i| Some((i["id"].as_str()?.to_string(), i["created_seq"].as_u64()?)))
-            .collect()
-    }
-
-    /// DELETE requests the simulator received for a federated credential.
-    fn fic_deletes(&self) -> Vec<String> {
-        self.sim
-            .requests()
-            .iter()
-            .filter(|r| r["method"] == "DELETE")
-            .filter_map(|r| r["path"].as_str().map(str::to_string))
-            .filter(|p| p.contains(FIC))
-            .collect()
-    }
+/// DELETE requests the simulator received for a federated credential.
+fn fic_deletes(env: &Env) -> Vec<String> {
+    env.sim
+        .requests()
+        .iter()
+        .filter(|r| r["method"] == "DELETE")
+        .filter_map(|r| r["path"].as_str().map(str::to_string))
+        .filter(|p| p.contains(FIC))
+        .collect()
 }
 
 fn fics(inv: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
@@ -82,7 +54,7 @@ fn fics(inv: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
 
 /// Asserts that an unwound run left the inventory exactly as it was before the run.
 fn assert_unwound_to(env: &Env, before: &BTreeMap<String, u64>, what: &str) {
-    let after = env.inventory();
+    let after = inventory(env);
     let fic_before = fics(before);
     let fic_after = fics(&after);
     let missing: Vec<_> = fic_before
@@ -101,7 +73,7 @@ fn assert_unwound_to(env: &Env, before: &BTreeMap<String, u64>, what: &str) {
         recreated.is_empty(),
         "{what}: federated credentials deleted and created again: {recreated:#?}"
     );
-    let deletes = env.fic_deletes();
+    let deletes = fic_deletes(env);
     assert!(
         deletes.is_empty(),
         "{what}: DELETE sent for federated credentials: {deletes:#?}"
@@ -128,23 +100,20 @@ fn assert_unwound_to(env: &Env, before: &BTreeMap<String, u64>, what: &str) {
 
 #[test]
 fn unwinding_a_second_create_keeps_the_first_runs_federated_credentials() {
-    let dir = scratch("ownership");
-    let sim = Sim::start(&dir, TIME_SCALE);
-    let db = format!("sqlite://{}", dir.join("journal.db").display());
-    let env = Env { dir, db, sim };
+    let env = Env::new("ownership", TIME_SCALE);
     let cfg = cluster_file(&env.dir, "omega", "omega-0wn3r", "Private", "");
 
     // 1. Create, then delete: the persistent resources stay.
-    let (code, out, err) = env.start("create-cluster", &cfg, &[]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "create failed\nstdout:\n{out}\nstderr:\n{err}");
-    let created = fics(&env.inventory());
+    let created = fics(&inventory(&env));
     assert!(
         created.len() >= 10,
         "the create made every component's federated credentials: {created:#?}"
     );
-    let (code, out, err) = env.start("delete-cluster", &cfg, &[]);
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "delete failed\nstdout:\n{out}\nstderr:\n{err}");
-    let before = env.inventory();
+    let before = inventory(&env);
     assert_eq!(
         fics(&before),
         created,
@@ -189,7 +158,7 @@ fn unwinding_a_second_create_keeps_the_first_runs_federated_credentials() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(
-        env.inventory()
+        inventory(&env)
             .keys()
             .any(|id| id.contains("/privateEndpoints/omega-omega-0wn3r-pe")),
         "the private endpoint exists when the run is cancelled"
@@ -218,6 +187,7 @@ fn unwinding_a_second_create_keeps_the_first_runs_federated_credentials() {
     let (code, out, err) = env.start(
         "create-cluster",
         &cfg,
+        &[],
         &[("HCP_INJECT_FAIL", "create-cluster.pe-dns.records")],
     );
     assert!(
@@ -228,13 +198,13 @@ fn unwinding_a_second_create_keeps_the_first_runs_federated_credentials() {
 
     // 4. The credentials still work for a create that succeeds: they are adopted as is.
     env.sim.clear_requests();
-    let (code, out, err) = env.start("create-cluster", &cfg, &[]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(
         code, 0,
         "final create failed\nstdout:\n{out}\nstderr:\n{err}"
     );
     assert_eq!(
-        fics(&env.inventory()),
+        fics(&inventory(&env)),
         created,
         "the same credentials, never rewritten"
     );

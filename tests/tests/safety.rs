@@ -7,52 +7,28 @@
 //! `ownership.rs`.
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Sim, cluster_file, run};
+use hcp_e2e_tests::cluster::{Env, Sim, cluster_file, run};
 use hcp_e2e_tests::{Proc, fresh_postgres, postgres_url, scratch};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The default e2e time scale (fast).
 const FAST: f64 = 0.002;
 
-struct Env {
-    dir: PathBuf,
-    db: String,
-    sim: Sim,
+/// Issue-11 helpers on top of the shared harness.
+trait SafetyEnv {
+    fn real(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String);
+    fn runs(&self) -> Vec<Value>;
+    fn worker(&self, extra_env: &[(&str, &str)], simulated: bool) -> Proc;
 }
 
-impl Env {
-    fn new(tag: &str, time_scale: f64) -> Env {
-        let dir = scratch(tag);
-        let sim = Sim::start(&dir, time_scale);
-        let db = format!("sqlite://{}", dir.join("journal.db").display());
-        Env { dir, db, sim }
-    }
-
-    /// `hcp-workflow --database … --simulator … args…`.
-    fn cli(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-        let mut a = vec![
-            "--database",
-            self.db.as_str(),
-            "--simulator",
-            self.sim.base.as_str(),
-        ];
-        a.extend_from_slice(args);
-        run(&self.dir, &a, envs)
-    }
-
+impl SafetyEnv for Env {
     /// `hcp-workflow --database … args…` (no simulator: real Azure).
     fn real(&self, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
         let mut a = vec!["--database", self.db.as_str()];
         a.extend_from_slice(args);
         run(&self.dir, &a, envs)
-    }
-
-    fn start(&self, wf: &str, cfg: &Path, extra: &[&str]) -> (i32, String, String) {
-        let mut a = vec!["start", wf, "--config", cfg.to_str().unwrap()];
-        a.extend_from_slice(extra);
-        self.cli(&a, &[])
     }
 
     fn runs(&self) -> Vec<Value> {
@@ -107,6 +83,7 @@ fn a_cluster_with_an_unfinished_run_refuses_every_other_start() {
         "create-cluster",
         &cfg,
         &["--detach", "--idempotency-key", "k1"],
+        &[],
     );
     assert_eq!(code, 0, "{out}{err}");
     let first = run_id(&out);
@@ -116,7 +93,7 @@ fn a_cluster_with_an_unfinished_run_refuses_every_other_start() {
         ("delete-cluster", vec![]),
         ("create-cluster", vec!["--idempotency-key", "other"]),
     ] {
-        let (code, out, err) = env.start(wf, &cfg, &extra);
+        let (code, out, err) = env.start(wf, &cfg, &extra, &[]);
         assert_eq!(code, 2, "{wf}: {out}{err}");
         assert!(err.contains(&first), "{wf}: names the run: {err}");
         assert!(err.contains("is unfinished"), "{err}");
@@ -126,7 +103,7 @@ fn a_cluster_with_an_unfinished_run_refuses_every_other_start() {
         assert!(err.contains("nothing was journaled or created"), "{err}");
     }
     // Scenario 4: the create's key reused for a delete.
-    let (code, out, err) = env.start("delete-cluster", &cfg, &["--idempotency-key", "k1"]);
+    let (code, out, err) = env.start("delete-cluster", &cfg, &["--idempotency-key", "k1"], &[]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
         err.contains("--idempotency-key: key \"k1\" already belongs to run"),
@@ -143,6 +120,7 @@ fn a_cluster_with_an_unfinished_run_refuses_every_other_start() {
         "create-cluster",
         &cfg,
         &["--detach", "--idempotency-key", "k1"],
+        &[],
     );
     assert_eq!(code, 0);
     assert_eq!(run_id(&out), first);
@@ -167,7 +145,7 @@ fn a_cluster_with_an_unfinished_run_refuses_every_other_start() {
         "the unwind removed exactly what its run made"
     );
     // Now the cluster is free: a new create succeeds.
-    let (code, out, err) = env.start("create-cluster", &cfg, &[]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("is succeeded"), "{out}");
 }
@@ -213,7 +191,7 @@ fn ctrl_c_leaves_the_run_resumable_and_says_how_to_continue_it() {
 fn a_worker_for_another_target_leaves_the_run_pending() {
     let env = Env::new("safety-target", FAST);
     let cfg = cluster_file(&env.dir, "sigma", "sigma-t4rgt", "Private", "");
-    let (code, out, err) = env.start("create-cluster", &cfg, &["--detach"]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &["--detach"], &[]);
     assert_eq!(code, 0, "{out}{err}");
     let sim_run = run_id(&out);
     assert!(
@@ -308,7 +286,7 @@ fn a_foreground_start_beside_a_worker_follows_the_run() {
     let w = env.worker(&[], true);
     std::thread::sleep(Duration::from_secs(1));
     let cfg = cluster_file(&env.dir, "phi", "phi-b3s1d", "Private", "");
-    let (code, out, err) = env.start("create-cluster", &cfg, &[]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     w.signal("TERM");
     let _ = w.finish(Duration::from_secs(30));
     assert_eq!(code, 0, "{out}\n{err}");
@@ -328,7 +306,7 @@ fn waits_are_bounded_and_journal_a_constant_number_of_events() {
     // Slower scale: the NodePool becomes Ready ~6 s after it is seen (~24 polls).
     let env = Env::new("safety-waits", 0.02);
     let cfg = cluster_file(&env.dir, "nu", "nu-w41ts", "Public", "");
-    let (code, out, err) = env.start("create-cluster", &cfg, &[]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
     let run = run_id(&out);
     let evs = events(&env, &run);
@@ -355,7 +333,7 @@ fn waits_are_bounded_and_journal_a_constant_number_of_events() {
         "Public",
         "waitBudgets:\n  nodePoolReady: 1s\n",
     );
-    let (code, out, err) = env.start("create-cluster", &cfg, &[]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 1, "{out}{err}");
     let run = run_id(&out);
     assert!(out.contains("is needs-operator"), "{out}");
@@ -371,7 +349,9 @@ fn waits_are_bounded_and_journal_a_constant_number_of_events() {
     assert!(why.contains("needs an operator"), "{why}");
     assert!(why.contains("waited past its budget"), "{why}");
     assert!(
-        why.contains(&format!("retry {run} --step create-cluster.nodepools.workers")),
+        why.contains(&format!(
+            "retry {run} --step create-cluster.nodepools.workers"
+        )),
         "{why}"
     );
     assert!(why.contains(&format!("cancel {run}")), "{why}");
@@ -389,7 +369,7 @@ fn waits_are_bounded_and_journal_a_constant_number_of_events() {
 fn a_run_without_a_worker_says_so() {
     let env = Env::new("safety-no-worker", FAST);
     let cfg = cluster_file(&env.dir, "rho", "rho-n0wkr", "Private", "");
-    let (code, out, err) = env.start("create-cluster", &cfg, &["--detach"]);
+    let (code, out, err) = env.start("create-cluster", &cfg, &["--detach"], &[]);
     assert_eq!(code, 0, "{out}{err}");
     let run = run_id(&out);
     std::thread::sleep(Duration::from_millis(1500));

@@ -472,13 +472,7 @@ impl JournalStore for PostgresStore {
             .await
             .map_err(classify)?;
             if let Some((id, workflow, exclusive)) = existing {
-                return Ok(
-                    if workflow == run.workflow && exclusive == run.exclusive_key {
-                        CreateOutcome::Existing(id)
-                    } else {
-                        CreateOutcome::KeyReused(id)
-                    },
-                );
+                return Ok(rows::key_taken(id, &workflow, exclusive.as_deref(), &run));
             }
         }
         if let Some(key) = &run.exclusive_key {

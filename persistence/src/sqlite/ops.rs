@@ -157,14 +157,12 @@ async fn create_run(
         .await
         .map_err(classify)?;
         if let Some((id, workflow, exclusive)) = existing {
-            let id = parse_id(&id)?;
-            return Ok(
-                if workflow == run.workflow && exclusive == run.exclusive_key {
-                    CreateOutcome::Existing(id)
-                } else {
-                    CreateOutcome::KeyReused(id)
-                },
-            );
+            return Ok(crate::rows::key_taken(
+                parse_id(&id)?,
+                &workflow,
+                exclusive.as_deref(),
+                run,
+            ));
         }
     }
     if let Some(key) = &run.exclusive_key {
