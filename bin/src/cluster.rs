@@ -274,6 +274,11 @@ async fn preflight(clients: &Clients, layout: &Layout) -> std::result::Result<()
     }
 }
 
+/// Say why a start is refused because its idempotency key belongs to another start.
+fn refuse_key_reused(err: &hcp_runtime::EngineError) {
+    eprintln!("error: --idempotency-key: {err}\nnothing was journaled or created");
+}
+
 /// Say why a start is refused because `busy` is unfinished, with the commands that help.
 fn refuse_busy(
     busy: hcp_runtime::RunId,
@@ -351,12 +356,12 @@ pub async fn start(
     if let Some(h) = holder {
         let same_key = a.idempotency_key.is_some() && h.idempotency_key == a.idempotency_key;
         if same_key && h.workflow != dag.workflow {
-            eprintln!(
-                "error: --idempotency-key: key {:?} already belongs to run {} ({}); a key names one start of one workflow for one cluster: pick another key\nnothing was journaled or created",
-                a.idempotency_key.as_deref().unwrap_or_default(),
-                h.id,
-                h.workflow
-            );
+            // The store would refuse it too; refused here so no check request is sent.
+            refuse_key_reused(&hcp_runtime::EngineError::KeyReused {
+                key: a.idempotency_key.clone().unwrap_or_default(),
+                run: h.id,
+                workflow: h.workflow.clone(),
+            });
             return Ok(2);
         }
         if !same_key {
@@ -439,7 +444,7 @@ pub async fn start(
             return Ok(2);
         }
         Err(err @ hcp_runtime::EngineError::KeyReused { .. }) => {
-            eprintln!("error: --idempotency-key: {err}\nnothing was journaled or created");
+            refuse_key_reused(&err);
             return Ok(2);
         }
         Err(err) => return Err(err.into()),

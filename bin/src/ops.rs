@@ -342,9 +342,7 @@ pub async fn command(
                     // Nobody to apply it? Say so, with the command that starts a worker.
                     if let Some(s) = e.store().load_run(a.run).await?.map(|r| r.summary) {
                         let now = hcp_runtime::Clock::now(&SystemClock);
-                        let held =
-                            s.lease_owner.is_some() && s.lease_expires_at.is_some_and(|t| t >= now);
-                        if !held {
+                        if !crate::views::model::lease_live(&s, now) {
                             println!(
                                 "note: no worker holds run {} right now; it is applied when one picks the run up: {}",
                                 a.run,

@@ -18,11 +18,16 @@ pub const IN_PROCESS: &str = "simulator/in-process";
 /// The cloud names a real-Azure target carries (the config's `cloud` values).
 pub const CLOUDS: [&str; 4] = ["public", "usGovernment", "china", "custom"];
 
+/// The target of runs against the simulator at `url`.
+fn simulator_at(url: &str) -> String {
+    format!("simulator/{}", url.trim_end_matches('/'))
+}
+
 /// The target a run started by this process gets.
 pub fn of_run(args: &ReachArgs, reach: &Reach, cloud: &str) -> String {
     match (reach, &args.simulator) {
         (Reach::Direct, _) => format!("azure/{cloud}"),
-        (Reach::Simulator(_), Some(url)) => format!("simulator/{}", url.trim_end_matches('/')),
+        (Reach::Simulator(_), Some(url)) => simulator_at(url),
         (Reach::Simulator(_), None) => IN_PROCESS.to_string(),
     }
 }
@@ -30,7 +35,7 @@ pub fn of_run(args: &ReachArgs, reach: &Reach, cloud: &str) -> String {
 /// The targets a worker started with `args` serves.
 pub fn served(args: &ReachArgs) -> Vec<String> {
     match (&args.simulator, args.simulate) {
-        (Some(url), _) => vec![format!("simulator/{}", url.trim_end_matches('/'))],
+        (Some(url), _) => vec![simulator_at(url)],
         (None, true) => vec![IN_PROCESS.to_string()],
         (None, false) => CLOUDS.iter().map(|c| format!("azure/{c}")).collect(),
     }

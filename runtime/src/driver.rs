@@ -195,21 +195,7 @@ impl Writer {
     /// Durably write the run's summary alone (no event): after a poll that changed
     /// nothing, so `list` shows the poll count and the store the next wake time.
     async fn touch(&mut self) -> Result<(), Stop> {
-        if !self.staged.is_empty() {
-            return self.flush(vec![]).await;
-        }
-        let now = self.sh.clock.now();
-        let append = Append {
-            events: Vec::new(),
-            patch: self.patch(now),
-            applied_commands: Vec::new(),
-        };
-        persist(&self.sh, |s| {
-            let a = append.clone();
-            let l = self.lease.clone();
-            async move { s.append(&l, a).await.map(|_| ()) }
-        })
-        .await
+        self.append(vec![]).await
     }
 
     /// Durably append everything staged (and acknowledge `applied` commands).
@@ -217,6 +203,12 @@ impl Writer {
         if self.staged.is_empty() && applied.is_empty() {
             return Ok(());
         }
+        self.append(applied).await
+    }
+
+    /// One append of what is staged (possibly nothing: then the summary alone) with the
+    /// run's current summary.
+    async fn append(&mut self, applied: Vec<i64>) -> Result<(), Stop> {
         if self.resuming.is_none() {
             crate::engine::after_resumptions(&self.sh).await;
         }

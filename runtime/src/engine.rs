@@ -61,7 +61,7 @@ pub enum EngineError {
     CommandRefused(String),
     /// The idempotency key belongs to a run of another workflow or exclusive key.
     #[error(
-        "idempotency key {key:?} already belongs to run {run} ({workflow}); a key names one start of one workflow for one cluster: pick another key"
+        "key {key:?} already belongs to run {run} ({workflow}); a key names one start of one workflow for one cluster: pick another key"
     )]
     KeyReused {
         /// The key.

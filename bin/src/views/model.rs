@@ -157,6 +157,23 @@ pub struct RunRow {
 /// none is running for the run's target.
 pub const NO_WORKER_AFTER_MS: i64 = 60_000;
 
+/// [`NO_WORKER_AFTER_MS`], or `HCP_NO_WORKER_AFTER_MS` (tests shorten the minute); read
+/// once per process, not per row.
+fn no_worker_after_ms() -> i64 {
+    static AFTER: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *AFTER.get_or_init(|| {
+        std::env::var("HCP_NO_WORKER_AFTER_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(NO_WORKER_AFTER_MS)
+    })
+}
+
+/// Whether a worker holds `s`'s lease and it has not lapsed at `now`.
+pub fn lease_live(s: &RunSummary, now: Timestamp) -> bool {
+    s.lease_owner.is_some() && s.lease_expires_at.is_some_and(|t| t >= now)
+}
+
 /// "no worker …" when `s` has been due for over a minute and no live lease holds it (no
 /// worker for its target runs, or every one is busy or dead).
 pub fn no_worker(s: &RunSummary, now: Timestamp) -> Option<String> {
@@ -166,14 +183,8 @@ pub fn no_worker(s: &RunSummary, now: Timestamp) -> Option<String> {
     ) {
         return None;
     }
-    let held = s.lease_owner.is_some() && s.lease_expires_at.is_some_and(|t| t >= now);
     let due = s.wake_at.or(s.commands_pending.then_some(s.updated_at))?;
-    // Tests shorten the minute (`HCP_NO_WORKER_AFTER_MS`).
-    let after = std::env::var("HCP_NO_WORKER_AFTER_MS")
-        .ok()
-        .and_then(|v| v.parse::<i64>().ok())
-        .unwrap_or(NO_WORKER_AFTER_MS);
-    if held || now.0 - due.0 <= after {
+    if lease_live(s, now) || now.0 - due.0 <= no_worker_after_ms() {
         return None;
     }
     let target = s.target.as_deref();
