@@ -252,6 +252,81 @@ fn node_pools_validate_against_the_crd() {
     }
 }
 
+/// Issue 12, finding 6: the "empty" marketplace image HyperShift fills from the release
+/// (4.20+) validates against the NodePool CRD: it must carry `imageGeneration`, since an
+/// empty `azureMarketplace: {}` breaks `minProperties: 1` and the CEL rule "must specify
+/// imageGeneration or must specify publisher, offer, sku and version" (checked by hand
+/// here: the schema validator does not run CEL).
+#[test]
+fn release_default_image_validates_against_the_crd() {
+    if reference_dir().is_none() {
+        return;
+    }
+    let v = validator("nodepools-Default.crd.yaml");
+    let input = np_input(
+        NodePoolImage::FromRelease {
+            image_generation: "Gen2".into(),
+        },
+        None,
+    );
+    input.validate().unwrap();
+    let obj = render::node_pool(&input);
+    let errs = errors(&v, &obj);
+    assert!(errs.is_empty(), "{errs:#?}");
+    let image = &obj["spec"]["platform"]["azure"]["image"];
+    assert_eq!(
+        image,
+        &json!({"type": "AzureMarketplace", "azureMarketplace": {"imageGeneration": "Gen2"}})
+    );
+    // CEL (x-kubernetes-validations of azureMarketplace): has(imageGeneration) ||
+    // all four; and publisher/offer/sku/version all or none.
+    let m = image["azureMarketplace"].as_object().unwrap();
+    let four = ["publisher", "offer", "sku", "version"]
+        .iter()
+        .filter(|k| m.contains_key(**k))
+        .count();
+    assert!(m.contains_key("imageGeneration") || four == 4);
+    assert!(four == 0 || four == 4);
+    // Without the generation the object is invalid.
+    let mut bad = obj.clone();
+    bad["spec"]["platform"]["azure"]["image"]["azureMarketplace"] = json!({});
+    assert!(
+        !errors(&v, &bad).is_empty(),
+        "azureMarketplace: {{}} must fail"
+    );
+    let mut bad = obj;
+    bad["spec"]["platform"]["azure"]["image"]["azureMarketplace"]["imageGeneration"] =
+        json!("Gen3");
+    assert!(!errors(&v, &bad).is_empty(), "imageGeneration is an enum");
+}
+
+/// Issue 12, finding 3: both zone ids render under `spec.dns` and validate.
+#[test]
+fn zone_ids_render_and_validate() {
+    if reference_dir().is_none() {
+        return;
+    }
+    let v = validator("hostedclusters-Hypershift-Default.crd.yaml");
+    let mut input = hc_input(Topology::Public);
+    input.private_zone_id = Some(format!(
+        "/subscriptions/{SUB}/resourceGroups/demo-demo-x1y2z/providers/Microsoft.Network/privateDnsZones/demo.example.com"
+    ));
+    input.public_zone_id = Some(format!(
+        "/subscriptions/{SUB}/resourceGroups/dns/providers/Microsoft.Network/dnszones/example.com"
+    ));
+    let obj = render::hosted_cluster(&input);
+    let errs = errors(&v, &obj);
+    assert!(errs.is_empty(), "{errs:#?}");
+    assert_eq!(
+        obj["spec"]["dns"]["privateZoneID"],
+        input.private_zone_id.unwrap().as_str()
+    );
+    assert_eq!(
+        obj["spec"]["dns"]["publicZoneID"],
+        input.public_zone_id.unwrap().as_str()
+    );
+}
+
 /// A way to break a rendered object.
 type Breakage = fn(&mut Value);
 

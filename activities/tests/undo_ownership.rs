@@ -11,7 +11,11 @@
 //! - an untagged container that existed before the run survives the undo of a run that
 //!   failed before recording an output;
 //! - Kubernetes Secrets adopted by a later run are deleted neither by the earlier run's
-//!   undo nor by the later one's.
+//!   undo nor by the later one's;
+//! - the persistent resource group is shared (issue 12, finding 11): any cluster adopts it,
+//!   a failed create's undo and a purge delete it only when hcp-workflow made it and nothing
+//!   else is inside, a user's group is never deleted, and another cluster's own group is
+//!   refused before anything is written.
 #![allow(clippy::unwrap_used)]
 
 mod azure_support;
@@ -25,8 +29,8 @@ use hcp_activities::azure::models::{API_MSI, API_PRIVATE_DNS, API_STORAGE};
 use hcp_activities::azure::names;
 use hcp_activities::azure::{ArmClient, AuthMode, Cloud, Transport};
 use hcp_activities::steps::arm::{
-    CHILDREN_KEY, EnsureContainer, EnsureDnsZone, EnsureIdentity, EnsureResourceGroup,
-    EnsureStorageAccount, ResourceInput, UNDO_LEDGER_KEY,
+    CHILDREN_KEY, DeleteIdentity, DeleteInput, DeleteResourceGroup, EnsureContainer, EnsureDnsZone,
+    EnsureIdentity, EnsureResourceGroup, EnsureStorageAccount, ResourceInput, UNDO_LEDGER_KEY,
 };
 use hcp_activities::steps::cluster::{EnsureClusterSecrets, OBJECTS_KEY, SecretsInput};
 use hcp_activities::steps::identity::{
@@ -173,6 +177,7 @@ fn resource(resource_type: &str, id: &str, api: &str, body: Value) -> ResourceIn
         tagged: true,
         persistent: false,
         byo: false,
+        shared: false,
     }
 }
 
@@ -436,6 +441,7 @@ async fn role_assignments_that_existed_before_the_run_survive_its_undo() {
         scope: scope.clone(),
         role: names::roles::INGRESS.into(),
         identity: serde_json::from_value(json!({"$ref": "ident"})).unwrap(),
+        scope_from: None,
     };
     let role = EnsureRoleAssignment(w.clients.clone());
 
@@ -795,4 +801,284 @@ async fn relabel_moves_only_our_objects_and_only_their_run_label() {
 fn undo_ledger_key_is_what_the_runtime_reads() {
     let v = json!({UNDO_LEDGER_KEY: [{"kind": "azure", "resource_type": "t", "id": "x", "action": "kept"}]});
     assert_eq!(hcp_runtime::ledger::records_in(&v).len(), 1);
+}
+
+// ---- the shared persistent resource group (issue 12, finding 11) ----------------------
+
+fn owner_of(cluster: &str) -> Owner {
+    Owner {
+        cluster: cluster.into(),
+        infra_id: format!("{cluster}-x1y2z"),
+    }
+}
+
+fn shared_rg(owner: Owner, id: &str) -> ResourceInput {
+    ResourceInput {
+        owner,
+        persistent: true,
+        shared: true,
+        ..resource(
+            "Microsoft.Resources/resourceGroups",
+            id,
+            "2021-04-01",
+            json!({"location": "eastus"}),
+        )
+    }
+}
+
+fn delete_input(
+    owner: Owner,
+    resource_type: &str,
+    id: &str,
+    api: &str,
+    shared: bool,
+) -> DeleteInput {
+    DeleteInput {
+        azure: azure(),
+        owner,
+        resource_type: resource_type.into(),
+        id: id.into(),
+        api: api.into(),
+        tagged: true,
+        persistent: true,
+        shared,
+    }
+}
+
+fn identity_in(owner: Owner, rg: &str, name: &str) -> ResourceInput {
+    ResourceInput {
+        owner,
+        persistent: true,
+        ..resource(
+            "Microsoft.ManagedIdentity/userAssignedIdentities",
+            &format!(
+                "{}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}",
+                rg_id(rg)
+            ),
+            API_MSI,
+            json!({"location": "eastus"}),
+        )
+    }
+}
+
+async fn group_exists(w: &World, id: &str) -> bool {
+    w.arm.get_value(id, "2021-04-01").await.unwrap().is_some()
+}
+
+#[tokio::test]
+async fn one_persistent_group_serves_many_clusters_and_goes_with_the_last() {
+    let w = world().await;
+    let id = rg_id("os4-common");
+    let none = HashMap::new();
+    let rg = EnsureResourceGroup(w.clients.clone());
+    // Cluster a's run creates the group (marked shared); cluster b's run adopts it.
+    let (out_a, _) = run_action(&rg, run(1), &shared_rg(owner_of("a"), &id), &none, None).await;
+    assert_eq!(out_a.ledger[0].action, LedgerAction::Created);
+    assert_eq!(out_a.body["tags"]["hcp-workflow.io/shared"], "persistent");
+    let (out_b, _) = run_action(&rg, run(2), &shared_rg(owner_of("b"), &id), &none, None).await;
+    assert_eq!(
+        out_b.ledger[0].action,
+        LedgerAction::Adopted,
+        "{:?}",
+        out_b.ledger
+    );
+    // Both put an identity there.
+    let ident = EnsureIdentity(w.clients.clone());
+    let ia = identity_in(owner_of("a"), "os4-common", "a-disk-a-x1y2z");
+    let ib = identity_in(owner_of("b"), "os4-common", "b-disk-b-x1y2z");
+    run_action(&ident, run(1), &ia, &none, None).await;
+    run_action(&ident, run(2), &ib, &none, None).await;
+
+    // a's create fails and unwinds: its identity goes, the group (holding b's) stays.
+    undo_action(&ident, run(1), &ia, None, None, &none).await;
+    let cp = undo_action(
+        &rg,
+        run(1),
+        &shared_rg(owner_of("a"), &id),
+        Some(&out_a),
+        None,
+        &none,
+    )
+    .await;
+    assert!(
+        group_exists(&w, &id).await,
+        "a's undo deleted a group holding b's identity"
+    );
+    let l = undo_ledger(&cp);
+    assert_eq!(l[0].action, LedgerAction::Kept);
+    assert!(
+        l[0].note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("b-disk-b-x1y2z"),
+        "{l:?}"
+    );
+    // Unwinding twice is harmless.
+    undo_action(
+        &rg,
+        run(1),
+        &shared_rg(owner_of("a"), &id),
+        Some(&out_a),
+        None,
+        &none,
+    )
+    .await;
+    assert!(group_exists(&w, &id).await);
+
+    // b is purged: its identity goes, then the group, now empty and made by hcp-workflow.
+    let del_ident = DeleteIdentity(w.clients.clone());
+    let del_rg = DeleteResourceGroup(w.clients.clone());
+    run_action(
+        &del_ident,
+        run(3),
+        &delete_input(
+            owner_of("b"),
+            "Microsoft.ManagedIdentity/userAssignedIdentities",
+            &ib.id,
+            API_MSI,
+            false,
+        ),
+        &none,
+        None,
+    )
+    .await;
+    let (out, _) = run_action(
+        &del_rg,
+        run(3),
+        &delete_input(
+            owner_of("b"),
+            "Microsoft.Resources/resourceGroups",
+            &id,
+            "2021-04-01",
+            true,
+        ),
+        &none,
+        None,
+    )
+    .await;
+    assert_eq!(
+        out.ledger[0].action,
+        LedgerAction::Deleted,
+        "{:?}",
+        out.ledger
+    );
+    assert!(!group_exists(&w, &id).await);
+}
+
+#[tokio::test]
+async fn a_purge_keeps_a_shared_group_that_still_holds_another_clusters_resources() {
+    let w = world().await;
+    let id = rg_id("os4-common");
+    let none = HashMap::new();
+    let rg = EnsureResourceGroup(w.clients.clone());
+    run_action(&rg, run(1), &shared_rg(owner_of("a"), &id), &none, None).await;
+    run_action(&rg, run(2), &shared_rg(owner_of("b"), &id), &none, None).await;
+    let ident = EnsureIdentity(w.clients.clone());
+    let ib = identity_in(owner_of("b"), "os4-common", "b-disk-b-x1y2z");
+    run_action(&ident, run(2), &ib, &none, None).await;
+    // a (the group's creator) is purged while b still lives there.
+    let del_rg = DeleteResourceGroup(w.clients.clone());
+    let input = delete_input(
+        owner_of("a"),
+        "Microsoft.Resources/resourceGroups",
+        &id,
+        "2021-04-01",
+        true,
+    );
+    let (out, _) = run_action(&del_rg, run(3), &input, &none, None).await;
+    assert_eq!(out.ledger[0].action, LedgerAction::Kept);
+    assert!(
+        out.ledger[0]
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("still holds 1"),
+        "{:?}",
+        out.ledger
+    );
+    assert!(group_exists(&w, &id).await);
+    assert!(w.arm.get_value(&ib.id, API_MSI).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_users_persistent_group_is_adopted_and_never_deleted() {
+    let w = world().await;
+    let id = rg_id("platform-shared");
+    let none = HashMap::new();
+    w.arm
+        .put(
+            &id,
+            "2021-04-01",
+            &json!({"location": "eastus", "tags": {"team": "platform"}}),
+        )
+        .await
+        .unwrap();
+    let rg = EnsureResourceGroup(w.clients.clone());
+    let input = shared_rg(owner_of("a"), &id);
+    let (out, _) = run_action(&rg, run(1), &input, &none, None).await;
+    assert_eq!(out.ledger[0].action, LedgerAction::Adopted);
+    undo_action(&rg, run(1), &input, Some(&out), None, &none).await;
+    assert!(
+        group_exists(&w, &id).await,
+        "the undo deleted the user's group"
+    );
+    let del_rg = DeleteResourceGroup(w.clients.clone());
+    let (out, _) = run_action(
+        &del_rg,
+        run(2),
+        &delete_input(
+            owner_of("a"),
+            "Microsoft.Resources/resourceGroups",
+            &id,
+            "2021-04-01",
+            true,
+        ),
+        &none,
+        None,
+    )
+    .await;
+    assert_eq!(out.ledger[0].action, LedgerAction::Kept);
+    assert!(
+        group_exists(&w, &id).await,
+        "the purge deleted the user's (empty) group"
+    );
+}
+
+#[tokio::test]
+async fn another_clusters_own_group_is_refused_as_the_persistent_group() {
+    let w = world().await;
+    let none = HashMap::new();
+    // Cluster a's managed group `<name>-<infraID>`, made by a's run.
+    let id = rg_id("a-a-x1y2z");
+    let mut a_managed = shared_rg(owner_of("a"), &id);
+    a_managed.shared = false;
+    a_managed.persistent = false;
+    let rg = EnsureResourceGroup(w.clients.clone());
+    run_action(&rg, run(1), &a_managed, &none, None).await;
+    let before = w.sim.requests().len();
+    let (ctx, _) = StepContext::detached(
+        run(2),
+        "node",
+        Phase::Action,
+        1,
+        None,
+        none.clone(),
+        BTreeMap::new(),
+    );
+    let err = match rg.run(&ctx, shared_rg(owner_of("b"), &id)).await {
+        Err(e) => e,
+        Ok(_) => panic!("cluster b adopted cluster a's managed group as its persistent group"),
+    };
+    assert!(!err.retryable);
+    assert_eq!(err.code.as_deref(), Some("NotOurs"));
+    assert!(
+        err.message.contains("persistentResourceGroup"),
+        "{}",
+        err.message
+    );
+    let writes = w.sim.requests()[before..]
+        .iter()
+        .filter(|r| r.method != "GET")
+        .count();
+    assert_eq!(writes, 0, "a refused adoption wrote to Azure");
 }

@@ -26,6 +26,32 @@ pub struct ReachArgs {
     /// Run against a running `hcp-workflow simulator serve` at this URL.
     #[arg(long, global = true, value_name = "URL")]
     pub simulator: Option<String>,
+    /// Simulator only (`--simulate`, `simulator serve`): how the simulated HyperShift
+    /// operator was installed. `azure`: with `--private-platform Azure` (HyperShift's own
+    /// controllers make the PLS, PE and DNS); `none` (default): without (hcp-workflow makes
+    /// them). Give the same value on every `--simulate` invocation of a run.
+    #[arg(long, global = true, value_name = "azure|none")]
+    pub private_platform: Option<hcp_simulator::PrivatePlatform>,
+    /// Simulator only: the management cluster's platform. `openshift` (default) serves the
+    /// Route API; `aks` does not, so HyperShift's control-plane private-link controllers
+    /// never start.
+    #[arg(long, global = true, value_name = "openshift|aks")]
+    pub management_platform: Option<hcp_simulator::ManagementPlatform>,
+    /// Simulator only: the simulated HyperShift operator's minor version (default 4.22).
+    /// It accepts releases from 4.14 up to its own minor (newer ones get
+    /// `ValidReleaseImage=False`), and only 4.22 knows the Azure private topology (an older
+    /// one never gives a Private/PublicAndPrivate cluster its router IP).
+    #[arg(long, global = true, value_name = "4.NN", value_parser = parse_hypershift_version)]
+    pub hypershift_version: Option<String>,
+}
+
+fn parse_hypershift_version(s: &str) -> std::result::Result<String, String> {
+    match hcp_simulator::minor_version(s) {
+        Some((4, m)) if (14..=99).contains(&m) => Ok(format!("4.{m}")),
+        _ => Err(format!(
+            "`{s}`: expected a HyperShift minor version like 4.22"
+        )),
+    }
 }
 
 /// A running in-process simulator (kept alive while the process needs it).
@@ -42,6 +68,17 @@ fn sim_state_path(db: &str) -> Option<PathBuf> {
 
 /// Decide how this process reaches the world; start the in-process simulator if asked.
 pub async fn reach(args: &ReachArgs, db: &str) -> Result<(Reach, Option<SimHandle>)> {
+    reach_for(args, db, None).await
+}
+
+/// [`reach`] for a cluster: an in-process simulator (`--simulate`) also gets the public
+/// DNS zone of the cluster's `baseDomain` (in its subscription, in `dnsZoneResourceGroup`
+/// or `hcp-dns`), which HyperShift requires to exist and never creates.
+pub async fn reach_for(
+    args: &ReachArgs,
+    db: &str,
+    cluster: Option<&ClusterConfig>,
+) -> Result<(Reach, Option<SimHandle>)> {
     if let Some(url) = &args.simulator {
         return Ok((
             Reach::Simulator(url.trim_end_matches('/').to_string()),
@@ -53,8 +90,28 @@ pub async fn reach(args: &ReachArgs, db: &str) -> Result<(Reach, Option<SimHandl
     }
     let mut cfg = hcp_simulator::SimConfig {
         state_file: sim_state_path(db),
+        dns_zones: cluster
+            .map(|c| hcp_simulator::DnsZoneSeed {
+                subscription: c.subscription.clone(),
+                resource_group: c
+                    .dns_zone_resource_group
+                    .clone()
+                    .unwrap_or_else(|| hcp_simulator::DEFAULT_DNS_ZONE_RESOURCE_GROUP.into()),
+                domain: c.base_domain.clone(),
+            })
+            .into_iter()
+            .collect(),
         ..Default::default()
     };
+    if let Some(p) = args.private_platform {
+        cfg.private_platform = p;
+    }
+    if let Some(p) = args.management_platform {
+        cfg.management_platform = p;
+    }
+    if let Some(v) = &args.hypershift_version {
+        cfg.hypershift_version = v.clone();
+    }
     if let Ok(v) = std::env::var("HCP_SIM_TIME_SCALE")
         && let Ok(f) = v.parse::<f64>()
     {
@@ -109,6 +166,12 @@ pub struct StartArgs {
     /// management cluster answers (the journal records that the check was skipped).
     #[arg(long)]
     skip_preflight: bool,
+    /// delete-cluster: do not ask HyperShift to remove what the guest cluster created in
+    /// Azure (annotation `hypershift.openshift.io/cleanup-cloud-resources`, which
+    /// `hypershift destroy cluster` sets). The guest's load balancers, disks, registry
+    /// storage, ingress DNS records and its rules in a bring-your-own NSG are then left.
+    #[arg(long)]
+    skip_cloud_cleanup: bool,
 }
 
 /// `drive`.
@@ -130,6 +193,9 @@ pub struct PlanArgs {
     /// delete-cluster: include persistent resources.
     #[arg(long)]
     purge_persistent: bool,
+    /// delete-cluster: without the guest's cloud cleanup (see `start --help`).
+    #[arg(long)]
+    skip_cloud_cleanup: bool,
 }
 
 /// Load and validate; print every problem and return `None` on failure (exit code 2).
@@ -175,21 +241,38 @@ async fn infra_id(
     })
 }
 
+/// The `private-link` mode the newest create run of this cluster recorded, if any.
+async fn recorded_private_link(
+    cfg: &ClusterConfig,
+    store: &Arc<dyn hcp_runtime::JournalStore>,
+) -> Result<Option<config::PrivateLinkManager>> {
+    let runs = store
+        .list_runs(&hcp_runtime::RunFilter {
+            label: Some(("cluster".to_string(), cfg.name.clone())),
+            workflow: Some(create_cluster::WORKFLOW.to_string()),
+            ..Default::default()
+        })
+        .await?;
+    Ok(runs
+        .iter()
+        .filter_map(|r| r.labels.get("private-link"))
+        .next() // newest first
+        .and_then(|m| match m.as_str() {
+            "hypershift" => Some(config::PrivateLinkManager::Hypershift),
+            "hcp-workflow" => Some(config::PrivateLinkManager::HcpWorkflow),
+            _ => None,
+        }))
+}
+
 fn build(
     wf: Workflow,
     cfg: &ClusterConfig,
     layout: &Layout,
-    purge: bool,
+    opts: DeleteOptions,
 ) -> Result<hcp_runtime::SagaDag> {
     Ok(match wf {
         Workflow::CreateCluster => create_cluster::build(cfg, layout)?,
-        Workflow::DeleteCluster => delete_cluster::build(
-            cfg,
-            layout,
-            DeleteOptions {
-                purge_persistent: purge,
-            },
-        )?,
+        Workflow::DeleteCluster => delete_cluster::build(cfg, layout, opts)?,
     })
 }
 
@@ -219,9 +302,24 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             }
         },
     };
+    if cfg.topology.uses_private_link()
+        && cfg.private_link.managed_by == config::PrivateLinkManager::Auto
+    {
+        eprintln!(
+            "note: privateLink.managedBy: auto is resolved when the run starts (from the args of Deployment hypershift/operator); this plan shows hcp-workflow's own private link stages — set managedBy: hypershift to see HyperShift's"
+        );
+    }
     let simulated = reach_args.simulate || reach_args.simulator.is_some();
     let layout = Layout::new(&cfg, &infra, simulated);
-    let dag = build(a.workflow, &cfg, &layout, a.purge_persistent)?;
+    let dag = build(
+        a.workflow,
+        &cfg,
+        &layout,
+        DeleteOptions {
+            purge_persistent: a.purge_persistent,
+            skip_cloud_cleanup: a.skip_cloud_cleanup,
+        },
+    )?;
     let p = plan::plan(&dag);
     match out {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&p)?),
@@ -274,6 +372,89 @@ async fn preflight(clients: &Clients, layout: &Layout) -> std::result::Result<()
     }
 }
 
+/// The concrete `privateLink.managedBy` of a run: `auto` read from the HyperShift
+/// operator Deployment `hypershift/operator` (`--private-platform=Azure` or
+/// `--private-platform Azure` → `hypershift`, else `hcp-workflow`); an explicit mode that
+/// contradicts the operator's install is refused, with the fix. With `--skip-preflight` an
+/// explicit mode is taken as given, and an `auto` that cannot read the install becomes
+/// `hcp-workflow` with a warning. `Err` is the reason (exit 2, nothing journaled).
+async fn resolve_private_link(
+    cfg: &ClusterConfig,
+    clients: &Clients,
+    layout: &Layout,
+    skip_preflight: bool,
+) -> std::result::Result<config::PrivateLinkManager, String> {
+    use config::PrivateLinkManager as M;
+    let asked = cfg.private_link.managed_by;
+    if !cfg.topology.uses_private_link() {
+        // Nothing to make: recorded as today's mode.
+        return Ok(if asked == M::Auto {
+            M::HcpWorkflow
+        } else {
+            asked
+        });
+    }
+    if skip_preflight && asked != M::Auto {
+        return Ok(asked);
+    }
+    let install = async {
+        let m = clients.mgmt(&layout.mgmt).await.map_err(|e| e.message)?;
+        hcp_activities::steps::hypershift_link::operator_install(&m)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let install = match tokio::time::timeout(Duration::from_secs(20), install).await {
+        Ok(Ok(i)) => i,
+        // Checks skipped on purpose (the run records it): an unreadable install leaves
+        // `auto` at today's mode, said plainly.
+        Ok(Err(e)) if skip_preflight => {
+            eprintln!(
+                "warning: --skip-preflight: Deployment hypershift/operator could not be read ({e}); privateLink.managedBy: auto is taken as hcp-workflow — set it to hypershift if the operator runs with --private-platform Azure"
+            );
+            return Ok(M::HcpWorkflow);
+        }
+        Err(_) if skip_preflight => {
+            eprintln!(
+                "warning: --skip-preflight: the management cluster did not answer; privateLink.managedBy: auto is taken as hcp-workflow — set it to hypershift if the operator runs with --private-platform Azure"
+            );
+            return Ok(M::HcpWorkflow);
+        }
+        Ok(Err(e)) => {
+            return Err(format!(
+                "`{}` needs the HyperShift operator's install, which could not be read: {e}; set privateLink.managedBy to hypershift or hcp-workflow{}",
+                asked.as_str(),
+                if asked == M::Auto {
+                    ""
+                } else {
+                    " and pass --skip-preflight"
+                }
+            ));
+        }
+        Err(_) => {
+            return Err("the management cluster's API server did not answer within 20 s while reading Deployment hypershift/operator".into());
+        }
+    };
+    if !install.found && asked == M::Auto {
+        return Err("`auto` reads the args of Deployment hypershift/operator, which does not exist on the management cluster; install HyperShift, or set privateLink.managedBy to hypershift or hcp-workflow".into());
+    }
+    let flag = install.private_platform_azure;
+    let resolved = match (asked, flag) {
+        (M::Auto, true) => M::Hypershift,
+        (M::Auto, false) => M::HcpWorkflow,
+        (M::HcpWorkflow, true) => {
+            return Err("`hcp-workflow` contradicts the HyperShift operator's install: Deployment hypershift/operator runs with --private-platform=Azure, so HyperShift's own controllers create a private link service for this cluster too. Fix: set privateLink.managedBy: hypershift (or auto), or reinstall the operator without --private-platform".into());
+        }
+        (M::Hypershift, false) if install.found => {
+            return Err("`hypershift` contradicts the HyperShift operator's install: Deployment hypershift/operator runs without --private-platform Azure, so nothing would create the private link service. Fix: set privateLink.managedBy: hcp-workflow (or auto), or reinstall the operator with --private-platform Azure".into());
+        }
+        (m, _) => m,
+    };
+    if resolved == M::Hypershift && !install.route_api {
+        return Err("`hypershift`: the management cluster serves no Route API (route.openshift.io), so HyperShift's control-plane operator never starts its private-link controllers (control-plane-operator/main.go setupPrivatePlatformControllers); self-managed private clusters need an OpenShift management cluster".into());
+    }
+    Ok(resolved)
+}
+
 /// Say why a start is refused because its idempotency key belongs to another start.
 fn refuse_key_reused(err: &hcp_runtime::EngineError) {
     eprintln!("error: --idempotency-key: {err}\nnothing was journaled or created");
@@ -318,7 +499,7 @@ pub async fn start(
     out: OutputFormat,
     a: StartArgs,
 ) -> Result<u8> {
-    let Some(cfg) = load_config(&a.config) else {
+    let Some(mut cfg) = load_config(&a.config) else {
         return Ok(2);
     };
     if a.cancel_running && a.workflow != Workflow::DeleteCluster {
@@ -336,10 +517,18 @@ pub async fn start(
         );
         return Ok(2);
     };
-    let (reach, _sim) = reach(reach_args, db).await?;
+    let (reach, _sim) = reach_for(reach_args, db, Some(&cfg)).await?;
     let simulated = !matches!(reach, Reach::Direct);
     let layout = Layout::new(&cfg, &infra, simulated);
-    let dag = build(a.workflow, &cfg, &layout, a.purge_persistent)?;
+    let dag = build(
+        a.workflow,
+        &cfg,
+        &layout,
+        DeleteOptions {
+            purge_persistent: a.purge_persistent,
+            skip_cloud_cleanup: a.skip_cloud_cleanup,
+        },
+    )?;
     let clients = Clients::new(reach.clone());
     let target = crate::target::of_run(reach_args, &reach, cloud_name(&cfg));
     let exclusive = cluster_key(&cfg);
@@ -403,6 +592,40 @@ pub async fn start(
         eprintln!("nothing was journaled or created");
         return Ok(2);
     }
+    // `privateLink.managedBy`: resolved (and checked against the operator's install)
+    // before anything is journaled; the DAG is built with the resolved mode, so a resumed
+    // run never resolves again.
+    // A delete tears down what the create made: with `auto`, the mode the create run
+    // recorded wins over today's install (the operator may have been reinstalled since).
+    let recorded = match a.workflow {
+        Workflow::DeleteCluster
+            if cfg.private_link.managed_by == config::PrivateLinkManager::Auto =>
+        {
+            recorded_private_link(&cfg, &store).await?
+        }
+        _ => None,
+    };
+    let managed_by = match recorded {
+        Some(m) => m,
+        None => match resolve_private_link(&cfg, &clients, &layout, a.skip_preflight).await {
+            Ok(m) => m,
+            Err(why) => {
+                eprintln!("error: privateLink.managedBy: {why}");
+                eprintln!("nothing was journaled or created");
+                return Ok(2);
+            }
+        },
+    };
+    cfg.private_link.managed_by = managed_by;
+    let dag = build(
+        a.workflow,
+        &cfg,
+        &layout,
+        DeleteOptions {
+            purge_persistent: a.purge_persistent,
+            skip_cloud_cleanup: a.skip_cloud_cleanup,
+        },
+    )?;
     let mut labels: BTreeMap<String, String> = [
         ("cluster".to_string(), cfg.name.clone()),
         ("infra-id".to_string(), infra.clone()),
@@ -415,6 +638,9 @@ pub async fn start(
     .into();
     if a.skip_preflight {
         labels.insert("preflight".to_string(), "skipped".to_string());
+    }
+    if cfg.topology.uses_private_link() {
+        labels.insert("private-link".to_string(), managed_by.as_str().to_string());
     }
     let started = match e
         .start(

@@ -134,7 +134,7 @@ enum SimulatorCommand {
     /// Serve simulated ARM, Entra ID, blob storage and a Kubernetes management cluster with
     /// a simulated HyperShift operator; prints the endpoints and the settings to use.
     #[command(
-        after_help = "Example:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state /tmp/sim.json --crds ../shared/reference/hypershift"
+        after_help = "The simulated HyperShift install is set by the global --private-platform azure|none (default none: the operator runs without `--private-platform Azure`, hcp-workflow makes the private link; azure: HyperShift's own private-link controllers make it) and --management-platform openshift|aks (default openshift; aks serves no Route API, so the control-plane operator's private-link controllers never start), and the operator's version by --hypershift-version 4.NN (default 4.22: releases up to 4.22 are accepted; before 4.22 the operator does not know the Azure private topology).\n\nExample:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state /tmp/sim.json --crds ../shared/reference/hypershift\n  hcp-workflow simulator serve --private-platform azure --management-platform openshift"
     )]
     Serve(SimServeArgs),
 }
@@ -156,6 +156,15 @@ struct SimServeArgs {
     /// Validate HyperShift objects against the CRDs in this directory (422 when invalid).
     #[arg(long)]
     crds: Option<std::path::PathBuf>,
+    /// A public Azure DNS zone that exists from the start (a cluster's baseDomain zone,
+    /// which HyperShift needs): `<domain>[@[<subscription>/]<resourceGroup>]`; repeatable.
+    /// Default: `hcp.example.com@11111111-2222-3333-4444-555555555555/hcp-dns`, the zone of
+    /// examples/cluster.yaml.
+    #[arg(long = "dns-zone", value_name = "ZONE", value_parser = hcp_simulator::DnsZoneSeed::parse)]
+    dns_zones: Vec<hcp_simulator::DnsZoneSeed>,
+    /// Start without any public DNS zone (to rehearse "no DNS zone for baseDomain").
+    #[arg(long, conflicts_with = "dns_zones")]
+    no_dns_zones: bool,
 }
 
 fn init_logging(format: LogFormat) -> telemetry::Guard {
@@ -239,6 +248,16 @@ async fn run(cli: Cli) -> Result<u8> {
                 time_scale: a.time_scale,
                 seed: a.seed,
                 crds: a.crds,
+                private_platform: reach.private_platform,
+                management_platform: reach.management_platform,
+                hypershift_version: reach.hypershift_version.clone(),
+                dns_zones: if a.no_dns_zones {
+                    Some(Vec::new())
+                } else if a.dns_zones.is_empty() {
+                    None
+                } else {
+                    Some(a.dns_zones)
+                },
             })
             .await?;
             Ok(0)

@@ -102,13 +102,13 @@ mod tests {
     fn flags_and_words_round_trip_the_targets() {
         let sim = ReachArgs {
             simulate: true,
-            simulator: None,
+            ..Default::default()
         };
         assert_eq!(served(&sim), vec![IN_PROCESS.to_string()]);
         assert_eq!(flags(Some(IN_PROCESS)), " --simulate");
         let url = ReachArgs {
-            simulate: false,
             simulator: Some("http://127.0.0.1:9/".into()),
+            ..Default::default()
         };
         assert_eq!(
             served(&url),

@@ -175,6 +175,144 @@ pub struct SimConfig {
     pub list_page_size: usize,
     /// Model durations.
     pub latency: LatencyModel,
+    /// How the simulated HyperShift operator was installed: with `--private-platform Azure`
+    /// ([`PrivatePlatform::Azure`]: its Private Link Service controller runs) or without
+    /// ([`PrivatePlatform::None`], the default: hcp-workflow makes the private link itself,
+    /// as the e2e tests written before the two modes expect). The operator Deployment
+    /// `hypershift/operator` carries the matching args.
+    pub private_platform: PrivatePlatform,
+    /// What the management cluster is: OpenShift (default; serves the Route API, so the
+    /// control-plane operator's private-link controllers start) or AKS (no Route API: they
+    /// do not start, as in HyperShift's `setupPrivatePlatformControllers`).
+    pub management_platform: ManagementPlatform,
+    /// Minor version of the simulated HyperShift operator (`4.22`): the newest OpenShift
+    /// release it accepts (`support/supportedversion/version.go` `LatestSupportedVersion`
+    /// on its release branch), and whether it knows the Azure private topology (4.22).
+    pub hypershift_version: String,
+    /// Public DNS zones seeded at start when missing (default: none; `simulator serve`
+    /// seeds [`DnsZoneSeed::example`] unless told otherwise, `--simulate` the cluster
+    /// file's `baseDomain`).
+    pub dns_zones: Vec<DnsZoneSeed>,
+}
+
+/// Public Azure DNS zones that exist before anything runs (the zone of a cluster's
+/// `baseDomain`, which HyperShift requires and never creates). Seeded at start when
+/// missing, untagged (not any run's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DnsZoneSeed {
+    /// Subscription holding the zone.
+    pub subscription: String,
+    /// Its resource group (created with it when missing).
+    pub resource_group: String,
+    /// The zone name, a domain like `hcp.example.com`.
+    pub domain: String,
+}
+
+/// Subscription of seeded zones when none is named: the guest subscription of
+/// `examples/cluster.yaml` and of the end-to-end tests' cluster files.
+pub const DEFAULT_DNS_ZONE_SUBSCRIPTION: &str = "11111111-2222-3333-4444-555555555555";
+/// Resource group of seeded zones when none is named.
+pub const DEFAULT_DNS_ZONE_RESOURCE_GROUP: &str = "hcp-dns";
+/// The base domain of `examples/cluster.yaml`, seeded by `simulator serve` by default.
+pub const DEFAULT_DNS_ZONE: &str = "hcp.example.com";
+
+impl DnsZoneSeed {
+    /// Parses `--dns-zone` values: `<domain>[@[<subscription>/]<resourceGroup>]`
+    /// (defaults [`DEFAULT_DNS_ZONE_SUBSCRIPTION`], [`DEFAULT_DNS_ZONE_RESOURCE_GROUP`]).
+    ///
+    /// # Errors
+    /// An empty domain, group or subscription.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (domain, at) = match s.split_once('@') {
+            Some((d, rest)) => (d, Some(rest)),
+            None => (s, None),
+        };
+        let (subscription, resource_group) = match at {
+            None => (
+                DEFAULT_DNS_ZONE_SUBSCRIPTION,
+                DEFAULT_DNS_ZONE_RESOURCE_GROUP,
+            ),
+            Some(rest) => match rest.split_once('/') {
+                Some((sub, rg)) => (sub, rg),
+                None => (DEFAULT_DNS_ZONE_SUBSCRIPTION, rest),
+            },
+        };
+        let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+        if !domain.contains('.') || subscription.is_empty() || resource_group.is_empty() {
+            return Err(format!(
+                "`{s}`: expected <domain>[@[<subscription>/]<resourceGroup>], e.g. hcp.example.com@hcp-dns"
+            ));
+        }
+        Ok(Self {
+            subscription: subscription.to_string(),
+            resource_group: resource_group.to_string(),
+            domain,
+        })
+    }
+
+    /// The zone of `examples/cluster.yaml` ([`DEFAULT_DNS_ZONE`]).
+    pub fn example() -> Self {
+        Self {
+            subscription: DEFAULT_DNS_ZONE_SUBSCRIPTION.to_string(),
+            resource_group: DEFAULT_DNS_ZONE_RESOURCE_GROUP.to_string(),
+            domain: DEFAULT_DNS_ZONE.to_string(),
+        }
+    }
+}
+
+/// The HyperShift operator version simulated by default (the project's target).
+pub const DEFAULT_HYPERSHIFT_VERSION: &str = "4.22";
+
+/// `(major, minor)` of a version like `4.22`, `4.22.0` or `4.22.0-multi`.
+pub fn minor_version(v: &str) -> Option<(u32, u32)> {
+    let mut it = v.split(['.', '-']);
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The HyperShift operator's `--private-platform` flag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrivatePlatform {
+    /// `--private-platform Azure`.
+    Azure,
+    /// No flag (HyperShift's default `None`).
+    #[default]
+    None,
+}
+
+impl std::str::FromStr for PrivatePlatform {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "azure" => Ok(Self::Azure),
+            "none" => Ok(Self::None),
+            _ => Err(format!("`{s}`: expected azure or none")),
+        }
+    }
+}
+
+/// The management cluster's platform.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ManagementPlatform {
+    /// OpenShift: the Route API (`route.openshift.io/v1`) is served.
+    #[default]
+    OpenShift,
+    /// AKS: no Route API.
+    Aks,
+}
+
+impl std::str::FromStr for ManagementPlatform {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "openshift" => Ok(Self::OpenShift),
+            "aks" => Ok(Self::Aks),
+            _ => Err(format!("`{s}`: expected openshift or aks")),
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -194,6 +332,10 @@ impl Default for SimConfig {
             tenant_id: "00000000-0000-0000-0000-0000000000e1".to_string(),
             list_page_size: 5,
             latency: LatencyModel::default(),
+            private_platform: PrivatePlatform::default(),
+            management_platform: ManagementPlatform::default(),
+            hypershift_version: DEFAULT_HYPERSHIFT_VERSION.to_string(),
+            dns_zones: Vec::new(),
         }
     }
 }

@@ -298,6 +298,7 @@ fn record(sim: &Simulator, seq: u64, req: &Req, status: u16, error_code: Option<
         path: req.path_and_query.clone(),
         status,
         error_code,
+        actor: None,
     };
     let mut log = lock(&sim.inner.log);
     // Concurrent requests finish out of order; keep the log ordered by arrival.

@@ -88,15 +88,22 @@ mod control;
 mod entra;
 mod error;
 mod faults;
+mod guest;
+mod guest_cloud;
 mod http;
 mod kube;
 mod operator;
+mod privatelink_controllers;
 mod sim;
 mod state;
 mod throttle;
 mod util;
 
-pub use config::{LatencyModel, SimConfig, ThrottleConfig};
+pub use config::{
+    DEFAULT_DNS_ZONE, DEFAULT_DNS_ZONE_RESOURCE_GROUP, DEFAULT_DNS_ZONE_SUBSCRIPTION,
+    DEFAULT_HYPERSHIFT_VERSION, DnsZoneSeed, LatencyModel, ManagementPlatform, PrivatePlatform,
+    SimConfig, ThrottleConfig, minor_version,
+};
 pub use error::Error;
 pub use faults::FaultRule;
 pub use http::ORIGINAL_HOST_HEADER;

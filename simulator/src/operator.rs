@@ -30,7 +30,7 @@ use crate::util::{self, str_at};
 /// Finalizer HyperShift puts on HostedClusters and NodePools.
 pub const FINALIZER: &str = "hypershift.openshift.io/finalizer";
 
-fn set_condition(
+pub(crate) fn set_condition(
     obj: &mut Value,
     ctype: &str,
     status: bool,
@@ -77,9 +77,14 @@ fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Value)> {
 }
 
 pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
+    // The guest's cloud cleanup runs before the operator may drop its finalizer.
+    let g = crate::guest_cloud::tick(sim, st, now);
+    // Ingress records, NodePool image defaulting (before a pool may become Ready).
+    let d = crate::guest::tick(sim, st, now);
     let a = hosted_clusters(sim, st, now);
     let b = node_pools(sim, st, now);
-    a || b
+    let c = crate::privatelink_controllers::tick(sim, st, now);
+    a || b || c || g || d
 }
 
 fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
@@ -106,6 +111,14 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
             if !finalizers.iter().any(|f| f == FINALIZER)
                 || now < since + sim.scaled(lat.operator_delete)
             {
+                continue;
+            }
+            // HyperShift's private-link controllers finish first (HCP deletion, the
+            // AzurePrivateLinkService CR and its finalizers): privatelink_controllers.rs.
+            let (pl_done, pl_changed) =
+                crate::privatelink_controllers::teardown(sim, st, now, &ns, &name);
+            changed |= pl_changed;
+            if !pl_done {
                 continue;
             }
             if let Some(lb) = &sim_state.lb_id {
@@ -155,7 +168,29 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 now,
             );
         }
+        if let Some(b) = release_block(sim, &obj) {
+            // The operator or the control-plane operator refuses this spec: the cluster
+            // never gets a router or becomes Available.
+            dirty |= set_condition(&mut obj, b.ctype, b.status, b.reason, &b.message, now);
+            st.hcs.insert(k, sim_state);
+            if dirty {
+                store::update(sim, st, kind, &ns, obj);
+                changed = true;
+            }
+            continue;
+        }
+        if release_of(&obj).is_some() {
+            dirty |= set_condition(
+                &mut obj,
+                "ValidReleaseImage",
+                true,
+                "AsExpected",
+                "Release image is valid",
+                now,
+            );
+        }
         if sim_state.router_ip.is_none()
+            && private_router_possible(sim, &obj)
             && now >= sim_state.seen_ms + sim.scaled(lat.operator_router)
         {
             let (ip, lb_id) = create_router(sim, st, now, &cp_ns, &ns, &name);
@@ -192,6 +227,127 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         }
     }
     changed
+}
+
+/// A HostedCluster spec HyperShift refuses: the condition it shows.
+struct Block {
+    ctype: &'static str,
+    status: bool,
+    reason: &'static str,
+    message: String,
+}
+
+/// `(major, minor, version)` of the release image, read from its tag
+/// (`…/ocp-release:4.22.0-multi` → 4.22, "4.22.0"); `None` for a digest reference, whose
+/// version only the payload knows (the simulator then accepts it).
+fn release_of(obj: &Value) -> Option<(u32, u32, String)> {
+    let image = str_at(obj, "/spec/release/image")?;
+    if image.contains('@') {
+        return None;
+    }
+    let tag = image.rsplit_once(':')?.1;
+    let (major, minor) = crate::config::minor_version(tag)?;
+    Some((
+        major,
+        minor,
+        tag.split('-').next().unwrap_or(tag).to_string(),
+    ))
+}
+
+fn topology(obj: &Value) -> &str {
+    str_at(obj, "/spec/platform/azure/topology").unwrap_or("Public")
+}
+
+/// The release rules of HyperShift's code:
+/// - the operator accepts releases from 4.14 up to its own minor
+///   (`support/supportedversion/version.go` `IsValidReleaseVersion`, message verbatim),
+///   as `ValidReleaseImage=False`, reason `InvalidImage`
+///   (`hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`);
+/// - Azure workload identities (`AzureWorkloadIdentities`) first ship in 4.19: an older
+///   release's components cannot authenticate. *Our model* of how that shows: `Degraded`.
+/// - the API server published as a Route without a hostname on a non-Private cluster fails
+///   the control-plane operator's infrastructure reconcile ("route hostname is required for
+///   service APIServer", `control-plane-operator/controllers/hostedcontrolplane/kas/service.go`,
+///   wrapped by `infra/infra.go`), bubbled up from the HostedControlPlane's `Degraded`.
+fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
+    let latest = crate::config::minor_version(&sim.config().hypershift_version).unwrap_or((4, 22));
+    if let Some((major, minor, version)) = release_of(obj) {
+        if (major, minor) > latest {
+            return Some(Block {
+                ctype: "ValidReleaseImage",
+                status: false,
+                reason: "InvalidImage",
+                message: format!(
+                    "the latest version supported is: \"{}.{}\". Attempting to use: \"{version}\"",
+                    latest.0, latest.1
+                ),
+            });
+        }
+        if (major, minor) < (4, 14) {
+            return Some(Block {
+                ctype: "ValidReleaseImage",
+                status: false,
+                reason: "InvalidImage",
+                message: format!(
+                    "the minimum version supported for platform Azure is: \"4.14\". Attempting to use: \"{version}\""
+                ),
+            });
+        }
+        if (major, minor) < (4, 19)
+            && obj
+                .pointer("/spec/platform/azure/azureAuthenticationConfig/workloadIdentities")
+                .is_some()
+        {
+            return Some(Block {
+                ctype: "Degraded",
+                status: true,
+                reason: "ReconciliationError",
+                message: format!(
+                    "release {version} predates Azure workload identities (AzureWorkloadIdentities ships in 4.19): control-plane components cannot authenticate to Azure"
+                ),
+            });
+        }
+    }
+    if !topology(obj).eq_ignore_ascii_case("Private") {
+        let route_without_host = obj
+            .pointer("/spec/services")
+            .and_then(Value::as_array)
+            .and_then(|svcs| {
+                svcs.iter()
+                    .find(|s| s.get("service").and_then(Value::as_str) == Some("APIServer"))
+            })
+            .and_then(|s| s.get("servicePublishingStrategy"))
+            .is_some_and(|p| {
+                p.get("type").and_then(Value::as_str) == Some("Route")
+                    && p.pointer("/route/hostname")
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+            });
+        if route_without_host {
+            return Some(Block {
+                ctype: "Degraded",
+                status: true,
+                reason: "ReconciliationError",
+                message: "failed to reconcile API server service: route hostname is required for service APIServer".into(),
+            });
+        }
+    }
+    None
+}
+
+/// Whether the `private-router` Service gets an Azure internal load balancer: only when
+/// both the operator and the release know the Azure private topology (4.22: the
+/// internal-LB annotation in
+/// `control-plane-operator/controllers/hostedcontrolplane/ingress/router.go`). Otherwise
+/// a Private/PublicAndPrivate cluster waits for a router IP forever, as on a real one.
+fn private_router_possible(sim: &Simulator, obj: &Value) -> bool {
+    if topology(obj).eq_ignore_ascii_case("Public") {
+        return true;
+    }
+    let operator =
+        crate::config::minor_version(&sim.config().hypershift_version).unwrap_or((4, 22));
+    let release_ok = release_of(obj).is_none_or(|(ma, mi, _)| (ma, mi) >= (4, 22));
+    operator >= (4, 22) && release_ok
 }
 
 /// Creates the control-plane namespace, the `private-router` Service and the internal LB.
@@ -342,7 +498,10 @@ fn node_pools(sim: &Simulator, st: &mut State, now: u64) -> bool {
                     now,
                 );
             }
-            if !s.ready && now >= s.seen_ms + sim.scaled(lat.nodepool_ready) {
+            if !s.ready
+                && now >= s.seen_ms + sim.scaled(lat.nodepool_ready)
+                && crate::guest::image_usable(&obj)
+            {
                 s.ready = true;
                 let replicas = obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
                 util::obj_mut(&mut obj, "status").insert("replicas".into(), replicas);

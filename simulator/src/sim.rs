@@ -46,6 +46,10 @@ pub struct RequestRecord {
     pub status: u16,
     /// `x-ms-error-code`, Kubernetes Status reason, or OAuth error, if any.
     pub error_code: Option<String>,
+    /// Who sent it when it did not come over HTTP: a simulated controller calling Azure
+    /// (`hypershift-operator`, `control-plane-operator`). `None` for HTTP clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
 }
 
 /// Simulator clock: wall time at start plus tokio time since, so paused-time tests control
@@ -145,6 +149,12 @@ impl Simulator {
             } else {
                 // Watch history is not persisted: resuming from an older version is 410.
                 st.kube_history_floor = st.kube_rv;
+            }
+            // Also on a loaded state: a new cluster file may name another base domain.
+            crate::guest::seed_dns_zones(&sim, &mut st, now);
+            kube::seed_operator_deployment(&sim, &mut st, now);
+            if fresh {
+                st.kube_history_floor = 0;
             }
         }
         sim.persist()?;
@@ -273,6 +283,17 @@ pub struct ServeOptions {
     pub seed: Option<u64>,
     /// CRD directory (`--crds`).
     pub crds: Option<PathBuf>,
+    /// The simulated HyperShift operator's `--private-platform` (`--private-platform`);
+    /// default [`SimConfig::default`]'s (none).
+    pub private_platform: Option<crate::config::PrivatePlatform>,
+    /// The management cluster's platform (`--management-platform`); default OpenShift.
+    pub management_platform: Option<crate::config::ManagementPlatform>,
+    /// The simulated HyperShift operator's minor version (`--hypershift-version`);
+    /// default [`crate::config::DEFAULT_HYPERSHIFT_VERSION`].
+    pub hypershift_version: Option<String>,
+    /// Public DNS zones seeded at start (`--dns-zone`, `--no-dns-zones`); `None`:
+    /// [`crate::config::DnsZoneSeed::example`], the zone of `examples/cluster.yaml`.
+    pub dns_zones: Option<Vec<crate::config::DnsZoneSeed>>,
 }
 
 /// Binds, prints the endpoints and the settings to use, and serves until Ctrl-C.
@@ -287,6 +308,19 @@ pub async fn serve_cli(opts: ServeOptions) -> Result<(), Error> {
     if let Some(s) = opts.seed {
         config.seed = s;
     }
+    if let Some(p) = opts.private_platform {
+        config.private_platform = p;
+    }
+    if let Some(p) = opts.management_platform {
+        config.management_platform = p;
+    }
+    if let Some(v) = &opts.hypershift_version {
+        config.hypershift_version = v.clone();
+    }
+    config.dns_zones = opts
+        .dns_zones
+        .clone()
+        .unwrap_or_else(|| vec![crate::config::DnsZoneSeed::example()]);
     config.state_file = opts.state.clone();
     config.crds_dir = opts.crds.clone();
     let listener = tokio::net::TcpListener::bind(opts.listen)
@@ -321,7 +355,33 @@ pub fn banner(sim: &Simulator, addr: SocketAddr) -> String {
          management subscription: {ms}\n  \
          management resource group: {mrg} (VNet {vnet}, location {loc})\n  \
          tenant: {tenant}\n  \
-         time scale: {ts}  seed: {seed}  state: {state}  crds: {crds}",
+         public DNS zones: {zones}\n  \
+         time scale: {ts}  seed: {seed}  state: {state}  crds: {crds}\n  \
+         hypershift operator: {pp}  management cluster: {mp}",
+        zones = if c.dns_zones.is_empty() {
+            "(none)".to_string()
+        } else {
+            c.dns_zones
+                .iter()
+                .map(|z| {
+                    format!(
+                        "{} (subscription {}, group {})",
+                        z.domain, z.subscription, z.resource_group
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        pp = match c.private_platform {
+            crate::config::PrivatePlatform::Azure =>
+                "--private-platform=Azure (HyperShift makes the private link)",
+            crate::config::PrivatePlatform::None =>
+                "no --private-platform (hcp-workflow makes the private link)",
+        },
+        mp = match c.management_platform {
+            crate::config::ManagementPlatform::OpenShift => "OpenShift (Route API served)",
+            crate::config::ManagementPlatform::Aks => "AKS (no Route API)",
+        },
         ms = c.management_subscription,
         mrg = c.management_resource_group,
         vnet = c.management_vnet,

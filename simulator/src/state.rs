@@ -116,12 +116,52 @@ pub(crate) struct HcSim {
     pub delete_seen_ms: Option<u64>,
 }
 
+/// The `*.apps` record sets the guest's ingress operator wrote for one HostedCluster
+/// (`guest`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct GuestDnsSim {
+    /// Lower-cased ids of the record sets written.
+    #[serde(default)]
+    pub records: Vec<String>,
+    /// Zones that could not be written (no zone id, or no such zone).
+    #[serde(default)]
+    pub missing: Vec<String>,
+    /// Records removed by the cleanup on deletion.
+    #[serde(default)]
+    pub cleaned: bool,
+}
+
+/// What the simulated guest cluster's cloud controller made in Azure for one
+/// HostedCluster (`guest_cloud`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct GuestCloudSim {
+    /// Lower-cased id of the NSG the rules were added to.
+    pub nsg: Option<String>,
+    /// Names of the security rules it added there.
+    pub rules: Vec<String>,
+    /// The cleanup ran (rules removed, `CloudResourcesDestroyed=True`).
+    pub cleaned: bool,
+}
+
 /// Per-NodePool bookkeeping.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct NpSim {
     pub seen_ms: u64,
     pub ready: bool,
     pub delete_seen_ms: Option<u64>,
+}
+
+/// Per-HostedCluster bookkeeping of the simulated private-link controllers
+/// (`privatelink_controllers`). The simulator has no HostedControlPlane object: its
+/// finalizer and its deletion are these flags.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct PlsCtrlSim {
+    /// The HostedControlPlane carries the CPO's `azure-pls-endpoint-cleanup` finalizer.
+    pub hcp_finalizer: bool,
+    /// The HostedControlPlane is gone, and the control-plane operator with it.
+    pub hcp_gone: bool,
+    /// The HyperShift operator's PLS controller requeued this cluster until then.
+    pub ho_next_ms: u64,
 }
 
 /// Everything the simulator knows.
@@ -147,6 +187,15 @@ pub(crate) struct State {
     pub hcs: BTreeMap<String, HcSim>,
     /// Operator bookkeeping by NodePool key.
     pub nps: BTreeMap<String, NpSim>,
+    /// Private-link controller bookkeeping by HostedCluster key.
+    #[serde(default)]
+    pub pls_ctrl: BTreeMap<String, PlsCtrlSim>,
+    /// Per-HostedCluster bookkeeping of the guest's cloud controller (`guest_cloud`).
+    #[serde(default)]
+    pub guest_cloud: BTreeMap<String, GuestCloudSim>,
+    /// Per-HostedCluster records of the guest's ingress operator (`guest`).
+    #[serde(default)]
+    pub guest_dns: BTreeMap<String, GuestDnsSim>,
     /// Recent Kubernetes watch events (not persisted: a watcher of a restarted simulator
     /// gets 410 Gone and re-lists, as with a real API server).
     #[serde(skip)]

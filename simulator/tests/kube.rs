@@ -45,7 +45,7 @@ pub fn hosted_cluster(name: &str, topology: &str) -> Value {
                 "subscriptionID": SUB, "tenantID": "t", "topology": topology,
                 "azureAuthenticationConfig": {"azureAuthenticationConfigType": "WorkloadIdentities"}}},
             "pullSecret": {"name": format!("{name}-pull-secret")},
-            "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.17.0-x86_64"},
+            "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64"},
             "services": [{"service": "APIServer", "servicePublishingStrategy": {"type": "LoadBalancer"}}],
             "dns": {"baseDomain": "example.com"},
         }
@@ -533,6 +533,22 @@ async fn operator_private_cluster_waits_for_pe_and_dns_and_lb_blocks_delete() {
     );
     delete_wait(&sim, &format!("{pe}?{NET}")).await;
     delete_wait(&sim, &format!("{pls}?{NET}")).await;
+    // HyperShift's CPO made its AzurePrivateLinkService CR and finalizer; without
+    // `--private-platform Azure` no alias ever came, and the finalizer outlives the CPO
+    // (privatelink_controllers.rs): released here as hcp-workflow does.
+    let cr = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters-priv/azureprivatelinkservices/private-router";
+    wait_for(&sim, cr, |r| {
+        r.body["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
+    call_with(
+        &sim,
+        "PATCH",
+        cr,
+        Some(json!({"metadata": {"finalizers": null}})),
+        &[("content-type", "application/merge-patch+json")],
+    )
+    .await;
     wait_for(&sim, &format!("{HC}/priv"), |r| r.status == 404).await;
     let lb_id = fe_id
         .split("/frontendIPConfigurations/")
@@ -545,4 +561,91 @@ async fn operator_private_cluster_waits_for_pe_and_dns_and_lb_blocks_delete() {
             .status,
         404
     );
+}
+
+/// Issue 12, findings 1 and 2: the simulated operator applies HyperShift's release rules
+/// and the control-plane operator's refusal of an API-server Route without a hostname.
+#[tokio::test(start_paused = true)]
+async fn operator_applies_hypershifts_release_and_route_rules() {
+    let sim = common::sim();
+    ensure_ns(&sim, "clusters").await;
+    let hc_path = |n: &str| format!("{HC}/{n}");
+
+    // A release newer than the operator: ValidReleaseImage=False, message verbatim from
+    // support/supportedversion/version.go.
+    let mut newer = hosted_cluster("newer", "Public");
+    newer["spec"]["release"]["image"] =
+        json!("quay.io/openshift-release-dev/ocp-release:4.23.1-multi");
+    assert_eq!(apply(&sim, &hc_path("newer"), &newer).await.status, 201);
+
+    // PublicAndPrivate publishing the API server as a Route without a hostname.
+    let mut route = hosted_cluster("route", "PublicAndPrivate");
+    route["spec"]["services"] =
+        json!([{"service": "APIServer", "servicePublishingStrategy": {"type": "Route"}}]);
+    assert_eq!(apply(&sim, &hc_path("route"), &route).await.status, 201);
+
+    // A private topology on a release before 4.22: the router never gets its internal LB.
+    let mut old_private = hosted_cluster("oldprivate", "Private");
+    old_private["spec"]["release"]["image"] =
+        json!("quay.io/openshift-release-dev/ocp-release:4.21.3-multi");
+    old_private["spec"]["services"] = json!([{"service": "APIServer",
+        "servicePublishingStrategy": {"type": "Route", "route": {"hostname": "api.oldprivate.hypershift.local"}}}]);
+    assert_eq!(
+        apply(&sim, &hc_path("oldprivate"), &old_private)
+            .await
+            .status,
+        201
+    );
+
+    let r = wait_for(&sim, &hc_path("newer"), |r| {
+        condition(r, "ValidReleaseImage").is_some()
+    })
+    .await;
+    let c = r.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ValidReleaseImage")
+        .unwrap()
+        .clone();
+    assert_eq!(c["status"], "False");
+    assert_eq!(c["reason"], "InvalidImage");
+    assert_eq!(
+        c["message"],
+        "the latest version supported is: \"4.22\". Attempting to use: \"4.23.1\""
+    );
+
+    let r = wait_for(&sim, &hc_path("route"), |r| {
+        condition(r, "Degraded").is_some()
+    })
+    .await;
+    let msg = r.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("route hostname is required for service APIServer"),
+        "{msg}"
+    );
+
+    // Long after the router would have come: no private-router Service for the old release,
+    // and none of the three is Available.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let svc = call(
+        &sim,
+        "GET",
+        "/api/v1/namespaces/clusters-oldprivate/services/private-router",
+        None,
+    )
+    .await;
+    assert_eq!(svc.status, 404, "{svc:?}");
+    for n in ["newer", "route", "oldprivate"] {
+        let r = call(&sim, "GET", &hc_path(n), None).await;
+        assert_ne!(condition(&r, "Available").as_deref(), Some("True"), "{n}");
+    }
 }

@@ -220,7 +220,7 @@ fn hosted_cluster(name: &str) -> Value {
                 "securityGroupID": "n", "subscriptionID": "x", "tenantID": "t", "topology": "Public",
                 "azureAuthenticationConfig": {"azureAuthenticationConfigType": "WorkloadIdentities"}}},
             "pullSecret": {"name": "ps"},
-            "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.17.0-x86_64"},
+            "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64"},
             "services": [],
         }
     })

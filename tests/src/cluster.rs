@@ -26,6 +26,12 @@ pub struct Sim {
 impl Sim {
     /// Start `hcp-workflow simulator serve` with its state in `dir/sim.json`.
     pub fn start(dir: &Path, time_scale: f64) -> Sim {
+        Sim::start_with(dir, time_scale, &[])
+    }
+
+    /// [`Sim::start`] with extra `simulator serve` arguments (e.g. `--private-platform
+    /// azure`).
+    pub fn start_with(dir: &Path, time_scale: f64, extra: &[&str]) -> Sim {
         let state = dir.join("sim.json");
         let ts = time_scale.to_string();
         let mut args = vec![
@@ -43,6 +49,7 @@ impl Sim {
             args.push("--crds");
             args.push(c.to_str().unwrap());
         }
+        args.extend_from_slice(extra);
         let mut proc = Proc::spawn(dir, &args, &[("RUST_LOG", "warn")]);
         let line = proc
             .wait_line("hcp-simulator listening on ", Duration::from_secs(30))
@@ -144,6 +151,23 @@ impl Sim {
         (s, r.json().unwrap_or(Value::Null))
     }
 
+    /// Create the public DNS zone `domain` in group `hcp-dns` of `subscription` (as a user
+    /// would before creating clusters there; `simulator serve` seeds only
+    /// `hcp.example.com` in [`GUEST_SUB`]).
+    pub fn seed_public_zone(&self, subscription: &str, domain: &str) {
+        let rg = format!("/subscriptions/{subscription}/resourceGroups/hcp-dns");
+        let (s, b) = self.put(
+            &format!("{rg}?api-version=2021-04-01"),
+            &serde_json::json!({"location": "eastus"}),
+        );
+        assert!((200..300).contains(&s), "{s} {b}");
+        let (s, b) = self.put(
+            &format!("{rg}/providers/Microsoft.Network/dnszones/{domain}?api-version=2018-05-01"),
+            &serde_json::json!({"location": "global"}),
+        );
+        assert!((200..300).contains(&s), "{s} {b}");
+    }
+
     /// Stop it.
     pub fn stop(mut self) {
         self.proc.kill();
@@ -165,8 +189,13 @@ pub struct Env {
 impl Env {
     /// A fresh scratch directory `tag`, its journal, and a simulator at `time_scale`.
     pub fn new(tag: &str, time_scale: f64) -> Env {
+        Env::with_sim_args(tag, time_scale, &[])
+    }
+
+    /// [`Env::new`] with extra `simulator serve` arguments.
+    pub fn with_sim_args(tag: &str, time_scale: f64, sim_args: &[&str]) -> Env {
         let dir = crate::scratch(tag);
-        let sim = Sim::start(&dir, time_scale);
+        let sim = Sim::start_with(&dir, time_scale, sim_args);
         let db = format!("sqlite://{}", dir.join("journal.db").display());
         Env { dir, db, sim }
     }

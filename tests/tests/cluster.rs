@@ -4,8 +4,8 @@
 //! - create then delete: only persistent resources remain; `--purge-persistent` removes
 //!   those too;
 //! - a permanent failure at every node of create-cluster unwinds to the inventory from
-//!   before the run, and every private endpoint connection is rejected and removed before
-//!   the PLS DELETE;
+//!   before the run, for every topology × private-link mode (hcp-workflow: every private
+//!   endpoint connection is rejected and removed before the PLS DELETE);
 //! - a foreign private endpoint (another subscription) is rejected before teardown;
 //! - throttling storms and transient faults: the run completes; a quota error is permanent
 //!   and surfaces with its Azure code;
@@ -171,10 +171,17 @@ fn foreign_private_endpoint_is_rejected_and_removed_before_the_pls_is_deleted() 
     env.sim.stop();
 }
 
-#[test]
-fn every_node_of_create_unwinds_to_the_inventory_from_before() {
-    let env = Env::new("unwind-each", TIME_SCALE);
-    let cfg = cluster_file(&env.dir, "gamma", "gamma-u0w1n", "Private", "");
+/// A permanent failure injected after each node of create-cluster, one cluster per node,
+/// for one topology and private-link mode (`sim_args` set the simulated operator's install,
+/// `extra` the cluster file's `privateLink`).
+///
+/// `all_stages: false` injects only at the nodes from the control-plane stage on: the
+/// identities, OIDC and network stages are the same nodes with the same inputs in every
+/// topology and mode (the Private/hcp-workflow case covers them), so the other cases
+/// spend their time where topology and mode change what runs.
+fn every_node_unwinds(tag: &str, topology: &str, sim_args: &[&str], extra: &str, all_stages: bool) {
+    let env = Env::with_sim_args(tag, TIME_SCALE, sim_args);
+    let cfg = cluster_file(&env.dir, "gamma", "gamma-u0w1n", topology, extra);
     let (code, plan, err) = env.cli(
         &[
             "--output",
@@ -192,9 +199,24 @@ fn every_node_of_create_unwinds_to_the_inventory_from_before() {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|s| {
+            all_stages
+                || !matches!(
+                    s["stage"].as_str(),
+                    Some("preflight" | "identities" | "oidc" | "network")
+                )
+        })
         .map(|s| s["node"].as_str().unwrap().to_string())
         .collect();
-    assert!(nodes.len() > 40, "{nodes:?}");
+    assert!(nodes.len() > if all_stages { 40 } else { 2 }, "{nodes:?}");
+    // Each cluster below lives in its own subscription, which needs the public zone of
+    // baseDomain (HyperShift requires it; it is not the cluster's, and stays).
+    for k in 0..nodes.len() {
+        env.sim.seed_public_zone(
+            &format!("{k:08}-2222-3333-4444-555555555555"),
+            "hcp.example.com",
+        );
+    }
     let before = env.sim.ids();
     // One cluster (own name, infra id, journal) per failing node; four at a time against
     // one simulator. Each must unwind to nothing of its own; together, to `before`.
@@ -209,7 +231,7 @@ fn every_node_of_create_unwinds_to_the_inventory_from_before() {
                     let Some(node) = nodes.get(k) else { break };
                     let name = format!("g{k}");
                     let infra = format!("g{k}-u0w1n");
-                    let cfg = cluster_file(&dir, &name, &infra, "Private", "");
+                    let cfg = cluster_file(&dir, &name, &infra, topology, extra);
                     // Each cluster in its own subscription: ARM throttles per subscription,
                     // and this test is about unwinding, not about sharing the buckets.
                     let yaml = std::fs::read_to_string(&cfg).unwrap().replace(
@@ -273,11 +295,64 @@ fn every_node_of_create_unwinds_to_the_inventory_from_before() {
         before,
         "inventory differs after all the unwinds"
     );
-    let reqs = env.sim.requests();
-    for k in 0..nodes.len() {
-        assert_connections_rejected_before_pls_delete(&reqs, &format!("pls-g{k}-u0w1n"));
+    // Our own PLS teardown (hcp-workflow mode) rejects and removes every connection first.
+    if topology != "Public" && !extra.contains("hypershift") {
+        let reqs = env.sim.requests();
+        for k in 0..nodes.len() {
+            assert_connections_rejected_before_pls_delete(&reqs, &format!("pls-g{k}-u0w1n"));
+        }
     }
     env.sim.stop();
+}
+
+/// Issue 12: every topology × every private-link mode that applies.
+#[test]
+fn every_node_of_create_unwinds_private_hcp_workflow_mode() {
+    every_node_unwinds(
+        "unwind-each",
+        "Private",
+        &[],
+        "privateLink:\n  managedBy: hcp-workflow\n",
+        true,
+    );
+}
+
+#[test]
+fn every_node_of_create_unwinds_public() {
+    every_node_unwinds("unwind-each-public", "Public", &[], "", false);
+}
+
+#[test]
+fn every_node_of_create_unwinds_public_and_private_hcp_workflow_mode() {
+    every_node_unwinds(
+        "unwind-each-pap",
+        "PublicAndPrivate",
+        &[],
+        "privateLink:\n  managedBy: hcp-workflow\n",
+        false,
+    );
+}
+
+#[test]
+fn every_node_of_create_unwinds_private_hypershift_mode() {
+    every_node_unwinds(
+        "unwind-each-hs",
+        "Private",
+        &["--private-platform", "azure"],
+        "privateLink:\n  managedBy: hypershift\n",
+        false,
+    );
+}
+
+#[test]
+fn every_node_of_create_unwinds_public_and_private_hypershift_mode() {
+    every_node_unwinds(
+        "unwind-each-pap-hs",
+        "PublicAndPrivate",
+        &["--private-platform", "azure"],
+        "privateLink:\n  managedBy: hypershift\n",
+        false,
+    );
 }
 
 #[test]

@@ -9,6 +9,10 @@
 //! | `k8s.object.delete` (delete-cluster)            | kubernetesDeletion     | —                     |
 //! | `azure.private-link-service.ensure`             | armOperation           | privateLinkTeardown   |
 //! | `azure.private-link-service.delete`             | privateLinkTeardown    | —                     |
+//! | `hypershift.private-link-service.wait`          | hostedClusterAvailable | —                     |
+//! | `hypershift.private-endpoint.wait`              | hostedClusterAvailable | —                     |
+//! | `hypershift.private-link.release`               | privateLinkTeardown    | —                     |
+//! | `hypershift.private-link.verify-gone`           | privateLinkTeardown    | —                     |
 //! | every other Azure step (one resource's LRO)     | armOperation           | armOperation          |
 //!
 //! Defaults and the config keys are in [`crate::config::WaitBudgets`]. The budgets are
@@ -28,6 +32,14 @@ pub fn apply(dag: &mut SagaDag, b: &WaitBudgets) {
             "k8s.object.delete" => (b.get("kubernetesDeletion"), arm),
             "azure.private-link-service.ensure" => (arm, b.get("privateLinkTeardown")),
             "azure.private-link-service.delete" => (b.get("privateLinkTeardown"), arm),
+            // HyperShift's controllers make the private link while the control plane comes
+            // up; the teardown steps wait on its finalizers.
+            "hypershift.private-link-service.wait" | "hypershift.private-endpoint.wait" => {
+                (b.get("hostedClusterAvailable"), arm)
+            }
+            "hypershift.private-link.release" | "hypershift.private-link.verify-gone" => {
+                (b.get("privateLinkTeardown"), arm)
+            }
             _ => (arm, arm),
         };
         n.retry = n.retry.clone().with_wait_budget(action);

@@ -6,6 +6,7 @@
 //! identities in parallel, each identity's federated credentials one node (written one at
 //! a time), role assignments in parallel, node pools in parallel.
 
+use crate::config::PrivateLinkManager;
 use crate::config::{ClusterConfig, Identities, Topology};
 use crate::layout::{CLUSTERS_NAMESPACE, COMPONENTS, Layout, Scope, api};
 use hcp_activities::kube::render::{HostedClusterInput, NodePoolImage, NodePoolInput};
@@ -16,11 +17,16 @@ use hcp_activities::steps::arm::{
 };
 use hcp_activities::steps::cluster::{
     ApplyHostedCluster, ApplyNodePool, ClientId, ConditionInput, EnsureClusterSecrets,
-    EnsureIssuerKey, HostedClusterNodeInput, IssuerKeyInput, NodePoolNodeInput, SecretsInput,
-    WaitCondition,
+    EnsureIssuerKey, ExistingIssuerKey, HostedClusterNodeInput, IssuerKeyInput, NodePoolNodeInput,
+    SecretsInput, WaitCondition,
+};
+use hcp_activities::steps::dns::{FindPublicZone, PublicZoneInput};
+use hcp_activities::steps::hypershift_link::{
+    HyperShiftLink, HyperShiftLinkInput, WaitHyperShiftEndpoint, WaitHyperShiftPls,
 };
 use hcp_activities::steps::identity::{
-    EnsureFederatedCredentials, EnsureRoleAssignment, FederatedInput, RoleInput, Subject,
+    EnsureFederatedCredentials, EnsureRoleAssignment, FederatedInput, IdentitySource,
+    ResolveIdentities, ResolveInput, RoleInput, Subject,
 };
 use hcp_activities::steps::private_link::{
     ARecordInput, EnsureARecords, EnsureNatSubnet, EnsurePrivateEndpoint, EnsurePrivateLinkService,
@@ -56,8 +62,42 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         tagged: true,
         persistent: false,
         byo: false,
+        shared: false,
     };
     let loc = || json!({"location": l.location});
+
+    // ---- preflight: read-only lookups before anything is created ------------------------
+    // The public DNS zone of baseDomain must exist (HyperShift: `GetBaseDomainID`), and
+    // bring-your-own identities must resolve to principals (their role assignments need
+    // them). A miss fails the run for good before anything is written.
+    b.stage("preflight");
+    let public_zone = b.add::<FindPublicZone>(
+        n("preflight.public-dns-zone"),
+        &public_zone_input(cfg, l, false),
+        o(),
+    )?;
+    let resolved = match cfg.read_workload_identities() {
+        Ok(Some(w)) => Some(
+            b.add::<ResolveIdentities>(
+                n("preflight.identities"),
+                &ResolveInput {
+                    azure: l.azure.clone(),
+                    subscription: l.sub.clone(),
+                    client_ids: COMPONENTS
+                        .iter()
+                        .map(|c| {
+                            (
+                                c.component.name().to_string(),
+                                w.get(c.component).client_id.clone(),
+                            )
+                        })
+                        .collect(),
+                },
+                o(),
+            )?,
+        ),
+        _ => None,
+    };
 
     // ---- identities -------------------------------------------------------------------
     b.stage("identities");
@@ -65,6 +105,9 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         n("identities.persistent-rg"),
         &ResourceInput {
             persistent: true,
+            // Shared by many clusters (HyperShift's `os4-common`): adopted whoever made
+            // it, deleted only when empty (issue 12, finding 11).
+            shared: true,
             ..res(
                 "Microsoft.Resources/resourceGroups",
                 &l.persistent_rg,
@@ -131,6 +174,14 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             owner: l.owner.clone(),
             namespace: CLUSTERS_NAMESPACE.into(),
             secret: l.secret("sa-token-issuer-key"),
+            existing: match &cfg.oidc_issuer {
+                crate::config::OidcIssuer::Existing(e) => Some(ExistingIssuerKey {
+                    key_file: e.signing_key.clone(),
+                    issuer_url: e.url.clone(),
+                    azure: l.azure.clone(),
+                }),
+                crate::config::OidcIssuer::Create(_) => None,
+            },
         },
         o(),
     )?;
@@ -201,6 +252,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
     let mut net_done: Vec<Ref<ResourceOutput>> = Vec::new();
     // Role assignments wait for the group they are scoped to.
     let mut scope_rgs: Vec<(Scope, Ref<ResourceOutput>)> = vec![(Scope::Managed, managed.clone())];
+    let mut vnet_node: Option<Ref<ResourceOutput>> = None;
     if l.network_created {
         let vnet_rg = rg(&mut b, "vnet", &l.vnet_rg)?;
         let nsg_rg = rg(&mut b, "nsg", &l.nsg_rg)?;
@@ -240,31 +292,39 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             o().after(&vnet_rg).after(&nsg),
         )?;
         net_done.push(vnet.clone());
-        let zone = b.add::<EnsureDnsZone>(
-            n("network.dns-zone"),
-            &res(
-                "Microsoft.Network/privateDnsZones",
-                &l.infra_zone_id,
-                api::PRIVATE_DNS,
-                json!({"location": "global"}),
-            ),
-            o().after(&managed),
-        )?;
-        let link = b.add::<EnsureDnsLink>(
-            n("network.dns-link"),
-            &res(
-                "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
-                &l.infra_link_id,
-                api::PRIVATE_DNS,
-                json!({"location": "global", "properties": {
-                    "virtualNetwork": {"id": l.vnet_id},
-                    "registrationEnabled": false,
-                }}),
-            ),
-            o().after(&zone).after(&vnet),
-        )?;
-        net_done.push(link);
+        vnet_node = Some(vnet);
     }
+    // The infra private DNS zone `<name>.<baseDomain>` and its link to the guest VNet are
+    // always ours, also with a bring-your-own network (openshift/hypershift
+    // `cmd/infra/azure/create.go` `createDNSAndLBResources`): the zone lives in the managed
+    // group; the link only names the VNet, which is never modified.
+    let zone = b.add::<EnsureDnsZone>(
+        n("network.dns-zone"),
+        &res(
+            "Microsoft.Network/privateDnsZones",
+            &l.infra_zone_id,
+            api::PRIVATE_DNS,
+            json!({"location": "global"}),
+        ),
+        o().after(&managed),
+    )?;
+    let link = b.add::<EnsureDnsLink>(
+        n("network.dns-link"),
+        &res(
+            "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+            &l.infra_link_id,
+            api::PRIVATE_DNS,
+            json!({"location": "global", "properties": {
+                "virtualNetwork": {"id": l.vnet_id},
+                "registrationEnabled": false,
+            }}),
+        ),
+        match &vnet_node {
+            Some(vnet) => o().after(&zone).after(vnet),
+            None => o().after(&zone),
+        },
+    )?;
+    net_done.push(link);
     let ip = b.add::<EnsurePublicIp>(
         n("network.public-ip"),
         &res(
@@ -296,12 +356,23 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
     net_done.push(lb);
     // Role assignments need the groups as scopes (and the identities' principals).
     let mut roles = Vec::new();
+    // Bring-your-own identities get the same 18 assignments (HyperShift:
+    // `handleIdentitiesAndRBAC`); their principals come from the preflight lookup.
     for c in &COMPONENTS {
-        let Some(ident) = identities.get(c.component.name()) else {
-            continue;
+        let identity: IdentitySource = match (identities.get(c.component.name()), &resolved) {
+            (Some(ident), _) => ident.clone().into(),
+            (None, Some(r)) => IdentitySource::Resolved {
+                resolved: r.clone(),
+                component: c.component.name().to_string(),
+            },
+            (None, None) => continue,
         };
         for s in c.scopes {
-            let scope = l.scope_id(*s).to_string();
+            // The DNS scope is the public zone's group, known once the zone is found.
+            let (scope, scope_from) = match l.scope_id(*s) {
+                Some(id) => (id.to_string(), None),
+                None => (String::new(), Some(public_zone.clone())),
+            };
             let what = format!("{s:?}").to_lowercase();
             let r = b.add::<EnsureRoleAssignment>(
                 n(&format!("network.role.{}.{what}", c.component.name())),
@@ -311,7 +382,8 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     component: c.component.name().into(),
                     scope,
                     role: c.role.into(),
-                    identity: ident.clone(),
+                    identity: identity.clone(),
+                    scope_from,
                 },
                 match scope_rgs.iter().find(|(sc, _)| sc == s) {
                     Some((_, group)) => o().after(group),
@@ -339,6 +411,13 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         o(),
     )?;
     let private = cfg.topology.uses_private_link();
+    // Resolved before the run is journaled (bin: `auto` reads the operator's args); an
+    // unresolved `auto` builds today's hcp-workflow stages (e.g. `plan` offline).
+    let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
+    let hs_link = HyperShiftLink {
+        mgmt_azure: l.mgmt_azure.clone(),
+        guest_azure: l.azure.clone(),
+    };
     let mut nat = None;
     if private && let Some(cidr) = &l.nat_subnet_create {
         nat = Some(b.add::<EnsureNatSubnet>(
@@ -410,18 +489,23 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 cloud: hosted_cluster_cloud(&cfg.cloud),
                 highly_available: false,
                 additional_allowed_subscriptions: cfg.allowed_subscriptions.clone(),
-                private_zone_id: None,
+                private_zone_id: Some(l.infra_zone_id.clone()),
+                // Filled at run time from the preflight lookup.
                 public_zone_id: None,
                 labels: BTreeMap::new(),
             },
             client_ids,
             wait_router: private,
+            // A failed create's undo asks the guest to clean up too (destroy.go does).
+            cleanup_cloud_resources: true,
+            public_zone: Some(public_zone.clone()),
+            hypershift_private_link: (private && hypershift_link).then(|| hs_link.clone()),
         },
         hc_opts,
     )?;
 
     // ---- private link -------------------------------------------------------------------
-    if private {
+    if private && !hypershift_link {
         b.stage("pls");
         let mut subs = vec![l.sub.clone()];
         for s in &cfg.allowed_subscriptions {
@@ -495,6 +579,21 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             o().after(&zone).after(&link).after(&pe),
         )?;
     }
+    if private && hypershift_link {
+        // HyperShift's controllers make PLS, PE and DNS: wait for what its
+        // AzurePrivateLinkService reports, verify and record it (hypershift_link.rs).
+        let input = HyperShiftLinkInput {
+            mgmt: l.mgmt.clone(),
+            owner: l.owner.clone(),
+            namespace: CLUSTERS_NAMESPACE.into(),
+            name: hc_name.clone(),
+            link: hs_link.clone(),
+        };
+        b.stage("pls");
+        b.add::<WaitHyperShiftPls>(n("pls.hypershift"), &input, o().after(&hc))?;
+        b.stage("pe-dns");
+        b.add::<WaitHyperShiftEndpoint>(n("pe-dns.hypershift"), &input, o())?;
+    }
     b.stage("available");
     b.add::<WaitCondition>(
         n("available.hosted-cluster"),
@@ -524,7 +623,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     release_image: cfg.release_image.clone(),
                     vm_size: p.vm_size.clone(),
                     os_disk_size_gib: i32::try_from(p.os_disk_size_gib).unwrap_or(i32::MAX),
-                    image: marketplace_image(cfg.release_minor()),
+                    image: node_image(p),
                     subnet_id: l.subnet_id.clone(),
                     availability_zone: p.zone.clone(),
                     labels: BTreeMap::new(),
@@ -539,16 +638,55 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
     Ok(dag)
 }
 
-/// The RHCOS marketplace image of the release's minor version (`azureopenshift/aro4`,
-/// SKU `aro_4NN`), latest build. (The cluster file has no image field yet.)
-fn marketplace_image(release: Option<(u32, u32)>) -> NodePoolImage {
-    // Validation guarantees a version; 4.19 is the oldest release we accept.
-    let (major, minor) = release.unwrap_or((4, 19));
-    NodePoolImage::Marketplace {
-        publisher: "azureopenshift".into(),
-        offer: "aro4".into(),
-        sku: format!("aro_{major}{minor}"),
-        version: "latest".into(),
+/// The public DNS zone lookup of `cfg` (`optional`: delete-cluster, where it may be gone).
+pub(crate) fn public_zone_input(
+    cfg: &ClusterConfig,
+    l: &Layout,
+    optional: bool,
+) -> PublicZoneInput {
+    PublicZoneInput {
+        azure: l.azure.clone(),
+        subscription: l.sub.clone(),
+        base_domain: cfg.base_domain.clone(),
+        resource_group: cfg.dns_zone_resource_group.clone(),
+        optional,
+    }
+}
+
+/// A pool's boot image: the one given (`nodePools[].image`), else — from OpenShift 4.20 on —
+/// an empty Gen2 marketplace image that HyperShift's NodePool controller fills from the
+/// release payload (`hypershift-operator/controllers/nodepool/azure.go`
+/// `defaultAzureNodePoolImage`). Validation refuses a pool without an image before 4.20;
+/// should one get here anyway, the release default is rendered and HyperShift reports it.
+fn node_image(p: &crate::config::NodePool) -> NodePoolImage {
+    use crate::config::ImageType;
+    let Some(image) = &p.image else {
+        return NodePoolImage::FromRelease {
+            image_generation: "Gen2".into(),
+        };
+    };
+    match image.image_type {
+        ImageType::ImageId => NodePoolImage::ImageId(image.image_id.clone().unwrap_or_default()),
+        ImageType::AzureMarketplace => {
+            let m = image.azure_marketplace.clone().unwrap_or_default();
+            match (m.publisher, m.offer, m.sku, m.version) {
+                (Some(publisher), Some(offer), Some(sku), Some(version)) => {
+                    NodePoolImage::Marketplace {
+                        publisher,
+                        offer,
+                        sku,
+                        version,
+                    }
+                }
+                _ => NodePoolImage::FromRelease {
+                    image_generation: m
+                        .image_generation
+                        .unwrap_or(crate::config::ImageGeneration::Gen2)
+                        .as_str()
+                        .into(),
+                },
+            }
+        }
     }
 }
 
@@ -610,6 +748,234 @@ fn hosted_cluster_cloud(cloud: &crate::config::Cloud) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn example() -> ClusterConfig {
+        let example =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster.yaml");
+        crate::config::load(&example).unwrap()
+    }
+
+    fn byo_network(cfg: &mut ClusterConfig) {
+        let rg = format!("/subscriptions/{}/resourceGroups/byo-net", cfg.subscription);
+        cfg.network = crate::config::Network::Existing(crate::config::NetworkExisting {
+            vnet_id: format!("{rg}/providers/Microsoft.Network/virtualNetworks/byo-vnet"),
+            subnet_id: format!(
+                "{rg}/providers/Microsoft.Network/virtualNetworks/byo-vnet/subnets/nodes"
+            ),
+            nsg_id: format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/byo-nsg"),
+        });
+    }
+
+    fn node<'a>(dag: &'a SagaDag, name: &str) -> &'a hcp_runtime::dag::NodeSpec {
+        dag.nodes
+            .iter()
+            .find(|x| x.name == n(name))
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// Every ancestor of `name` (transitively).
+    fn ancestors(dag: &SagaDag, name: &str) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut todo = vec![name.to_string()];
+        while let Some(x) = todo.pop() {
+            if let Some(spec) = dag.nodes.iter().find(|s| s.name == x) {
+                for d in &spec.deps {
+                    if out.insert(d.clone()) {
+                        todo.push(d.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Issue 12, finding 3: with a bring-your-own network the infra zone `<name>.<baseDomain>`
+    /// and its link to the (user's) VNet are still created, the HostedCluster names both
+    /// zones, and the public zone lookup runs before anything is created.
+    #[test]
+    fn byo_network_gets_the_infra_zone_link_and_both_zone_ids() {
+        let mut cfg = example();
+        byo_network(&mut cfg);
+        let l = Layout::new(&cfg, "demo-x1y2z", true);
+        let dag = build(&cfg, &l).unwrap();
+        let zone = node(&dag, "network.dns-zone");
+        assert_eq!(zone.input["id"], l.infra_zone_id.as_str());
+        assert!(
+            l.infra_zone_id
+                .ends_with("/privateDnsZones/demo.hcp.example.com")
+        );
+        let link = node(&dag, "network.dns-link");
+        assert_eq!(
+            link.input["body"]["properties"]["virtualNetwork"]["id"],
+            l.vnet_id.as_str()
+        );
+        assert!(
+            dag.nodes.iter().all(|x| x.name != n("network.vnet")),
+            "the VNet is not ours"
+        );
+        let hc = node(&dag, "control-plane.hosted-cluster");
+        assert_eq!(
+            hc.input["spec"]["private_zone_id"],
+            l.infra_zone_id.as_str()
+        );
+        assert_eq!(
+            hc.input["public_zone"],
+            json!({"$ref": n("preflight.public-dns-zone")})
+        );
+        // The lookup is read only and comes first: every node that writes depends on it.
+        let find = node(&dag, "preflight.public-dns-zone");
+        assert_eq!(find.action, "azure.public-dns-zone.find");
+        assert!(!find.has_undo);
+        assert_eq!(find.input["base_domain"], "hcp.example.com");
+        assert_eq!(find.input["optional"], false);
+        for x in &dag.nodes {
+            if !x.name.contains(".preflight.") {
+                assert!(
+                    ancestors(&dag, &x.name).contains(&find.name),
+                    "{} runs before the public zone lookup",
+                    x.name
+                );
+            }
+        }
+    }
+
+    /// Issue 12, finding 3: the ingress identity's third scope is the public zone's group:
+    /// `dnsZoneResourceGroup` when given, else the group the lookup finds.
+    #[test]
+    fn ingress_dns_scope_is_the_public_zone_group() {
+        let mut cfg = example();
+        let l = Layout::new(&cfg, "demo-x1y2z", true);
+        let dag = build(&cfg, &l).unwrap();
+        let role = node(&dag, "network.role.ingress.dns");
+        assert_eq!(
+            role.input["scope_from"],
+            json!({"$ref": n("preflight.public-dns-zone")})
+        );
+        assert_ne!(role.input["scope"], l.persistent_rg.as_str());
+        cfg.dns_zone_resource_group = Some("dns-zones".into());
+        let l = Layout::new(&cfg, "demo-x1y2z", true);
+        let dag = build(&cfg, &l).unwrap();
+        let role = node(&dag, "network.role.ingress.dns");
+        assert_eq!(
+            role.input["scope"],
+            format!(
+                "/subscriptions/{}/resourceGroups/dns-zones",
+                cfg.subscription
+            )
+            .as_str()
+        );
+        assert!(role.input.get("scope_from").is_none());
+        assert_eq!(
+            node(&dag, "preflight.public-dns-zone").input["resource_group"],
+            "dns-zones"
+        );
+    }
+
+    /// Issue 12, finding 4: bring-your-own identities are resolved read-only first and get
+    /// the same 18 role assignments; no identity is created.
+    #[test]
+    fn byo_identities_get_the_18_role_assignments() {
+        let mut cfg = example();
+        cfg.identities = crate::config::Identities::Existing(crate::config::IdentitiesExisting {
+            file: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/files/workload-identities.json"),
+        });
+        let l = Layout::new(&cfg, "demo-x1y2z", true);
+        let dag = build(&cfg, &l).unwrap();
+        let resolve = node(&dag, "preflight.identities");
+        assert_eq!(resolve.action, "azure.identities.resolve");
+        assert!(!resolve.has_undo);
+        assert_eq!(
+            resolve.input["client_ids"]["ingress"],
+            "00000000-0000-0000-0000-000000000002"
+        );
+        assert!(
+            dag.nodes
+                .iter()
+                .all(|x| x.action != "azure.identity.ensure")
+        );
+        let roles: Vec<_> = dag
+            .nodes
+            .iter()
+            .filter(|x| x.action == "azure.role-assignment.ensure")
+            .collect();
+        assert_eq!(roles.len(), 18);
+        for r in roles {
+            assert_eq!(
+                r.input["identity"]["resolved"],
+                json!({"$ref": n("preflight.identities")}),
+                "{}",
+                r.name
+            );
+        }
+    }
+
+    /// Issue 12, finding 5: with an existing issuer, `oidc.key` stores the issuer's key (by
+    /// path: the key itself is never in the DAG) and checks it against the issuer's JWKS.
+    #[test]
+    fn existing_issuer_key_file_reaches_the_key_node() {
+        let mut cfg = example();
+        cfg.oidc_issuer = crate::config::OidcIssuer::Existing(crate::config::OidcIssuerExisting {
+            url: "https://issuer.example.com/demo".into(),
+            signing_key: "/keys/sa.pem".into(),
+        });
+        let l = Layout::new(&cfg, "demo-x1y2z", true);
+        let dag = build(&cfg, &l).unwrap();
+        let key = node(&dag, "oidc.key");
+        assert_eq!(key.input["existing"]["key_file"], "/keys/sa.pem");
+        assert_eq!(
+            key.input["existing"]["issuer_url"],
+            "https://issuer.example.com/demo"
+        );
+        assert!(
+            dag.nodes
+                .iter()
+                .all(|x| x.action != "azure.storage-account.ensure")
+        );
+    }
+
+    /// Issue 12, finding 6: no image means HyperShift's release default (Gen2, ≥ 4.20), an
+    /// explicit image is rendered as given.
+    #[test]
+    fn node_pool_images() {
+        let mut cfg = example();
+        cfg.node_pools[0].image = None;
+        let mut explicit = cfg.node_pools[0].clone();
+        explicit.name = "explicit".into();
+        explicit.image = Some(crate::config::NodePoolImage {
+            image_type: crate::config::ImageType::AzureMarketplace,
+            image_id: None,
+            azure_marketplace: Some(crate::config::MarketplaceImage {
+                publisher: Some("azureopenshift".into()),
+                offer: Some("aro4".into()),
+                sku: Some("422-v2".into()),
+                version: Some("422.6.20250901".into()),
+                image_generation: None,
+            }),
+        });
+        let mut by_id = cfg.node_pools[0].clone();
+        by_id.name = "byid".into();
+        by_id.image = Some(crate::config::NodePoolImage {
+            image_type: crate::config::ImageType::ImageId,
+            image_id: Some(
+                "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/images/rhcos".into(),
+            ),
+            azure_marketplace: None,
+        });
+        cfg.node_pools.push(explicit);
+        cfg.node_pools.push(by_id);
+        let l = Layout::new(&cfg, "demo-x1y2z", true);
+        let dag = build(&cfg, &l).unwrap();
+        assert_eq!(
+            node(&dag, "nodepools.workers").input["spec"]["image"],
+            json!({"from-release": {"image_generation": "Gen2"}})
+        );
+        assert_eq!(
+            node(&dag, "nodepools.explicit").input["spec"]["image"]["marketplace"]["sku"],
+            "422-v2"
+        );
+        assert!(node(&dag, "nodepools.byid").input["spec"]["image"]["image-id"].is_string());
+    }
 
     /// Issue 12, finding 10: the config's cloud reaches `spec.platform.azure.cloud`.
     #[test]

@@ -12,6 +12,7 @@
 //! IP, link, zone, VNet, NSG → resource groups → persistent resources if purging.
 
 use crate::config::ClusterConfig;
+use crate::config::PrivateLinkManager;
 use crate::layout::{CLUSTERS_NAMESPACE, COMPONENTS, Layout, api};
 use hcp_activities::kube::mgmt::Kind;
 use hcp_activities::steps::arm::{
@@ -21,6 +22,13 @@ use hcp_activities::steps::arm::{
     DeleteVnet,
 };
 use hcp_activities::steps::cluster::{DeleteObject, DeleteObjectInput};
+use hcp_activities::steps::dns::{
+    DeleteDnsScopeRoleAssignment, DnsScopeRoleDeleteInput, FindPublicZone,
+};
+use hcp_activities::steps::hypershift_link::{
+    HyperShiftLink, HyperShiftLinkInput, ReleaseHyperShiftLink, VerifyGoneInput,
+    VerifyHyperShiftLinkGone,
+};
 use hcp_activities::steps::private_link::{DeletePrivateLinkService, PlsDeleteInput};
 use hcp_runtime::{DagError, NodeOptions, SagaBuilder, SagaDag};
 
@@ -39,6 +47,10 @@ pub struct DeleteOptions {
     /// Also delete persistent resources (identities, federated credentials, OIDC issuer,
     /// the persistent resource group).
     pub purge_persistent: bool,
+    /// Do not set `hypershift.openshift.io/cleanup-cloud-resources` on the HostedCluster
+    /// before deleting it: the guest's load balancers, NSG rules, disks and registry
+    /// storage stay (by default they are removed, as `hypershift destroy cluster` does).
+    pub skip_cloud_cleanup: bool,
 }
 
 /// Build the delete DAG.
@@ -56,6 +68,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         api: api.into(),
         tagged,
         persistent: false,
+        shared: false,
     };
     let kube = |kind: Kind, names: Vec<String>| DeleteObjectInput {
         mgmt: l.mgmt.clone(),
@@ -64,6 +77,20 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         namespace: CLUSTERS_NAMESPACE.into(),
         names,
         persistent: false,
+        cleanup_cloud_resources: false,
+    };
+
+    // Read only: the public DNS zone's group names the ingress role assignment when
+    // `dnsZoneResourceGroup` does not (a zone that is gone is no error here).
+    let public_zone = if l.dns_zone_rg.is_none() {
+        b.stage("preflight");
+        Some(b.add::<FindPublicZone>(
+            n("preflight.public-dns-zone"),
+            &crate::create_cluster::public_zone_input(cfg, l, true),
+            o(),
+        )?)
+    } else {
+        None
     };
 
     b.stage("nodepools");
@@ -76,7 +103,31 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     }
 
     let private = cfg.topology.uses_private_link();
-    if private {
+    // `privateLink.managedBy` as resolved before journaling (see create_cluster).
+    let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
+    let hs_link = HyperShiftLink {
+        mgmt_azure: l.mgmt_azure.clone(),
+        guest_azure: l.azure.clone(),
+    };
+    let mut release = None;
+    if private && hypershift_link {
+        // HyperShift's PLS, PE and zone are its own (its finalizers remove them with the
+        // HostedCluster); only the connections its own endpoint did not make are ours to
+        // reject and remove, before the HostedCluster goes (hypershift_link.rs).
+        b.stage("pls");
+        release = Some(b.add::<ReleaseHyperShiftLink>(
+            n("pls.hypershift-release"),
+            &HyperShiftLinkInput {
+                mgmt: l.mgmt.clone(),
+                owner: l.owner.clone(),
+                namespace: CLUSTERS_NAMESPACE.into(),
+                name: l.name.clone(),
+                link: hs_link.clone(),
+            },
+            o(),
+        )?);
+    }
+    if private && !hypershift_link {
         b.stage("pe-dns");
         for rec in ["api", "*.apps"] {
             b.add::<DeleteDnsRecord>(
@@ -134,9 +185,15 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     }
 
     b.stage("control-plane");
+    // As `hypershift destroy cluster` (cmd/cluster/core/destroy.go): ask HyperShift to
+    // remove the guest's cloud resources, then delete and wait until the HostedCluster is
+    // gone (its finalizer is released once the cleanup is done or given up on).
     let hc = b.add::<DeleteObject>(
         n("control-plane.hosted-cluster"),
-        &kube(Kind::HostedCluster, vec![l.name.clone()]),
+        &DeleteObjectInput {
+            cleanup_cloud_resources: !opts.skip_cloud_cleanup,
+            ..kube(Kind::HostedCluster, vec![l.name.clone()])
+        },
         o(),
     )?;
     b.add::<DeleteObject>(
@@ -151,6 +208,16 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         ),
         o().after(&hc),
     )?;
+    if let Some(release) = &release {
+        b.add::<VerifyHyperShiftLinkGone>(
+            n("pls.hypershift-gone"),
+            &VerifyGoneInput {
+                link: hs_link.clone(),
+                release: release.clone(),
+            },
+            o().after(&hc),
+        )?;
+    }
     if private && l.nat_subnet_create.is_some() {
         b.add::<DeleteSubnet>(
             n("control-plane.nat-subnet"),
@@ -167,11 +234,33 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         )?;
     }
 
+    // Ours also for bring-your-own identities (create assigns the same 18 roles to them);
+    // the identities themselves are never deleted here.
     b.stage("role-assignments");
-    if Layout::identities_created(cfg) {
+    {
         for c in &COMPONENTS {
             for s in c.scopes {
-                let scope = l.scope_id(*s);
+                let Some(scope) = l.scope_id(*s) else {
+                    // The public zone's group, found by the preflight lookup (if the zone is
+                    // gone, so is nothing we could name).
+                    if let Some(zone) = &public_zone {
+                        b.add::<DeleteDnsScopeRoleAssignment>(
+                            n(&format!(
+                                "network.role.{}.{}",
+                                c.component.name(),
+                                format!("{s:?}").to_lowercase()
+                            )),
+                            &DnsScopeRoleDeleteInput {
+                                azure: l.azure.clone(),
+                                owner: l.owner.clone(),
+                                component: c.component.name().into(),
+                                zone: zone.clone(),
+                            },
+                            o(),
+                        )?;
+                    }
+                    continue;
+                };
                 let guid = hcp_activities::azure::names::role_assignment_name(
                     &l.infra_id,
                     c.component.name(),
@@ -218,27 +307,29 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         ),
         o().after(&lb),
     )?;
+    // The infra zone and its link are ours also with a bring-your-own network (the link
+    // names the user's VNet; deleting it leaves the VNet alone). Never the public zone.
+    let link = b.add::<DeleteDnsLink>(
+        n("network.dns-link"),
+        &del(
+            "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+            &l.infra_link_id,
+            api::PRIVATE_DNS,
+            true,
+        ),
+        o(),
+    )?;
+    b.add::<DeleteDnsZone>(
+        n("network.dns-zone"),
+        &del(
+            "Microsoft.Network/privateDnsZones",
+            &l.infra_zone_id,
+            api::PRIVATE_DNS,
+            true,
+        ),
+        o().after(&link),
+    )?;
     if l.network_created {
-        let link = b.add::<DeleteDnsLink>(
-            n("network.dns-link"),
-            &del(
-                "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
-                &l.infra_link_id,
-                api::PRIVATE_DNS,
-                true,
-            ),
-            o(),
-        )?;
-        b.add::<DeleteDnsZone>(
-            n("network.dns-zone"),
-            &del(
-                "Microsoft.Network/privateDnsZones",
-                &l.infra_zone_id,
-                api::PRIVATE_DNS,
-                true,
-            ),
-            o().after(&link),
-        )?;
         let vnet = b.add::<DeleteVnet>(
             n("network.vnet"),
             &del(
@@ -361,18 +452,97 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
             )?;
         }
         b.stage("persistent-rg");
+        // Shared by many clusters: deleted only when hcp-workflow made it and nothing is
+        // left inside once this cluster's own persistent resources are gone (finding 11).
         b.add::<DeleteResourceGroup>(
             n("identities.persistent-rg"),
-            &persist(del(
-                "Microsoft.Resources/resourceGroups",
-                &l.persistent_rg,
-                api::RESOURCES,
-                true,
-            )),
+            &DeleteInput {
+                shared: true,
+                ..persist(del(
+                    "Microsoft.Resources/resourceGroups",
+                    &l.persistent_rg,
+                    api::RESOURCES,
+                    true,
+                ))
+            },
             o(),
         )?;
     }
     let mut dag = b.build()?;
     crate::budgets::apply(&mut dag, &cfg.wait_budgets);
     Ok(dag)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Issue 12, findings 3 and 4: with a bring-your-own network and identities, delete
+    /// removes the infra zone and link and all 18 role assignments (the ingress one on the
+    /// public zone's group, found read-only), but never an identity, the VNet or the
+    /// public zone — also when purging.
+    #[test]
+    fn byo_network_and_identities_delete_zone_link_and_roles_only() {
+        let example =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster.yaml");
+        let mut cfg = crate::config::load(&example).unwrap();
+        let rg = format!("/subscriptions/{}/resourceGroups/byo-net", cfg.subscription);
+        cfg.network = crate::config::Network::Existing(crate::config::NetworkExisting {
+            vnet_id: format!("{rg}/providers/Microsoft.Network/virtualNetworks/byo-vnet"),
+            subnet_id: format!(
+                "{rg}/providers/Microsoft.Network/virtualNetworks/byo-vnet/subnets/nodes"
+            ),
+            nsg_id: format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/byo-nsg"),
+        });
+        cfg.identities = crate::config::Identities::Existing(crate::config::IdentitiesExisting {
+            file: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/files/workload-identities.json"),
+        });
+        let l = Layout::new(&cfg, "demo-x1y2z", true);
+        let dag = build(
+            &cfg,
+            &l,
+            DeleteOptions {
+                purge_persistent: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let ids: Vec<&str> = dag
+            .nodes
+            .iter()
+            .filter_map(|x| x.input.get("id").and_then(|v| v.as_str()))
+            .collect();
+        assert!(ids.contains(&l.infra_zone_id.as_str()));
+        assert!(ids.contains(&l.infra_link_id.as_str()));
+        assert!(!ids.contains(&l.vnet_id.as_str()), "the VNet is not ours");
+        assert!(
+            ids.iter().all(|i| !i.contains("/dnszones/")),
+            "never the public zone"
+        );
+        assert!(
+            dag.nodes
+                .iter()
+                .all(|x| x.action != "azure.identity.delete")
+        );
+        let roles = dag
+            .nodes
+            .iter()
+            .filter(|x| x.action.starts_with("azure.role-assignment.delete"))
+            .count();
+        assert_eq!(roles, 18);
+        let dns = dag
+            .nodes
+            .iter()
+            .find(|x| x.name == n("network.role.ingress.dns"))
+            .unwrap();
+        assert_eq!(dns.action, "azure.role-assignment.delete-in-dns-zone-group");
+        let find = dag
+            .nodes
+            .iter()
+            .find(|x| x.name == n("preflight.public-dns-zone"))
+            .unwrap();
+        assert_eq!(find.input["optional"], true);
+    }
 }

@@ -40,7 +40,9 @@ pub enum Scope {
     Nsg,
     /// The VNet's group.
     Vnet,
-    /// The group of the DNS zones the ingress operator writes (the persistent group).
+    /// The group of the public DNS zone of `baseDomain`, which the guest's ingress operator
+    /// writes (HyperShift's `--dns-zone-rg-name`): `dnsZoneResourceGroup`, else the group
+    /// the zone is found in at run time ([`Layout::scope_id`] is then `None`).
     Dns,
 }
 
@@ -172,6 +174,9 @@ pub struct Layout {
     pub pls_id: String,
     /// PE id.
     pub pe_id: String,
+    /// Group id of the public DNS zone when `dnsZoneResourceGroup` names it (else the zone
+    /// is looked up at run time).
+    pub dns_zone_rg: Option<String>,
     /// Private-link DNS zone id (`<name>.hypershift.local`).
     pub pl_zone_id: String,
     /// Its VNet link id.
@@ -279,6 +284,7 @@ impl Layout {
                 Some(Some(c.clone())),
             ),
         };
+        let dns_zone_rg = cfg.dns_zone_resource_group.as_ref().map(|g| rg_id(&sub, g));
         let pl_zone = names::private_link_dns_zone(&name);
         let infra_zone = names::infra_dns_zone(&name, &cfg.base_domain);
         Layout {
@@ -324,6 +330,7 @@ impl Layout {
             name,
             infra_id: infra_id.to_string(),
             sub,
+            dns_zone_rg,
             persistent_rg,
             managed_rg,
             vnet_rg,
@@ -355,13 +362,14 @@ impl Layout {
         matches!(cfg.identities, Identities::Create(_))
     }
 
-    /// The resource group id of a role-assignment scope.
-    pub fn scope_id(&self, s: Scope) -> &str {
+    /// The resource group id of a role-assignment scope; `None` for [`Scope::Dns`] when the
+    /// public zone's group is found at run time.
+    pub fn scope_id(&self, s: Scope) -> Option<&str> {
         match s {
-            Scope::Managed => &self.managed_rg,
-            Scope::Nsg => &self.nsg_rg,
-            Scope::Vnet => &self.vnet_rg,
-            Scope::Dns => &self.persistent_rg,
+            Scope::Managed => Some(&self.managed_rg),
+            Scope::Nsg => Some(&self.nsg_rg),
+            Scope::Vnet => Some(&self.vnet_rg),
+            Scope::Dns => self.dns_zone_rg.as_deref(),
         }
     }
 

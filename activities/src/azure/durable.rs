@@ -319,6 +319,14 @@ fn operations(ctx: &StepContext) -> Result<BTreeMap<String, PendingOperation>, S
     Ok(checkpoint_field(ctx, OPERATIONS_KEY)?.unwrap_or_default())
 }
 
+/// Whether this attempt's checkpoint journals a DELETE of `id` still to be followed.
+///
+/// # Errors
+/// A checkpoint that does not parse.
+pub fn has_journaled_delete(ctx: &StepContext, id: &str) -> Result<bool, StepError> {
+    Ok(journaled(ctx, id, Verb::Delete)?.is_some())
+}
+
 fn journaled(ctx: &StepContext, id: &str, verb: Verb) -> Result<Option<Operation>, StepError> {
     Ok(operations(ctx)?
         .remove(&id.to_ascii_lowercase())

@@ -27,6 +27,11 @@ pub const API_STORAGE: &str = "2024-01-01";
 pub const API_NETWORK: &str = "2023-11-01";
 /// Microsoft.Network/privateDnsZones (zones, links, records).
 pub const API_PRIVATE_DNS: &str = "2024-06-01";
+/// Microsoft.Network/dnszones (public DNS zones and their record sets). The stable version
+/// of the public DNS swagger (`specification/dns/resource-manager/Microsoft.Network/stable/2018-05-01/dns.json`
+/// in Azure/azure-rest-api-specs; not among our spec excerpts) and the one HyperShift's
+/// `armdns` v1.2.0 client sends (`cmd/infra/azure/networking.go` `GetBaseDomainID`).
+pub const API_DNS: &str = "2018-05-01";
 
 /// A resource type with its pinned api-version.
 pub trait ArmType {

@@ -79,65 +79,11 @@ pub async fn teardown(
         durable::checkpoint_field(ctx, TEARDOWN_KEY)?.unwrap_or_default();
     let before = report.clone();
     let exists = arm.get_value(pls_id, API_NETWORK).await?.is_some();
-    let mut waiting = 0usize;
-    let mut retry_after = None;
-    if exists {
-        let path = format!("{pls_id}/privateEndpointConnections");
-        // The PLS may vanish between the GET and the list (a delete accepted by an earlier
-        // attempt completing): a 404 here means there is nothing left to reject.
-        let conns: Vec<PrivateEndpointConnection> = match arm.list(&path, API_NETWORK).await {
-            Ok(c) => c,
-            Err(e) if e.status == 404 => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
-        for c in conns {
-            let Some(cid) = c.id.clone() else { continue };
-            let p = &c.properties;
-            if let Some(pe) = p.private_endpoint.as_ref().and_then(|s| s.id.as_deref()) {
-                push_unique(&mut report.connected_endpoints, pe);
-            }
-            if p.provisioning_state
-                .as_deref()
-                .is_some_and(|s| s.eq_ignore_ascii_case("Deleting"))
-            {
-                waiting += 1;
-                continue;
-            }
-            let rejected = p
-                .private_link_service_connection_state
-                .status
-                .as_deref()
-                .is_some_and(|s| s.eq_ignore_ascii_case("Rejected"));
-            if !rejected {
-                let body = json!({
-                    "name": c.name.clone().unwrap_or_else(|| names::name_of(&cid).to_string()),
-                    "properties": {"privateLinkServiceConnectionState": {
-                        "status": "Rejected",
-                        "description": "Rejected by hcp-workflow: the cluster behind this private link service is being deleted.",
-                        "actionsRequired": "None",
-                    }},
-                });
-                match arm.put(&cid, API_NETWORK, &body).await {
-                    Ok(_) => push_unique(&mut report.rejected, &cid),
-                    // Gone meanwhile (its endpoint was deleted): nothing to reject.
-                    Err(e) if e.status == 404 => continue,
-                    Err(e) => return Err(StepError::from(e.with_resource(&cid))),
-                }
-            }
-            match arm
-                .delete(&cid, API_NETWORK)
-                .await
-                .map_err(|e| StepError::from(e.with_resource(&cid)))?
-            {
-                DeleteResponse::Gone | DeleteResponse::Done => {}
-                DeleteResponse::Accepted(op) => {
-                    waiting += 1;
-                    retry_after = retry_after.or(op.retry_after);
-                }
-            }
-            push_unique(&mut report.deleted_connections, &cid);
-        }
-    }
+    let (waiting, retry_after) = if exists {
+        release_connections(arm, pls_id, None, &mut report).await?
+    } else {
+        (0, None)
+    };
     if waiting > 0 {
         if report != before {
             durable::save_checkpoint_field(ctx, TEARDOWN_KEY, &report).await?;
@@ -187,6 +133,85 @@ fn pending<T>(reason: String, after: Option<std::time::Duration>) -> Progress<T>
             .min(durable::MAX_POLL),
         reason,
     }
+}
+
+/// Rejects, then deletes, every private endpoint connection of `pls_id` except those of
+/// the private endpoint `keep` (compared case-insensitively), recording what it did in
+/// `report`. Returns how many connections are still being deleted and the longest
+/// `Retry-After` seen. A PLS that vanished meanwhile has nothing left to release.
+///
+/// # Errors
+/// ARM errors, classified.
+pub async fn release_connections(
+    arm: &ArmClient,
+    pls_id: &str,
+    keep: Option<&str>,
+    report: &mut TeardownReport,
+) -> Result<(usize, Option<std::time::Duration>), StepError> {
+    let mut waiting = 0usize;
+    let mut retry_after = None;
+    let path = format!("{pls_id}/privateEndpointConnections");
+    // The PLS may vanish between the GET and the list (a delete accepted by an earlier
+    // attempt completing): a 404 here means there is nothing left to reject.
+    let conns: Vec<PrivateEndpointConnection> = match arm.list(&path, API_NETWORK).await {
+        Ok(c) => c,
+        Err(e) if e.status == 404 => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    for c in conns {
+        let Some(cid) = c.id.clone() else { continue };
+        let p = &c.properties;
+        let endpoint = p.private_endpoint.as_ref().and_then(|s| s.id.as_deref());
+        if let Some(pe) = endpoint {
+            push_unique(&mut report.connected_endpoints, pe);
+        }
+        if let (Some(keep), Some(pe)) = (keep, endpoint)
+            && keep.eq_ignore_ascii_case(pe)
+        {
+            continue;
+        }
+        if p.provisioning_state
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("Deleting"))
+        {
+            waiting += 1;
+            continue;
+        }
+        let rejected = p
+            .private_link_service_connection_state
+            .status
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("Rejected"));
+        if !rejected {
+            let body = json!({
+                "name": c.name.clone().unwrap_or_else(|| names::name_of(&cid).to_string()),
+                "properties": {"privateLinkServiceConnectionState": {
+                    "status": "Rejected",
+                    "description": "Rejected by hcp-workflow: the cluster behind this private link service is being deleted.",
+                    "actionsRequired": "None",
+                }},
+            });
+            match arm.put(&cid, API_NETWORK, &body).await {
+                Ok(_) => push_unique(&mut report.rejected, &cid),
+                // Gone meanwhile (its endpoint was deleted): nothing to reject.
+                Err(e) if e.status == 404 => continue,
+                Err(e) => return Err(StepError::from(e.with_resource(&cid))),
+            }
+        }
+        match arm
+            .delete(&cid, API_NETWORK)
+            .await
+            .map_err(|e| StepError::from(e.with_resource(&cid)))?
+        {
+            DeleteResponse::Gone | DeleteResponse::Done => {}
+            DeleteResponse::Accepted(op) => {
+                waiting += 1;
+                retry_after = retry_after.or(op.retry_after);
+            }
+        }
+        push_unique(&mut report.deleted_connections, &cid);
+    }
+    Ok((waiting, retry_after))
 }
 
 pub use self::teardown as pls_teardown;

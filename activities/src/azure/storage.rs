@@ -338,6 +338,51 @@ impl BlobClient {
     }
 }
 
+/// An anonymous GET of a public document (an existing OIDC issuer's JWKS), through the same
+/// transport as ARM (so simulator runs reach the simulated blob endpoint). `Ok(None)` on 404.
+///
+/// # Errors
+/// `InvalidUrl`, a transport failure, or any status other than 2xx/404, classified.
+pub async fn get_public(
+    cloud: &Cloud,
+    transport: &Transport,
+    url: &str,
+) -> Result<Option<Vec<u8>>, ArmError> {
+    let parsed = Url::parse(url)
+        .map_err(|e| ArmError::local("InvalidUrl", format!("bad URL {url}: {e}"), Some(url)))?;
+    let options = transport
+        .client_options(cloud)
+        .map_err(|e| ArmError::local("Transport", e.to_string(), Some(url)))?;
+    let pipeline = Pipeline::new(
+        Some(env!("CARGO_PKG_NAME")),
+        Some(env!("CARGO_PKG_VERSION")),
+        options,
+        Vec::new(),
+        Vec::new(),
+        None,
+    );
+    let mut req = Request::new(parsed, Method::Get);
+    let rsp = pipeline
+        .send(
+            &Context::new(),
+            &mut req,
+            Some(PipelineSendOptions {
+                skip_checks: true,
+                ..Default::default()
+            }),
+        )
+        .await
+        .map_err(|e| ArmError::from_core(&e, Some(url)))?;
+    let status = u16::from(rsp.status());
+    let headers = rsp.headers().clone();
+    let bytes = rsp.into_body().as_ref().to_vec();
+    match status {
+        200..=299 => Ok(Some(bytes)),
+        404 => Ok(None),
+        _ => Err(ArmError::from_response(status, &headers, &bytes, Some(url))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

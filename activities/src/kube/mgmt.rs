@@ -584,6 +584,45 @@ impl Mgmt {
         name: &str,
         run: &str,
     ) -> Result<Option<Applied>, KubeError> {
+        self.patch_ours_metadata(kind, ns, name, "relabel", "labels", LABEL_RUN, run)
+            .await
+    }
+
+    /// Sets annotation `key: value` on `kind ns/name` if it is ours, like
+    /// [`Self::relabel_run`] (a merge patch carrying the `resourceVersion` just read; only
+    /// objects with our ownership labels). Unlike a relabel it is also written while the
+    /// object is being deleted: HyperShift reads `cleanup-cloud-resources` during deletion
+    /// (`hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`
+    /// propagates it to the HostedControlPlane then). Returns `None` when the object does
+    /// not exist; `written: false` when it already carries the value.
+    ///
+    /// # Errors
+    /// [`KubeError::NotOurs`] when the object lacks our ownership labels; API and transport
+    /// errors.
+    pub async fn annotate(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<Applied>, KubeError> {
+        self.patch_ours_metadata(kind, ns, name, "annotate", "annotations", key, value)
+            .await
+    }
+
+    /// One label or annotation (`field`) set by merge patch on an object of ours.
+    #[allow(clippy::too_many_arguments)]
+    async fn patch_ours_metadata(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        action: &'static str,
+        field: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<Applied>, KubeError> {
         let resource = describe(kind, ns, name);
         let Some(obj) = self.get(kind, ns, name).await? else {
             return Ok(None);
@@ -592,22 +631,28 @@ impl Mgmt {
         if !is_ours(&labels) {
             return Err(KubeError::NotOurs {
                 resource,
-                action: "relabel",
+                action,
                 found: found_labels(&labels),
             });
         }
-        if labels.get(LABEL_RUN).map(String::as_str) == Some(run) {
+        let current = if field == "labels" {
+            obj.metadata.labels.as_ref()
+        } else {
+            obj.metadata.annotations.as_ref()
+        };
+        if current.and_then(|m| m.get(key)).map(String::as_str) == Some(value) {
             return Ok(Some(Applied {
                 written: false,
                 ..Applied::from_meta(&obj.metadata)
             }));
         }
-        if obj.metadata.deletion_timestamp.is_some() {
+        // A relabel of a terminating object would adopt what is going away.
+        if field == "labels" && obj.metadata.deletion_timestamp.is_some() {
             return Err(KubeError::Terminating { resource });
         }
         let body = json!({"metadata": {
             "resourceVersion": obj.metadata.resource_version,
-            "labels": {LABEL_RUN: run},
+            field: {key: value},
         }});
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
@@ -617,7 +662,7 @@ impl Mgmt {
             .api(kind, ns)
             .patch(name, &params, &Patch::Merge(&body))
             .await
-            .map_err(|e| KubeError::from_kube("relabel", &resource, e))?;
+            .map_err(|e| KubeError::from_kube(action, &resource, e))?;
         Ok(Some(Applied::from_meta(&patched.metadata)))
     }
 

@@ -207,6 +207,16 @@ pub enum NodePoolImage {
         /// Version (`x.y.z` or `latest`).
         version: String,
     },
+    /// An Azure Marketplace image left for HyperShift to fill from the release payload
+    /// (OpenShift 4.20 and newer): rendered `type: AzureMarketplace` with only
+    /// `azureMarketplace.imageGeneration`, which the CRD accepts ("must specify
+    /// imageGeneration or must specify publisher, offer, sku and version") and the NodePool
+    /// controller completes (openshift/hypershift
+    /// `hypershift-operator/controllers/nodepool/azure.go` `defaultAzureNodePoolImage`).
+    FromRelease {
+        /// `Gen1` or `Gen2` (HyperShift's default).
+        image_generation: String,
+    },
 }
 
 /// Everything a NodePool is rendered from.
@@ -527,6 +537,10 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
         } => json!({
             "type": "AzureMarketplace",
             "azureMarketplace": {"publisher": publisher, "offer": offer, "sku": sku, "version": version},
+        }),
+        NodePoolImage::FromRelease { image_generation } => json!({
+            "type": "AzureMarketplace",
+            "azureMarketplace": {"imageGeneration": image_generation},
         }),
     };
     let vm_size = if input.vm_size.is_empty() {

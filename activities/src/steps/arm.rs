@@ -53,6 +53,10 @@ pub struct ResourceInput {
     /// Bring-your-own: must exist; only read; never created or deleted.
     #[serde(default)]
     pub byo: bool,
+    /// The shared persistent resource group ([`super::shared_group`]): adopted whoever
+    /// made it, deleted only when empty. Absent in runs journaled before shared groups.
+    #[serde(default)]
+    pub shared: bool,
 }
 
 fn yes() -> bool {
@@ -100,6 +104,9 @@ pub struct DeleteInput {
     /// Persistent resource (recorded as such).
     #[serde(default)]
     pub persistent: bool,
+    /// The shared persistent resource group ([`super::shared_group::delete`]).
+    #[serde(default)]
+    pub shared: bool,
 }
 
 /// Output of a delete node.
@@ -135,6 +142,9 @@ pub async fn ensure_resource(
     arm: &ArmClient,
     input: &ResourceInput,
 ) -> Result<Outcome<ResourceOutput>, StepError> {
+    if input.shared {
+        return super::shared_group::ensure(ctx, arm, input).await;
+    }
     if input.byo {
         let Some(body) = arm.get_value(&input.id, &input.api).await? else {
             return Err(StepError::permanent(
@@ -227,6 +237,9 @@ pub async fn remove_resource(
     if input.byo {
         return Ok(UndoOutcome::Done);
     }
+    if input.shared {
+        return super::shared_group::remove(ctx, arm, input).await;
+    }
     if !input.tagged {
         // An untagged child: deleted only if the action's journal (or, for a run of an
         // older binary, its output) proves this run created it.
@@ -256,6 +269,9 @@ pub async fn delete_resource(
     arm: &ArmClient,
     input: &DeleteInput,
 ) -> Result<Outcome<DeleteOutput>, StepError> {
+    if input.shared {
+        return super::shared_group::delete(ctx, arm, input).await;
+    }
     let own = input.owner.ownership(ctx);
     let own = input.tagged.then_some(&own);
     match durable::delete(ctx, arm, &input.id, &input.api, own).await? {

@@ -187,6 +187,49 @@ async fn applied_record(
 /// Created by this run = labelled with this run *and* listed in the action's
 /// [`ObjectJournal`]; for a run of an older binary (no journal), labelled with this run
 /// (see the module docs).
+/// Annotation asking HyperShift to remove what the guest cluster created in the cloud
+/// (load balancers and their NSG rules, disks, image-registry storage, ingress DNS records)
+/// while the HostedCluster is deleted: `hyperv1.CleanupCloudResourcesAnnotation`
+/// (`api/hypershift/v1beta1/hostedcluster_types.go`), set by `hypershift destroy cluster`
+/// before its delete (`cmd/cluster/core/destroy.go` `setDestroyCloudResourcesAnnotation`).
+pub const CLEANUP_CLOUD_RESOURCES: &str = "hypershift.openshift.io/cleanup-cloud-resources";
+
+/// Sets [`CLEANUP_CLOUD_RESOURCES`] on the HostedCluster before it is deleted (a missing
+/// one is fine: nothing to clean).
+async fn request_cloud_cleanup(m: &Mgmt, ns: &str, name: &str) -> Result<(), StepError> {
+    m.annotate(
+        Kind::HostedCluster,
+        ns,
+        name,
+        CLEANUP_CLOUD_RESOURCES,
+        "true",
+    )
+    .await?;
+    Ok(())
+}
+
+/// How the guest's cloud cleanup is going, for a deleting HostedCluster's wait message:
+/// HyperShift bubbles `CloudResourcesDestroyed` up from the HostedControlPlane
+/// (`api/hypershift/v1beta1/hostedcluster_conditions.go`).
+async fn cloud_cleanup_progress(m: &Mgmt, ns: &str, name: &str) -> String {
+    match m
+        .condition(Kind::HostedCluster, ns, name, "CloudResourcesDestroyed")
+        .await
+    {
+        Ok(Some(c)) => format!(
+            "; guest cloud cleanup: CloudResourcesDestroyed={}{}",
+            c.status,
+            match (c.reason, c.message) {
+                (Some(r), Some(msg)) if !msg.is_empty() => format!(" ({r}: {msg})"),
+                (Some(r), _) => format!(" ({r})"),
+                _ => String::new(),
+            }
+        ),
+        _ => "; guest cloud cleanup requested".to_string(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn undo_object(
     poll: Duration,
     m: &Mgmt,
@@ -195,6 +238,7 @@ async fn undo_object(
     name: &str,
     owner: &Owner,
     ctx: &StepContext,
+    cloud_cleanup: bool,
 ) -> Result<UndoOutcome, StepError> {
     let labelled = labelled_this_run(m, kind, ns, name, owner, ctx).await?;
     let journaled = match ObjectJournal::of_undo(ctx)? {
@@ -208,19 +252,36 @@ async fn undo_object(
             kind.type_name()
         );
     }
+    let cloud_cleanup = cloud_cleanup && kind == Kind::HostedCluster;
     match labelled.map(|l| l && journaled) {
         None | Some(false) => Ok(UndoOutcome::Done),
-        Some(true) => match m.delete(kind, ns, name).await? {
-            DeleteProgress::Gone => Ok(UndoOutcome::Done),
-            DeleteProgress::Deleting { finalizers } => Ok(ctx.undo_wait(
-                poll,
-                format!(
-                    "waiting for {} {ns}/{name} to be deleted (finalizers: {})",
-                    kind.type_name(),
-                    finalizers.join(", ")
-                ),
-            )),
-        },
+        Some(true) => {
+            if cloud_cleanup {
+                request_cloud_cleanup(m, ns, name).await?;
+            }
+            match m.delete(kind, ns, name).await? {
+                DeleteProgress::Gone => Ok(UndoOutcome::Done),
+                DeleteProgress::Deleting { finalizers } => {
+                    let mut cleanup = if cloud_cleanup {
+                        cloud_cleanup_progress(m, ns, name).await
+                    } else {
+                        String::new()
+                    };
+                    if kind == Kind::HostedCluster {
+                        cleanup += &super::hypershift_link::release_stuck_cr_finalizer(m, ns, name)
+                            .await?;
+                    }
+                    Ok(ctx.undo_wait(
+                        poll,
+                        format!(
+                            "waiting for {} {ns}/{name} to be deleted (finalizers: {}){cleanup}",
+                            kind.type_name(),
+                            finalizers.join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
     }
 }
 
@@ -241,6 +302,96 @@ pub struct IssuerKeyInput {
     pub namespace: String,
     /// Secret name (`<name>-sa-token-issuer-key`).
     pub secret: String,
+    /// An existing issuer's signing key: store this key instead of generating one, after
+    /// checking the issuer publishes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing: Option<ExistingIssuerKey>,
+}
+
+/// The signing key of an existing OIDC issuer (`oidcIssuer.existing`): a file path only;
+/// the key is read when the step runs and never journaled.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExistingIssuerKey {
+    /// PEM private key file (PKCS#1 or PKCS#8 RSA), on the worker's machine
+    /// (HyperShift: `--sa-token-issuer-private-key-path`).
+    pub key_file: PathBuf,
+    /// Issuer URL; its JWKS (`<url>/openid/v1/jwks`) must list the key's `kid`.
+    pub issuer_url: String,
+    /// Azure target (the transport that reaches the issuer, as for the blob documents).
+    pub azure: super::env::AzureEnv,
+}
+
+/// Reads the existing issuer's key file (at use time; the bytes stay in a [`Secret`]) and
+/// checks its `kid` is in the issuer's JWKS.
+pub async fn existing_issuer_key(
+    clients: &Clients,
+    e: &ExistingIssuerKey,
+) -> Result<IssuerKey, StepError> {
+    let pem = std::fs::read(&e.key_file).map_err(|err| {
+        StepError::permanent(
+            "validation",
+            format!(
+                "oidcIssuer.existing.signingKey: cannot read {}: {err}",
+                e.key_file.display()
+            ),
+        )
+        .with_code("FileUnreadable")
+    })?;
+    let pem = Secret::new(pem);
+    let text = std::str::from_utf8(pem.expose()).map_err(|_| {
+        StepError::permanent(
+            "validation",
+            format!(
+                "oidcIssuer.existing.signingKey: {} is not a PEM text file",
+                e.key_file.display()
+            ),
+        )
+    })?;
+    let key = IssuerKey::from_private_pem(text).map_err(|err| {
+        StepError::permanent(
+            "validation",
+            format!(
+                "oidcIssuer.existing.signingKey: {}: {err}",
+                e.key_file.display()
+            ),
+        )
+    })?;
+    let kid = key.kid();
+    let url = format!(
+        "{}/{}",
+        e.issuer_url.trim_end_matches('/'),
+        crate::oidc::JWKS_PATH
+    );
+    let cloud = e.azure.cloud.clone();
+    let body = crate::azure::storage::get_public(&cloud, &clients.transport(), &url).await?;
+    let published: Vec<String> = body
+        .as_deref()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+        .and_then(|v| v.get("keys").and_then(|k| k.as_array()).cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|k| k.get("kid").and_then(|x| x.as_str()).map(str::to_string))
+        .collect();
+    if !published.contains(&kid) {
+        let found = if body.is_none() {
+            "it answered 404".to_string()
+        } else if published.is_empty() {
+            "it lists no keys".to_string()
+        } else {
+            format!("it lists kid {}", published.join(", "))
+        };
+        return Err(StepError::permanent(
+            "validation",
+            format!(
+                "oidcIssuer.existing.signingKey: the key in {} (kid {kid}) is not published by the issuer: \
+                 {url} must list kid {kid}, but {found}. Tokens signed with it would not validate: \
+                 give the issuer's own signing key, or publish this key's JWKS at the issuer",
+                e.key_file.display()
+            ),
+        )
+        .with_code("IssuerKeyNotPublished"));
+    }
+    Ok(key)
 }
 
 /// Public half of the issuer key (safe to journal).
@@ -276,6 +427,11 @@ impl Action for EnsureIssuerKey {
         ctx: &StepContext,
         input: IssuerKeyInput,
     ) -> Result<Outcome<IssuerKeyOutput>, StepError> {
+        // An existing issuer's key is read and checked before anything is written.
+        let given = match &input.existing {
+            Some(e) => Some(existing_issuer_key(&self.0, e).await?),
+            None => None,
+        };
         let m = self.0.mgmt(&input.mgmt).await?;
         m.apply_namespace(&input.namespace, &BTreeMap::new())
             .await?;
@@ -286,6 +442,36 @@ impl Action for EnsureIssuerKey {
             &[(Kind::Secret, &input.namespace, &input.secret)],
         )
         .await?;
+        if let Some(key) = given {
+            // The issuer's own key, checked against its JWKS, is written (again) on every
+            // run: the file is the truth, a key left in the Secret is not.
+            let data = BTreeMap::from([(
+                KEY_FIELD.to_string(),
+                Secret::new(key.private_pem.expose().as_bytes().to_vec()),
+            )]);
+            m.apply_secret(
+                &input.namespace,
+                &input.secret,
+                data,
+                &input.owner.tags(ctx),
+            )
+            .await?;
+            let record = applied_record(
+                &m,
+                Kind::Secret,
+                &input.namespace,
+                &input.secret,
+                &input.owner,
+                ctx,
+                true,
+            )
+            .await?;
+            return Ok(Outcome::Done(IssuerKeyOutput {
+                kid: key.kid(),
+                jwks: crate::oidc::jwks(&key),
+                ledger: vec![record],
+            }));
+        }
         let existing = m
             .get_secret_data(&input.namespace, &input.secret, KEY_FIELD)
             .await?;
@@ -360,6 +546,7 @@ impl Action for EnsureIssuerKey {
             &input.secret,
             &input.owner,
             ctx,
+            false,
         )
         .await
     }
@@ -494,6 +681,7 @@ impl Action for EnsureClusterSecrets {
                 name,
                 &input.owner,
                 ctx,
+                false,
             )
             .await?
             {
@@ -530,6 +718,18 @@ pub struct HostedClusterNodeInput {
     pub client_ids: BTreeMap<String, ClientId>,
     /// Wait for the `private-router` Service's internal load balancer IP (private topologies).
     pub wait_router: bool,
+    /// The undo sets [`CLEANUP_CLOUD_RESOURCES`] before deleting the HostedCluster, as
+    /// `hypershift destroy cluster` does. Absent (false) in runs journaled before it.
+    #[serde(default)]
+    pub cleanup_cloud_resources: bool,
+    /// The public DNS zone lookup: its id becomes `spec.dns.publicZoneID` at run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_zone: Option<Ref<super::dns::PublicZoneOutput>>,
+    /// `privateLink.managedBy: hypershift`: the undo rejects and removes the connections
+    /// HyperShift's own endpoint did not make before deleting the HostedCluster, and checks
+    /// afterwards that what HyperShift's CR named is gone (`hypershift_link`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypershift_private_link: Option<super::hypershift_link::HyperShiftLink>,
 }
 
 /// Output: the HostedCluster and, for private topologies, the router IP.
@@ -582,6 +782,9 @@ impl Action for ApplyHostedCluster {
             };
             spec.workload_identities.insert(component.clone(), id);
         }
+        if let Some(z) = &input.public_zone {
+            spec.public_zone_id = ctx.output(z)?.id;
+        }
         spec.labels = input.owner.tags(ctx);
         let (ns, name) = (spec.namespace.clone(), spec.name.clone());
         // Apply only once (an existing HostedCluster's spec is HyperShift's to reconcile);
@@ -631,16 +834,40 @@ impl Action for ApplyHostedCluster {
         _output: Option<HostedClusterOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
-        undo_object(
+        let (ns, name) = (&input.spec.namespace, &input.spec.name);
+        let link = input.hypershift_private_link.as_ref();
+        if let Some(l) = link
+            && let Some(wait) = super::hypershift_link::before_hosted_cluster_undo(
+                &self.0,
+                ctx,
+                &m,
+                &input.owner,
+                ns,
+                name,
+                l,
+            )
+            .await?
+        {
+            return Ok(wait);
+        }
+        let undone = undo_object(
             self.0.poll(),
             &m,
             Kind::HostedCluster,
-            &input.spec.namespace,
-            &input.spec.name,
+            ns,
+            name,
             &input.owner,
             ctx,
+            input.cleanup_cloud_resources,
         )
-        .await
+        .await?;
+        match (undone, link) {
+            (UndoOutcome::Done, Some(l)) => {
+                super::hypershift_link::after_hosted_cluster_undo(&self.0, ctx, &m, ns, name, l)
+                    .await
+            }
+            (o, _) => Ok(o),
+        }
     }
 }
 
@@ -802,6 +1029,7 @@ impl Action for ApplyNodePool {
             &input.spec.name,
             &input.owner,
             ctx,
+            false,
         )
         .await
     }
@@ -825,6 +1053,11 @@ pub struct DeleteObjectInput {
     /// Persistent (recorded as such).
     #[serde(default)]
     pub persistent: bool,
+    /// HostedClusters only: set [`CLEANUP_CLOUD_RESOURCES`] before the delete, so the
+    /// guest removes its load balancers, NSG rules, disks and registry storage
+    /// (`delete-cluster --skip-cloud-cleanup` leaves it unset).
+    #[serde(default)]
+    pub cleanup_cloud_resources: bool,
 }
 
 /// Output.
@@ -861,13 +1094,31 @@ impl Action for DeleteObject {
             let action = match labels {
                 None => LedgerAction::Gone,
                 Some(l) if input.owner.owns(Some(&label_json(&l))) => {
+                    let cleanup =
+                        input.cleanup_cloud_resources && input.kind == Kind::HostedCluster;
+                    if cleanup {
+                        request_cloud_cleanup(&m, &input.namespace, name).await?;
+                    }
                     match m.delete(input.kind, &input.namespace, name).await? {
                         DeleteProgress::Gone => LedgerAction::Deleted,
                         DeleteProgress::Deleting { finalizers } => {
+                            let mut progress = if cleanup {
+                                cloud_cleanup_progress(&m, &input.namespace, name).await
+                            } else {
+                                String::new()
+                            };
+                            if input.kind == Kind::HostedCluster {
+                                progress += &super::hypershift_link::release_stuck_cr_finalizer(
+                                    &m,
+                                    &input.namespace,
+                                    name,
+                                )
+                                .await?;
+                            }
                             return Ok(ctx.wait(
                                 self.0.poll(),
                                 format!(
-                                    "waiting for {} {}/{name} to be deleted (finalizers: {})",
+                                    "waiting for {} {}/{name} to be deleted (finalizers: {}){progress}",
                                     input.kind.type_name(),
                                     input.namespace,
                                     finalizers.join(", ")

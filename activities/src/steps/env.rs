@@ -191,6 +191,41 @@ impl Clients {
         Ok(client)
     }
 
+    /// A fresh credential for `env` (the same selection as [`Self::arm`], uncached) and the
+    /// mode that worked, for `preflight`'s "who am I" (it asks for a token and reads its
+    /// claims; the token never leaves the process).
+    ///
+    /// # Errors
+    /// As [`Self::arm`].
+    pub async fn arm_credential(
+        &self,
+        env: &AzureEnv,
+    ) -> Result<(Arc<dyn azure_core::credentials::TokenCredential>, AuthMode), StepError> {
+        self.check(env.simulated)?;
+        let (transport, mode, vars) = match &self.reach {
+            Reach::Direct => (Transport::Direct, env.auth, Env::process()),
+            Reach::Simulator(base) => (
+                Transport::Simulator { base: base.clone() },
+                AuthMode::ClientSecret,
+                Env::from_pairs([
+                    ("AZURE_CLIENT_ID", SIM_CLIENT_ID),
+                    ("AZURE_TENANT_ID", env.tenant_id.as_str()),
+                    ("AZURE_CLIENT_SECRET", "simulated"),
+                ]),
+            ),
+        };
+        credential_with_env(mode, &env.tenant_id, &env.cloud, &transport, &vars)
+            .await
+            .map_err(|e| {
+                let msg = format!("Azure credentials ({}): {e}", env.auth.as_str());
+                if e.is_retryable() {
+                    StepError::retryable("transient", msg)
+                } else {
+                    StepError::permanent("authorization", msg).with_code("CredentialUnavailable")
+                }
+            })
+    }
+
     /// The blob transport (same reach as ARM).
     pub fn transport(&self) -> Transport {
         match &self.reach {

@@ -13,6 +13,7 @@ use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError, UndoOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One federated credential: its name and the service account subject.
@@ -160,8 +161,77 @@ pub struct RoleInput {
     pub scope: String,
     /// Role definition GUID.
     pub role: String,
-    /// The identity (output of its ensure node): `principalId`.
-    pub identity: Ref<ResourceOutput>,
+    /// The identity: the output of its ensure node (`principalId`), or a bring-your-own
+    /// identity resolved by [`ResolveIdentities`].
+    pub identity: IdentitySource,
+    /// Take the scope from the public DNS zone lookup instead of `scope`: its resource
+    /// group (the ingress identity's third scope, known only once the zone is found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_from: Option<Ref<super::dns::PublicZoneOutput>>,
+}
+
+impl RoleInput {
+    /// The scope: `scope`, or the public zone's group when `scope_from` is set.
+    fn resolved_scope(&self, ctx: &StepContext) -> Result<String, StepError> {
+        match &self.scope_from {
+            None => Ok(self.scope.clone()),
+            Some(r) => Ok(ctx.output(r)?.group()?.to_string()),
+        }
+    }
+}
+
+/// Where a role assignment's principal comes from.
+///
+/// Untagged: a created identity serializes as the plain `{"$ref": …}` journals of older
+/// binaries hold.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum IdentitySource {
+    /// The identity this run created or adopted (output of its ensure node).
+    Created(Ref<ResourceOutput>),
+    /// A bring-your-own identity: `component` of the resolve node's output.
+    Resolved {
+        /// The resolve node.
+        resolved: Ref<ResolvedIdentities>,
+        /// Component (`disk`, `node-pool-mgmt`, …).
+        component: String,
+    },
+}
+
+impl IdentitySource {
+    /// The identity's principal (object) id.
+    ///
+    /// # Errors
+    /// The referenced output is missing or lacks the component.
+    pub fn principal(&self, ctx: &StepContext) -> Result<String, StepError> {
+        match self {
+            IdentitySource::Created(r) => Ok(ctx
+                .output(r)?
+                .prop("principalId")
+                .unwrap_or_default()
+                .to_string()),
+            IdentitySource::Resolved {
+                resolved,
+                component,
+            } => ctx
+                .output(resolved)?
+                .identities
+                .get(component)
+                .map(|i| i.principal_id.clone())
+                .ok_or_else(|| {
+                    StepError::permanent(
+                        hcp_runtime::error::kind::DEFINITION,
+                        format!("no resolved identity for component {component}"),
+                    )
+                }),
+        }
+    }
+}
+
+impl From<Ref<ResourceOutput>> for IdentitySource {
+    fn from(r: Ref<ResourceOutput>) -> Self {
+        IdentitySource::Created(r)
+    }
 }
 
 /// Output of a role assignment.
@@ -201,9 +271,9 @@ impl Action for EnsureRoleAssignment {
         input: RoleInput,
     ) -> Result<Outcome<RoleOutput>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
-        let identity = ctx.output(&input.identity)?;
-        let principal = identity.prop("principalId").unwrap_or_default().to_string();
-        let spec = role_spec(&input, &principal);
+        let principal = input.identity.principal(ctx)?;
+        let scope = input.resolved_scope(ctx)?;
+        let spec = role_spec(&input, &scope, &principal);
         // Untagged: journal the assignment before writing it, so the undo deletes it only
         // if this run created it (see `arm::delete_children`). A stale one with our name is
         // replaced by a write of this run, so it is journaled too.
@@ -245,7 +315,7 @@ impl Action for EnsureRoleAssignment {
     ) -> Result<UndoOutcome, StepError> {
         let arm = self.0.arm(&input.azure).await?;
         // The id depends on the infra id, component and scope only, not on the principal.
-        let id = role_spec(&input, "").id();
+        let id = role_spec(&input, &input.resolved_scope(ctx)?, "").id();
         delete_children(
             ctx,
             &arm,
@@ -259,15 +329,121 @@ impl Action for EnsureRoleAssignment {
     }
 }
 
-fn role_spec(input: &RoleInput, principal: &str) -> roles::RoleAssignmentSpec {
+fn role_spec(input: &RoleInput, scope: &str, principal: &str) -> roles::RoleAssignmentSpec {
     roles::RoleAssignmentSpec {
-        scope: input.scope.clone(),
+        scope: scope.to_string(),
         name: crate::azure::names::role_assignment_name(
             &input.owner.infra_id,
             &input.component,
-            &input.scope,
+            scope,
         ),
-        role_definition_id: roles::role_definition_id(&input.scope, &input.role),
+        role_definition_id: roles::role_definition_id(scope, &input.role),
         principal_id: principal.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// One bring-your-own identity, resolved from its client id.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ResolvedIdentity {
+    /// ARM id of the user-assigned identity.
+    pub id: String,
+    /// Client (application) id, as given.
+    pub client_id: String,
+    /// Principal (object) id: what role assignments name.
+    pub principal_id: String,
+}
+
+/// Input of `azure.identities.resolve`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ResolveInput {
+    /// Azure target.
+    pub azure: AzureEnv,
+    /// Subscription whose user-assigned identities are listed.
+    pub subscription: String,
+    /// Component → client id (from the workload-identities file).
+    pub client_ids: BTreeMap<String, String>,
+}
+
+/// Output: component → identity.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ResolvedIdentities {
+    /// Component → identity.
+    pub identities: BTreeMap<String, ResolvedIdentity>,
+    /// Ledger: each identity, read only (bring-your-own: never deleted).
+    #[serde(default)]
+    pub ledger: Vec<LedgerRecord>,
+}
+
+/// `azure.identities.resolve`: the principal id of each bring-your-own workload identity,
+/// found by listing the subscription's user-assigned identities (`properties.clientId` →
+/// `properties.principalId`; no Graph call). Read only; a client id that matches no
+/// identity fails for good, naming the component and the client id.
+///
+/// HyperShift resolves client ids with Microsoft Graph instead (openshift/hypershift
+/// `cmd/infra/azure/rbac.go` `getObjectIDFromClientID`) and assigns the roles only with
+/// `--assign-identity-roles` (`cmd/infra/azure/create.go` `handleIdentitiesAndRBAC`).
+#[derive(Clone, Debug)]
+pub struct ResolveIdentities(pub Arc<Clients>);
+
+impl Action for ResolveIdentities {
+    const NAME: &'static str = "azure.identities.resolve";
+    const HAS_UNDO: bool = false;
+    type Input = ResolveInput;
+    type Output = ResolvedIdentities;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    async fn run(
+        &self,
+        _ctx: &StepContext,
+        input: ResolveInput,
+    ) -> Result<Outcome<ResolvedIdentities>, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let path = format!(
+            "/subscriptions/{}/providers/Microsoft.ManagedIdentity/userAssignedIdentities",
+            input.subscription
+        );
+        let listed = arm.list_values(&path, API_MSI).await?;
+        let mut identities = BTreeMap::new();
+        let mut ledger = Vec::new();
+        for (component, client_id) in &input.client_ids {
+            let found = listed.iter().find(|v| {
+                v.pointer("/properties/clientId")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|c| c.eq_ignore_ascii_case(client_id))
+            });
+            let resolved = found.and_then(|v| {
+                Some(ResolvedIdentity {
+                    id: v.get("id")?.as_str()?.to_string(),
+                    client_id: client_id.clone(),
+                    principal_id: v.pointer("/properties/principalId")?.as_str()?.to_string(),
+                })
+            });
+            let Some(r) = resolved else {
+                return Err(StepError::permanent(
+                    hcp_runtime::error::kind::VALIDATION,
+                    format!(
+                        "identities.existing.file: the {component} identity's client id {client_id} matches no user-assigned identity in subscription {}: \
+                         fix the client id in the workload-identities file, or create the identity in that subscription \
+                         (its role assignments need its principal id)",
+                        input.subscription
+                    ),
+                )
+                .with_code("IdentityNotFound"));
+            };
+            ledger.push(record(
+                "Microsoft.ManagedIdentity/userAssignedIdentities",
+                &r.id,
+                LedgerAction::Adopted,
+                true,
+                Some("bring-your-own identity: read only, never deleted".into()),
+            ));
+            identities.insert(component.clone(), r);
+        }
+        Ok(Outcome::Done(ResolvedIdentities { identities, ledger }))
     }
 }

@@ -17,9 +17,12 @@
 
 pub mod arm;
 pub mod cluster;
+pub mod dns;
 pub mod env;
+pub mod hypershift_link;
 pub mod identity;
 pub mod private_link;
+pub mod shared_group;
 
 pub use env::{AzureEnv, Clients, MgmtEnv, Owner, Reach};
 
@@ -73,7 +76,20 @@ pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError>
         DeleteObject
     );
     use identity::*;
-    reg!(EnsureFederatedCredentials, EnsureRoleAssignment);
+    reg!(
+        EnsureFederatedCredentials,
+        EnsureRoleAssignment,
+        ResolveIdentities
+    );
+    use dns::*;
+    reg!(FindPublicZone, DeleteDnsScopeRoleAssignment);
+    use hypershift_link::*;
+    reg!(
+        WaitHyperShiftPls,
+        WaitHyperShiftEndpoint,
+        ReleaseHyperShiftLink,
+        VerifyHyperShiftLinkGone
+    );
     use private_link::*;
     reg!(
         EnsureNatSubnet,

@@ -110,6 +110,7 @@ impl Action for EnsureNatSubnet {
             tagged: false,
             persistent: false,
             byo: false,
+            shared: false,
         };
         ensure_resource(ctx, &arm, &r).await
     }
@@ -121,16 +122,38 @@ impl Action for EnsureNatSubnet {
         output: Option<ResourceOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let arm = self.0.arm(&input.azure).await?;
+        let id = format!("{}/subnets/{}", input.vnet_id, input.name);
+        // Ours (journaled before its PUT) but still used by a PLS's NAT IP configuration
+        // (HyperShift's PLS goes with its finalizers, and HyperShift never deletes this
+        // subnet itself): wait rather than have Azure refuse the delete.
+        let journaled = super::arm::ChildrenJournal::of_undo(ctx)?.is_some_and(|j| j.lists(&id));
+        if journaled
+            && let Some(subnet) = arm.get_value(&id, API_NETWORK).await?
+            && let Some(users) = subnet
+                .pointer("/properties/ipConfigurations")
+                .and_then(Value::as_array)
+                .filter(|a| !a.is_empty())
+        {
+            let users: Vec<&str> = users
+                .iter()
+                .filter_map(|u| u.get("id").and_then(Value::as_str))
+                .collect();
+            return Ok(ctx.undo_wait(
+                self.0.poll(),
+                format!("NAT subnet {id} is still used by {}", users.join(", ")),
+            ));
+        }
         let r = ResourceInput {
             azure: input.azure.clone(),
             owner: input.owner.clone(),
             resource_type: SUBNET_TYPE.into(),
-            id: format!("{}/subnets/{}", input.vnet_id, input.name),
+            id,
             api: API_NETWORK.into(),
             body: Value::Null,
             tagged: false,
             persistent: false,
             byo: false,
+            shared: false,
         };
         remove_resource(ctx, &arm, &r, output.as_ref()).await
     }
@@ -241,6 +264,7 @@ impl Action for EnsurePrivateLinkService {
             tagged: true,
             persistent: false,
             byo: false,
+            shared: false,
         };
         ensure_resource(ctx, &arm, &r).await
     }
@@ -482,6 +506,7 @@ fn pe_resource(input: &PeInput, pls_id: &str, name: &str) -> ResourceInput {
         tagged: true,
         persistent: false,
         byo: false,
+        shared: false,
     }
 }
 

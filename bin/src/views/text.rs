@@ -279,6 +279,12 @@ pub fn show(d: &RunDetail) -> String {
                 r.id,
                 if r.persistent { " (persistent)" } else { "" }
             );
+            // Why something was left in place is the one thing a reader must not guess.
+            if r.action == "kept"
+                && let Some(note) = r.note.as_deref().filter(|n| !n.is_empty())
+            {
+                let _ = writeln!(o, "      kept because: {note}");
+            }
         }
     }
     if !d.commands.is_empty() {

@@ -438,6 +438,141 @@ pub(crate) fn list_groups(ctx: &mut Ctx<'_>, req: &Req, sub: &str) -> Result<Res
     Ok(page(ctx, req, values))
 }
 
+/// The generic resource list: `Resources_ListByResourceGroup`
+/// (`GET /subscriptions/{s}/resourceGroups/{g}/resources`) and `Resources_List`
+/// (`GET /subscriptions/{s}/resources`), modelled on
+/// `specification/resources/resource-manager/Microsoft.Resources/stable/2021-04-01/resources.json`
+/// in Azure/azure-rest-api-specs. Only top-level (tracked) resources are listed, as
+/// `GenericResourceExpanded` (`id`, `name`, `type`, `location`, `tags`); child and
+/// extension resources (subnets, record sets, role assignments) are not. `$filter`
+/// supports what ARM documents for it: `tagName eq 'k'` (optionally `and tagValue eq 'v'`),
+/// `resourceType eq 'ns/type'` and `name eq 'n'`; anything else answers 400 like ARM.
+pub(crate) fn list_resources(
+    ctx: &mut Ctx<'_>,
+    req: &Req,
+    sub: &str,
+    rg: Option<&str>,
+) -> Result<Response, ArmError> {
+    let sub_key = format!("/subscriptions/{}", sub.to_ascii_lowercase());
+    let rg_key = rg.map(|g| format!("{sub_key}/resourcegroups/{}", g.to_ascii_lowercase()));
+    if let (Some(k), Some(g)) = (&rg_key, rg)
+        && !ctx.st.arm.contains_key(k)
+    {
+        return Err(ArmError::new(
+            404,
+            "ResourceGroupNotFound",
+            format!("Resource group '{g}' could not be found."),
+        ));
+    }
+    let filter = GenericFilter::parse(req.q("$filter"))?;
+    let group_prefix = format!("{sub_key}/resourcegroups/");
+    let mut items: Vec<&ArmResource> = ctx
+        .st
+        .arm
+        .values()
+        .filter(|r| r.rtype != types::RG && r.rtype != types::ROLE)
+        .filter(|r| match &rg_key {
+            // Top-level: its parent is the group itself.
+            Some(k) => &r.parent == k,
+            None => {
+                r.parent.starts_with(&group_prefix) && !r.parent[group_prefix.len()..].contains('/')
+            }
+        })
+        .filter(|r| filter.matches(r))
+        .collect();
+    items.sort_by_key(|r| r.created_seq);
+    let values: Vec<Value> = items
+        .iter()
+        .map(|r| {
+            let mut v = json!({"id": r.id, "name": r.name, "type": r.rtype});
+            if let Some(l) = r.body.get("location") {
+                v["location"] = l.clone();
+            }
+            v["tags"] = r.body.get("tags").cloned().unwrap_or_else(|| json!({}));
+            v
+        })
+        .collect();
+    Ok(page(ctx, req, values))
+}
+
+/// The `$filter` forms of the generic resource list the simulator understands.
+#[derive(Default)]
+struct GenericFilter {
+    tag_name: Option<String>,
+    tag_value: Option<String>,
+    rtype: Option<String>,
+    name: Option<String>,
+}
+
+impl GenericFilter {
+    fn parse(f: Option<&str>) -> Result<Self, ArmError> {
+        let mut out = Self::default();
+        let Some(f) = f.map(str::trim).filter(|f| !f.is_empty()) else {
+            return Ok(out);
+        };
+        for clause in f.split(" and ") {
+            let clause = clause.trim();
+            let Some((key, value)) = clause.split_once(" eq ") else {
+                return Err(invalid_filter(f));
+            };
+            let value = value.trim();
+            let Some(value) = value
+                .strip_prefix('\'')
+                .and_then(|v| v.strip_suffix('\''))
+                .map(str::to_string)
+            else {
+                return Err(invalid_filter(f));
+            };
+            match key.trim().to_ascii_lowercase().as_str() {
+                "tagname" => out.tag_name = Some(value),
+                "tagvalue" => out.tag_value = Some(value),
+                "resourcetype" => out.rtype = Some(value),
+                "name" => out.name = Some(value),
+                _ => return Err(invalid_filter(f)),
+            }
+        }
+        if out.tag_value.is_some() && out.tag_name.is_none() {
+            return Err(invalid_filter(f));
+        }
+        Ok(out)
+    }
+
+    fn matches(&self, r: &ArmResource) -> bool {
+        let tag_ok = match &self.tag_name {
+            None => true,
+            Some(k) => {
+                let tags = r.body.get("tags").and_then(Value::as_object);
+                let found = tags.and_then(|t| {
+                    t.iter()
+                        .find(|(tk, _)| tk.eq_ignore_ascii_case(k))
+                        .map(|(_, v)| v)
+                });
+                match (&self.tag_value, found) {
+                    (_, None) => false,
+                    (None, Some(_)) => true,
+                    (Some(want), Some(v)) => v.as_str() == Some(want.as_str()),
+                }
+            }
+        };
+        tag_ok
+            && self
+                .rtype
+                .as_ref()
+                .is_none_or(|t| t.eq_ignore_ascii_case(&r.rtype))
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|n| n.eq_ignore_ascii_case(&r.name))
+    }
+}
+
+fn invalid_filter(f: &str) -> ArmError {
+    ArmError::bad_request(
+        "InvalidFilterInQueryString",
+        format!("Invalid $filter '{f}' specified in the query string."),
+    )
+}
+
 /// One page of `values` (`$skipToken` = offset), with `nextLink` when more remain.
 fn page(ctx: &Ctx<'_>, req: &Req, values: Vec<Value>) -> Response {
     let size = ctx.cfg().list_page_size;

@@ -87,6 +87,7 @@ impl Ctx<'_> {
 pub(crate) fn classify_type(req: &Req) -> Option<String> {
     match path::parse(&req.segments, req.method == Method::POST).ok()? {
         path::Target::RgList { .. } => Some(types::RG.to_string()),
+        path::Target::GenericList { .. } => Some("Microsoft.Resources/resources".to_string()),
         path::Target::Resource(r) | path::Target::Action { res: r, .. } => {
             Some(r.spec.rtype.to_string())
         }
@@ -206,6 +207,9 @@ async fn handle_inner(
             },
         ) => handlers::list(&mut ctx, req, &sub, rg.as_deref(), &parent, spec),
         (&Method::GET, path::Target::RgList { sub }) => handlers::list_groups(&mut ctx, req, &sub),
+        (&Method::GET, path::Target::GenericList { sub, rg }) => {
+            handlers::list_resources(&mut ctx, req, &sub, rg.as_deref())
+        }
         (&Method::POST, path::Target::Action { res, action }) => {
             handlers::action(&mut ctx, &res, &action)
         }
@@ -228,7 +232,7 @@ fn check_api_version(req: &Req, target: &path::Target) -> Result<(), ArmError> {
         ));
     };
     let (ok, rtype, supported) = match target {
-        path::Target::RgList { .. } => {
+        path::Target::RgList { .. } | path::Target::GenericList { .. } => {
             let s = types::lookup(types::RG);
             (
                 s.is_some_and(|s| s.api_versions.contains(&v)),
@@ -297,4 +301,72 @@ pub(crate) fn inventory(st: &State) -> Vec<InventoryItem> {
 /// Creates the management resource group and VNet the operator and PLS stage rely on.
 pub(crate) fn seed_management(sim: &Simulator, st: &mut State, now: u64) {
     store::seed_management(sim, st, now);
+}
+
+/// An ARM call made by a simulated controller (HyperShift's operators calling Azure with
+/// their own credentials) from the ticker, with the state already locked: the same
+/// handlers as an HTTP request, logged in the request log with `actor`. `path_and_query`
+/// is an ARM path with `?api-version=…`. Returns the HTTP status of the answer.
+pub(crate) fn internal_call(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    actor: &str,
+    method: Method,
+    path_and_query: &str,
+    body: Option<&Value>,
+) -> Result<u16, ArmError> {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let req = Req {
+        method: method.clone(),
+        path: path.to_string(),
+        path_and_query: path_and_query.to_string(),
+        segments: path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+        query: query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        headers: axum::http::HeaderMap::new(),
+        body: body
+            .map(|b| axum::body::Bytes::from(serde_json::to_vec(b).unwrap_or_default()))
+            .unwrap_or_default(),
+        host: "management.azure.com".to_string(),
+    };
+    let result = (|| {
+        let target = path::parse(&req.segments, false)
+            .map_err(|_| ArmError::new(404, "NotFound", format!("not an ARM path: {path}")))?;
+        check_api_version(&req, &target)?;
+        let path::Target::Resource(r) = target else {
+            return Err(ArmError::new(405, "MethodNotAllowed", "resources only"));
+        };
+        let mut ctx = Ctx { sim, st, now };
+        let resp = match method {
+            Method::PUT => handlers::put(&mut ctx, &req, &r, None)?,
+            Method::DELETE => handlers::delete(&mut ctx, &req, &r, None)?,
+            _ => handlers::get(&mut ctx, &req, &r)?,
+        };
+        Ok(resp.status().as_u16())
+    })();
+    let (status, code) = match &result {
+        Ok(s) => (*s, None),
+        Err(e) => (e.status, Some(e.code.clone())),
+    };
+    let seq = sim.next_request_seq();
+    let mut log = lock(&sim.inner.log);
+    log.push(crate::sim::RequestRecord {
+        seq,
+        method: method.to_string(),
+        path: path_and_query.to_string(),
+        status,
+        error_code: code,
+        actor: Some(actor.to_string()),
+    });
+    result
 }

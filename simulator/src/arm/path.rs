@@ -41,6 +41,12 @@ pub(crate) enum Target {
     RgList {
         sub: String,
     },
+    /// The generic resource list (`/subscriptions/{s}/resources`,
+    /// `/subscriptions/{s}/resourceGroups/{g}/resources`): every top-level resource.
+    GenericList {
+        sub: String,
+        rg: Option<String>,
+    },
     Resource(ResId),
     /// Items of `spec` directly under `parent` (a scope or a parent resource).
     Collection {
@@ -84,6 +90,9 @@ pub(crate) fn parse(segs: &[String], post: bool) -> Result<Target, PathError> {
     if segs.len() == 2 {
         return Err(PathError::NotFound);
     }
+    if segs.len() == 3 && eq(&segs[2], "resources") {
+        return Ok(Target::GenericList { sub, rg: None });
+    }
     if eq(&segs[i], "resourcegroups") {
         let Some(name) = segs.get(i + 1) else {
             return Ok(Target::RgList { sub });
@@ -91,6 +100,9 @@ pub(crate) fn parse(segs: &[String], post: bool) -> Result<Target, PathError> {
         rg = Some(name.clone());
         scope = format!("/subscriptions/{sub}/resourceGroups/{name}");
         i += 2;
+        if i + 1 == segs.len() && eq(&segs[i], "resources") {
+            return Ok(Target::GenericList { sub, rg });
+        }
         if i == segs.len() {
             let spec = types::lookup(types::RG).ok_or(PathError::NotFound)?;
             return Ok(Target::Resource(ResId {
@@ -193,8 +205,8 @@ pub(crate) fn parse(segs: &[String], post: bool) -> Result<Target, PathError> {
                     });
                 }
                 Some(name) => {
-                    // Private DNS record set names are case-insensitive and stored lower-case.
-                    let name = if spec.rtype == types::AREC {
+                    // DNS record set names are case-insensitive and stored lower-case.
+                    let name = if spec.rtype == types::AREC || spec.rtype == types::PUBLIC_AREC {
                         name.to_ascii_lowercase()
                     } else {
                         name.clone()

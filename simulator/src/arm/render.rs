@@ -135,6 +135,20 @@ pub(crate) fn render(sim: &Simulator, st: &State, r: &ArmResource, expand_nics: 
                 json!(with_reg),
             );
         }
+        types::PUBLIC_ZONE => {
+            let records = store::children(st, &key, types::PUBLIC_AREC).len();
+            // +2: the SOA and NS record sets every public zone has.
+            props(&mut v).insert("numberOfRecordSets".into(), json!(records + 2));
+        }
+        types::PUBLIC_AREC => {
+            let zone = r.parent.rsplit('/').next().unwrap_or_default();
+            let fqdn = if r.name == "@" {
+                format!("{zone}.")
+            } else {
+                format!("{}.{zone}.", r.name)
+            };
+            props(&mut v).insert("fqdn".into(), json!(fqdn));
+        }
         types::LINK => {
             let state = if r.prov == Prov::Succeeded {
                 "Completed"

@@ -60,6 +60,15 @@ const NET: &[&str] = &[
     "2023-05-01",
 ];
 const DNS: &[&str] = &["2024-06-01", "2020-06-01", "2020-01-01", "2018-09-01"];
+/// Public Azure DNS (`Microsoft.Network/dnszones`): 2018-05-01 is the stable swagger
+/// (`specification/dns/resource-manager/Microsoft.Network/stable/2018-05-01/dns.json`) and
+/// what HyperShift's `armdns` v1.2.0 sends.
+const PUBLIC_DNS: &[&str] = &[
+    "2018-05-01",
+    "2023-07-01-preview",
+    "2017-10-01",
+    "2017-09-01",
+];
 const MSI: &[&str] = &[
     "2024-11-30",
     "2023-01-31",
@@ -123,6 +132,10 @@ pub(crate) const NIC: &str = "Microsoft.Network/networkInterfaces";
 pub(crate) const ZONE: &str = "Microsoft.Network/privateDnsZones";
 pub(crate) const LINK: &str = "Microsoft.Network/privateDnsZones/virtualNetworkLinks";
 pub(crate) const AREC: &str = "Microsoft.Network/privateDnsZones/A";
+/// A public DNS zone (its name is the domain, e.g. `example.com`).
+pub(crate) const PUBLIC_ZONE: &str = "Microsoft.Network/dnszones";
+/// An A record set of a public DNS zone (`properties.ARecords`, `properties.TTL`).
+pub(crate) const PUBLIC_AREC: &str = "Microsoft.Network/dnszones/A";
 
 pub(crate) static TYPES: &[TypeSpec] = &[
     TypeSpec {
@@ -280,6 +293,25 @@ pub(crate) static TYPES: &[TypeSpec] = &[
         true,
     ),
     spec(AREC, DNS, PutMode::Sync, DelMode::Sync, false, false, true),
+    // Public zones: PUT answers 200/201 with the zone; DELETE is long-running.
+    spec(
+        PUBLIC_ZONE,
+        PUBLIC_DNS,
+        PutMode::Sync,
+        DelMode::Async,
+        false,
+        true,
+        true,
+    ),
+    spec(
+        PUBLIC_AREC,
+        PUBLIC_DNS,
+        PutMode::Sync,
+        DelMode::Sync,
+        true,
+        false,
+        true,
+    ),
 ];
 
 /// Looks a type up by its case-insensitive full name.

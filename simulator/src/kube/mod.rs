@@ -139,7 +139,38 @@ pub(crate) static KINDS: &[Kind] = &[
         namespaced: true,
         status_sub: true,
     },
+    // The HyperShift operator's own Deployment (`hypershift/operator`), whose args say how
+    // it was installed (`--private-platform`).
+    Kind {
+        group: APPS,
+        version: "v1",
+        plural: "deployments",
+        kind: "Deployment",
+        namespaced: true,
+        status_sub: true,
+    },
+    // OpenShift's Route API: served only when the management cluster is OpenShift
+    // (`SimConfig::management_platform`); HyperShift's control-plane operator starts its
+    // private-link controllers only when it is (`setupPrivatePlatformControllers`).
+    Kind {
+        group: ROUTE,
+        version: "v1",
+        plural: "routes",
+        kind: "Route",
+        namespaced: true,
+        status_sub: true,
+    },
 ];
+
+pub(crate) const APPS: &str = "apps";
+pub(crate) const ROUTE: &str = "route.openshift.io";
+
+/// Whether this simulator serves `group` (the Route API only on an OpenShift management
+/// cluster).
+fn group_served(sim: &Simulator, group: &str) -> bool {
+    group != ROUTE
+        || sim.config().management_platform == crate::config::ManagementPlatform::OpenShift
+}
 
 /// The version served for a group.
 pub(crate) fn served_version(group: &str) -> &'static str {
@@ -192,13 +223,20 @@ pub(crate) fn parse(segs: &[String]) -> Option<KTarget> {
             ));
         }
         ["apis"] => {
+            let mut groups: Vec<Value> = Vec::new();
+            for k in KINDS.iter().filter(|k| !k.group.is_empty()) {
+                if groups.iter().any(|g| g["name"] == k.group) {
+                    continue;
+                }
+                let gv = format!("{}/{}", k.group, k.version);
+                groups.push(json!({
+                    "name": k.group,
+                    "versions": [{"groupVersion": gv, "version": k.version}],
+                    "preferredVersion": {"groupVersion": gv, "version": k.version},
+                }));
+            }
             return Some(KTarget::Discovery(json!({
-                "kind": "APIGroupList", "apiVersion": "v1",
-                "groups": [{
-                    "name": HYPERSHIFT,
-                    "versions": [{"groupVersion": format!("{HYPERSHIFT}/v1beta1"), "version": "v1beta1"}],
-                    "preferredVersion": {"groupVersion": format!("{HYPERSHIFT}/v1beta1"), "version": "v1beta1"},
-                }],
+                "kind": "APIGroupList", "apiVersion": "v1", "groups": groups,
             })));
         }
         ["api", v, rest @ ..] => ("", *v, rest),
@@ -287,7 +325,25 @@ pub(crate) fn classify_type(req: &Req) -> Option<String> {
 }
 
 pub(crate) async fn handle(sim: &Simulator, req: &Req) -> Response {
-    let Some(target) = parse(&req.segments) else {
+    let target = parse(&req.segments).and_then(|t| match t {
+        KTarget::Collection { kind, .. } | KTarget::Object { kind, .. }
+            if !group_served(sim, kind.group) =>
+        {
+            None
+        }
+        KTarget::Discovery(mut v) => {
+            if let Some(groups) = v.get_mut("groups").and_then(Value::as_array_mut) {
+                groups.retain(|g| g["name"].as_str().is_none_or(|n| group_served(sim, n)));
+            }
+            let hidden = v["groupVersion"]
+                .as_str()
+                .and_then(|gv| gv.split_once('/'))
+                .is_some_and(|(g, _)| !group_served(sim, g));
+            (!hidden).then_some(KTarget::Discovery(v))
+        }
+        t => Some(t),
+    });
+    let Some(target) = target else {
         return status_response(
             404,
             "NotFound",
@@ -400,6 +456,47 @@ pub(crate) fn seed_namespaces(sim: &Simulator, st: &mut State, now: u64) {
         store::create(sim, st, now, kind, "", obj);
     }
     st.kube_history_floor = 0;
+}
+
+/// The HyperShift operator's Deployment `hypershift/operator`, with the args of this
+/// simulator's install (`--private-platform=Azure` or none; as `hypershift install`
+/// renders them: `hypershift-operator/.../install/assets` passes `--private-platform`).
+/// Created at a fresh start, and brought in line with the configuration at every start
+/// (a restarted simulator with other flags is a reinstalled operator).
+pub(crate) fn seed_operator_deployment(sim: &Simulator, st: &mut State, now: u64) {
+    let Some(kind) = kind_by_key("apps/deployments") else {
+        return;
+    };
+    let mut args = vec![
+        "run".to_string(),
+        "--namespace=$(MY_NAMESPACE)".to_string(),
+        "--pod-name=$(MY_NAME)".to_string(),
+        "--metrics-addr=:9000".to_string(),
+    ];
+    if sim.config().private_platform == crate::config::PrivatePlatform::Azure {
+        args.push("--private-platform=Azure".to_string());
+    }
+    let containers = json!([{"name": "operator", "image": "quay.io/hypershift/hypershift-operator:4.22", "command": ["/usr/bin/hypershift-operator"], "args": args}]);
+    match store::get(st, "apps/deployments", "hypershift", "operator").cloned() {
+        Some(mut existing) => {
+            if existing.pointer("/spec/template/spec/containers") != Some(&containers) {
+                existing["spec"]["template"]["spec"]["containers"] = containers;
+                store::update(sim, st, kind, "hypershift", existing);
+            }
+        }
+        None => {
+            let obj = json!({
+                "metadata": {"name": "operator", "labels": {"app": "operator", "hypershift.openshift.io/operator-component": "operator"}},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "operator"}},
+                    "template": {"metadata": {"labels": {"app": "operator"}}, "spec": {"containers": containers}},
+                },
+                "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1},
+            });
+            store::create(sim, st, now, kind, "hypershift", obj);
+        }
+    }
 }
 
 /// Finishes namespace deletions: objects inside are deleted (honouring their finalizers)

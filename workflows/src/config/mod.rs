@@ -33,8 +33,9 @@ pub use files::{IdentityComponent, WorkloadIdentities, WorkloadIdentity};
 pub use model::{
     AuthMode, Cloud, CloudEndpoints, ClusterConfig, CustomCloud, DEFAULT_OIDC_CONTAINER,
     DEFAULT_OS_DISK_SIZE_GIB, DEFAULT_SUBNET_CIDR, DEFAULT_VM_SIZE, DEFAULT_VNET_CIDR, Identities,
-    IdentitiesCreate, IdentitiesExisting, ManagementCluster, NatSubnet, Network, NetworkCreate,
-    NetworkExisting, NodePool, OidcIssuer, OidcIssuerCreate, OidcIssuerExisting, Topology,
+    IdentitiesCreate, IdentitiesExisting, ImageGeneration, ImageType, ManagementCluster,
+    MarketplaceImage, NatSubnet, Network, NetworkCreate, NetworkExisting, NodePool, NodePoolImage,
+    OidcIssuer, OidcIssuerCreate, OidcIssuerExisting, PrivateLink, PrivateLinkManager, Topology,
     WaitBudgets,
 };
 pub use names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_storage_account, generate_infra_id};
@@ -139,6 +140,9 @@ fn resolve_paths(mut config: ClusterConfig, base_dir: &Path) -> ClusterConfig {
     config.ssh_key = resolve(&config.ssh_key);
     if let Identities::Existing(e) = &mut config.identities {
         e.file = resolve(&e.file);
+    }
+    if let OidcIssuer::Existing(e) = &mut config.oidc_issuer {
+        e.signing_key = resolve(&e.signing_key);
     }
     if let Some(k) = &config.management_cluster.kubeconfig {
         config.management_cluster.kubeconfig = Some(resolve(k));

@@ -71,6 +71,15 @@ pub struct ClusterConfig {
     #[schemars(length(min = 1, max = 253))]
     pub base_domain: String,
 
+    /// Resource group of the existing public Azure DNS zone named exactly `baseDomain`, in
+    /// `subscription` (HyperShift's `--dns-zone-rg-name`). The zone is required: its id
+    /// becomes the HostedCluster's `spec.dns.publicZoneID`, and the ingress identity gets
+    /// its role on this group. Default: the zone is looked up among the subscription's DNS
+    /// zones. Never written or deleted by hcp-workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 90))]
+    pub dns_zone_resource_group: Option<String>,
+
     /// OpenShift release image, e.g. `quay.io/openshift-release-dev/ocp-release:4.22.0-multi`
     /// or a `@sha256:` digest reference.
     #[schemars(length(min = 1))]
@@ -84,6 +93,9 @@ pub struct ClusterConfig {
     pub release_version: Option<String>,
 
     /// Resource group that holds the resources outliving a cluster (identities, OIDC issuer).
+    /// Shared by many clusters (HyperShift's `os4-common`): an existing group is adopted (one
+    /// you made is never deleted); `delete-cluster --purge-persistent` removes this cluster's
+    /// resources from it, and the group itself only once nothing else is inside.
     /// Azure rules: 1–90 letters, digits, `-`, `_`, `.`, `(`, `)`; not ending in `.`.
     #[schemars(length(min = 1, max = 90))]
     pub persistent_resource_group: String,
@@ -128,6 +140,11 @@ pub struct ClusterConfig {
     #[schemars(inner(regex(pattern = UUID_PATTERN)))]
     pub allowed_subscriptions: Vec<String>,
 
+    /// Who makes the private link (Private Link Service, Private Endpoint, private DNS) of
+    /// a `Private` or `PublicAndPrivate` cluster. Default: `managedBy: auto`.
+    #[serde(default, skip_serializing_if = "PrivateLink::is_default")]
+    pub private_link: PrivateLink,
+
     /// Path to the pull secret (a JSON object with an `auths` object). Read at use time,
     /// never copied into the journal or outputs.
     pub pull_secret: PathBuf,
@@ -151,8 +168,9 @@ pub struct ClusterConfig {
 pub enum OidcIssuer {
     /// Create a storage account + container serving the discovery document and JWKS.
     Create(OidcIssuerCreate),
-    /// Use an issuer that already serves the documents (its signing key is then provided
-    /// out of band; hcp-workflow does not create one).
+    /// Use an issuer that already serves the documents. Its private signing key is given
+    /// as a file (`signingKey`) and stored in the cluster's service-account signing key
+    /// Secret instead of a generated one; its `kid` must be in the issuer's JWKS.
     Existing(OidcIssuerExisting),
 }
 
@@ -195,6 +213,13 @@ pub struct OidcIssuerExisting {
     /// of the tokens exactly).
     #[schemars(extend("format" = "uri"))]
     pub url: String,
+
+    /// Path to the issuer's private signing key: a PEM RSA private key (`RSA PRIVATE KEY`
+    /// or `PRIVATE KEY`), HyperShift's `--sa-token-issuer-private-key-path`. Stored in the
+    /// service-account signing key Secret (key `key`); its key id (base64url SHA-256 of
+    /// the public key) must be published in `<url>/openid/v1/jwks`. Read at use time,
+    /// never copied into the journal or outputs.
+    pub signing_key: PathBuf,
 }
 
 /// Where the workload identities come from.
@@ -297,6 +322,53 @@ impl Topology {
     }
 }
 
+/// Who makes the private link.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PrivateLink {
+    /// `hypershift`: the HyperShift operator was installed with `--private-platform Azure`;
+    /// its controllers make the PLS (`pls-<clusterID>`), the PE (`private-router-pe`) and
+    /// the zone `<name>.hypershift.local`, and hcp-workflow waits for them, records them
+    /// as HyperShift's, and before deleting the HostedCluster rejects and removes every
+    /// connection HyperShift's own endpoint did not make. `hcp-workflow`: the operator runs
+    /// without that flag, and hcp-workflow makes and deletes them itself. `auto` (default):
+    /// read the operator Deployment `hypershift/operator`'s args before anything is
+    /// journaled; the run records the resolved mode. A mode that contradicts the
+    /// operator's install is refused before journaling.
+    #[serde(default)]
+    pub managed_by: PrivateLinkManager,
+}
+
+impl PrivateLink {
+    fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// `privateLink.managedBy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrivateLinkManager {
+    /// Decide from the HyperShift operator's `--private-platform` flag.
+    #[default]
+    Auto,
+    /// HyperShift's own controllers (operator flag `--private-platform Azure`).
+    Hypershift,
+    /// hcp-workflow (operator without the flag).
+    HcpWorkflow,
+}
+
+impl PrivateLinkManager {
+    /// The config value (`auto`, `hypershift`, `hcp-workflow`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Hypershift => "hypershift",
+            Self::HcpWorkflow => "hcp-workflow",
+        }
+    }
+}
+
 /// The management cluster, where HyperShift's operator runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -371,6 +443,90 @@ pub struct NodePool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["1", "2", "3"]))]
     pub zone: Option<String>,
+
+    /// Boot image, as HyperShift's `AzureVMImage`: `{type: AzureMarketplace,
+    /// azureMarketplace: {publisher, offer, sku, version}}` or `{type: ImageID, imageID:
+    /// <ARM id>}`. Default (OpenShift 4.20 and newer): the Gen2 RHCOS marketplace image of
+    /// the release, filled in by HyperShift's NodePool controller (`azureMarketplace:
+    /// {imageGeneration: Gen1}` picks Gen1). Required before 4.20, with all of publisher,
+    /// offer, sku and version or an image id (RHCOS SKUs: `aro_4NN` is Gen1, `4NN-v2`
+    /// Gen2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<NodePoolImage>,
+}
+
+/// A node pool's boot image (HyperShift's `AzureVMImage`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodePoolImage {
+    /// `AzureMarketplace` or `ImageID`.
+    #[serde(rename = "type")]
+    pub image_type: ImageType,
+    /// ARM id of a managed image or gallery image version; required with `type: ImageID`,
+    /// forbidden otherwise.
+    #[serde(rename = "imageID", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub image_id: Option<String>,
+    /// The marketplace image; only with `type: AzureMarketplace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure_marketplace: Option<MarketplaceImage>,
+}
+
+/// Kinds of boot image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ImageType {
+    /// An Azure Marketplace image.
+    AzureMarketplace,
+    /// A managed image or gallery image version, by ARM id.
+    #[serde(rename = "ImageID")]
+    ImageId,
+}
+
+/// An Azure Marketplace image (HyperShift's `AzureMarketplaceImage`): publisher, offer,
+/// sku and version all set, or none of them (release default, 4.20 and newer).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MarketplaceImage {
+    /// Publisher, 3–50 of `[a-z0-9-_]`, starting with a letter or digit (RHCOS:
+    /// `azureopenshift`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9-_]{2,49}$"))]
+    pub publisher: Option<String>,
+    /// Offer (RHCOS: `aro4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub offer: Option<String>,
+    /// SKU, `[a-z0-9-_]+` (RHCOS 4.NN: `aro_4NN` Gen1, `4NN-v2` Gen2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9-_]+$"))]
+    pub sku: Option<String>,
+    /// `Major.Minor.Build` or `latest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+\.[0-9]+$|^latest$"))]
+    pub version: Option<String>,
+    /// `Gen1` or `Gen2` (default `Gen2`): which generation HyperShift picks from the
+    /// release when publisher, offer, sku and version are omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_generation: Option<ImageGeneration>,
+}
+
+/// Hyper-V generation of a marketplace image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ImageGeneration {
+    /// Generation 1.
+    Gen1,
+    /// Generation 2 (HyperShift's default).
+    Gen2,
+}
+
+impl ImageGeneration {
+    /// The CRD value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageGeneration::Gen1 => "Gen1",
+            ImageGeneration::Gen2 => "Gen2",
+        }
+    }
 }
 
 /// How hcp-workflow authenticates to Azure.

@@ -9,7 +9,8 @@ use super::arm_id::{ArmKind, ArmResourceId};
 use super::error::{ConfigError, FileError};
 use super::files;
 use super::model::{
-    Cloud, ClusterConfig, Identities, ManagementCluster, NatSubnet, Network, NodePool, OidcIssuer,
+    Cloud, ClusterConfig, Identities, ImageType, ManagementCluster, NatSubnet, Network, NodePool,
+    OidcIssuer,
 };
 use super::names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID};
 use super::regions;
@@ -162,13 +163,32 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
         "resource-group-name",
         check_resource_group(&config.persistent_resource_group),
     );
+    if let Some(rg) = &config.dns_zone_resource_group {
+        r.check(
+            "dnsZoneResourceGroup",
+            "resource-group-name",
+            check_resource_group(rg),
+        );
+    }
     check_oidc(&mut r, &config.oidc_issuer);
     check_identities(&mut r, &config.identities);
     check_network(&mut r, &config.network);
     check_management(&mut r, config);
     check_node_pools(&mut r, &config.node_pools);
+    if image_valid {
+        check_node_pool_images(&mut r, config);
+    }
     for (i, s) in config.allowed_subscriptions.iter().enumerate() {
         r.check(&format!("allowedSubscriptions[{i}]"), "uuid", check_uuid(s));
+    }
+    if config.private_link.managed_by == crate::config::PrivateLinkManager::Hypershift
+        && !config.topology.uses_private_link()
+    {
+        r.push(
+            "privateLink.managedBy",
+            "private-link-mode",
+            "`hypershift` names who makes the private link, and topology Public has none: use topology Private or PublicAndPrivate, or remove privateLink",
+        );
     }
     r.check_file("pullSecret", "pull-secret", &config.pull_secret, |b| {
         files::check_pull_secret(b).map_err(|e| vec![e])
@@ -241,6 +261,24 @@ fn check_oidc(r: &mut Report<'_>, oidc: &OidcIssuer) {
                 "oidcIssuer.existing.url",
                 "https-url",
                 check_https_url(&e.url, true),
+            );
+            // The issuer's own key (HyperShift's `--sa-token-issuer-private-key-path`),
+            // parsed by the same code that later stores it; messages never quote the key.
+            r.check_file(
+                "oidcIssuer.existing.signingKey",
+                "signing-key",
+                &e.signing_key,
+                |b| {
+                    let text = std::str::from_utf8(b)
+                        .map_err(|_| vec!["is not a PEM text file".to_string()])?;
+                    hcp_activities::oidc::IssuerKey::from_private_pem(text)
+                        .map(|_| ())
+                        .map_err(|err| {
+                            vec![format!(
+                                "{err}: give the issuer's PEM RSA private key (`openssl genrsa` output or PKCS#8)"
+                            )]
+                        })
+                },
             );
         }
     }
@@ -493,6 +531,160 @@ fn check_node_pools(r: &mut Report<'_>, pools: &[NodePool]) {
             );
         }
     }
+}
+
+/// Each pool's boot image: HyperShift's `AzureVMImage` rules (the NodePool CRD's CEL
+/// validations), and an explicit image before OpenShift 4.20 — only from 4.20 on does the
+/// NodePool controller fill an empty marketplace image from the release payload
+/// (openshift/hypershift `hypershift-operator/controllers/nodepool/azure.go`
+/// `defaultAzureNodePoolImage`); before, it fails with "no Azure VM image configured".
+fn check_node_pool_images(r: &mut Report<'_>, config: &ClusterConfig) {
+    // A release too old for anything (reported by `check_release`) needs no image advice.
+    let Some(release) = config.release_minor().filter(|r| *r >= (4, 19)) else {
+        return;
+    };
+    let defaulted = release >= (4, 20);
+    for (i, p) in config.node_pools.iter().enumerate() {
+        let at = |field: &str| format!("nodePools[{i}].{field}");
+        let Some(image) = &p.image else {
+            if !defaulted {
+                r.push(
+                    at("image"),
+                    "required",
+                    format!(
+                        "required for release {}.{}: HyperShift fills the RHCOS marketplace image from the release only from 4.20 on; \
+                         give {{type: AzureMarketplace, azureMarketplace: {{publisher: azureopenshift, offer: aro4, sku: aro_4{m:02}, version: <x.y.z>}}}} \
+                         (Gen1; or sku 4{m:02}-v2 for Gen2) or {{type: ImageID, imageID: <ARM id>}}",
+                        release.0,
+                        release.1,
+                        m = release.1
+                    ),
+                );
+            }
+            continue;
+        };
+        match image.image_type {
+            ImageType::ImageId => {
+                match &image.image_id {
+                    None => r.push(
+                        at("image.imageID"),
+                        "required",
+                        "required with type ImageID (the ARM id of a managed image or gallery image version)",
+                    ),
+                    Some(id) if id.is_empty() || id.len() > 255 || !id.starts_with('/') => r.push(
+                        at("image.imageID"),
+                        "arm-id",
+                        format!("must be the ARM id of an image, at most 255 characters (got {id:?})"),
+                    ),
+                    Some(_) => {}
+                }
+                if image.azure_marketplace.is_some() {
+                    r.push(
+                        at("image.azureMarketplace"),
+                        "forbidden",
+                        "only with type AzureMarketplace",
+                    );
+                }
+            }
+            ImageType::AzureMarketplace => {
+                if image.image_id.is_some() {
+                    r.push(at("image.imageID"), "forbidden", "only with type ImageID");
+                }
+                let m = image.azure_marketplace.clone().unwrap_or_default();
+                let parts = [
+                    ("publisher", &m.publisher),
+                    ("offer", &m.offer),
+                    ("sku", &m.sku),
+                    ("version", &m.version),
+                ];
+                let given = parts.iter().filter(|(_, v)| v.is_some()).count();
+                if given == 0 && !defaulted {
+                    r.push(
+                        at("image.azureMarketplace"),
+                        "required",
+                        format!(
+                            "publisher, offer, sku and version are required for release {}.{}: the release default exists from 4.20 on",
+                            release.0, release.1
+                        ),
+                    );
+                } else if given != 0 && given != 4 {
+                    let missing: Vec<&str> = parts
+                        .iter()
+                        .filter(|(_, v)| v.is_none())
+                        .map(|(k, _)| *k)
+                        .collect();
+                    r.push(
+                        at("image.azureMarketplace"),
+                        "all-or-none",
+                        format!(
+                            "publisher, offer, sku and version must be all set or all omitted (missing: {})",
+                            missing.join(", ")
+                        ),
+                    );
+                }
+                if let Some(v) = &m.publisher
+                    && !is_marketplace_publisher(v)
+                {
+                    r.push(
+                        at("image.azureMarketplace.publisher"),
+                        "pattern",
+                        format!("must be 3–50 of [a-z0-9-_], starting with a letter or digit (got {v:?})"),
+                    );
+                }
+                if let Some(v) = &m.offer
+                    && !(1..=255).contains(&v.len())
+                {
+                    r.push(
+                        at("image.azureMarketplace.offer"),
+                        "length",
+                        "must be 1–255 characters",
+                    );
+                }
+                if let Some(v) = &m.sku
+                    && (v.is_empty()
+                        || v.len() > 255
+                        || !v.chars().all(|c| {
+                            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_'
+                        }))
+                {
+                    r.push(
+                        at("image.azureMarketplace.sku"),
+                        "pattern",
+                        format!("must be [a-z0-9-_]+ (got {v:?})"),
+                    );
+                }
+                if let Some(v) = &m.version
+                    && !is_marketplace_version(v)
+                {
+                    r.push(
+                        at("image.azureMarketplace.version"),
+                        "pattern",
+                        format!(
+                            "must be Major.Minor.Build (decimal numbers) or latest (got {v:?})"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn is_marketplace_publisher(s: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    (3..=50).contains(&s.len())
+        && s.chars().next().is_some_and(ok)
+        && s.chars().all(|c| ok(c) || c == '-' || c == '_')
+}
+
+fn is_marketplace_version(s: &str) -> bool {
+    s == "latest"
+        || (s.len() <= 32 && {
+            let parts: Vec<&str> = s.split('.').collect();
+            parts.len() == 3
+                && parts
+                    .iter()
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        })
 }
 
 /// A canonical (hyphenated, 36-character) UUID, any case.

@@ -71,6 +71,13 @@ pub(crate) fn prepare(
                 *l = l.to_ascii_lowercase();
             }
         }
+        types::PUBLIC_ZONE => public_zone(rid, &mut body)?,
+        types::PUBLIC_AREC => {
+            let p = props(&mut body);
+            default_field(p, "TTL", json!(3600));
+            default_field(p, "ARecords", json!([]));
+            p.insert("provisioningState".into(), json!("Succeeded"));
+        }
         types::AREC => {
             let p = props(&mut body);
             default_field(p, "ttl", json!(3600));
@@ -86,6 +93,44 @@ pub(crate) fn prepare(
         _ => {}
     }
     Ok(Prepared { body, internal })
+}
+
+/// A public DNS zone (`specification/dns/.../2018-05-01/dns.json`, `Zones_CreateOrUpdate`):
+/// location `global`, `zoneType` Public, four Azure name servers.
+fn public_zone(rid: &ResId, body: &mut Value) -> Result<(), ArmError> {
+    let loc = str_at(body, "/location").unwrap_or("global");
+    if !loc.eq_ignore_ascii_case("global") {
+        return Err(ArmError::bad_request(
+            "LocationNotAvailableForResourceType",
+            format!(
+                "The provided location '{loc}' is not available for resource type 'Microsoft.Network/dnszones'. List of available regions for the resource type is 'global'."
+            ),
+        ));
+    }
+    if !rid.name.contains('.') {
+        return Err(ArmError::bad_request(
+            "BadRequest",
+            format!(
+                "The zone name '{}' is invalid: it must have at least two labels.",
+                rid.name
+            ),
+        ));
+    }
+    body["location"] = json!("global");
+    let p = props(body);
+    default_field(p, "zoneType", json!("Public"));
+    default_field(p, "maxNumberOfRecordSets", json!(10000));
+    default_field(
+        p,
+        "nameServers",
+        json!([
+            "ns1-01.azure-dns.com.",
+            "ns2-01.azure-dns.net.",
+            "ns3-01.azure-dns.org.",
+            "ns4-01.azure-dns.info."
+        ]),
+    );
+    Ok(())
 }
 
 /// Side effects once the resource is stored (VNet subnets, private endpoint connections).
