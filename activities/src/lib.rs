@@ -9,6 +9,7 @@
 //!   classification, durable long-running operations, resource models, names.
 //! - [`kube`]: management-cluster client, server-side apply, conditions, deletion.
 //! - [`oidc`]: the service-account issuer key and documents.
+//! - [`preflight`]: read-only checks of a cluster's prerequisites (`hcp-workflow preflight`).
 //! - [`secret`]: a secret wrapper that cannot be serialized or printed.
 //! - [`steps`]: the engine [`hcp_runtime::Action`]s the workflows are made of.
 //!
@@ -18,6 +19,7 @@
 pub mod azure;
 pub mod kube;
 pub mod oidc;
+pub mod preflight;
 pub mod secret;
 pub mod steps;
 pub mod tls;

@@ -276,6 +276,16 @@ fn build(
     })
 }
 
+/// The DAG of `wf` for `cfg` (for `preflight`, which derives permissions from it).
+pub fn build_dag(
+    wf: Workflow,
+    cfg: &ClusterConfig,
+    layout: &Layout,
+    opts: DeleteOptions,
+) -> Result<hcp_runtime::SagaDag> {
+    build(wf, cfg, layout, opts)
+}
+
 /// `plan`: print the steps and the undo plan; touches nothing (not even the journal,
 /// unless a delete needs the infra id a create run recorded).
 pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanArgs) -> Result<u8> {
@@ -626,6 +636,47 @@ pub async fn start(
             skip_cloud_cleanup: a.skip_cloud_cleanup,
         },
     )?;
+    // Issue 13: every check that applies to this workflow (the permissions derived from
+    // this very DAG), read-only, before anything is journaled.
+    let preflight_label = if a.skip_preflight {
+        "skipped".to_string()
+    } else {
+        let report = crate::preflight::run_for(
+            &cfg,
+            &layout,
+            &dag,
+            &clients,
+            a.workflow,
+            managed_by,
+            crate::preflight::START_TIMEOUT,
+        )
+        .await;
+        if report.failed() {
+            let failed: Vec<_> = report.failures().collect();
+            eprintln!(
+                "error: preflight: {} of {} checks failed:",
+                failed.len(),
+                report.rows.len()
+            );
+            eprint!("{}", crate::preflight::table(failed.into_iter()));
+            eprintln!(
+                "full report: hcp-workflow preflight --config {}{}; or pass --skip-preflight",
+                a.config.display(),
+                if a.workflow == Workflow::DeleteCluster {
+                    " --workflow delete-cluster"
+                } else {
+                    ""
+                }
+            );
+            eprintln!("nothing was journaled or created");
+            if out == OutputFormat::Json {
+                crate::preflight::print_report(&report, out, &cfg.name);
+            }
+            return Ok(2);
+        }
+        let (p, w, _) = report.counts();
+        format!("passed ({p} pass, {w} warn)")
+    };
     let mut labels: BTreeMap<String, String> = [
         ("cluster".to_string(), cfg.name.clone()),
         ("infra-id".to_string(), infra.clone()),
@@ -636,9 +687,7 @@ pub async fn start(
         ("config".to_string(), a.config.display().to_string()),
     ]
     .into();
-    if a.skip_preflight {
-        labels.insert("preflight".to_string(), "skipped".to_string());
-    }
+    labels.insert("preflight".to_string(), preflight_label);
     if cfg.topology.uses_private_link() {
         labels.insert("private-link".to_string(), managed_by.as_str().to_string());
     }

@@ -9,6 +9,7 @@
 mod bench;
 mod cluster;
 mod ops;
+mod preflight;
 mod target;
 mod telemetry;
 mod ui;
@@ -73,6 +74,15 @@ enum Command {
         after_help = "Example:\n  hcp-workflow plan create-cluster --config examples/cluster.yaml"
     )]
     Plan(cluster::PlanArgs),
+    /// Check a cluster's prerequisites read-only against the APIs the run will use
+    /// (credentials, providers, permissions derived from the DAG, quotas, VM sizes, DNS
+    /// zone, names, the management cluster and the HyperShift operator, the file's
+    /// references), concurrently. Creates, changes and journals nothing. Exit 0 when no
+    /// check fails, 2 otherwise.
+    #[command(
+        after_help = "Examples:\n  hcp-workflow preflight --config cluster.yaml\n  hcp-workflow --simulate preflight --config examples/cluster.yaml --output json\n  hcp-workflow preflight --config cluster.yaml --workflow delete-cluster"
+    )]
+    Preflight(preflight::PreflightArgs),
     /// Run and recover runs until SIGTERM or Ctrl-C.
     #[command(
         after_help = "Example:\n  hcp-workflow worker --database postgres://postgres@127.0.0.1/hcp"
@@ -134,7 +144,7 @@ enum SimulatorCommand {
     /// Serve simulated ARM, Entra ID, blob storage and a Kubernetes management cluster with
     /// a simulated HyperShift operator; prints the endpoints and the settings to use.
     #[command(
-        after_help = "The simulated HyperShift install is set by the global --private-platform azure|none (default none: the operator runs without `--private-platform Azure`, hcp-workflow makes the private link; azure: HyperShift's own private-link controllers make it) and --management-platform openshift|aks (default openshift; aks serves no Route API, so the control-plane operator's private-link controllers never start), and the operator's version by --hypershift-version 4.NN (default 4.22: releases up to 4.22 are accepted; before 4.22 the operator does not know the Azure private topology).\n\nExample:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state /tmp/sim.json --crds ../shared/reference/hypershift\n  hcp-workflow simulator serve --private-platform azure --management-platform openshift"
+        after_help = "Preflight failures (issue 13): --scenario FILE.json (or PUT /_sim/scenario) makes the read APIs answer them — {\"unregistered_providers\": [\"Microsoft.Compute\"], \"unregistered_features\": [\"Microsoft.Compute/EncryptionAtHost\"], \"denied_actions\": [{\"action\": \"Microsoft.Network/privateLinkServices/write\", \"scope\": \"/subscriptions/…/resourceGroups/hcp-management\"}], \"usage\": {\"PublicIPAddresses\": 1000}, \"restricted_sizes\": [{\"size\": \"Standard_D4s_v5\", \"zones\": [\"1\"]}], \"taken_storage_account_names\": [\"…\"], \"denied_kube\": [\"create hypershift.openshift.io/hostedclusters\"], \"no_hypershift_crds\": true}; no DNS zone: --no-dns-zones; no Route API: --management-platform aks; old operator: --hypershift-version 4.21.\n\nThe simulated HyperShift install is set by the global --private-platform azure|none (default none: the operator runs without `--private-platform Azure`, hcp-workflow makes the private link; azure: HyperShift's own private-link controllers make it) and --management-platform openshift|aks (default openshift; aks serves no Route API, so the control-plane operator's private-link controllers never start), and the operator's version by --hypershift-version 4.NN (default 4.22: releases up to 4.22 are accepted; before 4.22 the operator does not know the Azure private topology).\n\nExample:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state /tmp/sim.json --crds ../shared/reference/hypershift\n  hcp-workflow simulator serve --private-platform azure --management-platform openshift"
     )]
     Serve(SimServeArgs),
 }
@@ -165,6 +175,12 @@ struct SimServeArgs {
     /// Start without any public DNS zone (to rehearse "no DNS zone for baseDomain").
     #[arg(long, conflicts_with = "dns_zones")]
     no_dns_zones: bool,
+    /// A preflight failure scenario (JSON): providers not registered, actions denied to the
+    /// caller, usages used up, VM sizes restricted, storage account names taken, Kubernetes
+    /// verbs denied, no HyperShift CRDs. Changeable while serving: `PUT /_sim/scenario`.
+    /// Shape: simulator/src/preflight.rs.
+    #[arg(long, value_name = "FILE.json")]
+    scenario: Option<std::path::PathBuf>,
 }
 
 fn init_logging(format: LogFormat) -> telemetry::Guard {
@@ -214,6 +230,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Start(a) => cluster::start(&db, &reach, out, a).await,
         Command::Drive(a) => cluster::drive(&db, &reach, out, a).await,
         Command::Plan(a) => cluster::plan(&db, &reach, out, a).await,
+        Command::Preflight(a) => preflight::preflight(&db, &reach, out, a).await,
         Command::Selftest(a) => ops::selftest(&db, out, a).await,
         Command::List(a) => views::list(&db, out, a).await,
         Command::Show(a) => views::show(&db, out, a).await,
@@ -251,6 +268,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 private_platform: reach.private_platform,
                 management_platform: reach.management_platform,
                 hypershift_version: reach.hypershift_version.clone(),
+                scenario: a.scenario,
                 dns_zones: if a.no_dns_zones {
                     Some(Vec::new())
                 } else if a.dns_zones.is_empty() {

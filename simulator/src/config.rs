@@ -193,6 +193,9 @@ pub struct SimConfig {
     /// seeds [`DnsZoneSeed::example`] unless told otherwise, `--simulate` the cluster
     /// file's `baseDomain`).
     pub dns_zones: Vec<DnsZoneSeed>,
+    /// Failures the preflight read APIs answer with (issue 13; see the `preflight`
+    /// module); changeable while running with `PUT /_sim/scenario`.
+    pub scenario: crate::preflight::Scenario,
 }
 
 /// Public Azure DNS zones that exist before anything runs (the zone of a cluster's
@@ -336,6 +339,7 @@ impl Default for SimConfig {
             management_platform: ManagementPlatform::default(),
             hypershift_version: DEFAULT_HYPERSHIFT_VERSION.to_string(),
             dns_zones: Vec::new(),
+            scenario: crate::preflight::Scenario::default(),
         }
     }
 }

@@ -44,6 +44,16 @@ pub(crate) fn handle(sim: &Simulator, req: &Req) -> Response {
                 json(404, &json!({ "error": format!("no fault rule {id}") }))
             }
         }
+        (&Method::GET, ["scenario"]) => json(200, &json!(*lock(&sim.inner.scenario))),
+        (&Method::PUT, ["scenario"]) => {
+            match serde_json::from_slice::<crate::preflight::Scenario>(&req.body) {
+                Ok(s) => {
+                    *lock(&sim.inner.scenario) = s;
+                    empty(204)
+                }
+                Err(e) => json(400, &json!({ "error": format!("invalid scenario: {e}") })),
+            }
+        }
         (&Method::GET, ["info"]) => {
             let c = sim.config();
             json(

@@ -43,7 +43,7 @@ use serde_json::{Value, json};
 
 use crate::arm::{store as arm_store, types};
 use crate::kube::{HYPERSHIFT, kind_by_key, store};
-use crate::operator::set_condition;
+use crate::operator::{condition_true, objects, set_condition};
 use crate::sim::Simulator;
 use crate::state::State;
 use crate::util::str_at;
@@ -99,25 +99,6 @@ pub(crate) fn seed_dns_zones(sim: &Simulator, st: &mut State, now: u64) {
             );
         }
     }
-}
-
-fn condition_true(obj: &Value, ctype: &str) -> bool {
-    obj.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some(ctype)
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
-}
-
-fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Value)> {
-    st.kube
-        .values()
-        .filter(|e| e.kind_key == kind_key)
-        .map(|e| (e.namespace.clone(), e.name.clone(), e.object.clone()))
-        .collect()
 }
 
 /// One tick: NodePool images first (before the operator may call a pool `Ready`), then
@@ -225,11 +206,7 @@ fn ingress_records(sim: &Simulator, st: &mut State, now: u64) -> bool {
         let k = format!("{ns}/{name}");
         let mut g = st.guest_dns.get(&k).cloned().unwrap_or_default();
         if store::is_deleting(&obj) {
-            let asked = obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(crate::guest_cloud::CLEANUP_ANNOTATION))
-                .and_then(Value::as_str)
-                == Some("true");
+            let asked = crate::operator::cleanup_requested(&obj);
             if asked && !g.cleaned {
                 for r in std::mem::take(&mut g.records) {
                     st.arm.remove(&r);

@@ -26,24 +26,13 @@
 use serde_json::{Value, json};
 
 use crate::kube::{HYPERSHIFT, kind_by_key, store};
-use crate::operator::set_condition;
+use crate::operator::{condition_true, objects, set_condition};
 use crate::sim::Simulator;
 use crate::state::State;
 use crate::util::str_at;
 
 /// The annotation HyperShift's cleanup keys on.
 pub(crate) const CLEANUP_ANNOTATION: &str = "hypershift.openshift.io/cleanup-cloud-resources";
-
-fn condition_true(obj: &Value, ctype: &str) -> bool {
-    obj.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some(ctype)
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
-}
 
 /// A stable rule name per cluster (cloud-provider-azure hashes the service; any stable
 /// 8 hex digits do here).
@@ -70,12 +59,7 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
     let Some(kind) = kind_by_key(&key) else {
         return false;
     };
-    let hcs: Vec<(String, String, Value)> = st
-        .kube
-        .values()
-        .filter(|e| e.kind_key == key)
-        .map(|e| (e.namespace.clone(), e.name.clone(), e.object.clone()))
-        .collect();
+    let hcs = objects(st, &key);
     let live: Vec<String> = hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.guest_cloud.retain(|k, _| live.contains(k));
     let mut changed = false;
@@ -83,12 +67,7 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         let k = format!("{ns}/{name}");
         let mut g = st.guest_cloud.get(&k).cloned().unwrap_or_default();
         if store::is_deleting(&obj) {
-            let asked = obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(CLEANUP_ANNOTATION))
-                .and_then(Value::as_str)
-                == Some("true");
-            if asked && !g.cleaned {
+            if crate::operator::cleanup_requested(&obj) && !g.cleaned {
                 if let Some(nsg) = g.nsg.clone()
                     && let Some(rules) = nsg_rules(st, &nsg)
                 {

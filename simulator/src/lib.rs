@@ -21,7 +21,7 @@
 //! ## URL shapes (one listener)
 //! | Surface | How it is selected | Paths |
 //! |---|---|---|
-//! | Control | path | `GET /_sim/inventory`, `GET /_sim/requests[?since=SEQ]`, `DELETE /_sim/requests`, `GET/POST/DELETE /_sim/faults`, `DELETE /_sim/faults/{id}`, `GET /_sim/info` |
+//! | Control | path | `GET /_sim/inventory`, `GET /_sim/requests[?since=SEQ]`, `DELETE /_sim/requests`, `GET/POST/DELETE /_sim/faults`, `DELETE /_sim/faults/{id}`, `GET/PUT /_sim/scenario`, `GET /_sim/info` |
 //! | Entra | path | `POST /{tenant}/oauth2/v2.0/token` (client credentials: `client_secret` or `client_assertion`), `GET /{tenant}/v2.0/.well-known/openid-configuration` |
 //! | ARM | path `/subscriptions/...` | resources, lists (`nextLink` with `$skipToken`), `POST …/storageAccounts/{a}/listKeys`, LRO URLs `/subscriptions/{s}/providers/{RP}/locations/{loc}/operations/{id}` (Azure-AsyncOperation) and `…/operationResults/{id}` (Location) |
 //! | Blob | `Host: {account}.blob.core.windows.net`, or path | `/{container}/{blob…}`, or `/_blob/{account}/{container}/{blob…}` |
@@ -73,6 +73,13 @@
 //! is needed; see [`FaultRule`] for exact semantics. Rules are checked in insertion order;
 //! the first firing rule wins. Requests answered by a fault or by throttling are logged.
 //!
+//! ## Preflight reads and failure scenarios (issue 13)
+//! Resource providers, features, `Microsoft.Authorization/permissions`, usages, resource
+//! SKUs, `checkNameAvailability`, `checkPrivateLinkServiceVisibility`, `SelfSubjectReview`,
+//! `SelfSubjectAccessReview`, the HyperShift CRDs and the operator's `supported-versions`
+//! ConfigMap; a [`Scenario`] (`SimConfig::scenario`, `simulator serve --scenario FILE.json`,
+//! `GET`/`PUT /_sim/scenario`) makes them answer each failure. See the `preflight` module.
+//!
 //! ## Time, randomness, persistence
 //! Every simulated delay is a model duration ([`LatencyModel`]) × [`SimConfig::time_scale`]
 //! (default 0.01: a cluster lifecycle takes seconds; [`SimConfig::realistic`]: 1.0). The
@@ -93,6 +100,7 @@ mod guest_cloud;
 mod http;
 mod kube;
 mod operator;
+mod preflight;
 mod privatelink_controllers;
 mod sim;
 mod state;
@@ -108,4 +116,5 @@ pub use error::Error;
 pub use faults::FaultRule;
 pub use http::ORIGINAL_HOST_HEADER;
 pub use operator::FINALIZER;
+pub use preflight::{DeniedAction, RestrictedSize, Scenario};
 pub use sim::{InventoryItem, RequestRecord, ServeOptions, Simulator, banner, serve_cli};

@@ -38,25 +38,44 @@ pub(crate) fn set_condition(
     message: &str,
     now: u64,
 ) -> bool {
+    let status = if status { "True" } else { "False" };
+    set_condition_status(obj, ctype, status, reason, message, now)
+}
+
+/// Sets condition `ctype` (any status, e.g. `Unknown`) like a controller's
+/// `meta.SetStatusCondition`: written when its status or message differ; returns whether
+/// it changed.
+pub(crate) fn set_condition_status(
+    obj: &mut Value,
+    ctype: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: u64,
+) -> bool {
     let generation = obj
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(1);
-    let status_s = if status { "True" } else { "False" };
     let st = util::obj_mut(obj, "status");
     let conds = st.entry("conditions").or_insert_with(|| json!([]));
     let Value::Array(conds) = conds else {
         return false;
     };
     let cond = json!({
-        "type": ctype, "status": status_s, "reason": reason, "message": message,
+        "type": ctype, "status": status, "reason": reason, "message": message,
         "lastTransitionTime": util::rfc3339_secs(now), "observedGeneration": generation,
     });
     match conds
         .iter_mut()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(ctype))
     {
-        Some(c) if c.get("status").and_then(Value::as_str) == Some(status_s) => false,
+        Some(c)
+            if c.get("status").and_then(Value::as_str) == Some(status)
+                && c.get("message").and_then(Value::as_str) == Some(message) =>
+        {
+            false
+        }
         Some(c) => {
             *c = cond;
             true
@@ -68,7 +87,29 @@ pub(crate) fn set_condition(
     }
 }
 
-fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Value)> {
+/// Whether condition `ctype` is `True`.
+pub(crate) fn condition_true(obj: &Value, ctype: &str) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(ctype)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+/// Whether the HostedCluster asks for HyperShift's cloud cleanup on deletion
+/// (`guest_cloud::CLEANUP_ANNOTATION` = `"true"`).
+pub(crate) fn cleanup_requested(obj: &Value) -> bool {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(crate::guest_cloud::CLEANUP_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some("true")
+}
+
+/// `(namespace, name, object)` of every stored object of `kind_key`.
+pub(crate) fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Value)> {
     st.kube
         .values()
         .filter(|e| e.kind_key == kind_key)

@@ -119,49 +119,6 @@ fn delete(
     internal_call(sim, st, now, actor, Method::DELETE, &path, None)
 }
 
-/// Sets a condition (any status); returns whether it changed.
-fn set_cond(
-    obj: &mut Value,
-    ctype: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    now: u64,
-) -> bool {
-    let generation = obj
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let st = util::obj_mut(obj, "status");
-    let conds = st.entry("conditions").or_insert_with(|| json!([]));
-    let Value::Array(conds) = conds else {
-        return false;
-    };
-    let cond = json!({
-        "type": ctype, "status": status, "reason": reason, "message": message,
-        "lastTransitionTime": util::rfc3339_secs(now), "observedGeneration": generation,
-    });
-    match conds
-        .iter_mut()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(ctype))
-    {
-        Some(c)
-            if c.get("status").and_then(Value::as_str) == Some(status)
-                && c.get("message").and_then(Value::as_str) == Some(message) =>
-        {
-            false
-        }
-        Some(c) => {
-            *c = cond;
-            true
-        }
-        None => {
-            conds.push(cond);
-            true
-        }
-    }
-}
-
 fn set_status(obj: &mut Value, field: &str, value: &str) -> bool {
     let st = util::obj_mut(obj, "status");
     if st.get(field).and_then(Value::as_str) == Some(value) {
@@ -330,7 +287,7 @@ fn ho_reconcile(
             let cpo_set = t == "AzurePrivateLinkServiceAvailable"
                 && obj.pointer("/status/privateEndpointID").is_some();
             if !cpo_set {
-                dirty |= set_cond(
+                dirty |= crate::operator::set_condition_status(
                     &mut obj,
                     t,
                     "True",
@@ -373,7 +330,7 @@ fn ho_reconcile(
         return false;
     };
     dirty |= set_status(&mut obj, "internalLoadBalancerID", &lb_id);
-    dirty |= set_cond(
+    dirty |= crate::operator::set_condition_status(
         &mut obj,
         "AzureInternalLoadBalancerAvailable",
         "True",
@@ -547,7 +504,7 @@ fn cpo_reconcile(
     let mut dirty = set_status(&mut obj, "privateEndpointID", &real_pe_id);
     dirty |= set_status(&mut obj, "privateEndpointIP", &pe_ip);
     if state != "Approved" {
-        dirty |= set_cond(
+        dirty |= crate::operator::set_condition_status(
             &mut obj,
             "AzurePrivateEndpointAvailable",
             "False",
@@ -562,7 +519,7 @@ fn cpo_reconcile(
         }
         return dirty;
     }
-    dirty |= set_cond(
+    dirty |= crate::operator::set_condition_status(
         &mut obj,
         "AzurePrivateEndpointAvailable",
         "True",
@@ -645,7 +602,7 @@ fn cpo_reconcile(
         if field == "privateDNSZoneID" {
             dirty |= set_status(&mut obj, "dnsZoneName", &zname);
         }
-        dirty |= set_cond(
+        dirty |= crate::operator::set_condition_status(
             &mut obj,
             "AzurePrivateDNSAvailable",
             "True",
@@ -654,7 +611,7 @@ fn cpo_reconcile(
             now,
         );
     }
-    dirty |= set_cond(
+    dirty |= crate::operator::set_condition_status(
         &mut obj,
         "AzurePrivateLinkServiceAvailable",
         "True",
@@ -711,7 +668,7 @@ fn copy_conditions(
                 ),
                 Some(_) => ("True", "AzureSuccess", "All is well".to_string()),
             };
-        dirty |= set_cond(&mut hc, t, status, reason, &message, now);
+        dirty |= crate::operator::set_condition_status(&mut hc, t, status, reason, &message, now);
     }
     if dirty && let Some(kind) = kind_by_key(&key) {
         store::update(sim, st, kind, ns, hc);

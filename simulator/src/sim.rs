@@ -89,6 +89,8 @@ pub(crate) struct Inner {
     pub crds: CrdSet,
     /// Identities with a federated-credential write in flight (lower-cased ids).
     pub fic_busy: Mutex<HashSet<String>>,
+    /// The preflight failure scenario in force (`PUT /_sim/scenario`).
+    pub scenario: Mutex<crate::preflight::Scenario>,
 }
 
 /// A running simulated cloud + management cluster. Cheap to clone.
@@ -137,6 +139,7 @@ impl Simulator {
                 events,
                 crds,
                 fic_busy: Mutex::new(HashSet::new()),
+                scenario: Mutex::new(config.scenario.clone()),
                 config,
             }),
         };
@@ -153,6 +156,7 @@ impl Simulator {
             // Also on a loaded state: a new cluster file may name another base domain.
             crate::guest::seed_dns_zones(&sim, &mut st, now);
             kube::seed_operator_deployment(&sim, &mut st, now);
+            crate::preflight::seed_supported_versions(&sim, &mut st, now);
             if fresh {
                 st.kube_history_floor = 0;
             }
@@ -294,6 +298,8 @@ pub struct ServeOptions {
     /// Public DNS zones seeded at start (`--dns-zone`, `--no-dns-zones`); `None`:
     /// [`crate::config::DnsZoneSeed::example`], the zone of `examples/cluster.yaml`.
     pub dns_zones: Option<Vec<crate::config::DnsZoneSeed>>,
+    /// Preflight failure scenario file (`--scenario FILE.json`; see the `preflight` module).
+    pub scenario: Option<PathBuf>,
 }
 
 /// Binds, prints the endpoints and the settings to use, and serves until Ctrl-C.
@@ -321,6 +327,9 @@ pub async fn serve_cli(opts: ServeOptions) -> Result<(), Error> {
         .dns_zones
         .clone()
         .unwrap_or_else(|| vec![crate::config::DnsZoneSeed::example()]);
+    if let Some(p) = &opts.scenario {
+        config.scenario = crate::preflight::Scenario::load(p)?;
+    }
     config.state_file = opts.state.clone();
     config.crds_dir = opts.crds.clone();
     let listener = tokio::net::TcpListener::bind(opts.listen)
@@ -349,7 +358,7 @@ pub fn banner(sim: &Simulator, addr: SocketAddr) -> String {
          ARM:          https://management.azure.com/subscriptions/... -> {base}/subscriptions/...\n  \
          Blob:         https://{{account}}.blob.core.windows.net/{{container}}/{{blob}} -> {base}/_blob/{{account}}/{{container}}/{{blob}}\n  \
          Kubernetes:   {base} (plain HTTP, any bearer token)\n  \
-         Control:      {base}/_sim/inventory, {base}/_sim/requests, {base}/_sim/faults\n\
+         Control:      {base}/_sim/inventory, {base}/_sim/requests, {base}/_sim/faults, {base}/_sim/scenario\n\
          settings:\n  \
          use: hcp-workflow <command> --simulator {base}\n  \
          management subscription: {ms}\n  \

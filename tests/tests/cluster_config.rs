@@ -250,7 +250,21 @@ fn existing_issuer(env: &Env, account: &str, jwks: &Value) -> String {
         .send()
         .unwrap();
     assert!(r.status().is_success(), "{:?}", r.status());
-    format!("https://{account}.blob.core.windows.net/oidc")
+    // The discovery document too (preflight checks it, issue 13).
+    let url = format!("https://{account}.blob.core.windows.net/oidc");
+    let r = reqwest::blocking::Client::new()
+        .put(format!(
+            "{}/_blob/{account}/oidc/.well-known/openid-configuration",
+            env.sim.base
+        ))
+        .header("authorization", "SharedKey test:test")
+        .header("x-ms-blob-type", "BlockBlob")
+        .header("content-type", "application/json")
+        .body(hcp_activities::oidc::discovery_document(&url).to_string())
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.status());
+    url
 }
 
 fn key_file(dir: &Path) -> PathBuf {
@@ -352,8 +366,20 @@ fn missing_public_zone_fails_before_anything_is_created() {
         .requests()
         .into_iter()
         .filter(|r| !matches!(r["method"].as_str(), Some("GET") | Some("HEAD")))
-        // Entra token requests are POSTs that write nothing.
-        .filter(|r| !r["path"].as_str().unwrap_or_default().contains("/oauth2/"))
+        // Entra token requests are POSTs that write nothing; so are preflight's questions
+        // (issue 13: checkNameAvailability, SelfSubjectReview, SelfSubjectAccessReview).
+        .filter(|r| {
+            let p = r["path"].as_str().unwrap_or_default();
+            ![
+                "/oauth2/",
+                "/checkNameAvailability",
+                "/checkPrivateLinkServiceVisibility",
+                "/selfsubjectreviews",
+                "/selfsubjectaccessreviews",
+            ]
+            .iter()
+            .any(|x| p.contains(x))
+        })
         .collect();
     assert!(writes.is_empty(), "{writes:#?}");
 }

@@ -21,6 +21,7 @@ pub mod dns;
 pub mod env;
 pub mod hypershift_link;
 pub mod identity;
+pub mod permissions;
 pub mod private_link;
 pub mod shared_group;
 

@@ -143,6 +143,10 @@ async fn handle_inner(
         }
         Some(_) => {}
     }
+    // The read APIs of `hcp-workflow preflight` (issue 13).
+    if let Some(resp) = crate::preflight::handle_arm(sim, req) {
+        return Ok(resp);
+    }
     let target = match path::parse(&req.segments, req.method == Method::POST) {
         Ok(t) => t,
         Err(path::PathError::NotFound) => {

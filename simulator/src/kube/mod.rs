@@ -325,6 +325,10 @@ pub(crate) fn classify_type(req: &Req) -> Option<String> {
 }
 
 pub(crate) async fn handle(sim: &Simulator, req: &Req) -> Response {
+    // SelfSubjectReview, SelfSubjectAccessReview, HyperShift CRDs (issue 13).
+    if let Some(resp) = crate::preflight::handle_kube(sim, req) {
+        return resp;
+    }
     let target = parse(&req.segments).and_then(|t| match t {
         KTarget::Collection { kind, .. } | KTarget::Object { kind, .. }
             if !group_served(sim, kind.group) =>

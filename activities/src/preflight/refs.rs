@@ -1,0 +1,210 @@
+//! Checks of what the cluster file refers to: an existing OIDC issuer, a bring-your-own
+//! network, bring-your-own identities.
+
+use super::{ByoNetwork, Check, CheckResult, Inputs, Workflow, short};
+use crate::azure::models::{API_MSI, API_NETWORK};
+use crate::steps::Clients;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The reference checks that apply.
+pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>) -> Vec<Check> {
+    let mut out = Vec::new();
+    if inputs.workflow != Workflow::Create {
+        return out;
+    }
+    if let Some(e) = inputs.oidc_existing.clone() {
+        let c = clients.clone();
+        out.push(Check::new(
+            "oidc.existing",
+            e.issuer_url.clone(),
+            async move { oidc(&c, &e).await },
+        ));
+    }
+    if let Some(n) = inputs.byo_network.clone() {
+        let (c, i) = (clients.clone(), inputs.clone());
+        out.push(Check::new(
+            "network.existing",
+            n.vnet_id.clone(),
+            async move { network(&c, &i, &n).await },
+        ));
+    }
+    if inputs.byo_identities.is_some() {
+        let (c, i) = (clients.clone(), inputs.clone());
+        out.push(Check::new(
+            "identities.existing",
+            format!(
+                "/subscriptions/{}/providers/Microsoft.ManagedIdentity/userAssignedIdentities",
+                inputs.subscription
+            ),
+            async move { identities(&c, &i).await },
+        ));
+    }
+    out
+}
+
+/// The `k8s.issuer-key.ensure` step's own check (`steps::cluster::existing_issuer_key`):
+/// the key file parses, `GET <issuer>/openid/v1/jwks` answers over https and lists the
+/// key's kid; plus `GET <issuer>/.well-known/openid-configuration` names the issuer.
+async fn oidc(clients: &Clients, e: &crate::steps::cluster::ExistingIssuerKey) -> Vec<CheckResult> {
+    let mut rows = Vec::new();
+    let base = e.issuer_url.trim_end_matches('/');
+    let disc_url = format!("{base}/.well-known/openid-configuration");
+    match crate::azure::storage::get_public(&e.azure.cloud, &clients.transport(), &disc_url).await {
+        Ok(Some(b)) => {
+            let issuer = serde_json::from_slice::<Value>(&b)
+                .ok()
+                .and_then(|v| v.get("issuer").and_then(Value::as_str).map(str::to_string));
+            match issuer {
+                Some(i) if i.trim_end_matches('/') == base => rows.push(CheckResult::pass(
+                    "oidc.existing",
+                    disc_url,
+                    "discovery document names this issuer",
+                )),
+                other => rows.push(CheckResult::fail(
+                    "oidc.existing",
+                    disc_url,
+                    format!("discovery document's issuer is {other:?}, not {base}"),
+                    "fix oidcIssuer.existing.url, or republish the issuer's discovery document",
+                )),
+            }
+        }
+        Ok(None) => rows.push(CheckResult::fail(
+            "oidc.existing",
+            disc_url,
+            "404: no discovery document",
+            "publish it (ccoctl azure create-oidc-issuer), or fix oidcIssuer.existing.url",
+        )),
+        Err(err) => rows.push(CheckResult::fail(
+            "oidc.existing",
+            disc_url,
+            format!("not reachable: {}", short(&err)),
+            "the issuer must be reachable over https from here and from Azure",
+        )),
+    }
+    let jwks = format!("{base}/{}", crate::oidc::JWKS_PATH);
+    match crate::steps::cluster::existing_issuer_key(clients, e).await {
+        Ok(k) => rows.push(CheckResult::pass(
+            "oidc.existing",
+            jwks,
+            format!("the signing key's kid {} is published", k.kid()),
+        )),
+        Err(err) => rows.push(CheckResult::fail(
+            "oidc.existing",
+            jwks,
+            // The step's own message (bounded, names the kid and what was found).
+            err.message.clone(),
+            "give the issuer's own signing key in oidcIssuer.existing.signingKey, or publish this key's JWKS",
+        )),
+    }
+    rows
+}
+
+/// `GET` (Network 2023-11-01) of the VNet, the subnet and the NSG; the subnet must be a
+/// child of the VNet.
+async fn network(clients: &Clients, i: &Inputs, n: &ByoNetwork) -> Vec<CheckResult> {
+    let arm = match clients.arm(&i.azure).await {
+        Ok(a) => a,
+        Err(e) => {
+            return vec![CheckResult::fail(
+                "network.existing",
+                &n.vnet_id,
+                short(&e.message),
+                "fix the credentials first (see azure.token)",
+            )];
+        }
+    };
+    let (v, s, g) = futures::join!(
+        arm.get_value(&n.vnet_id, API_NETWORK),
+        arm.get_value(&n.subnet_id, API_NETWORK),
+        arm.get_value(&n.nsg_id, API_NETWORK)
+    );
+    let mut rows = Vec::new();
+    for (what, id, r) in [
+        ("VNet", &n.vnet_id, v),
+        ("subnet", &n.subnet_id, s),
+        ("NSG", &n.nsg_id, g),
+    ] {
+        rows.push(match r {
+            Ok(Some(_)) => CheckResult::pass("network.existing", id, format!("{what} exists")),
+            Ok(None) => CheckResult::fail(
+                "network.existing",
+                id,
+                format!("the {what} does not exist"),
+                format!(
+                    "create it or fix network.existing.{}Id",
+                    match what {
+                        "VNet" => "vnet",
+                        "subnet" => "subnet",
+                        _ => "nsg",
+                    }
+                ),
+            ),
+            Err(e) => CheckResult::fail("network.existing", id, short(&e), "grant Reader on it"),
+        });
+    }
+    let prefix = format!("{}/subnets/", n.vnet_id.trim_end_matches('/')).to_ascii_lowercase();
+    if !n.subnet_id.to_ascii_lowercase().starts_with(&prefix) {
+        rows.push(CheckResult::fail(
+            "network.existing",
+            &n.subnet_id,
+            format!("the subnet is not in VNet {}", n.vnet_id),
+            "set network.existing.subnetId to a subnet of network.existing.vnetId",
+        ));
+    }
+    rows
+}
+
+/// `GET /subscriptions/{s}/providers/Microsoft.ManagedIdentity/userAssignedIdentities`
+/// (2024-11-30), each client id matched to `properties.clientId` — the resolution the
+/// `azure.identities.resolve` step makes.
+async fn identities(clients: &Clients, i: &Inputs) -> Vec<CheckResult> {
+    let path = format!(
+        "/subscriptions/{}/providers/Microsoft.ManagedIdentity/userAssignedIdentities",
+        i.subscription
+    );
+    let arm = match clients.arm(&i.azure).await {
+        Ok(a) => a,
+        Err(e) => {
+            return vec![CheckResult::fail(
+                "identities.existing",
+                &path,
+                short(&e.message),
+                "fix the credentials first (see azure.token)",
+            )];
+        }
+    };
+    let listed = match arm.list_values(&path, API_MSI).await {
+        Ok(l) => l,
+        Err(e) => {
+            return vec![CheckResult::fail(
+                "identities.existing",
+                &path,
+                short(&e),
+                "grant Reader on the subscription",
+            )];
+        }
+    };
+    let mut rows = Vec::new();
+    for (component, client_id) in i.byo_identities.iter().flatten() {
+        let found = listed.iter().find(|v| {
+            v.pointer("/properties/clientId")
+                .and_then(Value::as_str)
+                .is_some_and(|c| c.eq_ignore_ascii_case(client_id))
+        });
+        match found.and_then(|v| v.get("id").and_then(Value::as_str)) {
+            Some(id) => rows.push(CheckResult::pass(
+                "identities.existing",
+                id,
+                format!("{component}: client id {client_id} resolves"),
+            )),
+            None => rows.push(CheckResult::fail(
+                "identities.existing",
+                format!("{path} [clientId {client_id}]"),
+                format!("{component}: no user-assigned identity with client id {client_id} in subscription {}", i.subscription),
+                "fix the client id in the workload-identities file, or create the identity in that subscription",
+            )),
+        }
+    }
+    rows
+}

@@ -1,0 +1,506 @@
+//! `hcp-workflow preflight` end to end (issue 13): every check fails with its row when the
+//! simulator is set up with that failure, the command exits 2, nothing is journaled (no
+//! journal file at all) and nothing is created — the simulator's request log holds only
+//! reads (GET, and the read-only POSTs: token, checkNameAvailability,
+//! checkPrivateLinkServiceVisibility, SelfSubjectReview, SelfSubjectAccessReview). One run
+//! where everything passes; `start` refusing on a failing check; `--skip-preflight`
+//! recorded in the journal.
+//!
+//! Several failures share one simulator process (the scenario is switched with
+//! `PUT /_sim/scenario`) to keep the suite fast.
+#![allow(clippy::unwrap_used)]
+
+use hcp_e2e_tests::cluster::{Env, GUEST_SUB, cluster_file};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const FAST: f64 = 0.002;
+const MGMT_RG: &str =
+    "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management";
+
+/// `preflight --output json --config cfg extra…`: (exit code, rows, stderr).
+fn preflight(env: &Env, cfg: &Path, extra: &[&str]) -> (i32, Vec<Value>, String) {
+    let cfg = cfg.to_string_lossy();
+    let mut a = vec!["--output", "json", "preflight", "--config", cfg.as_ref()];
+    a.extend_from_slice(extra);
+    let (code, out, err) = env.cli(&a, &[]);
+    let doc: Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {out}\n{err}"));
+    assert_eq!(doc["ok"], json!(code == 0), "{out}");
+    (
+        code,
+        doc["rows"].as_array().cloned().unwrap_or_default(),
+        err,
+    )
+}
+
+/// The failing rows.
+fn failures(rows: &[Value]) -> Vec<&Value> {
+    rows.iter().filter(|r| r["status"] == "fail").collect()
+}
+
+/// The one failing row of `check` whose target contains `target`; it names a fix.
+fn failed<'a>(rows: &'a [Value], check: &str, target: &str) -> &'a Value {
+    let r = rows
+        .iter()
+        .find(|r| {
+            r["status"] == "fail"
+                && r["check"] == check
+                && r["target"].as_str().unwrap_or_default().contains(target)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no failing {check} row on {target}: {}",
+                serde_json::to_string_pretty(rows).unwrap()
+            )
+        });
+    assert!(
+        r["fix"].as_str().is_some_and(|f| !f.is_empty()),
+        "a failing row names its fix: {r}"
+    );
+    r
+}
+
+fn set_scenario(env: &Env, s: Value) {
+    let (status, body) = env.sim.put("/_sim/scenario", &s);
+    assert_eq!(status, 204, "{body}");
+}
+
+/// Only reads reached the simulator: GET/HEAD, and the read-only POSTs.
+fn assert_only_reads(env: &Env) {
+    let reads = [
+        "/oauth2/v2.0/token",
+        "/checkNameAvailability",
+        "/checkPrivateLinkServiceVisibility",
+        "/selfsubjectreviews",
+        "/selfsubjectaccessreviews",
+    ];
+    for r in env.sim.requests() {
+        let m = r["method"].as_str().unwrap_or_default();
+        let p = r["path"].as_str().unwrap_or_default();
+        let ok =
+            matches!(m, "GET" | "HEAD") || (m == "POST" && reads.iter().any(|x| p.contains(x)));
+        assert!(ok, "a write reached the simulator: {m} {p}");
+    }
+}
+
+/// Nothing journaled: there is not even a journal file.
+fn assert_no_journal(env: &Env) {
+    let db = env.dir.join("journal.db");
+    assert!(!db.exists(), "{} was created", db.display());
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let s = std::fs::read_to_string(path).unwrap();
+    assert!(s.contains(from), "{from:?} not in {}", path.display());
+    std::fs::write(path, s.replacen(from, to, 1)).unwrap();
+}
+
+/// A Private cluster file whose `workers` pool pins zone 1.
+fn private_file(env: &Env, name: &str) -> PathBuf {
+    let cfg = cluster_file(&env.dir, name, &format!("{name}-p7f3a"), "Private", "");
+    edit(
+        &cfg,
+        "  - name: workers\n    replicas: 2\n",
+        "  - name: workers\n    replicas: 2\n    zone: \"1\"\n",
+    );
+    cfg
+}
+
+/// Everything passes against a fresh simulator, in one JSON document, with exit 0; no
+/// journal file, no write, nothing in the inventory that was not there before.
+#[test]
+fn everything_passes_and_nothing_is_written() {
+    let env = Env::new("preflight-pass", FAST);
+    let cfg = private_file(&env, "pfok");
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(
+        code,
+        0,
+        "{}\n{err}",
+        serde_json::to_string_pretty(&rows).unwrap()
+    );
+    assert!(failures(&rows).is_empty());
+    let checks: BTreeSet<&str> = rows.iter().filter_map(|r| r["check"].as_str()).collect();
+    for c in [
+        "config.release",
+        "azure.token",
+        "azure.provider",
+        "azure.feature",
+        "azure.permission",
+        "azure.quota",
+        "azure.vm-size",
+        "azure.dns-zone",
+        "azure.storage-account",
+        "azure.persistent-group",
+        "azure.mgmt-vnet",
+        "azure.mgmt-lb-group",
+        "azure.nat-subnet",
+        "azure.pls-visibility",
+        "k8s.reachable",
+        "k8s.whoami",
+        "k8s.access",
+        "k8s.route-api",
+        "k8s.crds",
+        "k8s.operator",
+        "k8s.supported-versions",
+        "k8s.private-platform",
+        "k8s.hosted-cluster",
+    ] {
+        assert!(checks.contains(c), "no {c} row: {checks:?}");
+    }
+    // The token row says who we are (tenant and object id from the token's claims).
+    let who = rows.iter().find(|r| r["check"] == "azure.token").unwrap();
+    assert!(
+        who["detail"].as_str().unwrap().contains("object id"),
+        "{who}"
+    );
+    // The permissions of the management LB group were read and all allowed.
+    assert!(
+        rows.iter().any(|r| r["check"] == "azure.permission"
+            && r["status"] == "pass"
+            && r["target"].as_str().unwrap().eq_ignore_ascii_case(MGMT_RG)),
+        "{rows:#?}"
+    );
+    // The text table has the same checks and the exit code.
+    let c = cfg.to_string_lossy();
+    let (code, out, _) = env.cli(&["preflight", "--config", c.as_ref()], &[]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("STATUS") && out.contains("k8s.supported-versions"),
+        "{out}"
+    );
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+}
+
+/// The Azure failures, one scenario at a time on one simulator: a provider not registered,
+/// the EncryptionAtHost feature, a permission missing for the caller, quotas used up
+/// (public IPs, the VM family's vCPUs), a VM size restricted in the pool's zone and in the
+/// whole region, a storage account name taken; and the management cluster's access
+/// review denied and the HyperShift CRDs absent.
+#[test]
+fn each_azure_and_access_failure_gives_its_row() {
+    let env = Env::new("preflight-azure", FAST);
+    let cfg = private_file(&env, "pfaz");
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    // The storage account name the file derives (read off a passing run).
+    let (code, rows, _) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 0, "{rows:#?}");
+    let account_id = rows
+        .iter()
+        .find(|r| r["check"] == "azure.storage-account")
+        .and_then(|r| r["target"].as_str())
+        .unwrap()
+        .to_string();
+    let account = account_id.rsplit('/').next().unwrap().to_string();
+    let cases: Vec<(Value, &str, String, &str)> = vec![
+        (
+            json!({"unregistered_providers": ["Microsoft.Compute"]}),
+            "azure.provider",
+            format!("/subscriptions/{GUEST_SUB}/providers/Microsoft.Compute"),
+            "NotRegistered",
+        ),
+        (
+            json!({"unregistered_features": ["Microsoft.Compute/EncryptionAtHost"]}),
+            "azure.feature",
+            "features/EncryptionAtHost".into(),
+            "NotRegistered",
+        ),
+        (
+            json!({"denied_actions": [{"action": "Microsoft.Network/privateLinkServices/write", "scope": MGMT_RG}]}),
+            "azure.permission",
+            MGMT_RG.into(),
+            "Microsoft.Network/privateLinkServices/write",
+        ),
+        (
+            json!({"usage": {"PublicIPAddresses": 1000}}),
+            "azure.quota",
+            "[PublicIPAddresses]".into(),
+            "1000 of 1000 used",
+        ),
+        (
+            json!({"limits": {"standardDSv5Family": 4}}),
+            "azure.quota",
+            "[standardDSv5Family]".into(),
+            "0 of 4 used, the run needs 12 more",
+        ),
+        (
+            json!({"restricted_sizes": [{"size": "Standard_D4s_v5", "zones": ["1"]}]}),
+            "azure.vm-size",
+            "pool workers".into(),
+            "restricted in zone 1",
+        ),
+        (
+            json!({"restricted_sizes": [{"size": "Standard_D4s_v5"}]}),
+            "azure.vm-size",
+            "pool infra".into(),
+            "restricted in eastus",
+        ),
+        (
+            json!({"taken_storage_account_names": [account]}),
+            "azure.storage-account",
+            account_id.clone(),
+            "is taken",
+        ),
+        (
+            json!({"denied_kube": ["create hypershift.openshift.io/hostedclusters"]}),
+            "k8s.access",
+            "create hypershift.openshift.io/hostedclusters in clusters".into(),
+            "denied",
+        ),
+        (
+            json!({"no_hypershift_crds": true}),
+            "k8s.crds",
+            "hostedclusters.hypershift.openshift.io".into(),
+            "absent",
+        ),
+    ];
+    for (scenario, check, target, detail) in &cases {
+        set_scenario(&env, scenario.clone());
+        let (code, rows, err) = preflight(&env, &cfg, &[]);
+        assert_eq!(code, 2, "{scenario}: {rows:#?}\n{err}");
+        let row = failed(&rows, check, target);
+        assert!(
+            row["detail"].as_str().unwrap().contains(detail),
+            "{scenario}: {row}"
+        );
+        assert_eq!(
+            failures(&rows)
+                .iter()
+                .filter(|r| r["check"] != *check)
+                .count(),
+            0,
+            "{scenario}: only {check} fails: {rows:#?}"
+        );
+    }
+    // `start` refuses on a failing check: exit 2, the failing row, nothing journaled.
+    set_scenario(
+        &env,
+        json!({"unregistered_providers": ["Microsoft.Network"]}),
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains("preflight") && err.contains("azure.provider"),
+        "{err}"
+    );
+    assert!(err.contains("Microsoft.Network"), "{err}");
+    assert!(err.contains("nothing was journaled or created"), "{err}");
+    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!([]),
+        "{out}"
+    );
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+    // `--skip-preflight` journals the run anyway, and says so in its labels.
+    let (code, out, err) = env.start(
+        "create-cluster",
+        &cfg,
+        &["--skip-preflight", "--detach"],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run = out
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let (_, shown, _) = env.cli(&["--output", "json", "show", &run], &[]);
+    let v: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(v["labels"]["preflight"], "skipped", "{shown}");
+}
+
+/// No public DNS zone for baseDomain; the references of the file: an existing OIDC issuer
+/// that publishes nothing, a bring-your-own network that does not exist, bring-your-own
+/// identities that resolve to nothing.
+#[test]
+fn dns_zone_and_file_references() {
+    let env = Env::with_sim_args("preflight-refs", FAST, &["--no-dns-zones"]);
+    let cfg = cluster_file(&env.dir, "pfref", "pfref-a1b2c", "Public", "");
+    let key = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../workflows/tests/fixtures/files/sa-signing-key.pem");
+    std::fs::copy(key, env.dir.join("sa-signing-key.pem")).unwrap();
+    edit(
+        &cfg,
+        "oidcIssuer:\n  create: {}\n",
+        "oidcIssuer:\n  existing:\n    url: https://nosuchissuer.blob.core.windows.net/oidc\n    signingKey: sa-signing-key.pem\n",
+    );
+    let rg = format!("/subscriptions/{GUEST_SUB}/resourceGroups/byo");
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/byo-vnet");
+    let nsg = format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/byo-nsg");
+    edit(
+        &cfg,
+        "network:\n  create: {}\n",
+        &format!(
+            "network:\n  existing:\n    vnetId: {vnet}\n    subnetId: {vnet}/subnets/nodes\n    nsgId: {nsg}\n"
+        ),
+    );
+    let ids: serde_json::Map<String, Value> = [
+        "imageRegistry",
+        "ingress",
+        "file",
+        "disk",
+        "nodePoolManagement",
+        "cloudProvider",
+        "network",
+        "controlPlaneOperator",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, k)| {
+        (
+            (*k).to_string(),
+            json!({"clientID": format!("00000000-0000-0000-0000-00000000000{i}")}),
+        )
+    })
+    .collect();
+    std::fs::write(
+        env.dir.join("workload-identities.json"),
+        serde_json::to_vec(&Value::Object(ids)).unwrap(),
+    )
+    .unwrap();
+    edit(
+        &cfg,
+        "identities:\n  create: {}\n",
+        "identities:\n  existing:\n    file: workload-identities.json\n",
+    );
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    failed(&rows, "azure.dns-zone", "hcp.example.com");
+    failed(&rows, "oidc.existing", "/.well-known/openid-configuration");
+    failed(&rows, "oidc.existing", "/openid/v1/jwks");
+    failed(&rows, "network.existing", "virtualNetworks/byo-vnet");
+    failed(&rows, "network.existing", "networkSecurityGroups/byo-nsg");
+    failed(
+        &rows,
+        "identities.existing",
+        "00000000-0000-0000-0000-000000000003",
+    );
+    // A public topology needs no private-link checks.
+    assert!(
+        !rows.iter().any(|r| r["check"] == "azure.nat-subnet"),
+        "{rows:#?}"
+    );
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+}
+
+/// The management cluster: no Route API (AKS), an operator too old for the release
+/// (4.21), installed with `--private-platform Azure` while the file says hcp-workflow;
+/// and a HostedCluster of this name that is not ours.
+#[test]
+fn management_cluster_failures() {
+    let env = Env::with_sim_args(
+        "preflight-mgmt",
+        FAST,
+        &[
+            "--management-platform",
+            "aks",
+            "--hypershift-version",
+            "4.21",
+            "--private-platform",
+            "azure",
+        ],
+    );
+    let cfg = private_file(&env, "pfmc");
+    edit(
+        &cfg,
+        "topology: Private\n",
+        "topology: Private\nprivateLink:\n  managedBy: hcp-workflow\n",
+    );
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    failed(&rows, "k8s.route-api", "route.openshift.io");
+    let r = failed(
+        &rows,
+        "k8s.supported-versions",
+        "hypershift/supported-versions",
+    );
+    assert!(r["detail"].as_str().unwrap().contains("4.22"), "{r}");
+    failed(&rows, "k8s.private-platform", "--private-platform");
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+}
+
+/// A HostedCluster name already taken by another cluster (same name, another infra id), a
+/// management VNet that does not exist, and a NAT subnet CIDR that overlaps the management
+/// VNet's subnets: each fails with its row, exit 2, nothing journaled or written.
+#[test]
+fn name_taken_and_management_network_failures() {
+    let env = Env::new("preflight-names", FAST);
+    // The name `pfnt` is taken by a live cluster (infra id pfnt-a1b2c), in another journal.
+    let live = cluster_file(&env.dir, "pfnt", "pfnt-a1b2c", "Public", "");
+    let other_db = format!("sqlite://{}", env.dir.join("other.db").display());
+    let live_s = live.to_string_lossy().to_string();
+    let (code, out, err) = hcp_e2e_tests::cluster::run(
+        &env.dir,
+        &[
+            "--database",
+            &other_db,
+            "--simulator",
+            &env.sim.base,
+            "start",
+            "create-cluster",
+            "--config",
+            &live_s,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    // A second file: same name, another infra id, and a management VNet that is not there.
+    let dir2 = env.dir.join("second");
+    std::fs::create_dir_all(&dir2).unwrap();
+    let cfg = cluster_file(&dir2, "pfnt", "pfnt-z9y8x", "Private", "");
+    edit(
+        &cfg,
+        "virtualNetworks/management-vnet",
+        "virtualNetworks/no-such-vnet",
+    );
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let r = failed(&rows, "k8s.hosted-cluster", "clusters/pfnt");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pfnt-a1b2c"),
+        "the row names who holds the name: {r}"
+    );
+    failed(&rows, "azure.mgmt-vnet", "no-such-vnet");
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+
+    // A NAT subnet CIDR inside the management VNet's `aks-subnet` (10.224.0.0/16).
+    let cfg = cluster_file(&dir2, "pfns", "pfns-n4t5b", "Private", "");
+    edit(
+        &cfg,
+        "virtualNetworks/management-vnet\n",
+        "virtualNetworks/management-vnet\n  natSubnet:\n    cidr: 10.224.7.0/24\n",
+    );
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    failed(&rows, "azure.nat-subnet", "pfns-n4t5b-pls-nat");
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+}
