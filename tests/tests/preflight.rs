@@ -439,8 +439,9 @@ fn management_cluster_failures() {
 }
 
 /// A HostedCluster name already taken by another cluster (same name, another infra id), a
-/// management VNet that does not exist, and a NAT subnet CIDR that overlaps the management
-/// VNet's subnets: each fails with its row, exit 2, nothing journaled or written.
+/// management VNet and load-balancer resource group that do not exist, and a NAT subnet
+/// CIDR that overlaps the management VNet's subnets: each fails with its row, exit 2,
+/// nothing journaled or written.
 #[test]
 fn name_taken_and_management_network_failures() {
     let env = Env::new("preflight-names", FAST);
@@ -472,6 +473,11 @@ fn name_taken_and_management_network_failures() {
         "virtualNetworks/management-vnet",
         "virtualNetworks/no-such-vnet",
     );
+    edit(
+        &cfg,
+        "loadBalancerResourceGroup: hcp-management\n",
+        "loadBalancerResourceGroup: no-such-group\n",
+    );
     let before = env.sim.ids();
     env.sim.clear_requests();
     let (code, rows, err) = preflight(&env, &cfg, &[]);
@@ -485,6 +491,7 @@ fn name_taken_and_management_network_failures() {
         "the row names who holds the name: {r}"
     );
     failed(&rows, "azure.mgmt-vnet", "no-such-vnet");
+    failed(&rows, "azure.mgmt-lb-group", "no-such-group");
     assert_no_journal(&env);
     assert_only_reads(&env);
     assert_eq!(env.sim.ids(), before, "preflight created something");
