@@ -530,15 +530,11 @@ pub async fn start(
     let (reach, _sim) = reach_for(reach_args, db, Some(&cfg)).await?;
     let simulated = !matches!(reach, Reach::Direct);
     let layout = Layout::new(&cfg, &infra, simulated);
-    let dag = build(
-        a.workflow,
-        &cfg,
-        &layout,
-        DeleteOptions {
-            purge_persistent: a.purge_persistent,
-            skip_cloud_cleanup: a.skip_cloud_cleanup,
-        },
-    )?;
+    // The DAG is built once, below, with the resolved private-link mode.
+    let workflow_name = match a.workflow {
+        Workflow::CreateCluster => create_cluster::WORKFLOW,
+        Workflow::DeleteCluster => delete_cluster::WORKFLOW,
+    };
     let clients = Clients::new(reach.clone());
     let target = crate::target::of_run(reach_args, &reach, cloud_name(&cfg));
     let exclusive = cluster_key(&cfg);
@@ -554,7 +550,7 @@ pub async fn start(
     let e = crate::ops::cluster_engine(store.clone(), &clients, Some(vec![target.clone()]))?;
     if let Some(h) = holder {
         let same_key = a.idempotency_key.is_some() && h.idempotency_key == a.idempotency_key;
-        if same_key && h.workflow != dag.workflow {
+        if same_key && h.workflow != workflow_name {
             // The store would refuse it too; refused here so no check request is sent.
             refuse_key_reused(&hcp_runtime::EngineError::KeyReused {
                 key: a.idempotency_key.clone().unwrap_or_default(),
