@@ -97,6 +97,9 @@ fn token(sim: &Simulator, req: &Req, tenant: &str) -> Response {
         );
     }
     let has_secret = get("client_secret").is_some();
+    if let Some(refused) = crate::preflight::token_refusal(sim, client_id, has_secret) {
+        return refused;
+    }
     let has_assertion = get("client_assertion").is_some()
         && get("client_assertion_type")
             == Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer");

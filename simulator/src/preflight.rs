@@ -32,7 +32,8 @@
 //!  "restricted_sizes": [{"size": "Standard_D4s_v5", "zones": ["1"]}],
 //!  "taken_storage_account_names": ["demohcpoidc7f3a"],
 //!  "denied_kube": ["create hypershift.openshift.io/hostedclusters"],
-//!  "kube_user": "system:admin", "no_hypershift_crds": false}
+//!  "kube_user": "system:admin", "no_hypershift_crds": false,
+//!  "invalid_client_secret": false, "no_operator": false, "no_self_subject_review": false}
 //! ```
 //! Every field is optional. `denied_actions[].scope` limits a denial to scopes starting with
 //! it (case-insensitive; none: everywhere); actions may use RBAC wildcards. A restricted
@@ -40,7 +41,11 @@
 //! `<verb> <group>/<resource>` (`create /secrets` for the core group). The other failures
 //! have their own switches: no DNS zone (`--no-dns-zones`), no Route API
 //! (`--management-platform aks`), an old operator (`--hypershift-version 4.21`), the other
-//! `--private-platform`, and a HostedCluster name taken (create one without our labels).
+//! `--private-platform`, and a HostedCluster name taken (create one without our labels). An
+//! API server that does not answer, or answers too slowly for the per-check limit: a fault
+//! rule (`drop_connection` on `/version`, `latency_ms` on a path). A private link service
+//! not visible to the guest subscription: PUT one whose `visibility` lacks it (the
+//! visibility answer is computed from the stored PLS).
 
 use axum::http::Method;
 use axum::response::Response;
@@ -76,6 +81,13 @@ pub struct Scenario {
     pub kube_user: Option<String>,
     /// Serve no HyperShift CRDs (HyperShift not installed).
     pub no_hypershift_crds: bool,
+    /// Entra refuses the client secret (401 `invalid_client`, AADSTS7000215): a wrong or
+    /// expired secret.
+    pub invalid_client_secret: bool,
+    /// No HyperShift operator Deployment (`hypershift/operator` answers 404).
+    pub no_operator: bool,
+    /// `SelfSubjectReview` is not served (404), as on an API server before 1.28.
+    pub no_self_subject_review: bool,
 }
 
 /// One denied ARM action.
@@ -498,12 +510,59 @@ fn pls_visibility(sim: &Simulator, req: &Req, sub: &str) -> Response {
     json_resp(200, &json!({ "visible": visible }))
 }
 
+/// The token endpoint's refusal of a scenario's wrong client secret: 401 `invalid_client`
+/// with Entra's AADSTS7000215 text (the error a wrong or expired `AZURE_CLIENT_SECRET`
+/// gets; https://learn.microsoft.com/entra/identity-platform/reference-error-codes).
+pub(crate) fn token_refusal(
+    sim: &Simulator,
+    client_id: &str,
+    has_secret: bool,
+) -> Option<Response> {
+    (has_secret && scenario(sim).invalid_client_secret).then(|| {
+        crate::entra::error_response(
+            401,
+            "invalid_client",
+            &format!(
+                "AADSTS7000215: Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID, for a secret added to app '{client_id}'."
+            ),
+        )
+    })
+}
+
 // --- Kubernetes ------------------------------------------------------------------------
 
-/// Serves the preflight Kubernetes reviews and CRD reads; `None` otherwise.
+/// Serves the preflight Kubernetes reviews and CRD reads, and the scenario's missing
+/// operator Deployment; `None` otherwise.
 pub(crate) fn handle_kube(sim: &Simulator, req: &Req) -> Option<Response> {
     let s: Vec<&str> = req.segments.iter().map(String::as_str).collect();
     match (&req.method, s.as_slice()) {
+        (&Method::POST, ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"])
+            if scenario(sim).no_self_subject_review =>
+        {
+            // What an API server before 1.28 (no authentication.k8s.io/v1 SelfSubjectReview)
+            // answers: 404 with the generic not-found Status.
+            Some(crate::kube::status_response(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ))
+        }
+        (
+            &Method::GET,
+            [
+                "apis",
+                "apps",
+                "v1",
+                "namespaces",
+                "hypershift",
+                "deployments",
+                "operator",
+            ],
+        ) if scenario(sim).no_operator => Some(crate::kube::status_response(
+            404,
+            "NotFound",
+            "deployments.apps \"operator\" not found",
+        )),
         (&Method::POST, ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]) => {
             let user = scenario(sim)
                 .kube_user

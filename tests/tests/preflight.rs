@@ -511,3 +511,230 @@ fn name_taken_and_management_network_failures() {
     assert_only_reads(&env);
     assert_eq!(env.sim.ids(), before, "preflight created something");
 }
+
+/// Rows of `check` (any status).
+fn rows_of<'a>(rows: &'a [Value], check: &str) -> Vec<&'a Value> {
+    rows.iter().filter(|r| r["check"] == check).collect()
+}
+
+/// The scenario given as a file at start (`simulator serve --scenario FILE.json`): Entra
+/// refuses the client secret, so `azure.token` fails with AADSTS7000215 and its fix; then,
+/// switched while serving, no HyperShift operator Deployment (`k8s.operator`) and an API
+/// server without SelfSubjectReview (`k8s.whoami` warns, exit 0). Each: nothing
+/// journaled, only reads.
+#[test]
+fn token_operator_and_whoami_rows() {
+    let scen_dir = hcp_e2e_tests::scratch("preflight-scenario-file");
+    let scen = scen_dir.join("scenario.json");
+    std::fs::write(&scen, r#"{"invalid_client_secret": true}"#).unwrap();
+    let env = Env::with_sim_args(
+        "preflight-token",
+        FAST,
+        &["--scenario", scen.to_str().unwrap()],
+    );
+    let cfg = private_file(&env, "pftk");
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let r = failed(&rows, "azure.token", "ARM token for tenant");
+    let detail = r["detail"].as_str().unwrap();
+    assert!(detail.contains("AADSTS7000215"), "{r}");
+    assert!(
+        r["fix"].as_str().unwrap().contains("AZURE_CLIENT_SECRET"),
+        "the fix names the credential's variables: {r}"
+    );
+    assert!(
+        !detail.contains("simulated"),
+        "the secret is never printed: {r}"
+    );
+    // The management cluster does not depend on Azure credentials.
+    assert!(
+        rows_of(&rows, "k8s.operator")
+            .iter()
+            .all(|r| r["status"] == "pass"),
+        "{rows:#?}"
+    );
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+
+    // No operator Deployment: HyperShift is not installed.
+    set_scenario(&env, json!({"no_operator": true}));
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let r = failed(&rows, "k8s.operator", "Deployment hypershift/operator");
+    assert!(r["detail"].as_str().unwrap().contains("absent"), "{r}");
+    assert!(
+        r["fix"].as_str().unwrap().contains("hypershift install"),
+        "{r}"
+    );
+    assert_eq!(
+        failures(&rows)
+            .iter()
+            .filter(|r| r["check"] != "k8s.operator")
+            .count(),
+        0,
+        "only k8s.operator fails: {rows:#?}"
+    );
+
+    // An API server before 1.28 has no SelfSubjectReview: a warning, not a failure.
+    set_scenario(&env, json!({"no_self_subject_review": true}));
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 0, "{rows:#?}\n{err}");
+    let w = rows_of(&rows, "k8s.whoami");
+    assert_eq!(w.len(), 1, "{rows:#?}");
+    assert_eq!(w[0]["status"], "warn", "{}", w[0]);
+    assert!(
+        w[0]["detail"].as_str().unwrap().contains("1.28"),
+        "{}",
+        w[0]
+    );
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+
+    // The persistent group's name is another cluster's own resource group (cluster pftk,
+    // infra id `persistent`: its `<cluster>-<infraID>` group), deleted with that cluster.
+    set_scenario(&env, json!({}));
+    let rg = format!("/subscriptions/{GUEST_SUB}/resourcegroups/pftk-persistent");
+    let (status, body) = env.sim.put(
+        &format!("{rg}?api-version=2021-04-01"),
+        &json!({"location": "eastus", "tags": {
+            "hcp-workflow.io/cluster": "pftk", "hcp-workflow.io/infra-id": "persistent"}}),
+    );
+    assert!(status < 300, "{status} {body}");
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let r = failed(&rows, "azure.persistent-group", "pftk-persistent");
+    assert!(
+        r["detail"].as_str().unwrap().contains("own resource group"),
+        "{r}"
+    );
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+}
+
+/// An API server that drops the connection (`k8s.reachable` fails, the other Kubernetes
+/// checks add no rows of their own), a read slower than `--timeout` (a `no answer within`
+/// row for that check), and an existing private link service whose visibility lacks the
+/// guest subscription (`azure.pls-visibility`). Then `start delete-cluster` refuses on its
+/// own failing check, with nothing journaled.
+#[test]
+fn reachability_timeout_visibility_and_delete_rows() {
+    let env = Env::new("preflight-reach", FAST);
+    let cfg = private_file(&env, "pfrc");
+    let (code, rows, _) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 0, "{rows:#?}");
+    let pls_id = rows_of(&rows, "azure.pls-visibility")[0]["target"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let subnet = rows_of(&rows, "azure.mgmt-vnet")[0]["target"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.sim.clear_requests();
+
+    // The API server drops every connection to /version.
+    let f = env
+        .sim
+        .fault(json!({"method": "GET", "path": "/version", "drop_connection": true}));
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let r = failed(&rows, "k8s.reachable", "management cluster");
+    assert!(
+        r["detail"].as_str().unwrap().contains("did not answer"),
+        "{r}"
+    );
+    for c in [
+        "k8s.access",
+        "k8s.crds",
+        "k8s.operator",
+        "k8s.hosted-cluster",
+    ] {
+        assert!(
+            rows_of(&rows, c).is_empty(),
+            "{c} adds nothing when unreachable: {rows:#?}"
+        );
+    }
+    env.sim.clear_faults();
+    let _ = f;
+
+    // One read slower than the per-check limit: that check's row says so.
+    env.sim.fault(
+        json!({"method": "GET", "path": "*/providers/Microsoft.Compute?*", "latency_ms": 4000}),
+    );
+    let (code, rows, err) = preflight(&env, &cfg, &["--timeout", "1"]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let slow: Vec<_> = failures(&rows)
+        .into_iter()
+        .filter(|r| {
+            r["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no answer within 1 s")
+        })
+        .collect();
+    assert!(!slow.is_empty(), "a timeout row: {rows:#?}");
+    assert!(
+        slow.iter().all(|r| r["check"] == "azure.provider"),
+        "only the slow check times out: {slow:#?}"
+    );
+    env.sim.clear_faults();
+
+    // A PLS of this name already exists, visible only to another subscription.
+    let mgmt_subnet = format!("{}/subnets/other-pls-subnet", subnet.trim_end_matches('/'));
+    let (status, body) = env.sim.put(
+        &format!("{pls_id}?api-version=2023-11-01"),
+        &json!({
+            "location": "eastus",
+            "properties": {
+                "loadBalancerFrontendIpConfigurations": [{"id": format!("{MGMT_RG}/providers/Microsoft.Network/loadBalancers/kube-internal/frontendIPConfigurations/fe")}],
+                "ipConfigurations": [{"name": "ipc", "properties": {"subnet": {"id": mgmt_subnet}}}],
+                "visibility": {"subscriptions": ["99999999-9999-9999-9999-999999999999"]},
+                "autoApproval": {"subscriptions": []}
+            }
+        }),
+    );
+    assert!(status < 300, "{status} {body}");
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let r = failed(&rows, "azure.pls-visibility", &pls_id);
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("not visible to subscription {GUEST_SUB}")),
+        "{r}"
+    );
+    assert!(r["fix"].as_str().unwrap().contains("--visibility"), "{r}");
+    assert_no_journal(&env);
+    assert_only_reads(&env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+
+    // `start delete-cluster` runs the checks that apply to a delete and refuses.
+    set_scenario(
+        &env,
+        json!({"denied_kube": ["delete hypershift.openshift.io/hostedclusters"]}),
+    );
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("k8s.access"), "{err}");
+    assert!(err.contains("nothing was journaled or created"), "{err}");
+    // delete-cluster reads the journal (the create run's recorded private-link mode) before
+    // its checks; nothing is written to it.
+    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!([]),
+        "{out}"
+    );
+    assert_only_reads(&env);
+}
