@@ -91,6 +91,37 @@ fn assert_no_journal(env: &Env) {
     assert!(!db.exists(), "{} was created", db.display());
 }
 
+/// A preflight that must fail: exit 2, no journal file, only reads reached the simulator
+/// and nothing was created. Returns the rows.
+fn refused(env: &Env, cfg: &Path, extra: &[&str]) -> Vec<Value> {
+    let before = env.sim.ids();
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(env, cfg, extra);
+    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    assert_no_journal(env);
+    assert_only_reads(env);
+    assert_eq!(env.sim.ids(), before, "preflight created something");
+    rows
+}
+
+/// `start WORKFLOW` refused by a failing `check`: exit 2, the row named on stderr, the
+/// journal holds no run and only reads reached the simulator. Returns stderr.
+fn start_refused(env: &Env, workflow: &str, cfg: &Path, check: &str) -> String {
+    let (code, out, err) = env.start(workflow, cfg, &[], &[]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("preflight") && err.contains(check), "{err}");
+    assert!(err.contains("nothing was journaled or created"), "{err}");
+    let (code, listed, list_err) = env.cli(&["--output", "json", "list"], &[]);
+    assert_eq!(code, 0, "{list_err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&listed).unwrap(),
+        json!([]),
+        "{listed}"
+    );
+    assert_only_reads(env);
+    err
+}
+
 fn edit(path: &Path, from: &str, to: &str) {
     let s = std::fs::read_to_string(path).unwrap();
     assert!(s.contains(from), "{from:?} not in {}", path.display());
@@ -284,22 +315,8 @@ fn each_azure_and_access_failure_gives_its_row() {
         &env,
         json!({"unregistered_providers": ["Microsoft.Network"]}),
     );
-    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
-    assert_eq!(code, 2, "{out}\n{err}");
-    assert!(
-        err.contains("preflight") && err.contains("azure.provider"),
-        "{err}"
-    );
+    let err = start_refused(&env, "create-cluster", &cfg, "azure.provider");
     assert!(err.contains("Microsoft.Network"), "{err}");
-    assert!(err.contains("nothing was journaled or created"), "{err}");
-    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        serde_json::from_str::<Value>(&out).unwrap(),
-        json!([]),
-        "{out}"
-    );
-    assert_only_reads(&env);
     assert_eq!(env.sim.ids(), before, "preflight created something");
     // `--skip-preflight` journals the run anyway, and says so in its labels.
     let (code, out, err) = env.start(
@@ -374,10 +391,7 @@ fn dns_zone_and_file_references() {
         "identities:\n  create: {}\n",
         "identities:\n  existing:\n    file: workload-identities.json\n",
     );
-    let before = env.sim.ids();
-    env.sim.clear_requests();
-    let (code, rows, err) = preflight(&env, &cfg, &[]);
-    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let rows = refused(&env, &cfg, &[]);
     failed(&rows, "azure.dns-zone", "hcp.example.com");
     failed(&rows, "oidc.existing", "/.well-known/openid-configuration");
     failed(&rows, "oidc.existing", "/openid/v1/jwks");
@@ -393,9 +407,6 @@ fn dns_zone_and_file_references() {
         !rows.iter().any(|r| r["check"] == "azure.nat-subnet"),
         "{rows:#?}"
     );
-    assert_no_journal(&env);
-    assert_only_reads(&env);
-    assert_eq!(env.sim.ids(), before, "preflight created something");
 }
 
 /// The management cluster: no Route API (AKS), an operator too old for the release
@@ -421,10 +432,7 @@ fn management_cluster_failures() {
         "topology: Private\n",
         "topology: Private\nprivateLink:\n  managedBy: hcp-workflow\n",
     );
-    let before = env.sim.ids();
-    env.sim.clear_requests();
-    let (code, rows, err) = preflight(&env, &cfg, &[]);
-    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let rows = refused(&env, &cfg, &[]);
     failed(&rows, "k8s.route-api", "route.openshift.io");
     let r = failed(
         &rows,
@@ -433,9 +441,6 @@ fn management_cluster_failures() {
     );
     assert!(r["detail"].as_str().unwrap().contains("4.22"), "{r}");
     failed(&rows, "k8s.private-platform", "--private-platform");
-    assert_no_journal(&env);
-    assert_only_reads(&env);
-    assert_eq!(env.sim.ids(), before, "preflight created something");
 }
 
 /// A HostedCluster name already taken by another cluster (same name, another infra id), a
@@ -604,18 +609,12 @@ fn token_operator_and_whoami_rows() {
             "hcp-workflow.io/cluster": "pftk", "hcp-workflow.io/infra-id": "persistent"}}),
     );
     assert!(status < 300, "{status} {body}");
-    let before = env.sim.ids();
-    env.sim.clear_requests();
-    let (code, rows, err) = preflight(&env, &cfg, &[]);
-    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let rows = refused(&env, &cfg, &[]);
     let r = failed(&rows, "azure.persistent-group", "pftk-persistent");
     assert!(
         r["detail"].as_str().unwrap().contains("own resource group"),
         "{r}"
     );
-    assert_no_journal(&env);
-    assert_only_reads(&env);
-    assert_eq!(env.sim.ids(), before, "preflight created something");
 }
 
 /// An API server that drops the connection (`k8s.reachable` fails, the other Kubernetes
@@ -701,10 +700,7 @@ fn reachability_timeout_visibility_and_delete_rows() {
         }),
     );
     assert!(status < 300, "{status} {body}");
-    let before = env.sim.ids();
-    env.sim.clear_requests();
-    let (code, rows, err) = preflight(&env, &cfg, &[]);
-    assert_eq!(code, 2, "{rows:#?}\n{err}");
+    let rows = refused(&env, &cfg, &[]);
     let r = failed(&rows, "azure.pls-visibility", &pls_id);
     assert!(
         r["detail"]
@@ -714,27 +710,13 @@ fn reachability_timeout_visibility_and_delete_rows() {
         "{r}"
     );
     assert!(r["fix"].as_str().unwrap().contains("--visibility"), "{r}");
-    assert_no_journal(&env);
-    assert_only_reads(&env);
-    assert_eq!(env.sim.ids(), before, "preflight created something");
 
     // `start delete-cluster` runs the checks that apply to a delete and refuses.
     set_scenario(
         &env,
         json!({"denied_kube": ["delete hypershift.openshift.io/hostedclusters"]}),
     );
-    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
-    assert_eq!(code, 2, "{out}\n{err}");
-    assert!(err.contains("k8s.access"), "{err}");
-    assert!(err.contains("nothing was journaled or created"), "{err}");
     // delete-cluster reads the journal (the create run's recorded private-link mode) before
     // its checks; nothing is written to it.
-    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        serde_json::from_str::<Value>(&out).unwrap(),
-        json!([]),
-        "{out}"
-    );
-    assert_only_reads(&env);
+    start_refused(&env, "delete-cluster", &cfg, "k8s.access");
 }
