@@ -109,8 +109,77 @@ fn deserialize(yaml: &str) -> Result<ClusterConfig, ConfigErrors> {
         } else {
             "type"
         };
+        let message = plain_words(&message);
         ConfigErrors::one(path, rule, message)
     })
+}
+
+/// The names between backticks in a serde message (`a`, `b`, …) after `marker`.
+fn backticked(message: &str, marker: &str) -> Vec<String> {
+    message
+        .split_once(marker)
+        .map(|(_, rest)| {
+            rest.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The closest of `candidates` to `given` (case-insensitive edit distance of at most a
+/// third of the name, and at least 1), for "did you mean".
+fn closest<'a>(given: &str, candidates: &'a [String]) -> Option<&'a str> {
+    let g = given.to_ascii_lowercase();
+    candidates
+        .iter()
+        .map(|c| (strsim::levenshtein(&g, &c.to_ascii_lowercase()), c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c.as_str())
+}
+
+/// serde's wording turned into the file's: unknown keys and wrong-case values get "did
+/// you mean", a one-key choice (`create` / `existing`) says to set exactly one.
+fn plain_words(message: &str) -> String {
+    let first = |m: &str| m.split('`').nth(1).unwrap_or_default().to_string();
+    if message.starts_with("unknown field") {
+        let given = first(message);
+        let keys = backticked(message, "expected");
+        return match closest(&given, &keys) {
+            Some(k) => format!("unknown key `{given}`: did you mean `{k}`?"),
+            None if keys.is_empty() => format!("unknown key `{given}`: this section takes no keys"),
+            None => format!(
+                "unknown key `{given}`; the keys here are {}",
+                keys.join(", ")
+            ),
+        };
+    }
+    if message.starts_with("unknown variant") {
+        let given = first(message);
+        let values = backticked(message, "expected");
+        let exact_but_case = values.iter().find(|v| v.eq_ignore_ascii_case(&given));
+        let list = values
+            .iter()
+            .map(|v| format!("`{v}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return match exact_but_case
+            .map(String::as_str)
+            .or_else(|| closest(&given, &values))
+        {
+            Some(v) => format!(
+                "`{given}` is not a valid value: did you mean `{v}`? (values are case-sensitive: {list})"
+            ),
+            None => format!("`{given}` is not a valid value; use one of {list}"),
+        };
+    }
+    if message.contains("expected map with a single key") {
+        return "set exactly one of the choices here (for example `create: {}` or `existing: {…}`), not both and not none"
+            .to_string();
+    }
+    message.to_string()
 }
 
 /// `nodePools[1].replicas` style, matching the paths semantic validation reports.
