@@ -168,6 +168,53 @@ impl Sim {
         assert!((200..300).contains(&s), "{s} {b}");
     }
 
+    /// Put Blob `{container}/{blob}` in storage account `account_id` as a real client
+    /// does: the account key from `listKeys`, the request signed with Shared Key (the
+    /// simulator verifies the signature, as Azure does). Returns the status.
+    pub fn put_blob(
+        &self,
+        account_id: &str,
+        container: &str,
+        blob: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> u16 {
+        use hcp_activities::azure::storage::{sign, string_to_sign};
+        let keys: Value = self
+            .http
+            .post(format!(
+                "{}{account_id}/listKeys?api-version=2024-01-01",
+                self.base
+            ))
+            .header("authorization", "Bearer test")
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let key = hcp_activities::secret::Secret::new(
+            keys["keys"][0]["value"].as_str().unwrap().to_string(),
+        );
+        let account = account_id.rsplit('/').next().unwrap();
+        let path = format!("/{container}/{blob}");
+        let date = httpdate_now();
+        let headers: Vec<(String, String)> = vec![
+            ("x-ms-blob-type".into(), "BlockBlob".into()),
+            ("x-ms-date".into(), date.clone()),
+            ("x-ms-version".into(), "2021-08-06".into()),
+            ("content-type".into(), content_type.into()),
+        ];
+        let sts = string_to_sign("PUT", account, &path, &[], &headers, body.len() as u64);
+        let sig = sign(&sts, &key).unwrap();
+        let mut req = self
+            .http
+            .put(format!("{}/_blob/{account}{path}", self.base))
+            .header("authorization", format!("SharedKey {account}:{sig}"));
+        for (k, v) in &headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        req.body(body).send().unwrap().status().as_u16()
+    }
+
     /// Stop it.
     pub fn stop(mut self) {
         self.proc.kill();
@@ -374,4 +421,29 @@ pub fn assert_connections_rejected_before_pls_delete(reqs: &[Value], pls_name: &
             "{c}: not deleted before the PLS DELETE"
         );
     }
+}
+
+/// The current time as an HTTP date (RFC 7231 IMF-fixdate), for `x-ms-date`.
+fn httpdate_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let days = secs / 86_400;
+    let (h, m, sec) = ((secs % 86_400) / 3600, (secs % 3600) / 60, secs % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    let mn = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][(mo - 1) as usize];
+    format!("{wd}, {d:02} {mn} {y} {h:02}:{m:02}:{sec:02} GMT")
 }

@@ -238,32 +238,26 @@ fn existing_issuer(env: &Env, account: &str, jwks: &Value) -> String {
         "2024-01-01",
         json!({"properties": {"publicAccess": "Container"}}),
     );
-    let r = reqwest::blocking::Client::new()
-        .put(format!(
-            "{}/_blob/{account}/oidc/openid/v1/jwks",
-            env.sim.base
-        ))
-        .header("authorization", "SharedKey test:test")
-        .header("x-ms-blob-type", "BlockBlob")
-        .header("content-type", "application/json")
-        .body(jwks.to_string())
-        .send()
-        .unwrap();
-    assert!(r.status().is_success(), "{:?}", r.status());
+    let status = env.sim.put_blob(
+        &acct,
+        "oidc",
+        "openid/v1/jwks",
+        "application/json",
+        jwks.to_string().into_bytes(),
+    );
+    assert!((200..300).contains(&status), "{status}");
     // The discovery document too (preflight checks it, issue 13).
     let url = format!("https://{account}.blob.core.windows.net/oidc");
-    let r = reqwest::blocking::Client::new()
-        .put(format!(
-            "{}/_blob/{account}/oidc/.well-known/openid-configuration",
-            env.sim.base
-        ))
-        .header("authorization", "SharedKey test:test")
-        .header("x-ms-blob-type", "BlockBlob")
-        .header("content-type", "application/json")
-        .body(hcp_activities::oidc::discovery_document(&url).to_string())
-        .send()
-        .unwrap();
-    assert!(r.status().is_success(), "{:?}", r.status());
+    let status = env.sim.put_blob(
+        &acct,
+        "oidc",
+        ".well-known/openid-configuration",
+        "application/json",
+        hcp_activities::oidc::discovery_document(&url)
+            .to_string()
+            .into_bytes(),
+    );
+    assert!((200..300).contains(&status), "{status}");
     url
 }
 

@@ -417,7 +417,7 @@ fn not_ours(id: &str, tags: Option<&Value>, ownership: &Ownership) -> StepError 
         "ownership",
         format!(
             "refusing to adopt {id}: it exists but is not tagged as this cluster's (tags seen: {seen}; \
-             expected {TAG_CLUSTER}={} and {TAG_INFRA_ID}={}) — tag it or remove it, then `hcp-workflow retry RUN`",
+             expected {TAG_CLUSTER}={} and {TAG_INFRA_ID}={}) — tag it or remove it, then run it again",
             ownership.tag(TAG_CLUSTER).unwrap_or_default(),
             ownership.tag(TAG_INFRA_ID).unwrap_or_default(),
         ),
@@ -429,7 +429,7 @@ fn failed_state(id: &str, state: &str) -> StepError {
     StepError::permanent(
         "azure",
         format!(
-            "Azure reports {id} in provisioning state {state} — inspect it in the portal, fix or delete it, then `hcp-workflow retry RUN`"
+            "Azure reports {id} in provisioning state {state} — inspect it in the portal, fix or delete it, then run it again"
         ),
     )
     .with_code("ProvisioningFailed")
@@ -515,7 +515,7 @@ pub async fn ensure(
         None if spec.adopt == Adopt::Any => Err(StepError::permanent(
             kind::VALIDATION,
             format!(
-                "bring-your-own resource {id} does not exist (or this identity cannot read it) — create it or fix the id, then `hcp-workflow retry RUN`"
+                "bring-your-own resource {id} does not exist (or this identity cannot read it) — create it or fix the id, then run it again"
             ),
         )
         .with_code("ResourceNotFound")),

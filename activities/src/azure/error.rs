@@ -356,7 +356,10 @@ impl ArmError {
 
     /// What an operator should do about it (one short sentence).
     pub fn hint(&self) -> String {
-        let retry = "then `hcp-workflow retry RUN`";
+        // No "then retry RUN": a permanent forward failure unwinds the run (a finished run is
+        // never retried); the failure card of `show`/`why` gives the action that fits the
+        // run's state.
+        let retry = "then run it again";
         let code = self.code.as_str();
         match self.class {
             ErrorClass::Throttled => {

@@ -1,7 +1,7 @@
 //! Azure checks of `preflight`, each citing the API it reads.
 
 use super::{Check, CheckResult, Inputs, NatSubnet, Workflow, short};
-use crate::azure::models::{API_DNS, API_NETWORK, API_RESOURCES, API_STORAGE};
+use crate::azure::models::{API_NETWORK, API_RESOURCES, API_STORAGE};
 use crate::azure::{ArmClient, ArmError};
 use crate::steps::permissions;
 use crate::steps::{AzureEnv, Clients};
@@ -820,34 +820,14 @@ async fn dns_zone(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
         Ok(a) => a,
         Err(e) => return vec![no_client("azure.dns-zone", &target, &e)],
     };
-    // The same lookup as the `azure.public-dns-zone.find` step (steps/dns.rs): a GET in
-    // `dnsZoneResourceGroup`, else the subscription's zones listed (Zones_List,
-    // `specification/dns/resource-manager/Microsoft.Network/stable/2018-05-01/dns.json`).
-    let found = match &inputs.dns_zone_resource_group {
-        Some(_) => arm
-            .get_value(&target, API_DNS)
-            .await
-            .map(|v| v.and_then(|z| z.get("id").and_then(Value::as_str).map(str::to_string))),
-        None => arm
-            .list_values(
-                &format!("/subscriptions/{sub}/providers/Microsoft.Network/dnszones"),
-                API_DNS,
-            )
-            .await
-            .map(|zones| {
-                zones
-                    .iter()
-                    .filter(|z| {
-                        z.get("name")
-                            .and_then(Value::as_str)
-                            .is_some_and(|n| n.trim_end_matches('.').eq_ignore_ascii_case(domain))
-                            && z.pointer("/properties/zoneType")
-                                .and_then(Value::as_str)
-                                .is_none_or(|t| t.eq_ignore_ascii_case("Public"))
-                    })
-                    .find_map(|z| z.get("id").and_then(Value::as_str).map(str::to_string))
-            }),
-    };
+    // The same lookup as the `azure.public-dns-zone.find` step.
+    let found = crate::steps::dns::find_public_zone(
+        &arm,
+        sub,
+        inputs.dns_zone_resource_group.as_deref(),
+        domain,
+    )
+    .await;
     let rg = inputs
         .dns_zone_resource_group
         .clone()

@@ -187,15 +187,10 @@ async fn identities(clients: &Clients, i: &Inputs) -> Vec<CheckResult> {
     };
     let mut rows = Vec::new();
     for (component, client_id) in i.byo_identities.iter().flatten() {
-        let found = listed.iter().find(|v| {
-            v.pointer("/properties/clientId")
-                .and_then(Value::as_str)
-                .is_some_and(|c| c.eq_ignore_ascii_case(client_id))
-        });
-        match found.and_then(|v| v.get("id").and_then(Value::as_str)) {
-            Some(id) => rows.push(CheckResult::pass(
+        match crate::steps::identity::find_by_client_id(&listed, client_id) {
+            Some(r) => rows.push(CheckResult::pass(
                 "identities.existing",
-                id,
+                r.id,
                 format!("{component}: client id {client_id} resolves"),
             )),
             None => rows.push(CheckResult::fail(

@@ -108,39 +108,13 @@ impl Action for FindPublicZone {
         input: PublicZoneInput,
     ) -> Result<Outcome<PublicZoneOutput>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
-        let domain = input.base_domain.trim_end_matches('.');
-        let found: Option<String> = match &input.resource_group {
-            Some(rg) => {
-                let id = format!(
-                    "{}/providers/Microsoft.Network/dnszones/{domain}",
-                    names::resource_group_id(&input.subscription, rg)
-                );
-                arm.get_value(&id, API_DNS)
-                    .await?
-                    .map(|v| zone_id(&v).unwrap_or(id))
-            }
-            None => {
-                let path = format!(
-                    "/subscriptions/{}/providers/Microsoft.Network/dnszones",
-                    input.subscription
-                );
-                arm.list_values(&path, API_DNS)
-                    .await?
-                    .iter()
-                    .filter(|z| {
-                        z.get("name")
-                            .and_then(Value::as_str)
-                            .is_some_and(|n| n.trim_end_matches('.').eq_ignore_ascii_case(domain))
-                    })
-                    // A private zone is a different type; only public zones count.
-                    .filter(|z| {
-                        z.pointer("/properties/zoneType")
-                            .and_then(Value::as_str)
-                            .is_none_or(|t| t.eq_ignore_ascii_case("Public"))
-                    })
-                    .find_map(zone_id)
-            }
-        };
+        let found = find_public_zone(
+            &arm,
+            &input.subscription,
+            input.resource_group.as_deref(),
+            &input.base_domain,
+        )
+        .await?;
         let Some(id) = found else {
             if input.optional {
                 return Ok(Outcome::Done(PublicZoneOutput {
@@ -164,6 +138,52 @@ impl Action for FindPublicZone {
             id: Some(id),
         }))
     }
+}
+
+/// The id of the public Azure DNS zone named `base_domain`: a GET in `resource_group` when
+/// given (Zones_Get), else the subscription's zones listed, following nextLink (Zones_List,
+/// `specification/dns/resource-manager/Microsoft.Network/stable/2018-05-01/dns.json`).
+/// Private zones (another type, or `zoneType: Private`) never count. Shared by this step and
+/// preflight's `azure.dns-zone`.
+///
+/// # Errors
+/// The ARM read failed.
+pub async fn find_public_zone(
+    arm: &crate::azure::ArmClient,
+    subscription: &str,
+    resource_group: Option<&str>,
+    base_domain: &str,
+) -> Result<Option<String>, crate::azure::ArmError> {
+    let domain = base_domain.trim_end_matches('.');
+    Ok(match resource_group {
+        Some(rg) => {
+            let id = format!(
+                "{}/providers/Microsoft.Network/dnszones/{domain}",
+                names::resource_group_id(subscription, rg)
+            );
+            arm.get_value(&id, API_DNS)
+                .await?
+                .map(|v| zone_id(&v).unwrap_or(id))
+        }
+        None => {
+            let path =
+                format!("/subscriptions/{subscription}/providers/Microsoft.Network/dnszones");
+            arm.list_values(&path, API_DNS)
+                .await?
+                .iter()
+                .filter(|z| {
+                    z.get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| n.trim_end_matches('.').eq_ignore_ascii_case(domain))
+                })
+                .filter(|z| {
+                    z.pointer("/properties/zoneType")
+                        .and_then(Value::as_str)
+                        .is_none_or(|t| t.eq_ignore_ascii_case("Public"))
+                })
+                .find_map(zone_id)
+        }
+    })
 }
 
 fn zone_id(v: &Value) -> Option<String> {

@@ -411,19 +411,7 @@ impl Action for ResolveIdentities {
         let mut identities = BTreeMap::new();
         let mut ledger = Vec::new();
         for (component, client_id) in &input.client_ids {
-            let found = listed.iter().find(|v| {
-                v.pointer("/properties/clientId")
-                    .and_then(serde_json::Value::as_str)
-                    .is_some_and(|c| c.eq_ignore_ascii_case(client_id))
-            });
-            let resolved = found.and_then(|v| {
-                Some(ResolvedIdentity {
-                    id: v.get("id")?.as_str()?.to_string(),
-                    client_id: client_id.clone(),
-                    principal_id: v.pointer("/properties/principalId")?.as_str()?.to_string(),
-                })
-            });
-            let Some(r) = resolved else {
+            let Some(r) = find_by_client_id(&listed, client_id) else {
                 return Err(StepError::permanent(
                     hcp_runtime::error::kind::VALIDATION,
                     format!(
@@ -446,4 +434,23 @@ impl Action for ResolveIdentities {
         }
         Ok(Outcome::Done(ResolvedIdentities { identities, ledger }))
     }
+}
+
+/// The user-assigned identity of `client_id` among `listed` (the subscription's identities,
+/// `GET /subscriptions/{s}/providers/Microsoft.ManagedIdentity/userAssignedIdentities`),
+/// matched on `properties.clientId`. Shared by `azure.identities.resolve` and preflight.
+pub fn find_by_client_id(
+    listed: &[serde_json::Value],
+    client_id: &str,
+) -> Option<ResolvedIdentity> {
+    let v = listed.iter().find(|v| {
+        v.pointer("/properties/clientId")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|c| c.eq_ignore_ascii_case(client_id))
+    })?;
+    Some(ResolvedIdentity {
+        id: v.get("id")?.as_str()?.to_string(),
+        client_id: client_id.to_string(),
+        principal_id: v.pointer("/properties/principalId")?.as_str()?.to_string(),
+    })
 }
