@@ -172,13 +172,70 @@ pub struct StartArgs {
     /// storage, ingress DNS records and its rules in a bring-your-own NSG are then left.
     #[arg(long)]
     skip_cloud_cleanup: bool,
+    /// delete-cluster: do not ask for confirmation (it is asked only on a terminal).
+    #[arg(long, short = 'y')]
+    yes: bool,
+}
+
+/// Lists what a delete removes and what it keeps, and asks; `true` on `yes`.
+fn confirm_delete(
+    cfg: &ClusterConfig,
+    infra: &str,
+    dag: &hcp_runtime::SagaDag,
+    known: &HashMap<String, String>,
+    purge_persistent: bool,
+) -> Result<bool> {
+    use std::io::Write as _;
+    let p = plan::plan(dag);
+    let mut deleted: Vec<String> = p
+        .steps
+        .iter()
+        .flat_map(|s| s.resources.iter().cloned())
+        .filter(|r| !r.starts_with("wait for "))
+        .collect();
+    deleted.dedup();
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "delete-cluster will delete cluster {} (infra id {infra}) — {} resources:",
+        cfg.name,
+        deleted.len()
+    )?;
+    for r in &deleted {
+        let mark = if known.contains_key(&r.to_ascii_lowercase()) {
+            ""
+        } else {
+            "  (if present)"
+        };
+        writeln!(err, "  - {r}{mark}")?;
+    }
+    writeln!(err, "and keep:")?;
+    if !purge_persistent {
+        writeln!(
+            err,
+            "  - the persistent resources in {} (identities, federated credentials, OIDC issuer): --purge-persistent deletes them",
+            cfg.persistent_resource_group
+        )?;
+    }
+    writeln!(
+        err,
+        "  - anything the file brings (existing network, identities, OIDC issuer), the public DNS zone {}, and other clusters' resources",
+        cfg.base_domain
+    )?;
+    write!(err, "Delete cluster {}? Only 'yes' is accepted: ", cfg.name)?;
+    err.flush()?;
+    drop(err);
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(answer.trim() == "yes")
 }
 
 /// `drive`.
 #[derive(Args, Debug)]
 pub struct DriveArgs {
-    /// The run to execute in the foreground (as `start` does), until it ends.
-    pub run: hcp_runtime::RunId,
+    /// The run to execute in the foreground (as `start` does), until it ends: its id, a
+    /// unique prefix or suffix of it, or `cluster/<name>`.
+    pub run: String,
 }
 
 /// `plan`.
@@ -330,12 +387,68 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             skip_cloud_cleanup: a.skip_cloud_cleanup,
         },
     )?;
-    let p = plan::plan(&dag);
+    let mut p = plan::plan(&dag);
+    p.cluster = Some(cfg.name.clone());
+    p.infra_id = Some(infra.clone());
+    // What the journal knows exists for this cluster (like `terraform plan` against its
+    // state): never creates a journal to find out.
+    let known = match crate::open_existing_store(db).await {
+        Ok(store) => known_resources(&store, &cfg.name).await.unwrap_or_default(),
+        Err(_) => HashMap::new(),
+    };
     match out {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&p)?),
-        OutputFormat::Text => print!("{}", p.render()),
+        OutputFormat::Json => {
+            let mut v = serde_json::to_value(&p)?;
+            v["existing"] = serde_json::to_value(&known)?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        OutputFormat::Text => {
+            let lookup = |r: &str| known.get(&r.to_ascii_lowercase()).cloned();
+            print!("{}", p.render_with(&lookup));
+            if !known.is_empty() {
+                println!(
+                    "\n{} of these resources exist already (journal {db}); their steps adopt them.",
+                    known.len()
+                );
+            }
+        }
     }
     Ok(0)
+}
+
+/// The cluster's live resources by lower-cased id, from every run's ledger in the journal:
+/// id → `exists: <action> by run <short id>`.
+async fn known_resources(
+    store: &Arc<dyn hcp_runtime::JournalStore>,
+    cluster: &str,
+) -> Result<HashMap<String, String>> {
+    let filter = hcp_runtime::RunFilter {
+        label: Some(("cluster".to_string(), cluster.to_string())),
+        ..Default::default()
+    };
+    let mut summaries = store.list_runs(&filter).await?;
+    summaries.reverse();
+    let mut runs = Vec::new();
+    for s in summaries {
+        if let Some(rec) = store.load_run(s.id).await?
+            && let Ok(f) = crate::views::model::fold(&rec)
+        {
+            runs.push((rec.summary, f));
+        }
+    }
+    Ok(crate::views::model::inventory(&runs, false)
+        .into_iter()
+        .map(|r| {
+            (
+                r.id.to_ascii_lowercase(),
+                format!(
+                    "exists: {} by run {}",
+                    r.action,
+                    crate::runref::short(&r.run)
+                ),
+            )
+        })
+        .collect())
 }
 
 /// The cluster's exclusive key: at most one unfinished run of any workflow per key.
@@ -673,6 +786,19 @@ pub async fn start(
         let (p, w, _) = report.counts();
         format!("passed ({p} pass, {w} warn)")
     };
+    // `terraform destroy` / `az group delete`: on a terminal, a delete lists what goes and
+    // what stays, and asks. `--yes` (or no terminal) skips the question.
+    if a.workflow == Workflow::DeleteCluster
+        && !a.yes
+        && std::io::stdin().is_terminal()
+        && std::io::stderr().is_terminal()
+    {
+        let known = known_resources(&store, &cfg.name).await.unwrap_or_default();
+        if !confirm_delete(&cfg, &infra, &dag, &known, a.purge_persistent)? {
+            eprintln!("not confirmed: nothing was journaled or deleted");
+            return Ok(2);
+        }
+    }
     let mut labels: BTreeMap<String, String> = [
         ("cluster".to_string(), cfg.name.clone()),
         ("infra-id".to_string(), infra.clone()),
@@ -756,9 +882,10 @@ pub async fn drive(
     out: OutputFormat,
     a: DriveArgs,
 ) -> Result<u8> {
-    let store = open_store(db).await?;
-    let Some(rec) = store.load_run(a.run).await? else {
-        eprintln!("error: no run {} in {db}", a.run);
+    let store = crate::open_existing_store(db).await?;
+    let run = crate::views::resolve(&store, &a.run, db).await?;
+    let Some(rec) = store.load_run(run).await? else {
+        eprintln!("error: no run {run} in {db}");
         return Ok(2);
     };
     let run_target = rec.summary.target.clone();
@@ -768,17 +895,17 @@ pub async fn drive(
     {
         eprintln!(
             "error: run {} targets {}, and this process reaches {}; drive it with: {}",
-            a.run,
+            run,
             crate::target::describe(Some(t)),
             crate::target::describe(served.first().map(String::as_str)),
-            crate::target::command(Some(t), &format!("drive {}", a.run))
+            crate::target::command(Some(t), &format!("drive {}", run))
         );
         return Ok(2);
     }
     let (reach, _sim) = reach(reach_args, db).await?;
     let clients = Clients::new(reach);
     let e = crate::ops::cluster_engine(store, &clients, Some(served))?;
-    follow(&e, a.run, run_target.as_deref(), out).await
+    follow(&e, run, run_target.as_deref(), out).await
 }
 
 /// Cancel the unfinished create `h` and wait until its unwind ends. `Some(code)`: stop
@@ -879,6 +1006,15 @@ async fn follow(
     progress.update(&view);
     progress.finish();
     let state = view.state();
+    let elapsed = e
+        .store()
+        .load_run(run)
+        .await?
+        .map(|r| {
+            let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+            Duration::from_millis(u64::try_from(now.0 - r.summary.created_at.0).unwrap_or(0))
+        })
+        .unwrap_or_default();
     let ledger = hcp_runtime::ledger::ledger_of(&view);
     match out {
         OutputFormat::Json => println!(
@@ -886,6 +1022,21 @@ async fn follow(
             serde_json::json!({"run_id": run, "state": state, "blocked_on": view.blocked_on(), "ledger": ledger})
         ),
         OutputFormat::Text => {
+            let cause = match &view.unwinding {
+                Some(hcp_runtime::UnwindCause::NodeFailed { node }) => {
+                    Some(format!("{node} failed"))
+                }
+                Some(hcp_runtime::UnwindCause::Cancelled { by, .. }) => {
+                    Some(format!("cancelled by {by}"))
+                }
+                None => None,
+            };
+            if !interrupted || state.is_terminal() {
+                println!(
+                    "{}",
+                    outcome_line(&view.dag.workflow, state, elapsed, cause.as_deref())
+                );
+            }
             println!("run {run} is {state}");
             if interrupted && !state.is_terminal() {
                 println!(
@@ -970,6 +1121,10 @@ struct ProgressInner {
     bars: HashMap<String, indicatif::ProgressBar>,
     status: Option<indicatif::ProgressBar>,
     seen: HashMap<String, String>,
+    /// The unwind's own bar (steps to undo), once it started.
+    unwind: Option<indicatif::ProgressBar>,
+    /// Steps the unwind has to undo (0 until it starts).
+    unwind_total: u64,
 }
 
 impl Progress {
@@ -982,6 +1137,8 @@ impl Progress {
                 bars: HashMap::new(),
                 status: None,
                 seen: HashMap::new(),
+                unwind: None,
+                unwind_total: 0,
             })),
         }
     }
@@ -1024,7 +1181,8 @@ impl Progress {
                     _ => (d, u),
                 });
             if let Some(bar) = p.bars.get(stage) {
-                bar.set_position(done + undone);
+                // Only what stands counts: an undone step empties its bar again.
+                bar.set_position(done);
                 bar.set_message(if undone > 0 {
                     format!("({undone} undone)")
                 } else {
@@ -1035,8 +1193,49 @@ impl Progress {
         if let Some(s) = &p.status {
             s.set_message(format!("{} — {}", v.state(), v.blocked_on()));
         }
-        // Transition lines.
         let mut lines = Vec::new();
+        // The moment the run starts unwinding: say why, where the eye lands, and give the
+        // unwind its own phase (and bar).
+        if let Some(cause) = &v.unwinding
+            && p.unwind_total == 0
+        {
+            let total = v
+                .dag
+                .nodes
+                .iter()
+                .zip(&v.nodes)
+                .filter(|(spec, st)| spec.has_undo && st.status.started())
+                .count()
+                .max(1) as u64;
+            p.unwind_total = total;
+            lines.push(failure_line(v, cause, total));
+            if let Some(multi) = p.multi.clone() {
+                let style = indicatif::ProgressStyle::with_template(
+                    "{prefix:>14} [{bar:30}] {pos}/{len} {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("<- ");
+                let bar = multi.add(indicatif::ProgressBar::new(total));
+                bar.set_style(style);
+                bar.set_prefix("unwind");
+                p.unwind = Some(bar);
+            }
+        }
+        if p.unwind_total > 0 {
+            let undone = v
+                .dag
+                .nodes
+                .iter()
+                .zip(&v.nodes)
+                .filter(|(spec, st)| {
+                    spec.has_undo && matches!(st.status, NodeStatus::Undone { .. })
+                })
+                .count() as u64;
+            if let Some(bar) = &p.unwind {
+                bar.set_position(undone.min(p.unwind_total));
+            }
+        }
+        // Transition lines.
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
             let s = st.status.name().to_string();
             let detail = status_detail(&st.status);
@@ -1068,6 +1267,72 @@ impl Progress {
                 s.finish_and_clear();
             }
         }
+    }
+}
+
+/// `✗ <step> failed: <code> <message> — unwinding N steps` (or the cancel), printed the
+/// moment the unwind starts.
+fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> String {
+    let steps = if total == 1 { "step" } else { "steps" };
+    match cause {
+        hcp_runtime::UnwindCause::NodeFailed { node } => {
+            let err = v.node(node).and_then(|n| match &n.status {
+                NodeStatus::Failed { error } => Some(error),
+                _ => n.last_error.as_ref(),
+            });
+            let what = match err {
+                Some(e) => format!(
+                    "{}{}",
+                    e.code
+                        .as_deref()
+                        .map(|c| format!("{c} "))
+                        .unwrap_or_default(),
+                    e.message
+                ),
+                None => "failed for good".to_string(),
+            };
+            format!("✗ {node} failed: {what} — unwinding {total} {steps}")
+        }
+        hcp_runtime::UnwindCause::Cancelled { by, reason } => format!(
+            "✗ cancelled by {by}{} — unwinding {total} {steps}",
+            if reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {reason}")
+            }
+        ),
+    }
+}
+
+/// The one-line outcome with the elapsed time (terraform's "Creation complete after 8s").
+fn outcome_line(workflow: &str, state: RunState, elapsed: Duration, why: Option<&str>) -> String {
+    let t = human_elapsed(elapsed);
+    let verb = match workflow {
+        "create-cluster" => "Creation",
+        "delete-cluster" => "Deletion",
+        _ => "Run",
+    };
+    match state {
+        RunState::Succeeded => format!("✓ {verb} complete after {t}."),
+        RunState::RolledBack => format!(
+            "✗ {verb} failed after {t}; rolled back: nothing it made is left{}.",
+            why.map(|w| format!(" ({w})")).unwrap_or_default()
+        ),
+        RunState::Cancelled => {
+            format!("✗ {verb} cancelled after {t}; every started step was undone.")
+        }
+        RunState::NeedsOperator => format!("! {verb} needs an operator after {t}."),
+        RunState::Failed => format!("! {verb} parked after {t}."),
+        other => format!("{verb} is {other} after {t}."),
+    }
+}
+
+fn human_elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
     }
 }
 

@@ -4,29 +4,49 @@
 //! codes, logging) live here; everything else is in the library crates.
 //!
 //! Exit codes: 0 success; 1 the run ended badly (rolled back, cancelled, needs an operator,
-//! parked) or a command failed; 2 invalid input (nothing was journaled or created).
+//! parked) or a command failed; 2 invalid input or a refused operator command (nothing was
+//! journaled or created: an unknown run or step, a command the run's state does not allow,
+//! no journal where a read-only command expected one); 130 a follower (`start`, `drive`,
+//! `watch`, `selftest`) stopped by Ctrl-C or SIGTERM (the run itself goes on safely).
+//!
+//! Output: a closed pipe (`hcp-workflow list | head -1`) ends the process quietly, as for
+//! other Unix tools (SIGPIPE is reset to its default); colour only on a terminal and never
+//! with `NO_COLOR` (see [`style`]).
 
 mod bench;
 mod cluster;
 mod ops;
 mod preflight;
+mod runref;
+pub mod style;
 mod target;
 mod telemetry;
 mod ui;
 mod views;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use hcp_runtime::JournalStore;
 use std::sync::Arc;
 
 /// Default journal: a SQLite file in the current directory.
 pub const DEFAULT_DATABASE: &str = "sqlite://./hcp-workflow.db";
 
+/// `--version`: the crate version, the git commit built (`-dirty` when the tree had
+/// changes) and the UTC build date, stamped by `build.rs`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("HCP_GIT_COMMIT"),
+    " ",
+    env!("HCP_BUILD_DATE"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "hcp-workflow",
-    version,
+    version = VERSION,
     about = "Create and delete self-managed Azure HyperShift hosted clusters as durable, crash-safe sagas",
     after_help = "Examples:\n  hcp-workflow selftest\n  hcp-workflow list --output json\n  hcp-workflow worker --database postgres://postgres@127.0.0.1/hcp"
 )]
@@ -137,6 +157,31 @@ enum Command {
     /// The simulated Azure + management cluster.
     #[command(subcommand)]
     Simulator(SimulatorCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Examples:\n  hcp-workflow completion bash > /etc/bash_completion.d/hcp-workflow\n  hcp-workflow completion zsh > \"${fpath[1]}/_hcp-workflow\"\n  hcp-workflow completion fish > ~/.config/fish/completions/hcp-workflow.fish"
+    )]
+    Completion(CompletionArgs),
+    /// Print the man page (roff), or write one page per command into a directory.
+    #[command(
+        after_help = "Examples:\n  hcp-workflow man | man -l -\n  hcp-workflow man --out-dir /usr/local/share/man/man1"
+    )]
+    Man(ManArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(clap::Args, Debug)]
+struct ManArgs {
+    /// Write `hcp-workflow.1` and a `hcp-workflow-COMMAND.1` page per command here instead
+    /// of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -166,6 +211,10 @@ struct SimServeArgs {
     /// Validate HyperShift objects against the CRDs in this directory (422 when invalid).
     #[arg(long)]
     crds: Option<std::path::PathBuf>,
+    /// Validate ARM PUT/PATCH bodies against the Azure REST API specs (Swagger 2.0, laid
+    /// out as in Azure/azure-rest-api-specs) in this directory (400 when invalid).
+    #[arg(long)]
+    specs: Option<std::path::PathBuf>,
     /// A public Azure DNS zone that exists from the start (a cluster's baseDomain zone,
     /// which HyperShift needs): `<domain>[@[<subscription>/]<resourceGroup>]`; repeatable.
     /// Default: `hcp.example.com@11111111-2222-3333-4444-555555555555/hcp-dns`, the zone of
@@ -183,6 +232,42 @@ struct SimServeArgs {
     scenario: Option<std::path::PathBuf>,
 }
 
+/// `completion` and `man`: they need neither a journal, nor logging, nor a runtime.
+fn generate(command: &Command) -> Option<Result<u8>> {
+    use std::io::Write;
+    let mut cmd = Cli::command();
+    match command {
+        Command::Completion(a) => {
+            let mut buf = Vec::new();
+            clap_complete::generate(a.shell, &mut cmd, "hcp-workflow", &mut buf);
+            Some(
+                std::io::stdout()
+                    .write_all(&buf)
+                    .map(|()| 0)
+                    .context("writing the completion script"),
+            )
+        }
+        Command::Man(a) => Some(match &a.out_dir {
+            Some(dir) => std::fs::create_dir_all(dir)
+                .and_then(|()| clap_mangen::generate_to(cmd, dir))
+                .map(|()| {
+                    eprintln!("wrote the man pages to {}", dir.display());
+                    0
+                })
+                .with_context(|| format!("writing the man pages to {}", dir.display())),
+            None => {
+                let mut buf = Vec::new();
+                clap_mangen::Man::new(cmd)
+                    .render(&mut buf)
+                    .and_then(|()| std::io::stdout().write_all(&buf))
+                    .map(|()| 0)
+                    .context("writing the man page")
+            }
+        }),
+        _ => None,
+    }
+}
+
 fn init_logging(format: LogFormat) -> telemetry::Guard {
     telemetry::init(format == LogFormat::Json)
 }
@@ -198,8 +283,63 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
         .with_context(|| format!("opening the journal at {url}"))
 }
 
+/// No journal where a read-only command expected one (exit 2, see [`open_existing_store`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no journal at {path} ({url}): start a run first, or pass --database / HCP_WORKFLOW_DATABASE_URL"
+)]
+pub struct NoJournal {
+    pub path: String,
+    pub url: String,
+}
+
+/// The SQLite file a `sqlite://PATH` (or `sqlite:PATH`) URL names, when it names one that
+/// does not exist (query parameters, `?mode=ro` say, are not part of the path). `None` for
+/// an existing file, `memory:`, Postgres and anything else.
+fn missing_sqlite_file(url: &str) -> Option<String> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    if path.is_empty() || path.starts_with(":memory:") {
+        return None;
+    }
+    let bare = path.split_once('?').map_or(path, |(p, _)| p);
+    let exists = |p: &str| std::path::Path::new(p).exists();
+    if exists(path) || exists(bare) {
+        return None;
+    }
+    Some(bare.to_string())
+}
+
+/// Open the journal for a read-only command (`list`, `show`, `why`, `history`, `watch`,
+/// `inventory`): like [`open_store`], but a SQLite file that does not exist is not created
+/// (an empty journal would only hide a wrong path or directory). The error is a
+/// [`NoJournal`], which `main` reports with exit 2.
+pub async fn open_existing_store(url: &str) -> Result<Arc<dyn JournalStore>> {
+    if let Some(path) = missing_sqlite_file(url) {
+        return Err(NoJournal {
+            path,
+            url: url.to_string(),
+        }
+        .into());
+    }
+    open_store(url).await
+}
+
 fn main() -> std::process::ExitCode {
+    // A closed stdout (`hcp-workflow list | head -1`) ends the process like any Unix tool,
+    // instead of println! panicking on EPIPE (exit 101).
+    sigpipe::reset();
     let cli = Cli::parse();
+    if let Some(r) = generate(&cli.command) {
+        return match r {
+            Ok(code) => std::process::ExitCode::from(code),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::ExitCode::from(1)
+            }
+        };
+    }
     let _telemetry = init_logging(cli.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -215,8 +355,39 @@ fn main() -> std::process::ExitCode {
         Ok(code) => std::process::ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::from(1)
+            // Nothing there to read: invalid input, not a failure.
+            std::process::ExitCode::from(if e.is::<NoJournal>() || e.is::<views::BadRunRef>() {
+                2
+            } else {
+                1
+            })
         }
+    }
+}
+
+/// `watch`, exiting 130 when Ctrl-C stops it before the run ends (the run goes on).
+async fn watch(db: &str, out: OutputFormat, a: views::WatchArgs) -> Result<u8> {
+    let follow = views::watch(db, out, a);
+    tokio::pin!(follow);
+    tokio::select! {
+        // Ctrl-C first: `watch` sees the same signal and returns 1 for it.
+        biased;
+        r = tokio::signal::ctrl_c() => {
+            if r.is_err() {
+                return follow.await;
+            }
+            // Let `watch` say where the run is; its answer to the interrupt becomes 130.
+            match tokio::time::timeout(std::time::Duration::from_millis(500), &mut follow).await {
+                Ok(Ok(0)) => Ok(0),
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(_)) => Ok(130),
+                Err(_) => {
+                    eprintln!("stopped watching; the run goes on");
+                    Ok(130)
+                }
+            }
+        }
+        r = &mut follow => r,
     }
 }
 
@@ -236,7 +407,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Show(a) => views::show(&db, out, a).await,
         Command::History(a) => views::history(&db, out, a).await,
         Command::Why(a) => views::why(&db, out, a).await,
-        Command::Watch(a) => views::watch(&db, out, a).await,
+        Command::Watch(a) => watch(&db, out, a).await,
         Command::Inventory(a) => views::inventory(&db, out, a).await,
         Command::Ui(a) => ui::serve(&db, a).await,
         Command::Cancel(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Cancel).await,
@@ -254,10 +425,13 @@ async fn run(cli: Cli) -> Result<u8> {
             let common = ops::CommandArgs {
                 run: a.run,
                 reason: Some(a.note),
+                wait: a.wait,
             };
             ops::command(&db, out, common, cmd).await
         }
         Command::Bench(b) => bench::run(&db, b).await,
+        // Handled in `main`, before the runtime starts.
+        Command::Completion(_) | Command::Man(_) => Ok(0),
         Command::Simulator(SimulatorCommand::Serve(a)) => {
             hcp_simulator::serve_cli(hcp_simulator::ServeOptions {
                 listen: a.listen,
@@ -265,6 +439,7 @@ async fn run(cli: Cli) -> Result<u8> {
                 time_scale: a.time_scale,
                 seed: a.seed,
                 crds: a.crds,
+                specs: a.specs,
                 private_platform: reach.private_platform,
                 management_platform: reach.management_platform,
                 hypershift_version: reach.hypershift_version.clone(),

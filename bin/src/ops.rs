@@ -42,11 +42,15 @@ pub struct SelftestArgs {
 
 #[derive(Args, Debug)]
 pub struct CommandArgs {
-    /// Run id.
-    pub run: RunId,
+    /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    pub run: String,
     /// Why (journaled with your user name).
     #[arg(long)]
     pub reason: Option<String>,
+    /// Follow until the worker applied the command and say what it did (Ctrl-C stops
+    /// waiting; the command stays queued).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 #[derive(Args, Debug)]
@@ -60,14 +64,17 @@ pub struct RetryArgs {
 
 #[derive(Args, Debug)]
 pub struct ResolveArgs {
-    /// Run id.
-    pub run: RunId,
+    /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>`.
+    pub run: String,
     /// The step whose undo gave up.
     #[arg(long)]
     pub step: String,
     /// What you did by hand (journaled).
     #[arg(long)]
     pub note: String,
+    /// Follow until the worker applied it (see `cancel --help`).
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// Engine tunables, overridable by environment for tests and operations.
@@ -174,39 +181,143 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
             .collect::<Vec<_>>()
             .join(", ")
     );
-    e.run_worker(shutdown_signal()).await?;
+    // One info line per run picked up and let go (finished, needs an operator, parked,
+    // released), from the engine's `run` spans: see `telemetry::watch_runs`.
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let moves = crate::telemetry::watch_runs();
+    let reporter = tokio::spawn(report_runs(
+        e.store().clone(),
+        e.worker_id().to_string(),
+        moves,
+        stopping.clone(),
+    ));
+    let shutdown = async move {
+        shutdown_signal().await;
+        stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    let worked = e.run_worker(shutdown).await;
+    crate::telemetry::stop_watching_runs();
+    // The last runs' release lines, unless the journal stopped answering.
+    let _ = tokio::time::timeout(Duration::from_secs(5), reporter).await;
+    worked?;
     eprintln!("worker {} stopped; its leases are released", e.worker_id());
     Ok(0)
 }
 
-/// The operator's identity for the journal: `$USER`, `$LOGNAME`, else `uid-<n>`, at the
-/// host name.
+/// Log (at info, with `run_id`, `cluster`, `state`) each run this process's engine picks
+/// up or lets go, until the sender goes away.
+async fn report_runs(
+    store: Arc<dyn JournalStore>,
+    me: String,
+    mut moves: tokio::sync::mpsc::UnboundedReceiver<crate::telemetry::RunMove>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use crate::telemetry::RunMove;
+    while let Some(m) = moves.recv().await {
+        let (RunMove::PickedUp(id) | RunMove::Left(id)) = m;
+        let summary = match store.load_run(id).await {
+            Ok(Some(r)) => r.summary,
+            Ok(None) => continue,
+            Err(err) => {
+                tracing::warn!(run_id = %id, error = %err, "cannot load the run to log it");
+                continue;
+            }
+        };
+        let cluster = summary.labels.get("cluster").map_or("-", String::as_str);
+        let state = summary.state;
+        let blocked_on = summary.blocked_on.as_str();
+        match m {
+            RunMove::PickedUp(_) => {
+                tracing::info!(run_id = %id, cluster, %state, workflow = %summary.workflow, "picked up run");
+            }
+            RunMove::Left(_) if state.is_terminal() => {
+                tracing::info!(run_id = %id, cluster, %state, "run finished");
+            }
+            RunMove::Left(_) if state == RunState::NeedsOperator => {
+                tracing::info!(run_id = %id, cluster, %state, blocked_on, "run needs an operator; released it");
+            }
+            RunMove::Left(_) if state == RunState::Failed => {
+                tracing::info!(run_id = %id, cluster, %state, blocked_on, "run parked; released it");
+            }
+            RunMove::Left(_) => {
+                let why = if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                    "shutdown"
+                } else if summary.lease_owner.as_deref().is_some_and(|o| o != me) {
+                    "lease lost"
+                } else {
+                    "waiting"
+                };
+                tracing::info!(run_id = %id, cluster, %state, reason = why, blocked_on, "released run");
+            }
+        }
+    }
+}
+
+/// The operator's identity for the journal: `$USER`, else `$LOGNAME`, else `uid:<n>`, at
+/// the host name (`alice@bastion-1`).
 pub fn who() -> String {
-    let user = std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| {
-            std::fs::read_to_string("/proc/self/status")
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("Uid:"))
-                        .and_then(|l| l.split_whitespace().next().map(|u| format!("uid-{u}")))
-                })
-                .unwrap_or_else(|| "unknown".into())
-        });
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-        })
+    who_from(|k| std::env::var(k).ok(), uid, hostname)
+}
+
+/// [`who`] over a view of the environment, the uid and the host name.
+fn who_from(
+    env: impl Fn(&str) -> Option<String>,
+    uid: impl FnOnce() -> Option<u32>,
+    host: impl FnOnce() -> Option<String>,
+) -> String {
+    let set = |k: &str| {
+        env(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let user = set("USER")
+        .or_else(|| set("LOGNAME"))
+        .or_else(|| uid().map(|u| format!("uid:{u}")))
+        .unwrap_or_else(|| "uid:?".into());
+    let host = set("HOSTNAME")
+        .or_else(host)
         .unwrap_or_else(|| "localhost".into());
     format!("{user}@{host}")
+}
+
+/// This process's real uid: from /proc, else the owner of a file it creates.
+fn uid() -> Option<u32> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|u| u.parse().ok())
+        })
+        .or_else(created_file_owner)
+}
+
+/// Without /proc: a new file belongs to the process's (effective) uid.
+#[cfg(unix)]
+fn created_file_owner() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let p = std::env::temp_dir().join(format!(".hcp-workflow-who-{}", uuid::Uuid::new_v4()));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&p)
+        .ok()?;
+    let uid = f.metadata().ok().map(|m| m.uid());
+    let _ = std::fs::remove_file(&p);
+    uid
+}
+
+#[cfg(not(unix))]
+fn created_file_owner() -> Option<u32> {
+    None
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }
 
 pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8> {
@@ -293,7 +404,12 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
             }
         }
     }
-    Ok(if state == RunState::Succeeded { 0 } else { 1 })
+    Ok(match state {
+        RunState::Succeeded => 0,
+        // Stopped following: the run is fine and resumable.
+        _ if matches!(exit, RunExit::Shutdown) && !state.is_terminal() => 130,
+        _ => 1,
+    })
 }
 
 /// Print each step's transitions since the last call (text only).
@@ -324,40 +440,161 @@ pub async fn command(
     a: CommandArgs,
     cmd: OperatorCommand,
 ) -> Result<u8> {
-    let store = open_store(db).await?;
+    // No journal, no run to command: say so instead of creating an empty one.
+    let store = crate::open_existing_store(db).await?;
+    let run = crate::views::resolve(&store, &a.run, db).await?;
+    // A step by its unique suffix (`pls.service`), or "did you mean".
+    let cmd = match cmd {
+        OperatorCommand::Retry { step: Some(given) } => OperatorCommand::Retry {
+            step: Some(match full_step(&store, run, &given).await? {
+                Ok(s) => s,
+                Err(msg) => {
+                    eprintln!("error: {msg}");
+                    return Ok(2);
+                }
+            }),
+        },
+        OperatorCommand::Resolve { step: given } => OperatorCommand::Resolve {
+            step: match full_step(&store, run, &given).await? {
+                Ok(s) => s,
+                Err(msg) => {
+                    eprintln!("error: {msg}");
+                    return Ok(2);
+                }
+            },
+        },
+        other => other,
+    };
     let e = Engine::new(store, hcp_runtime::Registry::new());
     let reason = a.reason.unwrap_or_default();
-    match e.submit(a.run, cmd.clone(), &who(), &reason).await {
+    let wait = a.wait;
+    match e.submit(run, cmd.clone(), &who(), &reason).await {
         Ok(id) => {
             match out {
                 OutputFormat::Json => println!(
                     "{}",
-                    serde_json::json!({"run_id": a.run, "command_id": id, "command": cmd.to_string()})
+                    serde_json::json!({"run_id": run, "command_id": id, "command": cmd.to_string()})
                 ),
                 OutputFormat::Text => {
                     println!(
                         "queued `{cmd}` for run {} (command #{id}); the worker holding the run applies it and journals who, when and why",
-                        a.run
+                        run
                     );
                     // Nobody to apply it? Say so, with the command that starts a worker.
-                    if let Some(s) = e.store().load_run(a.run).await?.map(|r| r.summary) {
+                    if let Some(s) = e.store().load_run(run).await?.map(|r| r.summary) {
                         let now = hcp_runtime::Clock::now(&SystemClock);
                         if !crate::views::model::lease_live(&s, now) {
                             println!(
                                 "note: no worker holds run {} right now; it is applied when one picks the run up: {}",
-                                a.run,
+                                run,
                                 crate::target::worker_command(s.target.as_deref())
                             );
                         }
                     }
                 }
             }
+            if wait {
+                return wait_applied(&e, run, id, &cmd, out).await;
+            }
             Ok(0)
         }
         Err(hcp_runtime::EngineError::CommandRefused(why)) => {
-            eprintln!("error: `{cmd}` refused for run {}: {why}", a.run);
+            eprintln!("error: `{cmd}` refused for run {}: {why}", run);
+            Ok(2)
+        }
+        Err(hcp_runtime::EngineError::NotFound(_)) => {
+            eprintln!(
+                "error: `{cmd}` refused: no run {} in {db} (hcp-workflow list shows the runs)",
+                run
+            );
             Ok(2)
         }
         Err(err) => Err(err.into()),
+    }
+}
+
+/// The full name of `given` among the run's steps (see [`crate::runref::resolve_step`]).
+async fn full_step(
+    store: &std::sync::Arc<dyn hcp_runtime::JournalStore>,
+    run: RunId,
+    given: &str,
+) -> Result<std::result::Result<String, String>> {
+    let Some(rec) = store.load_run(run).await? else {
+        return Ok(Ok(given.to_string()));
+    };
+    let names = crate::views::model::step_names(&rec.dag);
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    Ok(crate::runref::resolve_step(given, &refs).map(str::to_string))
+}
+
+/// `--wait`: follow the journal until command `id` is applied, then say what it did.
+/// 0 applied; 130 interrupted (the command stays queued).
+async fn wait_applied(
+    e: &Engine,
+    run: RunId,
+    id: i64,
+    cmd: &OperatorCommand,
+    out: OutputFormat,
+) -> Result<u8> {
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    let mut wake = e.store().subscribe();
+    loop {
+        if let Some(rec) = e.store().load_run(run).await? {
+            let now = hcp_runtime::Clock::now(&SystemClock);
+            let d = crate::views::model::detail(&rec, now);
+            if let Some(c) = d.commands.iter().find(|c| c.id == id)
+                && let Some(at) = &c.applied_at
+            {
+                let outcome = c.outcome.clone().unwrap_or_else(|| "applied".into());
+                match out {
+                    OutputFormat::Json => println!(
+                        "{}",
+                        serde_json::json!({"run_id": run, "command_id": id, "command": cmd.to_string(),
+                            "applied_at": at, "outcome": outcome, "state": d.state})
+                    ),
+                    OutputFormat::Text => println!(
+                        "applied `{cmd}` at {at}: {outcome}; run {run} is now {} ({})",
+                        d.state, d.blocked_on
+                    ),
+                }
+                return Ok(0);
+            }
+        }
+        tokio::select! {
+            () = &mut stop => {
+                eprintln!("stopped waiting; command #{id} stays queued for run {run}");
+                return Ok(130);
+            }
+            _ = wake.changed() => {}
+            () = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::who_from;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_string())
+        }
+    }
+
+    #[test]
+    fn who_is_user_then_logname_then_uid() {
+        let host = || Some("bastion".to_string());
+        let uid = || Some(1000);
+        let both = [("USER", "bob"), ("LOGNAME", "alice")];
+        assert_eq!(who_from(env(&both), uid, host), "bob@bastion");
+        let logname = [("USER", ""), ("LOGNAME", "alice")];
+        assert_eq!(who_from(env(&logname), uid, host), "alice@bastion");
+        assert_eq!(who_from(env(&[]), uid, host), "uid:1000@bastion");
+        let named_host = [("HOSTNAME", "h1")];
+        assert_eq!(who_from(env(&named_host), uid, host), "uid:1000@h1");
+        assert_eq!(who_from(env(&[]), || None, || None), "uid:?@localhost");
     }
 }

@@ -11,7 +11,17 @@ fn bin() -> Command {
 #[test]
 fn every_command_has_help_with_an_example() {
     for cmd in [
-        "worker", "selftest", "list", "show", "history", "cancel", "retry", "resolve", "resume",
+        "worker",
+        "selftest",
+        "list",
+        "show",
+        "history",
+        "cancel",
+        "retry",
+        "resolve",
+        "resume",
+        "completion",
+        "man",
     ] {
         let out = bin().args([cmd, "--help"]).output().unwrap();
         assert!(out.status.success(), "{cmd} --help");
@@ -107,4 +117,607 @@ fn selftest_runs_and_operators_see_it() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already succeeded"));
+}
+
+/// A scratch journal URL and world directory.
+fn scratch(tag: &str) -> (std::path::PathBuf, String, String) {
+    let dir = hcp_runtime::testkit::scratch_dir(tag);
+    let db = format!("sqlite://{}", dir.join("j.db").display());
+    let world = dir.join("w").display().to_string();
+    (dir, db, world)
+}
+
+/// Journal a self-test run without executing it (`--detach`); its id.
+fn detached_selftest(db: &str, world: &str) -> String {
+    let out = bin()
+        .args(["selftest", "--database", db, "--world", world, "--detach"])
+        .args(["--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["run_id"].as_str().unwrap().to_string()
+}
+
+/// Run a self-test saga to its end (it succeeds); its id.
+fn finished_selftest(db: &str, world: &str) -> String {
+    let out = bin()
+        .args([
+            "selftest",
+            "--database",
+            db,
+            "--world",
+            world,
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    v["run_id"].as_str().unwrap().to_string()
+}
+
+/// Stderr lines of a spawned child, as they come.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait (at most a minute) for a line matching `want`; every line seen so far.
+fn wait_for_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    want: impl Fn(&str) -> bool,
+) -> (bool, Vec<String>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match lines.recv_timeout(left) {
+            Ok(l) => {
+                let hit = want(&l);
+                seen.push(l);
+                if hit {
+                    return (true, seen);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    (false, seen)
+}
+
+#[test]
+fn completion_scripts_and_man_pages() {
+    let out = bin().args(["completion", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let bash = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        bash.contains("start") && bash.contains("create-cluster") && bash.contains("complete"),
+        "{bash}"
+    );
+    for shell in ["zsh", "fish"] {
+        let out = bin().args(["completion", shell]).output().unwrap();
+        assert!(out.status.success(), "completion {shell}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("create-cluster"));
+    }
+    let out = bin().args(["completion", "tcsh"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+
+    let out = bin().arg("man").output().unwrap();
+    assert!(out.status.success());
+    let man = String::from_utf8_lossy(&out.stdout);
+    // clap_mangen puts the portable quote definition (`.ie`/`.el`) before the title.
+    let first = man
+        .lines()
+        .find(|l| !l.starts_with(".ie") && !l.starts_with(".el"))
+        .unwrap();
+    assert!(first.starts_with(".TH hcp-workflow 1"), "{man}");
+    assert!(
+        man.contains(".SH NAME") && man.contains("selftest"),
+        "{man}"
+    );
+    // Documented, not hidden.
+    let help = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("completion") && help.contains("man"),
+        "{help}"
+    );
+
+    let (dir, _, _) = scratch("cli-man");
+    let pages = dir.join("man1");
+    let out = bin()
+        .args(["man", "--out-dir", pages.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in [
+        "hcp-workflow.1",
+        "hcp-workflow-list.1",
+        "hcp-workflow-start.1",
+    ] {
+        let text = std::fs::read_to_string(pages.join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page}");
+    }
+}
+
+#[test]
+fn version_names_the_commit_and_build_date() {
+    let out = bin().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let v = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+    // hcp-workflow 0.1.0 (a1b2c3d[-dirty] 2026-11-23), or `unknown` without git.
+    let rest = v
+        .strip_prefix(&format!("hcp-workflow {} (", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{v}"));
+    let (commit, date) = rest.split_once(' ').unwrap_or_else(|| panic!("{v}"));
+    let hash = commit.strip_suffix("-dirty").unwrap_or(commit);
+    assert!(
+        hash == "unknown" || (hash.len() >= 7 && hash.chars().all(|c| c.is_ascii_hexdigit())),
+        "{v}"
+    );
+    let d: Vec<&str> = date.split('-').collect();
+    assert!(
+        d.len() == 3
+            && d[0].len() == 4
+            && d[1].len() == 2
+            && d[2].len() == 2
+            && d.iter().all(|p| p.chars().all(|c| c.is_ascii_digit())),
+        "{v}"
+    );
+    assert!(
+        ("01"..="12").contains(&d[1]) && ("01"..="31").contains(&d[2]),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let (_dir, db, world) = scratch("cli-pipe");
+    finished_selftest(&db, &world);
+    finished_selftest(&db, &world);
+    for args in [
+        vec!["list", "--database", db.as_str()],
+        vec!["list", "--database", db.as_str(), "--output", "json"],
+        vec!["--help"],
+    ] {
+        let mut child = bin()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command prints (`… | head -0`).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn logs_are_not_coloured_off_a_terminal() {
+    use std::process::Stdio;
+    let (_dir, db, world) = scratch("cli-colour");
+    detached_selftest(&db, &world);
+    let mut worker = bin()
+        .args(["worker", "--database", &db, "--world", &world])
+        .env("RUST_LOG", "info")
+        .env("HCP_POLL_MS", "100")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = stderr_lines(&mut worker);
+    let (found, seen) = wait_for_line(&lines, |l| l.contains("run finished"));
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let all = seen.join("\n");
+    assert!(found, "{all}");
+    assert!(all.contains("INFO"), "{all}");
+    assert!(!all.contains("\x1b["), "ANSI escapes in a pipe: {all:?}");
+}
+
+/// On a terminal (a pty from `script`, where there is one), logs are coloured unless
+/// `NO_COLOR` is set.
+#[test]
+fn no_color_turns_colour_off_on_a_terminal() {
+    if !std::path::Path::new("/usr/bin/script").exists() {
+        eprintln!("skipped: no /usr/bin/script to give the binary a terminal");
+        return;
+    }
+    let (_dir, db, world) = scratch("cli-no-color");
+    // A worker on a terminal for two seconds: it logs (at info) the run it picks up.
+    let shell = format!(
+        "{} --database {db} worker --world {world} & sleep 2; kill $!",
+        env!("CARGO_BIN_EXE_hcp-workflow")
+    );
+    let under_pty = |no_color: bool| {
+        detached_selftest(&db, &world);
+        let mut c = Command::new("/usr/bin/script");
+        c.args(["-qec", &shell, "/dev/null"])
+            .env("RUST_LOG", "info")
+            .env("HCP_POLL_MS", "100")
+            .env("TERM", "xterm")
+            .env_remove("CLICOLOR_FORCE")
+            .env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        let out = c.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let plain = under_pty(true);
+    assert!(plain.contains("picked up run"), "{plain}");
+    assert!(
+        !plain.contains("\x1b["),
+        "NO_COLOR and still ANSI: {plain:?}"
+    );
+    let coloured = under_pty(false);
+    assert!(coloured.contains("picked up run"), "{coloured}");
+    assert!(
+        coloured.contains("\x1b["),
+        "a terminal gets colour: {coloured:?}"
+    );
+}
+
+#[test]
+fn read_only_commands_never_create_a_journal() {
+    let (dir, _, _) = scratch("cli-nojournal");
+    let path = dir.join("missing.db");
+    let db = format!("sqlite://{}", path.display());
+    let id = "01a20a8f-df98-7525-a71b-a5abb58ac534";
+    for args in [
+        vec!["list"],
+        vec!["show", id],
+        vec!["why", id],
+        vec!["history", id],
+        vec!["watch", id],
+        vec!["inventory"],
+        vec!["cancel", id],
+    ] {
+        let out = bin()
+            .args(&args)
+            .args(["--database", &db])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("error: no journal at {}", path.display()))
+                && err.contains("start a run first")
+                && err.contains("HCP_WORKFLOW_DATABASE_URL"),
+            "{args:?}: {err}"
+        );
+        assert!(!path.exists(), "{args:?} created {}", path.display());
+    }
+    // Query parameters are not part of the file name.
+    let out = bin()
+        .args(["list", "--database", &format!("{db}?mode=ro")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!path.exists());
+    // The default names the file in the current directory.
+    let out = bin()
+        .arg("list")
+        .env_remove("HCP_WORKFLOW_DATABASE_URL")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "error: no journal at ./hcp-workflow.db (sqlite://./hcp-workflow.db): start a run first, or pass --database / HCP_WORKFLOW_DATABASE_URL"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.join("hcp-workflow.db").exists());
+    // `memory:` has no file to miss.
+    let out = bin()
+        .args(["list", "--database", "memory:"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn refused_operator_commands_exit_2() {
+    let (_dir, db, world) = scratch("cli-refused");
+    let done = finished_selftest(&db, &world);
+    let pending = detached_selftest(&db, &world);
+    // An unknown run.
+    let out = bin()
+        .args([
+            "cancel",
+            "01a20a8f-df98-7525-a71b-a5abb58ac534",
+            "--database",
+            &db,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no run 01a20a8f"), "{err}");
+    // A state the command does not apply to.
+    let out = bin()
+        .args(["retry", &done, "--database", &db])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("refused") && err.contains("already succeeded"),
+        "{err}"
+    );
+    let out = bin()
+        .args(["resume", &pending, "--database", &db])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // An unknown step.
+    let out = bin()
+        .args(["retry", &pending, "--step", "zz", "--database", &db])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no step named `zz`"), "{err}");
+    let out = bin()
+        .args([
+            "resolve",
+            &pending,
+            "--step",
+            "zz",
+            "--note",
+            "x",
+            "--database",
+            &db,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn operator_identity_comes_from_logname_without_user() {
+    let (_dir, db, world) = scratch("cli-who");
+    let run = detached_selftest(&db, &world);
+    let out = bin()
+        .args([
+            "cancel",
+            &run,
+            "--database",
+            &db,
+            "--reason",
+            "wrong region",
+        ])
+        .env_remove("USER")
+        .env("LOGNAME", "alice")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = bin()
+        .args(["show", &run, "--database", &db, "--output", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by = v["commands"][0]["by"].as_str().unwrap();
+    assert!(by.starts_with("alice@"), "{v}");
+    assert_eq!(v["commands"][0]["reason"], "wrong region");
+}
+
+#[test]
+fn worker_logs_runs_it_picks_up_and_finishes() {
+    use std::process::Stdio;
+    let (_dir, db, world) = scratch("cli-worker-log");
+    let run = detached_selftest(&db, &world);
+    let mut worker = bin()
+        .args([
+            "--log-format",
+            "json",
+            "worker",
+            "--database",
+            &db,
+            "--world",
+            &world,
+        ])
+        .env("RUST_LOG", "info")
+        .env("HCP_POLL_MS", "100")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = stderr_lines(&mut worker);
+    let json = |l: &str| serde_json::from_str::<serde_json::Value>(l).ok();
+    let of_run = |l: &str, msg: &str| {
+        json(l).is_some_and(|v| {
+            v["level"] == "INFO" && v["fields"]["message"] == msg && v["fields"]["run_id"] == run
+        })
+    };
+    let (found, seen) = wait_for_line(&lines, |l| of_run(l, "run finished"));
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(found, "{}", seen.join("\n"));
+    let picked = seen.iter().find(|l| of_run(l, "picked up run")).unwrap();
+    let picked = json(picked).unwrap();
+    assert_eq!(picked["fields"]["cluster"], "selftest");
+    let finished = json(seen.last().unwrap()).unwrap();
+    assert_eq!(finished["fields"]["state"], "succeeded", "{finished}");
+    assert_eq!(finished["fields"]["cluster"], "selftest");
+}
+
+#[test]
+fn watch_interrupted_by_ctrl_c_exits_130() {
+    use std::process::Stdio;
+    let (_dir, db, world) = scratch("cli-watch-int");
+    // Pending for good: no worker executes it.
+    let run = detached_selftest(&db, &world);
+    let mut watch = bin()
+        .args(["watch", &run, "--database", &db])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert!(first.contains(&run), "{first}");
+    let killed = Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = watch.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+}
+
+/// `resolve --wait` by a run's short id (its last 8) and a step's suffix: it follows until
+/// the worker applied the command, and says what it did; a misspelt step gets "did you
+/// mean" and exit 2.
+#[test]
+fn resolve_waits_until_applied_with_short_id_and_step_suffix() {
+    use std::process::Stdio;
+    let (_dir, db, world) = scratch("cli-resolve-wait");
+    let out = bin()
+        .args([
+            "selftest",
+            "--database",
+            &db,
+            "--world",
+            &world,
+            "--fail",
+            "c",
+            "--output",
+            "json",
+        ])
+        .env("HCP_SAMPLE_FAULTS", r#"{"stuck_undo":["b1"]}"#)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let run = first["run_id"].as_str().unwrap().to_string();
+    let short = &run[run.len() - 8..];
+    // A misspelt step: did you mean, exit 2, nothing queued.
+    let o = bin()
+        .args([
+            "resolve",
+            short,
+            "--step",
+            "b2x",
+            "--note",
+            "n",
+            "--database",
+            &db,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no such step"), "{err}");
+    let mut worker = bin()
+        .args(["worker", "--database", &db, "--world", &world])
+        .env("HCP_POLL_MS", "100")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let o = bin()
+        .args([
+            "resolve",
+            short,
+            "--step",
+            "b1",
+            "--note",
+            "removed by hand",
+            "--wait",
+            "--database",
+            &db,
+        ])
+        .env("USER", "carol")
+        .output()
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("applied `resolve --step b1` at "), "{text}");
+    assert!(text.contains(&format!("run {run} is now")), "{text}");
+}
+
+/// `list` and `show` colour the run state on a terminal (succeeded green), never off one,
+/// and never with `NO_COLOR`.
+#[test]
+fn state_text_is_coloured_only_on_a_terminal() {
+    if !std::path::Path::new("/usr/bin/script").exists() {
+        eprintln!("skipped: no /usr/bin/script to give the binary a terminal");
+        return;
+    }
+    let (_dir, db, world) = scratch("cli-state-colour");
+    let run = finished_selftest(&db, &world);
+    let under_pty = |args: &str, no_color: bool| {
+        let shell = format!(
+            "{} --database {db} {args}",
+            env!("CARGO_BIN_EXE_hcp-workflow")
+        );
+        let mut c = Command::new("/usr/bin/script");
+        c.args(["-qec", &shell, "/dev/null"])
+            .env("TERM", "xterm")
+            .env_remove("CLICOLOR_FORCE")
+            .env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        String::from_utf8_lossy(&c.output().unwrap().stdout).to_string()
+    };
+    let listed = under_pty("list", false);
+    assert!(listed.contains("\x1b[32msucceeded"), "{listed:?}");
+    let shown = under_pty(&format!("show {run}"), false);
+    assert!(shown.contains("\x1b[32msucceeded\x1b[0m"), "{shown:?}");
+    assert!(!under_pty("list", true).contains("\x1b["));
+    let piped = bin().args(["list", "--database", &db]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&piped.stdout).contains("\x1b["));
 }

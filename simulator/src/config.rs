@@ -156,6 +156,11 @@ pub struct SimConfig {
     pub throttle: ThrottleConfig,
     /// Directory of CRD YAML files; HostedCluster/NodePool writes are validated against them.
     pub crds_dir: Option<PathBuf>,
+    /// Directory of Azure REST API spec excerpts (Swagger 2.0, laid out as in
+    /// Azure/azure-rest-api-specs under `specification/`); ARM PUT/PATCH bodies are
+    /// validated against the schema of their operation (400 when Azure would refuse).
+    /// `None`: only the hand-written per-type checks run.
+    pub specs_dir: Option<PathBuf>,
     /// File the whole state is persisted to after every mutation (and loaded from at start).
     pub state_file: Option<PathBuf>,
     /// Subscription holding the management cluster (its resource group, VNet, and the
@@ -327,6 +332,7 @@ impl Default for SimConfig {
             rejected_connection_blocks_pls_delete: true,
             throttle: ThrottleConfig::default(),
             crds_dir: None,
+            specs_dir: None,
             state_file: None,
             management_subscription: "00000000-0000-0000-0000-00000000a0a0".to_string(),
             management_resource_group: "hcp-management".to_string(),

@@ -11,12 +11,69 @@
 //! written from the real contract (DOMAIN.md and the reference examples), so a wire mismatch
 //! between our client and Azure shows up as a failing test.
 //!
-//! ## Using it
+//! ## Point the Azure SDKs, kubectl and your own scripts at it
+//!
+//! ```sh
+//! hcp-workflow simulator serve --listen 127.0.0.1:8443 \
+//!     --crds ../shared/reference/hypershift \
+//!     --specs ../shared/spec-conformance/specs      # optional: validate request bodies
+//! ```
+//! `--crds` serves (and validates against) HyperShift's CRDs; `--specs` validates every
+//! ARM PUT/PATCH body against Azure's OpenAPI specs, answering 400 `InvalidRequestContent`
+//! naming the property as Azure does. The suite in `tests/official/` drives it with the
+//! official clients (`tests/tests/official_clients.rs` runs it in CI); its `conftest.py` is
+//! the worked example of everything below.
+//!
+//! **Azure SDK for Python** (azure-identity + azure-mgmt-*, azure-storage-blob). The SDKs
+//! refuse bearer tokens over http, so keep their real `https://management.azure.com` /
+//! `https://login.microsoftonline.com` / `https://{account}.blob.core.windows.net` URLs and
+//! give every client (and the credential) a transport that sends each request to the
+//! simulator with the host it meant in `x-ms-original-host`, restoring the URL afterwards
+//! (the ARM pollers reuse it):
+//! ```python
+//! class SimTransport(RequestsTransport):            # azure.core.pipeline.transport
+//!     def send(self, request, **kw):
+//!         original = request.url; u = urlsplit(original)
+//!         request.headers["x-ms-original-host"] = u.netloc
+//!         request.url = urlunsplit(("http", "127.0.0.1:8443", u.path, u.query, u.fragment))
+//!         try: return super().send(request, **kw)
+//!         finally: request.url = original
+//! t = SimTransport()
+//! cred = ClientSecretCredential(TENANT, CLIENT_ID, "any-secret", transport=t)
+//! rm = ResourceManagementClient(cred, SUBSCRIPTION, transport=t, polling_interval=0.05)
+//! blob = BlobServiceClient(f"https://{acct}.blob.core.windows.net",
+//!                          credential={"account_name": acct, "account_key": key}, transport=t)
+//! ```
+//! Any tenant, client id and secret work (the scenario `invalid_client_secret` refuses
+//! them); any subscription id works. The SDKs' current default api-versions are accepted.
+//! Blob requests are checked with the account key from `listKeys` (Shared Key).
+//!
+//! **kubectl** (1.31 and later) and the **`kubernetes` Python client**: a plain-http
+//! server with a bearer token:
+//! ```yaml
+//! apiVersion: v1
+//! kind: Config
+//! clusters: [{name: sim, cluster: {server: "http://127.0.0.1:8443"}}]
+//! users: [{name: admin, user: {token: any}}]
+//! contexts: [{name: sim, context: {cluster: sim, user: admin}}]
+//! current-context: sim
+//! ```
+//! `kubectl --kubeconfig that.yaml get hc -A`, `apply --server-side`, `wait`, `explain`
+//! work; in Python `Configuration(host="http://127.0.0.1:8443", api_key={"authorization":
+//! "Bearer any"})`.
+//!
+//! **Your own scripts** (curl): ARM at `http://127.0.0.1:8443/subscriptions/...?api-version=…`
+//! with any `Authorization: Bearer …`; blobs at `/_blob/{account}/{container}/{blob}`;
+//! the control surface under `/_sim/` (below).
+//!
+//! **hcp-workflow itself**: `hcp-workflow --simulator http://127.0.0.1:8443 start …`.
+//!
+//! ## Using it from Rust
 //! - In process: [`Simulator::new`] + [`Simulator::router`] and `tower::ServiceExt::oneshot`
 //!   (no socket), or [`Simulator::serve`] on a `TcpListener`.
 //! - As a process: [`serve_cli`] (behind `hcp-workflow simulator serve --listen ADDR
-//!   [--state FILE] [--time-scale F] [--seed N]`) prints the endpoints and the settings to
-//!   use (`--simulator http://127.0.0.1:PORT`).
+//!   [--state FILE] [--time-scale F] [--seed N] [--crds DIR] [--specs DIR]`) prints the
+//!   endpoints and the settings to use (`--simulator http://127.0.0.1:PORT`).
 //!
 //! ## URL shapes (one listener)
 //! | Surface | How it is selected | Paths |
@@ -34,9 +91,10 @@
 //! host they used. ARM requires an `Authorization: Bearer …` header (any token).
 //!
 //! ## ARM
-//! Types and api-versions: DOMAIN.md §2 (pinned versions first; the versions the reference
-//! examples use are also accepted; others answer 400 `NoRegisteredProviderFound` /
-//! `InvalidApiVersionParameter`, a missing one 400 `MissingApiVersionParameter`). PUT is
+//! Types and api-versions: DOMAIN.md §2 and the api-versions Azure serves today for each
+//! modelled type (see the `arm` module; others answer 400 `NoRegisteredProviderFound` /
+//! `InvalidApiVersionParameter`, a missing one 400 `MissingApiVersionParameter`). PATCH
+//! updates tags; `If-Match` is honoured (412); bodies are validated with `--specs`. PUT is
 //! create-or-replace (201 new, 200 replaced). Long-running operations follow each
 //! provider: Microsoft.Network PUT → 201/200 with `provisioningState: Updating` +
 //! `Azure-AsyncOperation`; network DELETE → 202 + `Azure-AsyncOperation` + `Location`;

@@ -287,6 +287,8 @@ pub struct ServeOptions {
     pub seed: Option<u64>,
     /// CRD directory (`--crds`).
     pub crds: Option<PathBuf>,
+    /// Azure REST API spec directory (`--specs`): ARM request bodies are validated.
+    pub specs: Option<PathBuf>,
     /// The simulated HyperShift operator's `--private-platform` (`--private-platform`);
     /// default [`SimConfig::default`]'s (none).
     pub private_platform: Option<crate::config::PrivatePlatform>,
@@ -332,6 +334,7 @@ pub async fn serve_cli(opts: ServeOptions) -> Result<(), Error> {
     }
     config.state_file = opts.state.clone();
     config.crds_dir = opts.crds.clone();
+    config.specs_dir = opts.specs.clone();
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(Error::Serve)?;

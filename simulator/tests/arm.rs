@@ -344,13 +344,18 @@ async fn role_assignment_principal_not_found_then_ok() {
         rg_path("rg"),
         uuid::Uuid::new_v4()
     );
-    let body = json!({"properties": {"roleDefinitionId": format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c"), "principalId": principal, "principalType": "ServicePrincipal"}});
-    let r = call(&sim, "PUT", &ra, Some(body.clone())).await;
+    let untyped = json!({"properties": {"roleDefinitionId": format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c"), "principalId": principal}});
+    let r = call(&sim, "PUT", &ra, Some(untyped.clone())).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.code().as_deref(), Some("PrincipalNotFound"));
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // With `principalType` Azure skips the directory lookup: no PrincipalNotFound even
+    // inside the replication window (role-assignments-template#new-service-principal).
+    let body = json!({"properties": {"roleDefinitionId": format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c"), "principalId": principal, "principalType": "ServicePrincipal"}});
     let r = call(&sim, "PUT", &ra, Some(body.clone())).await;
     assert_eq!(r.status, 201, "{r:?}");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let r = call(&sim, "PUT", &ra, Some(untyped)).await;
+    assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.body["properties"]["scope"], rg_path("rg"));
     // Same assignment under another name: RoleAssignmentExists.
     let other = format!(

@@ -14,6 +14,12 @@ pub fn shared_crds() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// The condensed Azure OpenAPI specs (`../shared/spec-conformance/specs`), when present.
+pub fn shared_specs() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec-conformance/specs");
+    p.exists().then_some(p)
+}
+
 /// A simulator process.
 #[derive(Debug)]
 pub struct Sim {
@@ -48,6 +54,13 @@ impl Sim {
         if let Some(c) = &crds {
             args.push("--crds");
             args.push(c.to_str().unwrap());
+        }
+        // Every request body our client sends is validated against Azure's OpenAPI specs
+        // (issue 14): a body Azure would refuse fails the test with ARM's 400.
+        let specs = shared_specs();
+        if let Some(s) = &specs {
+            args.push("--specs");
+            args.push(s.to_str().unwrap());
         }
         args.extend_from_slice(extra);
         let mut proc = Proc::spawn(dir, &args, &[("RUST_LOG", "warn")]);

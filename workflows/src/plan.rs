@@ -30,6 +30,12 @@ pub struct PlannedStep {
 pub struct Plan {
     /// Workflow.
     pub workflow: String,
+    /// The cluster's name (set by the caller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// The cluster's infra id (set by the caller; `<name>-<generated>` before a create).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub infra_id: Option<String>,
     /// Stages in order.
     pub stages: Vec<String>,
     /// Steps in DAG order.
@@ -61,6 +67,15 @@ fn resources(input: &Value) -> Vec<String> {
         }
     }
     if let (Some(scope), Some(role), Some(c)) = (s("scope"), s("role"), s("component")) {
+        let role = match hcp_activities::azure::names::roles::name(&role) {
+            Some(n) => format!("\"{n}\" ({role})"),
+            None => role,
+        };
+        let scope = if scope.is_empty() {
+            "the public DNS zone's resource group (found when the run starts)".to_string()
+        } else {
+            scope
+        };
         out.push(format!("role {role} for {c} on {scope}"));
     }
     if let (Some(ns), Some(secret)) = (s("namespace"), s("secret")) {
@@ -130,6 +145,8 @@ pub fn plan(dag: &SagaDag) -> Plan {
         .collect();
     Plan {
         workflow: dag.workflow.clone(),
+        cluster: None,
+        infra_id: None,
         stages: dag.stages.clone(),
         steps,
         undo,
@@ -139,25 +156,56 @@ pub fn plan(dag: &SagaDag) -> Plan {
 impl Plan {
     /// Human-readable rendering.
     pub fn render(&self) -> String {
+        self.render_with(&|_| None)
+    }
+
+    /// [`Plan::render`], marking each resource `exists(resource)` knows about (the
+    /// journal's inventory: "exists, made by run …").
+    pub fn render_with(&self, exists: &dyn Fn(&str) -> Option<String>) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
-        let _ = writeln!(s, "Plan for {} ({} steps)", self.workflow, self.steps.len());
+        let of = match (&self.cluster, &self.infra_id) {
+            (Some(c), Some(i)) => format!(" of cluster {c} (infra id {i})"),
+            (Some(c), None) => format!(" of cluster {c}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "Plan for {}{of}: {} steps",
+            self.workflow,
+            self.steps.len()
+        );
         for stage in &self.stages {
             let _ = writeln!(s, "\n[{stage}]");
             for st in self.steps.iter().filter(|x| &x.stage == stage) {
                 let undo = if st.has_undo { "" } else { "  (no undo)" };
                 let _ = writeln!(s, "  {}  ({}){undo}", st.node, st.action);
                 for r in &st.resources {
-                    let _ = writeln!(s, "      {r}");
+                    match exists(r) {
+                        Some(note) => {
+                            let _ = writeln!(s, "      {r}  [{note}]");
+                        }
+                        None => {
+                            let _ = writeln!(s, "      {r}");
+                        }
+                    }
                 }
             }
         }
-        let _ = writeln!(
-            s,
-            "\nIf a step fails, completed steps are undone in this order:"
-        );
-        for (i, u) in self.undo.iter().enumerate() {
-            let _ = writeln!(s, "  {:>2}. {u}", i + 1);
+        if self.undo.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nNo step of {} has an undo: it only deletes. If a step fails for good the run ends there; what is already deleted stays deleted, and a new run deletes what is left.",
+                self.workflow
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "\nIf a step fails, completed steps are undone in this order:"
+            );
+            for (i, u) in self.undo.iter().enumerate() {
+                let _ = writeln!(s, "  {:>2}. {u}", i + 1);
+            }
         }
         s
     }

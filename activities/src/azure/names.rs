@@ -47,6 +47,30 @@ pub mod roles {
     pub const IMAGE_REGISTRY: &str = "8b32b316-c2f5-4ddf-b05b-83dacd2d08b5";
     /// Contributor (node-pool-mgmt, control-plane-operator).
     pub const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
+
+    /// The built-in role's display name for a role definition GUID (or a full
+    /// `…/roleDefinitions/{guid}` id), as the portal and `az role definition list` show it.
+    pub fn name(id: &str) -> Option<&'static str> {
+        let guid = id.rsplit('/').next().unwrap_or(id);
+        [
+            (
+                CLOUD_PROVIDER,
+                "Azure Red Hat OpenShift Cloud Controller Manager",
+            ),
+            (INGRESS, "Azure Red Hat OpenShift Cluster Ingress Operator"),
+            (FILE, "Azure Red Hat OpenShift File Storage Operator"),
+            (DISK, "Azure Red Hat OpenShift Disk Storage Operator"),
+            (NETWORK, "Azure Red Hat OpenShift Network Operator"),
+            (
+                IMAGE_REGISTRY,
+                "Azure Red Hat OpenShift Image Registry Operator",
+            ),
+            (CONTRIBUTOR, "Contributor"),
+        ]
+        .iter()
+        .find(|(g, _)| g.eq_ignore_ascii_case(guid))
+        .map(|(_, n)| *n)
+    }
 }
 
 /// Managed resource group: `<name>-<infraID>`.

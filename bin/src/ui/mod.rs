@@ -192,6 +192,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::handler))
         .route("/assets/htmx.min.js", get(pages::htmx))
         .route("/assets/app.css", get(pages::css))
+        .route("/assets/app.js", get(pages::app_js))
         .route("/login", get(auth::login))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

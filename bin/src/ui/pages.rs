@@ -482,6 +482,15 @@ pub async fn htmx() -> Response {
         .into_response()
 }
 
+/// `GET /assets/app.js`: the copy buttons (same origin, as the CSP requires).
+pub async fn app_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("../../assets/app.js"),
+    )
+        .into_response()
+}
+
 /// `GET /assets/app.css`.
 pub async fn css() -> Response {
     (

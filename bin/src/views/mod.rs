@@ -13,7 +13,7 @@
 pub mod model;
 pub mod text;
 
-use crate::{OutputFormat, open_store};
+use crate::OutputFormat;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::StreamExt;
@@ -80,16 +80,16 @@ pub struct ListArgs {
 
 #[derive(Args, Debug)]
 pub struct ShowArgs {
-    /// Run id.
-    run: RunId,
+    /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    run: String,
     #[command(flatten)]
     now: NowArg,
 }
 
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
-    /// Run id.
-    run: RunId,
+    /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    run: String,
     /// Only this step's events.
     #[arg(long)]
     step: Option<String>,
@@ -100,8 +100,8 @@ pub struct HistoryArgs {
 
 #[derive(Args, Debug)]
 pub struct WatchArgs {
-    /// Run id.
-    run: RunId,
+    /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    run: String,
     /// How often to look at the journal, in milliseconds (wake-ups from this process come sooner).
     #[arg(long, default_value_t = 500)]
     interval_ms: u64,
@@ -180,7 +180,7 @@ pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
             return Ok(2);
         }
     };
-    let store = open_store(db).await?;
+    let store = crate::open_existing_store(db).await?;
     let filter = RunFilter {
         states,
         workflow: a.workflow,
@@ -196,8 +196,21 @@ pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
     Ok(0)
 }
 
-async fn load(db: &str, run: RunId) -> Result<hcp_runtime::store::RunRecord> {
-    let store = open_store(db).await?;
+/// A bad RUN reference: printed by `main` with exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadRunRef(pub crate::runref::RefError);
+
+/// The run `reference` names (see [`crate::runref`]); a bad reference is a [`BadRunRef`].
+pub async fn resolve(store: &Arc<dyn JournalStore>, reference: &str, db: &str) -> Result<RunId> {
+    crate::runref::resolve(store, reference, db)
+        .await
+        .map_err(|e| BadRunRef(e).into())
+}
+
+async fn load(db: &str, run: &str) -> Result<hcp_runtime::store::RunRecord> {
+    let store = crate::open_existing_store(db).await?;
+    let run = resolve(&store, run, db).await?;
     match store.load_run(run).await? {
         Some(r) => Ok(r),
         None => bail!("run {run} not found in {db}"),
@@ -206,7 +219,7 @@ async fn load(db: &str, run: RunId) -> Result<hcp_runtime::store::RunRecord> {
 
 pub async fn show(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
     let now = a.now.get()?;
-    let rec = load(db, a.run).await?;
+    let rec = load(db, &a.run).await?;
     let d = model::detail(&rec, now);
     match out {
         OutputFormat::Json => print_json(&d)?,
@@ -216,8 +229,22 @@ pub async fn show(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
 }
 
 pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> {
-    let rec = load(db, a.run).await?;
-    let rows = model::history(&rec, a.step.as_deref(), a.failed);
+    let rec = load(db, &a.run).await?;
+    let step = match &a.step {
+        Some(given) => {
+            let names = model::step_names(&rec.dag);
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            match crate::runref::resolve_step(given, &refs) {
+                Ok(s) => Some(s.to_string()),
+                Err(msg) => {
+                    eprintln!("error: {msg}");
+                    return Ok(2);
+                }
+            }
+        }
+        None => None,
+    };
+    let rows = model::history(&rec, step.as_deref(), a.failed);
     match out {
         OutputFormat::Json => print_json(&rows)?,
         OutputFormat::Text => print!("{}", text::history(&rows)),
@@ -227,7 +254,7 @@ pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> 
 
 pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
     let now = a.now.get()?;
-    let rec = load(db, a.run).await?;
+    let rec = load(db, &a.run).await?;
     let d = model::detail(&rec, now);
     match out {
         OutputFormat::Json => print_json(&serde_json::json!({
@@ -240,7 +267,7 @@ pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
 }
 
 pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<u8> {
-    let store = open_store(db).await?;
+    let store = crate::open_existing_store(db).await?;
     let filter = RunFilter {
         label: a.cluster.map(|c| ("cluster".to_string(), c)),
         ..Default::default()
@@ -291,7 +318,8 @@ fn fingerprint(d: &model::RunDetail) -> String {
 /// while another process executes the run: it polls the journal (and wakes sooner on this
 /// process's hints, or Postgres notifications).
 pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
-    let store = open_store(db).await?;
+    let store = crate::open_existing_store(db).await?;
+    let run = resolve(&store, &a.run, db).await?;
     let mut wake = store.subscribe();
     let tty = std::io::stdout().is_terminal() && out == OutputFormat::Text;
     let mut last_fp = String::new();
@@ -299,8 +327,8 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
     let mut shown_why = false;
     let interval = Duration::from_millis(a.interval_ms.max(50));
     loop {
-        let Some(rec) = store.load_run(a.run).await? else {
-            bail!("run {} not found in {db}", a.run);
+        let Some(rec) = store.load_run(run).await? else {
+            bail!("run {run} not found in {db}");
         };
         let now = SystemClock.now();
         let d = model::detail(&rec, now);
@@ -358,7 +386,7 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
                 }
             }
             _ = tokio::signal::ctrl_c() => {
-                eprintln!("stopped watching; run {} is {}", a.run, d.state);
+                eprintln!("stopped watching; run {run} is {}", d.state);
                 return Ok(1);
             }
         }

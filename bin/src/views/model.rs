@@ -123,6 +123,9 @@ impl From<&StepError> for ErrorView {
 pub struct RunRow {
     /// Run id.
     pub id: String,
+    /// The distinctive short form of the id (its last 8 hex digits), which every command
+    /// taking a RUN accepts.
+    pub short_id: String,
     /// Workflow name.
     pub workflow: String,
     /// The `cluster` label.
@@ -209,6 +212,7 @@ pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow 
     };
     RunRow {
         id: s.id.to_string(),
+        short_id: crate::runref::short(&s.id.to_string()).to_string(),
         workflow: s.workflow.clone(),
         cluster: s.labels.get("cluster").cloned(),
         state: s.state,
@@ -223,6 +227,13 @@ pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow 
         target: s.target.clone(),
         no_worker,
     }
+}
+
+/// The step names of a stored DAG, in order (empty if it does not parse).
+pub fn step_names(dag_text: &str) -> Vec<String> {
+    serde_json::from_str::<SagaDag>(dag_text)
+        .map(|d| d.nodes.into_iter().map(|n| n.name).collect())
+        .unwrap_or_default()
 }
 
 /// The stage a step belongs to, from the persisted DAG text.
@@ -457,6 +468,9 @@ pub struct RunDetail {
     pub stages: Vec<StageView>,
     /// The pending-step card.
     pub pending: Option<PendingCard>,
+    /// The failure that matters for this run (the forward failure that started an unwind,
+    /// or the cancel), with a hint that fits the run's state; `None` when nothing failed.
+    pub failure: Option<FailureCard>,
     /// The undo stack.
     pub undo: UndoStack,
     /// The resource ledger.
@@ -537,6 +551,7 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
         unreadable: None,
         stages: Vec::new(),
         pending: None,
+        failure: None,
         undo: UndoStack {
             unwinding: false,
             cause: None,
@@ -634,6 +649,7 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
     {
         d.blocked_on = s.blocked_on.clone();
     }
+    d.failure = failure_card(&d, v, &f.events);
     d.why = why(&d, v, s, &last_at, now);
     if let Some(nw) = &d.no_worker
         && s.state != RunState::Pending
@@ -651,6 +667,121 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
         );
     }
     d
+}
+
+/// The one failure card of `show`, `why` and the run page.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureCard {
+    /// The step that failed for good (absent for a cancel).
+    pub step: Option<String>,
+    /// The Azure / Kubernetes error code (`PrivateLinkServiceNotFound`, `Conflict`, …).
+    pub code: Option<String>,
+    /// Stable kind (`validation`, `conflict`, …) or `cancelled`.
+    pub kind: String,
+    /// The message.
+    pub message: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// What to do now, for this run's state.
+    pub hint: String,
+}
+
+/// `step X failed: CODE message` (or the cancel) in one line.
+fn failure_text(f: &FailureCard) -> String {
+    match (&f.step, &f.code) {
+        (Some(step), Some(code)) => format!("step {step} failed: {code} {}", f.message),
+        (Some(step), None) => format!("step {step} failed: {}", f.message),
+        (None, _) => f.message.clone(),
+    }
+}
+
+/// The failure card: the forward failure (or cancel) that started the unwind, and a hint
+/// that is true for the state the run is in now.
+fn failure_card(
+    d: &RunDetail,
+    v: &RunView,
+    events: &[(StoredEvent, Event)],
+) -> Option<FailureCard> {
+    let cause = v.unwinding.as_ref()?;
+    let id = &d.id;
+    let (step, code, kind, message, at) = match cause {
+        UnwindCause::NodeFailed { node } => {
+            let (at, err) = events.iter().rev().find_map(|(se, e)| match e {
+                Event::NodeFailed { node: n, error, .. } if n == node => Some((se.at, error)),
+                _ => None,
+            })?;
+            (
+                Some(node.clone()),
+                err.code.clone(),
+                err.kind.clone(),
+                err.message.clone(),
+                ts(at),
+            )
+        }
+        UnwindCause::Cancelled { by, reason } => {
+            let at = events
+                .iter()
+                .find_map(|(se, e)| matches!(e, Event::UnwindStarted { .. }).then_some(se.at))
+                .map(ts)
+                .unwrap_or_else(|| d.updated_at.clone());
+            (
+                None,
+                None,
+                "cancelled".to_string(),
+                if reason.is_empty() {
+                    format!("cancelled by {by}")
+                } else {
+                    format!("cancelled by {by}: {reason}")
+                },
+                at,
+            )
+        }
+    };
+    let hint = match d.state {
+        RunState::RolledBack | RunState::Cancelled => format!(
+            "Every step this run started was undone; nothing of it is left to clean up. Fix the cause, then start a new run{} (a finished run is never retried).",
+            d.cluster
+                .as_ref()
+                .map(|c| format!(" for cluster {c}"))
+                .unwrap_or_default()
+        ),
+        RunState::NeedsOperator => {
+            let stuck = d
+                .stages
+                .iter()
+                .flat_map(|g| g.steps.iter())
+                .find(|s| s.state == "undo-failed")
+                .map(|s| s.name.clone());
+            match stuck {
+                Some(st) => format!(
+                    "The unwind is stuck on the undo of {st}: fix what blocks it, then `{}`; if you removed the resource by hand, `{}`.",
+                    cli(&format!("retry {id} --step {st}")),
+                    cli(&format!("resolve {id} --step {st} --note '…'"))
+                ),
+                None => format!("An operator must act: `{}`.", cli(&format!("why {id}"))),
+            }
+        }
+        RunState::Unwinding => format!(
+            "Unwinding now: the started steps are being undone in reverse order. Follow it with `{}`.",
+            cli(&format!("watch {id}"))
+        ),
+        RunState::Failed => format!(
+            "Parked while unwinding: `{}` once the binary knows its steps.",
+            cli(&format!("resume {id}"))
+        ),
+        _ => format!(
+            "`{}` says what the run waits for.",
+            cli(&format!("why {id}"))
+        ),
+    };
+    Some(FailureCard {
+        step,
+        code,
+        kind,
+        message,
+        at,
+        hint,
+    })
 }
 
 /// Per node, the time of its latest event (for "since when").
@@ -757,13 +888,34 @@ fn undo_stack(f: &Folded) -> UndoStack {
             _ => {}
         }
     }
+    // What each undo did to the resources its step recorded: deleted, or kept because the
+    // run adopted them (never its own to delete).
+    let entries = ledger::ledger_of(v);
+    let undo_counts = |node: &str| {
+        let mut kept = 0;
+        let mut deleted = 0;
+        for e in entries
+            .iter()
+            .filter(|e| e.node == node && e.phase == "undo")
+        {
+            match e.record.action {
+                LedgerAction::Kept => kept += 1,
+                _ => deleted += 1,
+            }
+        }
+        (deleted, kept)
+    };
     let mut done = Vec::new();
     for (at, _, node) in &order {
         let Some(st) = v.node(node) else { continue };
         let note = match (&st.status, resolved.get(node)) {
             (_, Some((by, note))) => format!("resolved by {by}: {note}"),
             (NodeStatus::Undone { skipped: true, .. }, _) => "nothing to undo".to_string(),
-            _ => "undone".to_string(),
+            _ => match undo_counts(node) {
+                (0, k) if k > 0 => "kept (adopted, not ours)".to_string(),
+                (d, k) if k > 0 => format!("undone: {d} deleted, {k} kept (adopted, not ours)"),
+                _ => "undone".to_string(),
+            },
         };
         done.push(UndoItem {
             step: node.to_string(),
@@ -1093,13 +1245,23 @@ fn why(
     let mut actions = Vec::new();
     let text = match d.state {
         RunState::Succeeded | RunState::RolledBack | RunState::Cancelled => {
-            let how = match (&d.state, &d.undo.cause) {
-                (RunState::Succeeded, _) => "every step succeeded".to_string(),
-                (_, Some(c)) => format!("it unwound because {c}; every started step was undone"),
+            let how = match (&d.state, &d.failure, &d.undo.cause) {
+                (RunState::Succeeded, _, _) => "every step succeeded".to_string(),
+                (_, Some(f), _) => format!(
+                    "it unwound because {}; every started step was undone",
+                    failure_text(f)
+                ),
+                (_, None, Some(c)) => {
+                    format!("it unwound because {c}; every started step was undone")
+                }
                 _ => "every started step was undone".to_string(),
             };
+            let next = match &d.failure {
+                Some(f) if d.state != RunState::Succeeded => format!(" {}", f.hint),
+                _ => " Nothing blocks it and nothing is left to do.".to_string(),
+            };
             format!(
-                "{head} finished {} at {}: {how}. Nothing blocks it and nothing is left to do.",
+                "{head} finished {} at {}: {how}.{next}",
                 d.state, d.updated_at
             )
         }
@@ -1212,10 +1374,14 @@ fn why(
             ));
             let first = stuck.first().map(|s| s.0).unwrap_or("the step");
             format!(
-                "{head} is stuck while unwinding ({}): {}. Unwinding cannot go on until an \
+                "{head} is stuck while unwinding (it unwound because {}): {}. Unwinding cannot go on until an \
                  operator acts. If you removed the resource yourself, record it with `{}`; to \
                  try the undo again once the cause is fixed: `{}` (or `{}` for every stuck undo).",
-                d.undo.cause.as_deref().unwrap_or("unwinding"),
+                d.failure
+                    .as_ref()
+                    .map(failure_text)
+                    .or_else(|| d.undo.cause.clone())
+                    .unwrap_or_else(|| "of an earlier failure".into()),
                 parts.join("; "),
                 cli(&format!("resolve {id} --step {first} --note '…'")),
                 cli(&format!("retry {id} --step {first}")),

@@ -50,7 +50,7 @@ pub fn list(rows: &[RunRow]) -> String {
     let _ = writeln!(
         out,
         "{}  {}  {}  {}  {}  {:>5}  BLOCKED ON",
-        pad("RUN", 36),
+        pad("RUN", 8),
         pad("WORKFLOW", ww),
         pad("CLUSTER", cw),
         pad("STATE", sw),
@@ -61,10 +61,10 @@ pub fn list(rows: &[RunRow]) -> String {
         let _ = writeln!(
             out,
             "{}  {}  {}  {}  {}  {:>5}  {}",
-            pad(&r.id, 36),
+            pad(&r.short_id, 8),
             pad(&r.workflow, ww),
             pad(&clusters[i], cw),
-            pad(r.state.as_str(), sw),
+            crate::style::paint_state(&pad(r.state.as_str(), sw), r.state.as_str()),
             pad(&steps[i], pw),
             r.age,
             r.no_worker.as_deref().unwrap_or(&r.blocked_on)
@@ -90,13 +90,27 @@ pub fn show(d: &RunDetail) -> String {
     if !others.is_empty() {
         let _ = writeln!(o, "labels     {}", others.join(", "));
     }
-    let _ = writeln!(o, "state      {}", d.state);
+    let _ = writeln!(
+        o,
+        "state      {}",
+        crate::style::paint_state(d.state.as_str(), d.state.as_str())
+    );
     let _ = writeln!(o, "blocked on {}", d.blocked_on);
     if let Some(nw) = &d.no_worker {
         let _ = writeln!(o, "           {nw}");
     }
     let _ = writeln!(o, "created    {}", d.created_at);
     let _ = writeln!(o, "updated    {}", d.updated_at);
+    if let Some(f) = &d.failure {
+        let what = match (&f.step, &f.code) {
+            (Some(step), Some(code)) => format!("{step} failed: {code} {}", f.message),
+            (Some(step), None) => format!("{step} failed: [{}] {}", f.kind, f.message),
+            (None, _) => f.message.clone(),
+        };
+        let _ = writeln!(o, "FAILURE    {what}");
+        let _ = writeln!(o, "           at {}", f.at);
+        let _ = writeln!(o, "           {}", f.hint);
+    }
     match (&d.lease_owner, &d.lease_expires_at) {
         (Some(owner), Some(exp)) => {
             let _ = writeln!(
@@ -205,7 +219,19 @@ pub fn show(d: &RunDetail) -> String {
     }
     let u = &d.undo;
     if d.unreadable.is_none() {
-        if u.unwinding {
+        let started = d
+            .stages
+            .iter()
+            .flat_map(|g| g.steps.iter())
+            .any(|s| s.started_at.is_some());
+        if u.unwinding && d.state.is_terminal() {
+            let _ = writeln!(
+                o,
+                "\nUNDO STACK  unwound because {}; the run is {}",
+                u.cause.as_deref().unwrap_or("?"),
+                d.state
+            );
+        } else if u.unwinding {
             let _ = writeln!(
                 o,
                 "\nUNDO STACK  unwinding because {}",
@@ -214,7 +240,7 @@ pub fn show(d: &RunDetail) -> String {
         } else if d.state.is_terminal() {
             let _ = writeln!(
                 o,
-                "\nUNDO STACK  nothing will be undone: the run {}",
+                "\nUNDO STACK  nothing will be undone: the run {} and is finished",
                 d.state
             );
         } else {
@@ -249,7 +275,7 @@ pub fn show(d: &RunDetail) -> String {
                 );
             }
         }
-        if n == 0 {
+        if n == 0 && !started {
             let _ = writeln!(o, "  (no step has started)");
         }
     }
@@ -369,7 +395,7 @@ pub fn inventory(rows: &[InventoryRow], orphans: bool) -> String {
                 "  {}  {}  {}  {}  ID",
                 pad("ACTION", aw),
                 pad("TYPE", tw),
-                pad("RUN", 36),
+                pad("RUN", 8),
                 pad("RUN STATE", sw)
             );
             cluster = Some(r.cluster.as_str());
@@ -379,7 +405,7 @@ pub fn inventory(rows: &[InventoryRow], orphans: bool) -> String {
             "  {}  {}  {}  {}  {}{}",
             pad(&r.action, aw),
             pad(&r.resource_type, tw),
-            pad(&r.run, 36),
+            pad(crate::runref::short(&r.run), 8),
             pad(r.run_state.as_str(), sw),
             r.id,
             if r.persistent { " (persistent)" } else { "" }

@@ -43,6 +43,10 @@ try {
   const row = page.locator(`tr[data-run="${runId}"]`);
   await row.waitFor({ timeout: 15000 });
   expect((await row.innerText()).includes('needs-operator'), 'the list shows the run as needs-operator');
+  const shortId = runId.slice(-8);
+  expect((await row.locator('a').first().innerText()).trim() === shortId, `the list shows the distinctive short id ${shortId}`);
+  await row.locator('button.copy').click();
+  expect((await row.locator('button.copy').getAttribute('data-copied')) === runId, 'the copy button copies the full id');
   await shot('list');
 
   // 2. Open it: the pending-step card shows the stuck undo, and why says what to do.
@@ -51,6 +55,15 @@ try {
   const pending = await page.locator('#pending').innerText();
   expect(pending.includes('b1') && pending.includes('undo-failed'), 'the pending-step card shows the stuck undo of b1');
   expect(pending.includes('AnotherOperationInProgress'), 'with its error code');
+  const failure = page.locator('#failure');
+  const ftext = await failure.innerText();
+  expect(ftext.includes('Failed') && ftext.includes('c'), `one failure card names the forward failure (${ftext})`);
+  expect(ftext.includes('retry') && ftext.includes('--step b1'), 'its hint fits needs-operator: retry or resolve the stuck undo');
+  const box = await failure.boundingBox();
+  expect(box && box.y < 1000, 'the failure card is above the fold');
+  const pbox = await page.locator('#pending').boundingBox();
+  expect(pbox && Math.abs(pbox.y - box.y) < 2 && pbox.x < box.x, 'the stuck undo and the failure that started the unwind sit side by side');
+  expect((await page.locator('#pending h2').innerText()).startsWith('Stuck undo'), 'the stuck undo is named as such');
   const why = await page.locator('#why').innerText();
   expect(why.includes('stuck while unwinding') && why.includes(`resolve ${runId} --step b1`), 'why explains and names the command');
   expect((await page.locator('#undo-stack').innerText()).includes('stuck'), 'the undo stack marks b1 as stuck');
@@ -74,6 +87,10 @@ try {
   await page.waitForURL(`**/runs/${runId}`);
   await page.waitForSelector('#run-body[data-state="rolled-back"]', { timeout: 60000 });
   expect((await page.locator('#run-state').innerText()).trim() === 'rolled-back', 'the run reached rolled-back');
+  const colour = await page.locator('#run-state').evaluate((e) => getComputedStyle(e).color);
+  expect(colour === 'rgb(178, 106, 0)', `rolled-back is amber, not succeeded's green (${colour})`);
+  const fcard = await page.locator('#failure').innerText();
+  expect(fcard.includes('start a new run') && !fcard.includes('retry'), 'a rolled-back run keeps its failure card, with no retry hint');
   expect((await page.locator('#commands').innerText()).includes('deleted b1 by hand'), 'the resolution and its note are on the page');
   expect((await page.locator('#undo-stack').innerText()).includes('resolved by'), 'the undo stack shows who resolved b1');
   await shot('rolled-back');

@@ -162,6 +162,7 @@ pub(crate) fn put(
     }
     check_group(ctx, rid, true)?;
     check_parent(ctx, rid)?;
+    check_preconditions(ctx, req, rid, false)?;
     let key = rid.key();
     let existing = ctx.st.arm.get(&key).cloned();
     if let Some(e) = &existing
@@ -293,6 +294,7 @@ pub(crate) fn delete(
         // Deleting inside a missing group: ARM answers 404 ResourceGroupNotFound.
         check_group(ctx, rid, false)?;
     }
+    check_preconditions(ctx, req, rid, true)?;
     let key = rid.key();
     let Some(existing) = ctx.st.arm.get(&key).cloned() else {
         if rid.spec.missing_delete == 404 {
@@ -626,4 +628,177 @@ pub(crate) fn action(ctx: &mut Ctx<'_>, rid: &ResId, action: &str) -> Result<Res
             format!("Action '{action}' is not supported."),
         )),
     }
+}
+
+/// `If-Match` / `If-None-Match` on a write to a resource that carries an etag (network
+/// resources, Private and public DNS zones, links and record sets, containers): a stale
+/// `If-Match` (or one naming a missing resource) and `If-None-Match: *` on an existing
+/// resource answer 412 `PreconditionFailed`, as the etag sections of the Network and DNS
+/// REST references document (e.g. `RecordSets_CreateOrUpdate`: "Omit this value to always
+/// overwrite the current record set… Set to '*' to allow a new record set to be created,
+/// but to prevent updating an existing record set").
+pub(crate) fn check_preconditions(
+    ctx: &Ctx<'_>,
+    req: &Req,
+    rid: &ResId,
+    delete: bool,
+) -> Result<(), ArmError> {
+    if !rid.spec.etag {
+        return Ok(());
+    }
+    let current = ctx.st.arm.get(&rid.key()).map(|r| r.etag.as_str());
+    // Clients quote etags in headers (`"guid"`) that bodies carry bare, or weak (`W/"…"`).
+    let norm = |t: &str| {
+        t.trim()
+            .trim_start_matches("W/")
+            .trim_matches('"')
+            .to_string()
+    };
+    let listed = |h: &str| {
+        current.is_some_and(|cur| {
+            h.split(',')
+                .any(|t| t.trim() == "*" || norm(t) == norm(cur))
+        })
+    };
+    if let Some(h) = req.header("if-match")
+        && !(delete && current.is_none())
+        && !listed(h)
+    {
+        return Err(ArmError::new(
+            412,
+            "PreconditionFailed",
+            format!(
+                "The condition '{h}' in the If-Match header was not satisfied by resource '{}'; its current etag is '{}'.",
+                rid.id,
+                current.unwrap_or("(none: the resource does not exist)")
+            ),
+        ));
+    }
+    if !delete
+        && let Some(h) = req.header("if-none-match")
+        && h.trim() == "*"
+        && current.is_some()
+    {
+        return Err(ArmError::new(
+            412,
+            "PreconditionFailed",
+            format!(
+                "The condition 'If-None-Match: *' was not satisfied: resource '{}' already exists.",
+                rid.id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `PATCH` of a tracked resource — the tags update each type's spec defines:
+/// `ResourceGroups_Update` (`ResourceGroupPatchable`, resources.json 2021-04-01),
+/// `UserAssignedIdentities_Update` (`IdentityUpdate`, ManagedIdentity.json 2024-11-30),
+/// `StorageAccounts_Update` (`StorageAccountUpdateParameters`, storage.json 2024-01-01),
+/// the Microsoft.Network `*_UpdateTags` operations (`TagsObject`, network.json 2023-11-01),
+/// `PrivateZones_Update` / `VirtualNetworkLinks_Update` (`PrivateZone` / `VirtualNetworkLink`,
+/// privatedns.json 2024-06-01) and public DNS `Zones_Update` (`ZoneUpdate`, dns.json
+/// 2018-05-01). In all of them `tags` present replaces the whole tag set (absent keeps it);
+/// the other writable members given (storage `sku`/`kind`/`properties.*`, group
+/// `managedBy`/`properties`, identity `location`, DNS `properties.*`) are merged one level
+/// deep. Answers 200 with the resource (Private DNS answers 202 + polling in Azure; a
+/// final 200 is what its pollers accept as done).
+pub(crate) fn patch(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId) -> Result<Response, ArmError> {
+    const PATCHABLE: &[&str] = &[
+        types::RG,
+        types::IDENTITY,
+        types::STORAGE_ACCOUNT,
+        types::NSG,
+        types::VNET,
+        types::PIP,
+        types::LB,
+        types::PLS,
+        types::PE,
+        types::NIC,
+        types::ZONE,
+        types::LINK,
+        types::PUBLIC_ZONE,
+    ];
+    if !PATCHABLE.contains(&rid.spec.rtype) {
+        return Err(ArmError::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "The method PATCH is not allowed on resources of type '{}'.",
+                rid.spec.rtype
+            ),
+        ));
+    }
+    let body = req
+        .json_body()
+        .map_err(|m| ArmError::bad_request("InvalidRequestContent", m))?;
+    let Value::Object(patch) = body else {
+        return Err(ArmError::bad_request(
+            "InvalidRequestContent",
+            "The request content must be a JSON object.",
+        ));
+    };
+    if let Some(t) = patch.get("tags")
+        && !(t.is_object()
+            && t.as_object()
+                .is_some_and(|m| m.values().all(Value::is_string)))
+    {
+        return Err(ArmError::bad_request(
+            "InvalidRequestContent",
+            "The request content was invalid and could not be deserialized: 'tags must be an object of strings. Path 'tags''.",
+        ));
+    }
+    check_group(ctx, rid, true)?;
+    let key = rid.key();
+    let Some(existing) = ctx.st.arm.get(&key) else {
+        return Err(not_found(rid));
+    };
+    if existing.prov == Prov::Deleting {
+        return Err(ArmError::new(
+            409,
+            "AnotherOperationInProgress",
+            format!(
+                "Another operation on this or dependent resource is in progress. Resource '{}' is being deleted.",
+                existing.id
+            ),
+        ));
+    }
+    check_preconditions(ctx, req, rid, false)?;
+    let network = rid.spec.rtype.starts_with("Microsoft.Network/")
+        && !matches!(
+            rid.spec.rtype,
+            types::ZONE | types::LINK | types::PUBLIC_ZONE
+        );
+    let mut body = existing.body.clone();
+    for (k, v) in patch {
+        match k.as_str() {
+            "tags" => {
+                body["tags"] = v;
+            }
+            // Network's TagsObject has nothing else; read-only envelope fields are ignored.
+            _ if network => {}
+            "id" | "name" | "type" | "etag" | "location" => {}
+            "properties" => {
+                if let Value::Object(p) = v {
+                    let target = super::prepare::props(&mut body);
+                    for (pk, pv) in p {
+                        target.insert(pk, pv);
+                    }
+                }
+            }
+            "sku" | "kind" | "managedBy" if rid.spec.rtype != types::IDENTITY => {
+                body[k.as_str()] = v;
+            }
+            _ => {}
+        }
+    }
+    let etag = match rid.spec.rtype {
+        types::ZONE | types::LINK => ctx.uuid(),
+        _ => format!("W/\"{}\"", ctx.uuid()),
+    };
+    if let Some(r) = ctx.st.arm.get_mut(&key) {
+        r.body = body;
+        r.etag = etag;
+    }
+    Ok(json_resp(200, &rendered(ctx, &key)))
 }

@@ -1,8 +1,8 @@
 //! The ARM resource types the simulator serves, with their api-versions and LRO styles.
 //!
 //! The first api-version of each type is the one DOMAIN.md §2 pins; the others are the
-//! versions the reference examples were written against (ARM accepts many versions per
-//! type; anything not listed answers 400 like ARM does for an unknown version).
+//! versions Azure serves for the provider (see the lists below for where they come from;
+//! anything not listed answers 400 like ARM does for an unknown version).
 
 /// How a PUT answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,46 +50,121 @@ pub(crate) struct TypeSpec {
     pub actions: &'static [&'static str],
 }
 
+// The accepted api-versions of each provider: the first is the one DOMAIN.md §2 pins; the
+// rest are the stable (and the listed preview) api-version folders of the provider in
+// Azure/azure-rest-api-specs (`specification/{service}/resource-manager/{namespace}/…/stable/{version}/`,
+// read 2025 with the repository index: e.g. `…/Microsoft.Network/Network/stable/2026-03-01/`
+// and `…/stable/2025-05-01/privateLinkService.json`), including the defaults of the
+// current Python SDKs (tests/official/requirements.txt): azure-mgmt-network 33.1.0
+// 2026-03-01, azure-mgmt-resource 26.0.0 2025-04-01, azure-mgmt-storage 25.3.0
+// 2026-09-01, azure-mgmt-msi 7.1.0 2024-11-30, azure-mgmt-privatedns 2.0.0 2024-06-01,
+// azure-mgmt-authorization 4.0.0 2022-04-01, azure-mgmt-dns 9.0.0 2018-05-01.
 const NET: &[&str] = &[
     "2023-11-01",
+    "2019-02-01",
+    "2019-04-01",
+    "2019-06-01",
+    "2019-07-01",
+    "2019-08-01",
+    "2019-09-01",
+    "2019-11-01",
+    "2019-12-01",
+    "2020-03-01",
+    "2020-04-01",
+    "2020-05-01",
+    "2020-06-01",
+    "2020-07-01",
+    "2020-08-01",
+    "2020-11-01",
+    "2021-02-01",
+    "2021-03-01",
+    "2021-05-01",
+    "2021-08-01",
+    "2022-01-01",
+    "2022-05-01",
+    "2022-07-01",
+    "2022-09-01",
+    "2022-11-01",
+    "2023-02-01",
+    "2023-04-01",
+    "2023-05-01",
+    "2023-06-01",
+    "2023-09-01",
     "2024-01-01",
     "2024-03-01",
     "2024-05-01",
-    "2023-09-01",
-    "2023-06-01",
-    "2023-05-01",
+    "2024-07-01",
+    "2024-10-01",
+    "2025-01-01",
+    "2025-03-01",
+    "2025-05-01",
+    "2025-07-01",
+    "2026-03-01",
 ];
+/// Private DNS (`specification/privatedns/resource-manager/Microsoft.Network/stable/`).
 const DNS: &[&str] = &["2024-06-01", "2020-06-01", "2020-01-01", "2018-09-01"];
 /// Public Azure DNS (`Microsoft.Network/dnszones`): 2018-05-01 is the stable swagger
 /// (`specification/dns/resource-manager/Microsoft.Network/stable/2018-05-01/dns.json`) and
-/// what HyperShift's `armdns` v1.2.0 sends.
+/// what HyperShift's `armdns` v1.2.0 and azure-mgmt-dns 9.0.0 send.
 const PUBLIC_DNS: &[&str] = &[
     "2018-05-01",
     "2023-07-01-preview",
+    "2018-03-01-preview",
     "2017-10-01",
     "2017-09-01",
+    "2016-04-01",
 ];
 const MSI: &[&str] = &[
     "2024-11-30",
     "2023-01-31",
     "2023-07-31-preview",
+    "2022-01-31-preview",
+    "2021-09-30-preview",
     "2018-11-30",
+    "2015-08-31-preview",
 ];
 const AUTHZ: &[&str] = &[
     "2022-04-01",
     "2020-10-01-preview",
+    "2020-08-01-preview",
     "2020-04-01-preview",
     "2018-09-01-preview",
+    "2018-01-01-preview",
     "2015-07-01",
 ];
 const STORAGE: &[&str] = &[
     "2024-01-01",
-    "2023-05-01",
-    "2023-04-01",
-    "2023-01-01",
+    "2019-06-01",
+    "2020-08-01-preview",
+    "2021-01-01",
+    "2021-02-01",
+    "2021-04-01",
+    "2021-06-01",
+    "2021-08-01",
+    "2021-09-01",
+    "2022-05-01",
     "2022-09-01",
+    "2023-01-01",
+    "2023-04-01",
+    "2023-05-01",
+    "2025-01-01",
+    "2025-06-01",
+    "2026-09-01",
 ];
-const RES: &[&str] = &["2021-04-01", "2022-09-01", "2020-06-01", "2019-10-01"];
+const RES: &[&str] = &[
+    "2021-04-01",
+    "2019-10-01",
+    "2020-06-01",
+    "2020-10-01",
+    "2021-01-01",
+    "2022-09-01",
+    "2023-07-01",
+    "2024-03-01",
+    "2024-07-01",
+    "2024-11-01",
+    "2025-03-01",
+    "2025-04-01",
+];
 
 const fn spec(
     rtype: &'static str,

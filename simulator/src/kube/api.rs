@@ -13,80 +13,243 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::{Kind, status_response, status_with_details, store, with_state};
+use super::{Kind, fields, status_response, status_with_details, store, with_state};
 use crate::http::{Req, json as json_resp};
 use crate::sim::Simulator;
 use crate::state::State;
 use crate::util::{self, str_at};
 
-pub(crate) fn get(sim: &Simulator, kind: &Kind, ns: &str, name: &str) -> Response {
+pub(crate) fn get(sim: &Simulator, req: &Req, kind: &Kind, ns: &str, name: &str) -> Response {
     with_state(sim, |st, _| match store::get(st, &kind.key(), ns, name) {
+        Some(o) if super::openapi::wants_table(req) => json_resp(
+            200,
+            &super::openapi::table(sim, kind, std::slice::from_ref(o), None),
+        ),
         Some(o) => json_resp(200, o),
         None => not_found(kind, name),
     })
 }
 
 fn not_found(kind: &Kind, name: &str) -> Response {
-    let res = if kind.group.is_empty() {
-        kind.plural.to_string()
-    } else {
-        format!("{}.{}", kind.plural, kind.group)
-    };
     status_with_details(
         404,
         "NotFound",
-        &format!("{res} \"{name}\" not found"),
+        &format!("{} \"{name}\" not found", resource_name(kind)),
         json!({"name": name, "group": kind.group, "kind": kind.plural}),
     )
 }
 
-/// `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated) and
-/// `fieldSelector` (`metadata.name`, `metadata.namespace`, with `=`/`==`/`!=`).
-pub(crate) fn selectors_match(req: &Req, obj: &Value) -> bool {
-    let labels = obj
-        .pointer("/metadata/labels")
-        .cloned()
-        .unwrap_or(json!({}));
-    let label = |k: &str| labels.get(k).and_then(Value::as_str).map(str::to_string);
-    if let Some(sel) = req.q("labelSelector") {
-        for term in sel.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let ok = if let Some((k, v)) = term.split_once("!=") {
-                label(k.trim()).as_deref() != Some(v.trim())
-            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                label(k.trim()).as_deref() == Some(v.trim())
-            } else if let Some(k) = term.strip_prefix('!') {
-                label(k.trim()).is_none()
-            } else {
-                label(term).is_some()
-            };
-            if !ok {
-                return false;
-            }
-        }
+/// `plural` or `plural.group`, as API errors name a resource.
+fn resource_name(kind: &Kind) -> String {
+    if kind.group.is_empty() {
+        kind.plural.to_string()
+    } else {
+        format!("{}.{}", kind.plural, kind.group)
     }
-    if let Some(sel) = req.q("fieldSelector") {
-        for term in sel.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let (k, v, neg) = if let Some((k, v)) = term.split_once("!=") {
+}
+
+fn bad_request(message: &str) -> Response {
+    status_response(400, "BadRequest", message)
+}
+
+/// One label selector requirement.
+#[derive(Debug, Clone)]
+enum LabelReq {
+    Eq(String, String),
+    NotEq(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+/// Splits a selector on the commas outside `( )`.
+fn split_terms(sel: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    for c in sel.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out.into_iter()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Parses a `labelSelector` (equality- and set-based: `k=v`, `k==v`, `k!=v`,
+/// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`), as `labels.Parse` does.
+fn parse_labels(sel: &str) -> Result<Vec<LabelReq>, String> {
+    let set = |rest: &str| -> Result<Vec<String>, String> {
+        let inner = rest
+            .trim()
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| format!("unable to parse requirement: found '{rest}', expected: '('"))?;
+        Ok(inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect())
+    };
+    split_terms(sel)
+        .into_iter()
+        .map(|t| {
+            if let Some((k, rest)) = t.split_once(" notin ") {
+                return Ok(LabelReq::NotIn(k.trim().into(), set(rest)?));
+            }
+            if let Some((k, rest)) = t.split_once(" in ") {
+                return Ok(LabelReq::In(k.trim().into(), set(rest)?));
+            }
+            if let Some((k, v)) = t.split_once("!=") {
+                return Ok(LabelReq::NotEq(k.trim().into(), v.trim().into()));
+            }
+            if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+                return Ok(LabelReq::Eq(k.trim().into(), v.trim().into()));
+            }
+            if let Some(k) = t.strip_prefix('!') {
+                return Ok(LabelReq::NotExists(k.trim().into()));
+            }
+            if t.contains(' ') || t.contains('(') {
+                return Err(format!("unable to parse requirement: {t}"));
+            }
+            Ok(LabelReq::Exists(t))
+        })
+        .collect()
+}
+
+/// Field selectors each kind supports beyond `metadata.name` / `metadata.namespace`
+/// (the built-ins' `AddFieldLabelConversionFunc`s; custom resources support only these
+/// two unless the CRD declares `selectableFields`, which the HyperShift CRDs do not).
+fn field_supported(kind: &Kind, field: &str) -> bool {
+    matches!(field, "metadata.name" | "metadata.namespace")
+        || matches!(
+            (kind.plural, field),
+            ("secrets", "type")
+                | ("namespaces", "status.phase")
+                | ("services", "spec.clusterIP" | "spec.type")
+        )
+}
+
+/// Parses a `fieldSelector` into `(field, value, negated)` terms; an unsupported field is
+/// refused as the API server does (400 `field label not supported: X`).
+fn parse_fields(kind: &Kind, sel: &str) -> Result<Vec<(String, String, bool)>, String> {
+    sel.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            let (k, v, neg) = if let Some((k, v)) = t.split_once("!=") {
                 (k, v, true)
-            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            } else if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
                 (k, v, false)
             } else {
-                continue;
+                return Err(format!("invalid selector: '{t}'; can't understand '{t}'"));
             };
-            let actual = match k.trim() {
-                "metadata.name" => str_at(obj, "/metadata/name"),
-                "metadata.namespace" => str_at(obj, "/metadata/namespace"),
-                _ => None,
-            };
-            if (actual == Some(v.trim())) == neg {
-                return false;
+            let k = k.trim();
+            if !field_supported(kind, k) {
+                return Err(format!("field label not supported: {k}"));
             }
-        }
+            Ok((k.to_string(), v.trim().to_string(), neg))
+        })
+        .collect()
+}
+
+/// Parsed `labelSelector` and `fieldSelector` of a list or watch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Selectors {
+    labels: Vec<LabelReq>,
+    fields: Vec<(String, String, bool)>,
+}
+
+impl Selectors {
+    /// Parses the request's selectors; a malformed or unsupported one is a 400 Status.
+    pub(crate) fn parse(req: &Req, kind: &Kind) -> Result<Selectors, Response> {
+        let labels = match req.q("labelSelector") {
+            Some(s) => parse_labels(s).map_err(|e| bad_request(&e))?,
+            None => Vec::new(),
+        };
+        let fields = match req.q("fieldSelector") {
+            Some(s) => parse_fields(kind, s).map_err(|e| bad_request(&e))?,
+            None => Vec::new(),
+        };
+        Ok(Selectors { labels, fields })
     }
-    true
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
+        let label = |k: &str| {
+            obj.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+        };
+        let labels_ok = self.labels.iter().all(|r| match r {
+            LabelReq::Eq(k, v) => label(k) == Some(v.as_str()),
+            LabelReq::NotEq(k, v) => label(k) != Some(v.as_str()),
+            LabelReq::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            LabelReq::NotIn(k, vs) => label(k).is_none_or(|l| !vs.iter().any(|v| v == l)),
+            LabelReq::Exists(k) => label(k).is_some(),
+            LabelReq::NotExists(k) => label(k).is_none(),
+        });
+        labels_ok
+            && self.fields.iter().all(|(k, v, neg)| {
+                let ptr = format!("/{}", k.replace('.', "/"));
+                let actual = str_at(obj, &ptr).unwrap_or_default();
+                (actual == v) != *neg
+            })
+    }
+}
+
+/// A `continue` token: base64 of the JSON the API server's etcd3 store encodes
+/// (`{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`); opaque to clients.
+fn continue_token(rv: u64, start: &str) -> String {
+    STANDARD.encode(
+        json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start}\u{0}")}).to_string(),
+    )
+}
+
+fn parse_continue(tok: &str) -> Result<String, Response> {
+    let bad = || {
+        bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
+    let raw = STANDARD.decode(tok).map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    v.get("start")
+        .and_then(Value::as_str)
+        .map(|s| s.trim_end_matches('\u{0}').to_string())
+        .ok_or_else(bad)
 }
 
 pub(crate) fn list(sim: &Simulator, req: &Req, kind: &Kind, ns: Option<&str>) -> Response {
+    let sel = match Selectors::parse(req, kind) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let limit = req
+        .q("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let start = match req.q("continue").filter(|c| !c.is_empty()) {
+        Some(c) => match parse_continue(c) {
+            Ok(s) => Some(s),
+            Err(r) => return r,
+        },
+        None => None,
+    };
     with_state(sim, |st, _| {
         let key = kind.key();
         let mut entries: Vec<_> = st
@@ -95,17 +258,41 @@ pub(crate) fn list(sim: &Simulator, req: &Req, kind: &Kind, ns: Option<&str>) ->
             .filter(|e| e.kind_key == key && ns.is_none_or(|n| e.namespace == n))
             .collect();
         entries.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let items: Vec<Value> = entries
+        let matching: Vec<_> = entries
             .into_iter()
-            .map(|e| e.object.clone())
-            .filter(|o| selectors_match(req, o))
+            .filter(|e| {
+                start
+                    .as_ref()
+                    .is_none_or(|s| format!("{}/{}", e.namespace, e.name) > *s)
+            })
+            .filter(|e| sel.matches(&e.object))
             .collect();
+        let page = limit.unwrap_or(usize::MAX).min(matching.len());
+        let items: Vec<Value> = matching[..page].iter().map(|e| e.object.clone()).collect();
+        let mut meta = json!({"resourceVersion": st.kube_rv.to_string()});
+        // More left after the page: a continue token (and, without selectors, the count of
+        // what is left: `remainingItemCount`).
+        let remaining = matching.len() - page;
+        if remaining > 0
+            && let Some(last) = page.checked_sub(1).and_then(|i| matching.get(i))
+        {
+            let last_key = format!("{}/{}", last.namespace, last.name);
+            meta["continue"] = json!(continue_token(st.kube_rv, &last_key));
+            if sel.is_empty() {
+                meta["remainingItemCount"] = json!(remaining);
+            }
+        }
+        if super::openapi::wants_table(req) {
+            let mut t = super::openapi::table(sim, kind, &items, None);
+            t["metadata"] = meta;
+            return json_resp(200, &t);
+        }
         json_resp(
             200,
             &json!({
                 "kind": format!("{}List", kind.kind),
                 "apiVersion": kind.api_version(),
-                "metadata": {"resourceVersion": st.kube_rv.to_string()},
+                "metadata": meta,
                 "items": items,
             }),
         )
@@ -271,7 +458,86 @@ fn namespace_ok(st: &State, kind: &Kind, ns: &str) -> Result<(), Response> {
     }
 }
 
+/// The field manager of a write: the `fieldManager` parameter, else the user agent up to
+/// its first `/` (`prefixFromUserAgent` in the API server's field manager).
+fn manager_name(req: &Req) -> String {
+    match req.q("fieldManager").filter(|m| !m.is_empty()) {
+        Some(m) => m.to_string(),
+        None => req
+            .header("user-agent")
+            .unwrap_or_default()
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(128)
+            .collect(),
+    }
+}
+
+/// `dryRun=All`: everything but persisting.
+fn dry_run(req: &Req) -> Result<bool, Response> {
+    match req.q("dryRun") {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(v) => Err(status_response(
+            400,
+            "BadRequest",
+            &format!("Invalid dry run value: {v}, valid values are: All"),
+        )),
+    }
+}
+
+/// Prunes unknown fields of a custom resource body and applies `fieldValidation`:
+/// `Strict` refuses them (400, `strict decoding error: unknown field "spec.foo"`), `Warn`
+/// (the default) answers with `Warning` headers, `Ignore` drops them silently.
+fn prune_body(
+    sim: &Simulator,
+    req: &Req,
+    kind: &Kind,
+    obj: &mut Value,
+) -> Result<Vec<String>, Response> {
+    // Custom resources against their CRD's structural schema; built-in kinds against
+    // their (minimal) OpenAPI schema, as the API server's strict decoding of their types.
+    let pruned = match sim.inner.crds.schema(&kind.key()) {
+        Some(_) => sim.inner.crds.prune(&kind.key(), obj),
+        None if kind.group != super::HYPERSHIFT => {
+            super::crd::prune_with(&super::openapi::builtin_schema(kind), obj)
+        }
+        None => Vec::new(),
+    };
+    if pruned.is_empty() {
+        return Ok(Vec::new());
+    }
+    let quoted: Vec<String> = pruned
+        .iter()
+        .map(|p| format!("unknown field \"{p}\""))
+        .collect();
+    match req.q("fieldValidation").unwrap_or("Warn") {
+        "Strict" => Err(bad_request(&format!(
+            "{k} in version \"{v}\" cannot be handled as a {k}: strict decoding error: {}",
+            quoted.join(", "),
+            k = kind.kind,
+            v = kind.version,
+        ))),
+        "Ignore" => Ok(Vec::new()),
+        _ => Ok(quoted),
+    }
+}
+
+/// Adds `Warning: 299 - "..."` headers (RFC 7234 warn-code 299, as the API server sends).
+fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let v = format!("299 - {}", json!(w));
+        if let Ok(h) = axum::http::HeaderValue::from_str(&v) {
+            resp.headers_mut().append("warning", h);
+        }
+    }
+    resp
+}
+
 /// Creates `obj` (already type-checked); shared by POST and apply-to-missing.
+#[allow(clippy::too_many_arguments)]
 fn create_obj(
     sim: &Simulator,
     st: &mut State,
@@ -279,6 +545,8 @@ fn create_obj(
     kind: &Kind,
     ns: &str,
     mut obj: Value,
+    by: store::By,
+    dry_run: bool,
 ) -> Result<Value, Response> {
     namespace_ok(st, kind, ns)?;
     if let Some(body_ns) = str_at(&obj, "/metadata/namespace")
@@ -315,15 +583,10 @@ fn create_obj(
         },
     };
     if store::get(st, &kind.key(), ns, &name).is_some() {
-        let res = if kind.group.is_empty() {
-            kind.plural.to_string()
-        } else {
-            format!("{}.{}", kind.plural, kind.group)
-        };
         return Err(status_with_details(
             409,
             "AlreadyExists",
-            &format!("{res} \"{name}\" already exists"),
+            &format!("{} \"{name}\" already exists", resource_name(kind)),
             json!({"name": name, "group": kind.group, "kind": kind.plural}),
         ));
     }
@@ -340,34 +603,79 @@ fn create_obj(
     obj["apiVersion"] = json!(kind.api_version());
     obj["kind"] = json!(kind.kind);
     validate(sim, kind, &obj)?;
-    Ok(store::create(sim, st, now, kind, ns, obj))
+    Ok(store::create_by(sim, st, now, kind, ns, obj, by, dry_run))
 }
 
 pub(crate) fn create(sim: &Simulator, req: &Req, kind: &Kind, ns: &str) -> Response {
-    let obj = match parse_body(req).and_then(|o| check_type_meta(kind, &o, false).map(|_| o)) {
+    let mut obj = match parse_body(req).and_then(|o| check_type_meta(kind, &o, false).map(|_| o)) {
         Ok(o) => o,
         Err(r) => return r,
     };
+    let dry = match dry_run(req) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let warnings = match prune_body(sim, req, kind, &mut obj) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let manager = manager_name(req);
     with_state(sim, |st, now| {
-        match create_obj(sim, st, now, kind, ns, obj) {
+        let resp = match create_obj(
+            sim,
+            st,
+            now,
+            kind,
+            ns,
+            obj,
+            store::By::Update(&manager),
+            dry,
+        ) {
             Ok(o) => json_resp(201, &o),
             Err(r) => r,
-        }
+        };
+        with_warnings(resp, &warnings)
     })
 }
 
 /// How a write to an existing object is applied.
 #[derive(Debug, Clone, Copy)]
-struct Mode {
+struct Mode<'a> {
     /// The status subresource: only `status` changes.
     status_only: bool,
     /// Refuse with 409 when the body's `resourceVersion` is not the current one.
     check_rv: bool,
+    /// The Update manager to record, or `None` when `managedFields` of the body were
+    /// computed by server-side apply.
+    manager: Option<&'a str>,
+    dry_run: bool,
+}
+
+fn scope_of(kind: &Kind, status_only: bool) -> fields::Scope {
+    if status_only {
+        fields::Scope::Status
+    } else if kind.status_sub {
+        fields::Scope::Main
+    } else {
+        fields::Scope::All
+    }
+}
+
+fn conflict(kind: &Kind, name: &str, why: &str) -> Response {
+    status_with_details(
+        409,
+        "Conflict",
+        &format!(
+            "Operation cannot be fulfilled on {} \"{name}\": {why}",
+            resource_name(kind)
+        ),
+        json!({"name": name, "group": kind.group, "kind": kind.plural}),
+    )
 }
 
 /// Applies a new version of an existing object: keeps server-owned metadata, keeps
 /// `status` (or only takes `status`, for the status subresource), checks
-/// `resourceVersion`, validates, stores.
+/// `resourceVersion`, records the field manager, validates, stores.
 fn write_existing(
     sim: &Simulator,
     st: &mut State,
@@ -377,6 +685,8 @@ fn write_existing(
     Mode {
         status_only,
         check_rv,
+        manager,
+        dry_run,
     }: Mode,
 ) -> Response {
     let Some(old) = store::get(st, &kind.key(), ns, name).cloned() else {
@@ -386,18 +696,10 @@ fn write_existing(
         && let Some(rv) = str_at(&new, "/metadata/resourceVersion")
         && Some(rv) != str_at(&old, "/metadata/resourceVersion")
     {
-        let res = if kind.group.is_empty() {
-            kind.plural.to_string()
-        } else {
-            format!("{}.{}", kind.plural, kind.group)
-        };
-        return status_with_details(
-            409,
-            "Conflict",
-            &format!(
-                "Operation cannot be fulfilled on {res} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
-            json!({"name": name, "group": kind.group, "kind": kind.plural}),
+        return conflict(
+            kind,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
         );
     }
     if str_at(&new, "/metadata/name").is_some_and(|n| n != name) {
@@ -407,9 +709,15 @@ fn write_existing(
             "the name of the object does not match the name on the URL",
         );
     }
+    let new_managed = new.pointer("/metadata/managedFields").cloned();
     let mut obj = if status_only {
         let mut o = old.clone();
         o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        if let Some(o) = o.as_object_mut()
+            && o.get("status").is_some_and(Value::is_null)
+        {
+            o.remove("status");
+        }
         o
     } else {
         if kind.status_sub {
@@ -453,10 +761,37 @@ fn write_existing(
             .collect();
         store::set_finalizers(&mut obj, &after);
     }
+    // managedFields: computed by apply, else recorded for this Update.
+    {
+        let managed = match manager {
+            None => new_managed,
+            Some(_) => old.pointer("/metadata/managedFields").cloned(),
+        };
+        let m = util::obj_mut(&mut obj, "metadata");
+        match managed {
+            Some(mf) => m.insert("managedFields".into(), mf),
+            None => m.remove("managedFields"),
+        };
+    }
+    if let Some(mgr) = manager {
+        let now = util::rfc3339_secs(sim.now_ms());
+        let ctx = store::ctx(sim, kind);
+        fields::record_update(
+            &ctx,
+            Some(&old),
+            &mut obj,
+            mgr,
+            scope_of(kind, status_only),
+            &now,
+        );
+    }
     if let Err(r) = validate(sim, kind, &obj) {
         return r;
     }
-    json_resp(200, &store::update(sim, st, kind, ns, obj))
+    json_resp(
+        200,
+        &store::update_by(sim, st, kind, ns, obj, store::By::Prepared, dry_run),
+    )
 }
 
 pub(crate) fn replace(
@@ -467,12 +802,21 @@ pub(crate) fn replace(
     name: &str,
     status: bool,
 ) -> Response {
-    let obj = match parse_body(req).and_then(|o| check_type_meta(kind, &o, false).map(|_| o)) {
+    let mut obj = match parse_body(req).and_then(|o| check_type_meta(kind, &o, false).map(|_| o)) {
         Ok(o) => o,
         Err(r) => return r,
     };
+    let dry = match dry_run(req) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let warnings = match prune_body(sim, req, kind, &mut obj) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let manager = manager_name(req);
     with_state(sim, |st, _| {
-        write_existing(
+        let resp = write_existing(
             sim,
             st,
             kind,
@@ -481,8 +825,11 @@ pub(crate) fn replace(
             Mode {
                 status_only: status,
                 check_rv: true,
+                manager: Some(&manager),
+                dry_run: dry,
             },
-        )
+        );
+        with_warnings(resp, &warnings)
     })
 }
 
@@ -522,12 +869,26 @@ pub(crate) fn patch(
                 415,
                 "UnsupportedMediaType",
                 &format!(
-                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other})"
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other})"
                 ),
             );
         }
     };
-    let apply = ctype == "application/apply-patch+yaml";
+    let dry = match dry_run(req) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let apply = ctype.starts_with("application/apply-patch");
+    let force = req.q("force") == Some("true");
+    if force && !apply {
+        return status_response(
+            422,
+            "Invalid",
+            "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
+        );
+    }
+    let mut patch = patch;
+    let mut warnings = Vec::new();
     if apply {
         if req.q("fieldManager").is_none_or(str::is_empty) {
             return status_response(
@@ -536,20 +897,42 @@ pub(crate) fn patch(
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
             );
         }
-        if let Ok(p) = &patch
-            && let Err(r) = check_type_meta(kind, p, true)
-        {
-            return r;
+        if let Ok(p) = &mut patch {
+            if let Err(r) = check_type_meta(kind, p, true) {
+                return r;
+            }
+            match prune_body(sim, req, kind, p) {
+                Ok(w) => warnings = w,
+                Err(r) => return r,
+            }
+            drop_nulls(p);
+            if let Some(m) = p.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("managedFields");
+            }
+        }
+    } else if let Ok(p) = &mut patch {
+        match prune_body(sim, req, kind, p) {
+            Ok(w) => warnings = w,
+            Err(r) => return r,
         }
     }
-    with_state(sim, |st, now| {
+    let manager = manager_name(req);
+    let resp = with_state(sim, |st, now| {
+        let now_s = util::rfc3339_secs(now);
+        let ctx = store::ctx(sim, kind);
+        let scope = scope_of(kind, status);
         let existing = store::get(st, &kind.key(), ns, name).cloned();
         let Some(old) = existing else {
             // Server-side apply creates missing objects.
             return match (apply, status, patch) {
                 (true, false, Ok(mut obj)) => {
                     util::obj_mut(&mut obj, "metadata").insert("name".into(), json!(name));
-                    match create_obj(sim, st, now, kind, ns, obj) {
+                    let applied =
+                        match fields::apply(&ctx, None, &obj, &manager, scope, force, &now_s) {
+                            Ok(o) => o,
+                            Err(c) => return apply_conflict(&c),
+                        };
+                    match create_obj(sim, st, now, kind, ns, applied, store::By::Prepared, dry) {
                         Ok(o) => json_resp(201, &o),
                         Err(r) => r,
                     }
@@ -578,7 +961,15 @@ pub(crate) fn patch(
                         "the name of the object does not match the name on the URL",
                     );
                 }
-                json_patch::merge(&mut new, &p);
+                if apply {
+                    new = match fields::apply(&ctx, Some(&old), &p, &manager, scope, force, &now_s)
+                    {
+                        Ok(o) => o,
+                        Err(c) => return apply_conflict(&c),
+                    };
+                } else {
+                    json_patch::merge(&mut new, &p);
+                }
             }
         }
         // A patch only conflicts when it names a resourceVersion explicitly.
@@ -593,16 +984,114 @@ pub(crate) fn patch(
             Mode {
                 status_only: status,
                 check_rv,
+                manager: (!apply).then_some(manager.as_str()),
+                dry_run: dry,
             },
         )
-    })
+    });
+    with_warnings(resp, &warnings)
 }
 
-pub(crate) fn delete(sim: &Simulator, kind: &Kind, ns: &str, name: &str) -> Response {
-    with_state(sim, |st, now| {
-        match store::delete(sim, st, now, kind, ns, name) {
-            Some(o) => json_resp(200, &o),
-            None => not_found(kind, name),
+/// 409 for apply conflicts: `Status` with `reason: Conflict`, the field manager's message
+/// and one `FieldManagerConflict` cause per field (`errors.NewApplyConflict`).
+fn apply_conflict(conflicts: &[fields::Conflict]) -> Response {
+    let (message, causes) = fields::conflict_status(conflicts);
+    status_with_details(409, "Conflict", &message, json!({"causes": causes}))
+}
+
+/// Kinds whose registry returns the deleted object on an immediate delete
+/// (`genericregistry.Store.ReturnDeletedObject`: Services and Namespaces among ours);
+/// the others (Secrets, ConfigMaps, Deployments, custom resources) answer a `Status`
+/// `Success` with the object's name, group, resource and uid (`Store.finalizeDelete`).
+fn returns_deleted_object(kind: &Kind) -> bool {
+    matches!(kind.plural, "services" | "namespaces")
+}
+
+pub(crate) fn delete(sim: &Simulator, req: &Req, kind: &Kind, ns: &str, name: &str) -> Response {
+    let dry = match dry_run(req) {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    // DeleteOptions may come as the body (kubectl, client-go) or not at all.
+    let opts = if req.body.is_empty() {
+        Value::Null
+    } else {
+        match serde_json::from_slice::<Value>(&req.body) {
+            Ok(v) => v,
+            Err(e) => {
+                return bad_request(&format!(
+                    "the body of the request was in an unknown format: {e}"
+                ));
+            }
         }
+    };
+    let dry = dry
+        || opts
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
+    with_state(sim, |st, now| {
+        let Some(obj) = store::get(st, &kind.key(), ns, name).cloned() else {
+            return not_found(kind, name);
+        };
+        // Preconditions (`storage.Preconditions.Check`; the conflict is
+        // `errors.NewConflict` around it).
+        if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
+            let actual = str_at(&obj, "/metadata/uid").unwrap_or_default();
+            if uid != actual {
+                return conflict(
+                    kind,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                    ),
+                );
+            }
+        }
+        if let Some(rv) = opts
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+        {
+            let actual = str_at(&obj, "/metadata/resourceVersion").unwrap_or_default();
+            if rv != actual {
+                return conflict(
+                    kind,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                    ),
+                );
+            }
+        }
+        let immediate = store::finalizers(&obj).is_empty() && kind.plural != "namespaces";
+        let result = if dry {
+            if immediate {
+                obj.clone()
+            } else {
+                let mut o = obj.clone();
+                if !store::is_deleting(&o) {
+                    let m = util::obj_mut(&mut o, "metadata");
+                    m.insert("deletionTimestamp".into(), json!(util::rfc3339_secs(now)));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+                o
+            }
+        } else {
+            match store::delete(sim, st, now, kind, ns, name) {
+                Some(o) => o,
+                None => return not_found(kind, name),
+            }
+        };
+        if immediate && !returns_deleted_object(kind) {
+            return json_resp(
+                200,
+                &json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": {"name": name, "group": kind.group, "kind": kind.plural,
+                        "uid": str_at(&obj, "/metadata/uid").unwrap_or_default()},
+                }),
+            );
+        }
+        json_resp(200, &result)
     })
 }

@@ -2,9 +2,12 @@
 //! validate against its `openAPIV3Schema`, else the write answers 422 `Invalid` like the
 //! API server.
 //!
+//! Unknown fields are pruned as for a structural schema ([`CrdSet::prune`]; the API
+//! server's `fieldValidation` decides whether that is silent, a warning or a 400).
+//!
 //! # Caveats
-//! Structural-schema defaulting and pruning, `x-kubernetes-validations` (CEL) and format
-//! checks are not applied; required fields, types, enums, patterns and bounds are.
+//! Structural-schema defaulting, `x-kubernetes-validations` (CEL) and format checks are not
+//! applied; required fields, types, enums, patterns and bounds are.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,6 +22,10 @@ use crate::Error;
 #[derive(Default)]
 pub(crate) struct CrdSet {
     validators: HashMap<String, jsonschema::Validator>,
+    /// The CRD documents by `<group>/<plural>` (names, printer columns, subresources).
+    docs: HashMap<String, Value>,
+    /// The served version's `openAPIV3Schema` by `<group>/<plural>`.
+    schemas: HashMap<String, Value>,
 }
 
 impl std::fmt::Debug for CrdSet {
@@ -98,11 +105,43 @@ impl CrdSet {
                             format!("schema of {plural}.{group} does not compile: {e}"),
                         )
                     })?;
-                set.validators
-                    .insert(format!("{group}/{plural}"), validator);
+                let key = format!("{group}/{plural}");
+                set.schemas.insert(key.clone(), schema.clone());
+                set.validators.insert(key.clone(), validator);
+                set.docs.insert(key, v.clone());
             }
         }
         Ok(set)
+    }
+
+    /// The loaded CRD of `kind_key`.
+    pub(crate) fn crd(&self, kind_key: &str) -> Option<&Value> {
+        self.docs.get(kind_key)
+    }
+
+    /// The served version's `openAPIV3Schema` of `kind_key`.
+    pub(crate) fn schema(&self, kind_key: &str) -> Option<&Value> {
+        self.schemas.get(kind_key)
+    }
+
+    /// The served version entry (`spec.versions[]`) of the CRD of `kind_key`.
+    pub(crate) fn version(&self, kind_key: &str) -> Option<&Value> {
+        let crd = self.docs.get(kind_key)?;
+        let group = crd.pointer("/spec/group").and_then(Value::as_str)?;
+        crd.pointer("/spec/versions")?
+            .as_array()?
+            .iter()
+            .find(|v| v.get("name").and_then(Value::as_str) == Some(super::served_version(group)))
+    }
+
+    /// Prunes fields `obj` has that the structural schema of `kind_key` does not declare
+    /// (apiextensions `pruning.Prune`), returning their paths (`spec.foo`, as the API
+    /// server's `unknown field "spec.foo"` warnings and strict errors name them).
+    pub(crate) fn prune(&self, kind_key: &str, obj: &mut Value) -> Vec<String> {
+        match self.schemas.get(kind_key) {
+            Some(schema) => prune_with(schema, obj),
+            None => Vec::new(),
+        }
     }
 
     /// Validates `obj` if a schema for `kind_key` is loaded.
@@ -163,5 +202,78 @@ impl CrdSet {
         } else {
             Err(errors)
         }
+    }
+}
+
+/// Prunes `obj` against a root object schema (see [`CrdSet::prune`]); `apiVersion`, `kind`
+/// and `metadata` are always kept.
+pub(crate) fn prune_with(schema: &Value, obj: &mut Value) -> Vec<String> {
+    let mut pruned = Vec::new();
+    if let Some(m) = obj.as_object_mut() {
+        for (k, v) in m.iter_mut() {
+            if k == "apiVersion" || k == "kind" || k == "metadata" {
+                continue;
+            }
+            if let Some(s) = schema.pointer(&format!("/properties/{k}")) {
+                prune_value(s, v, k, &mut pruned);
+            }
+        }
+        let before: Vec<String> = m.keys().cloned().collect();
+        m.retain(|k, _| {
+            k == "apiVersion"
+                || k == "kind"
+                || k == "metadata"
+                || schema.pointer(&format!("/properties/{k}")).is_some()
+                || preserves(schema)
+        });
+        for k in before {
+            if !m.contains_key(&k) {
+                pruned.push(k);
+            }
+        }
+    }
+    pruned.sort();
+    pruned
+}
+
+fn preserves(schema: &Value) -> bool {
+    schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+}
+
+/// Structural pruning of one value against its schema node.
+fn prune_value(schema: &Value, v: &mut Value, path: &str, pruned: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let keep_unknown =
+                preserves(schema) || schema.get("additionalProperties") == Some(&Value::Bool(true));
+            let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+            let mut drop = Vec::new();
+            for (k, child) in m.iter_mut() {
+                let sub = format!("{path}.{k}");
+                if let Some(s) = props.and_then(|p| p.get(k)) {
+                    prune_value(s, child, &sub, pruned);
+                } else if let Some(s) = additional {
+                    prune_value(s, child, &sub, pruned);
+                } else if !(keep_unknown
+                    || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata")))
+                {
+                    drop.push(k.clone());
+                }
+            }
+            for k in drop {
+                m.remove(&k);
+                pruned.push(format!("{path}.{k}"));
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = schema.get("items") {
+                for (i, item) in a.iter_mut().enumerate() {
+                    prune_value(items, item, &format!("{path}[{i}]"), pruned);
+                }
+            }
+        }
+        _ => {}
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Kind;
+use super::fields::{self, Ctx, OPERATOR, Scope};
 use crate::sim::Simulator;
 use crate::state::{KubeEntry, KubeEvent, State};
 use crate::util;
@@ -77,26 +78,78 @@ pub(crate) fn is_deleting(obj: &Value) -> bool {
         .is_some_and(|v| !v.is_null())
 }
 
-/// Inserts a new object (metadata filled) and emits ADDED.
+/// Who a write is recorded for in `managedFields`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum By<'a> {
+    /// An Update by this manager (a controller writes spec/metadata and status alike;
+    /// status changes are recorded against the `status` subresource).
+    Update(&'a str),
+    /// `managedFields` are already computed (API writes) or the write is the server's own
+    /// (deletion bookkeeping): keep them as they are.
+    Prepared,
+}
+
+/// The field-manager schema context of `kind`.
+pub(crate) fn ctx<'a>(sim: &'a Simulator, kind: &'a Kind) -> Ctx<'a> {
+    Ctx {
+        schema: sim.inner.crds.schema(&kind.key()),
+        plural: kind.plural,
+        api_version: kind.api_version(),
+    }
+}
+
+/// Records a controller's write of `new` (`old` before it) in `managedFields`.
+fn record(sim: &Simulator, kind: &Kind, old: Option<&Value>, new: &mut Value, manager: &str) {
+    let c = ctx(sim, kind);
+    let now = util::rfc3339_secs(sim.now_ms());
+    if kind.status_sub && old.is_some() {
+        fields::record_update(&c, old, new, manager, Scope::Main, &now);
+        let mid = new.clone();
+        // Status changes are a `/status` write of the same manager.
+        let mut old_status = mid.clone();
+        if let (Some(o), Some(m)) = (old, old_status.as_object_mut()) {
+            match o.get("status") {
+                Some(s) => m.insert("status".into(), s.clone()),
+                None => m.remove("status"),
+            };
+        }
+        fields::record_update(&c, Some(&old_status), new, manager, Scope::Status, &now);
+    } else {
+        fields::record_update(&c, old, new, manager, Scope::All, &now);
+    }
+}
+
+/// Inserts a new object (metadata filled) and emits ADDED, recorded as written by the
+/// simulated operator.
 pub(crate) fn create(
     sim: &Simulator,
     st: &mut State,
     now: u64,
     kind: &Kind,
     ns: &str,
-    mut obj: Value,
+    obj: Value,
 ) -> Value {
-    let name = util::str_at(&obj, "/metadata/name")
-        .unwrap_or_default()
-        .to_string();
+    create_by(sim, st, now, kind, ns, obj, By::Update(OPERATOR), false)
+}
+
+/// The object a create would store: server-set metadata filled in.
+pub(crate) fn prepare_create(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    kind: &Kind,
+    ns: &str,
+    obj: &mut Value,
+    by: By,
+) {
     let uid = util::uuid(st, sim.config().seed).to_string();
     {
-        let m = util::obj_mut(&mut obj, "metadata");
+        let m = util::obj_mut(obj, "metadata");
         m.insert("uid".into(), json!(uid));
         m.insert("creationTimestamp".into(), json!(util::rfc3339_secs(now)));
         m.insert("generation".into(), json!(1));
         m.remove("deletionTimestamp");
-        m.remove("managedFields");
+        m.remove("resourceVersion");
         if kind.namespaced {
             m.insert("namespace".into(), json!(ns));
         } else {
@@ -105,6 +158,43 @@ pub(crate) fn create(
     }
     obj["apiVersion"] = json!(kind.api_version());
     obj["kind"] = json!(kind.kind);
+    if let By::Update(manager) = by {
+        util::obj_mut(obj, "metadata").remove("managedFields");
+        fields::record_update(
+            &ctx(sim, kind),
+            None,
+            obj,
+            manager,
+            Scope::All,
+            &util::rfc3339_secs(now),
+        );
+    }
+}
+
+/// Inserts a new object and emits ADDED (with `dry_run`, only returns what would be
+/// stored).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn create_by(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    kind: &Kind,
+    ns: &str,
+    mut obj: Value,
+    by: By,
+    dry_run: bool,
+) -> Value {
+    prepare_create(sim, st, now, kind, ns, &mut obj, by);
+    if dry_run {
+        return obj;
+    }
+    insert_new(sim, st, kind, ns, obj)
+}
+
+fn insert_new(sim: &Simulator, st: &mut State, kind: &Kind, ns: &str, mut obj: Value) -> Value {
+    let name = util::str_at(&obj, "/metadata/name")
+        .unwrap_or_default()
+        .to_string();
     bump_rv(st, &mut obj);
     let seq = st.next_seq();
     st.kube.insert(
@@ -124,18 +214,37 @@ pub(crate) fn create(
 /// Stores a modified object: bumps resourceVersion (and generation if `spec` changed) and
 /// emits MODIFIED — or removes it and emits DELETED when it is being deleted and has no
 /// finalizers left. Returns the object as stored (or as last seen, when removed).
-pub(crate) fn update(
+pub(crate) fn update(sim: &Simulator, st: &mut State, kind: &Kind, ns: &str, obj: Value) -> Value {
+    update_by(sim, st, kind, ns, obj, By::Update(OPERATOR), false)
+}
+
+/// [`update`] recorded for `by`; with `dry_run`, only returns what would be stored.
+pub(crate) fn update_by(
     sim: &Simulator,
     st: &mut State,
     kind: &Kind,
     ns: &str,
     mut obj: Value,
+    by: By,
+    dry_run: bool,
 ) -> Value {
     let name = util::str_at(&obj, "/metadata/name")
         .unwrap_or_default()
         .to_string();
     let k = key(&kind.key(), ns, &name);
     let old = st.kube.get(&k).map(|e| e.object.clone());
+    if let By::Update(manager) = by {
+        if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            match old
+                .as_ref()
+                .and_then(|o| o.pointer("/metadata/managedFields"))
+            {
+                Some(mf) => m.insert("managedFields".into(), mf.clone()),
+                None => m.remove("managedFields"),
+            };
+        }
+        record(sim, kind, old.as_ref(), &mut obj, manager);
+    }
     if let Some(old) = &old
         && old.get("spec") != obj.get("spec")
     {
@@ -144,6 +253,9 @@ pub(crate) fn update(
             .and_then(Value::as_i64)
             .unwrap_or(1);
         util::obj_mut(&mut obj, "metadata").insert("generation".into(), json!(g + 1));
+    }
+    if dry_run {
+        return obj;
     }
     bump_rv(st, &mut obj);
     if is_deleting(&obj) && finalizers(&obj).is_empty() && kind.plural != "namespaces" {
@@ -197,7 +309,7 @@ pub(crate) fn delete(
     if is_ns {
         util::obj_mut(&mut obj, "status").insert("phase".into(), json!("Terminating"));
     }
-    Some(update(sim, st, kind, ns, obj))
+    Some(update_by(sim, st, kind, ns, obj, By::Prepared, false))
 }
 
 pub(crate) fn get<'a>(st: &'a State, kind_key: &str, ns: &str, name: &str) -> Option<&'a Value> {

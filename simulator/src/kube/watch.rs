@@ -15,13 +15,16 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::Kind;
-use super::api::selectors_match;
+use super::api::Selectors;
 use crate::http::Req;
 use crate::sim::{Simulator, lock};
 use crate::state::KubeEvent;
 
 /// Longest watch the server keeps open when the client does not ask for less.
 const MAX_WATCH: Duration = Duration::from_secs(1800);
+
+/// Renders one event line (as JSON, or as a Table for `kubectl get -w`).
+type Render = std::sync::Arc<dyn Fn(&str, &Value) -> Bytes + Send + Sync>;
 
 fn line(etype: &str, object: &Value) -> Bytes {
     let mut s = json!({"type": etype, "object": object}).to_string();
@@ -41,34 +44,39 @@ pub(crate) fn watch(
         .map(Duration::from_secs)
         .unwrap_or(MAX_WATCH)
         .min(MAX_WATCH);
+    // WatchList (`sendInitialEvents=true`, kubectl wait and client-go informers 1.32+):
+    // the current objects as ADDED events, then a BOOKMARK annotated
+    // `k8s.io/initial-events-end: "true"`, then live events.
+    let initial_events = req.q("sendInitialEvents") == Some("true");
     let from: Option<u64> = req
         .q("resourceVersion")
-        .filter(|v| !v.is_empty() && *v != "0")
+        .filter(|v| !v.is_empty() && *v != "0" && !initial_events)
         .and_then(|v| v.parse().ok());
     let key = kind.key();
+    // `kubectl get -w` asks for Tables: every event's object is then a one-row Table.
+    let render: Render = if super::openapi::wants_table(req) {
+        let sim = sim.clone();
+        std::sync::Arc::new(move |etype: &str, obj: &Value| {
+            line(
+                etype,
+                &super::openapi::table(&sim, kind, std::slice::from_ref(obj), None),
+            )
+        })
+    } else {
+        std::sync::Arc::new(line)
+    };
+    let sel = match Selectors::parse(req, kind) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
     let matches = {
-        let label = req.q("labelSelector").map(str::to_string);
-        let field = req.q("fieldSelector").map(str::to_string);
         let ns = ns.clone();
         let key = key.clone();
         move |ev: &KubeEvent| -> bool {
             if ev.kind_key != key || ns.as_ref().is_some_and(|n| *n != ev.namespace) {
                 return false;
             }
-            let probe = Req {
-                method: axum::http::Method::GET,
-                path: String::new(),
-                path_and_query: String::new(),
-                segments: vec![],
-                query: [("labelSelector", &label), ("fieldSelector", &field)]
-                    .iter()
-                    .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), v.clone())))
-                    .collect(),
-                headers: Default::default(),
-                body: Bytes::new(),
-                host: String::new(),
-            };
-            selectors_match(&probe, &ev.object)
+            sel.matches(&ev.object)
         }
     };
     // Snapshot and subscribe under the state lock: events are emitted under the same lock,
@@ -89,7 +97,7 @@ pub(crate) fn watch(
                 .kube_events
                 .iter()
                 .filter(|e| e.rv > rv && matches(e))
-                .map(|e| line(e.etype, &e.object))
+                .map(|e| render(e.etype, &e.object))
                 .collect(),
             None => {
                 let mut objs: Vec<_> = st
@@ -108,7 +116,15 @@ pub(crate) fn watch(
                             object: e.object.clone(),
                         })
                     })
-                    .map(|e| line("ADDED", &e.object))
+                    .map(|e| render("ADDED", &e.object))
+                    .chain(initial_events.then(|| {
+                        line(
+                            "BOOKMARK",
+                            &json!({"kind": kind.kind, "apiVersion": kind.api_version(),
+                                "metadata": {"resourceVersion": st.kube_rv.to_string(),
+                                    "annotations": {"k8s.io/initial-events-end": "true"}}}),
+                        )
+                    }))
                     .collect()
             }
         };
@@ -116,22 +132,25 @@ pub(crate) fn watch(
     };
     let expired =
         initial.len() == 1 && from.is_some_and(|rv| rv < lock(&sim.inner.state).kube_history_floor);
-    let live = futures::stream::unfold((rx, matches), |(mut rx, matches)| async move {
-        loop {
-            match rx.recv().await {
-                Ok(ev) => {
-                    if matches(&ev) {
-                        let b = line(ev.etype, &ev.object);
-                        return Some((b, (rx, matches)));
+    let live = futures::stream::unfold(
+        (rx, matches, render),
+        |(mut rx, matches, render)| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => {
+                        if matches(&ev) {
+                            let b = render(ev.etype, &ev.object);
+                            return Some((b, (rx, matches, render)));
+                        }
                     }
+                    // A lagging watcher cannot know what it missed: end the stream so the
+                    // client resumes (and gets 410 if the history is gone).
+                    Err(broadcast::error::RecvError::Lagged(_))
+                    | Err(broadcast::error::RecvError::Closed) => return None,
                 }
-                // A lagging watcher cannot know what it missed: end the stream so the
-                // client resumes (and gets 410 if the history is gone).
-                Err(broadcast::error::RecvError::Lagged(_))
-                | Err(broadcast::error::RecvError::Closed) => return None,
             }
-        }
-    });
+        },
+    );
     let initial = futures::stream::iter(initial);
     let stream = if expired {
         initial.boxed()

@@ -147,8 +147,41 @@ pub(crate) fn pre_delete(ctx: &mut Ctx<'_>, res: &ArmResource) -> Result<(), Arm
     match res.rtype.as_str() {
         types::SUBNET | types::VNET | types::NSG | types::PIP => network::pre_delete(ctx, res),
         types::LB | types::PLS => privatelink::pre_delete(ctx, res),
+        types::ZONE => zone_pre_delete(ctx, res),
         _ => Ok(()),
     }
+}
+
+/// A Private DNS zone with virtual network links is not deleted: Azure answers 409
+/// `CannotDeleteResource`, with the nested ids relative to `providers/` — the message as
+/// Azure returns it (quoted verbatim by the Terraform azurerm provider in
+/// github.com/learntocloud/networking-lab/issues/8: "Cannot delete resource while nested
+/// resources exist. Some existing nested resource IDs include:
+/// 'Microsoft.Network/privateDnsZones/internal.local/virtualNetworkLinks/LabVNetLink'.
+/// Please delete all nested resources before deleting this resource."). Record sets do
+/// not block (they go with the zone). Deleting the resource group still removes everything.
+fn zone_pre_delete(ctx: &Ctx<'_>, res: &ArmResource) -> Result<(), ArmError> {
+    let links = store::children(ctx.st, &res.id.to_ascii_lowercase(), types::LINK);
+    if links.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = links
+        .iter()
+        .map(|l| {
+            let rel =
+                l.id.split_once("/providers/")
+                    .map_or(l.id.as_str(), |(_, r)| r);
+            format!("'{rel}'")
+        })
+        .collect();
+    Err(ArmError::new(
+        409,
+        "CannotDeleteResource",
+        format!(
+            "Cannot delete resource while nested resources exist. Some existing nested resource IDs include: {}. Please delete all nested resources before deleting this resource.",
+            ids.join(", ")
+        ),
+    ))
 }
 
 /// Why a resource group cannot be deleted: something outside it depends on something in
@@ -350,7 +383,11 @@ fn role_assignment(
         ));
     }
     // Entra replication delay: a principal created moments ago is not visible to
-    // authorization yet.
+    // authorization yet — unless the request names `principalType`, which skips the
+    // directory lookup: "set the principalType property when creating the role assignment"
+    // (https://learn.microsoft.com/azure/role-based-access-control/role-assignments-template#new-service-principal,
+    // and the PrincipalNotFound message itself).
+    let typed = str_at(body, "/properties/principalType").is_some_and(|t| !t.is_empty());
     let window = ctx.sim.scaled(ctx.cfg().principal_not_found_for);
     let fresh = store::of_type(ctx.st, types::IDENTITY)
         .into_iter()
@@ -359,7 +396,7 @@ fn role_assignment(
                 .is_some_and(|p| p.eq_ignore_ascii_case(&principal))
                 && ctx.now < i.created_ms + window
         });
-    if fresh {
+    if fresh && !typed {
         let tenant = &ctx.cfg().tenant_id;
         return Err(ArmError::bad_request(
             "PrincipalNotFound",
