@@ -143,7 +143,7 @@ pub fn resolve_step<'a>(given: &str, dag_steps: &[&'a str]) -> Result<&'a str, S
             let best = scored.first().map(|(d, _)| *d).unwrap_or(usize::MAX);
             let close: Vec<&str> = scored
                 .iter()
-                .filter(|(d, _)| *d == best && *d <= given.len().max(4) / 2)
+                .filter(|(d, _)| *d == best && *d * 2 <= given.len())
                 .take(3)
                 .map(|(_, s)| *s)
                 .collect();

@@ -495,7 +495,7 @@ fn refused_operator_commands_exit_2() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("no step named `zz`"), "{err}");
+    assert!(err.contains("--step zz: no such step in this run"), "{err}");
     let out = bin()
         .args([
             "resolve",

@@ -185,16 +185,6 @@ def kube(sim):
 
 
 @pytest.fixture(scope="session")
-def mgmt_transport(transport):
-    return transport
-
-
-@pytest.fixture(scope="session")
-def mgmt(credential, mgmt_transport):
-    """The same as `arm` (kept as the name test_arm.py / test_blob.py use)."""
-    return {
-        "credential": credential,
-        "subscription_id": SUBSCRIPTION,
-        "transport": mgmt_transport,
-        "polling_interval": 0.05,
-    }
+def mgmt(arm):
+    """The same as `arm` (the name test_arm.py / test_blob.py use)."""
+    return arm
