@@ -234,8 +234,12 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         bail!("--creates must be at least 1");
     }
     let store = open_store(db).await?;
+    let example = std::path::Path::new("examples/cluster.yaml");
+    let cfg = config::load(example).map_err(|e| anyhow::anyhow!("examples/cluster.yaml: {e}"))?;
     let sim_cfg = hcp_simulator::SimConfig {
         time_scale: a.time_scale,
+        // The public zone of baseDomain exists before a create (issue 12's lookup).
+        dns_zones: vec![crate::cluster::dns_zone_seed(&cfg)],
         ..hcp_simulator::SimConfig::realistic()
     };
     let sim = hcp_simulator::Simulator::new(sim_cfg)?;
@@ -247,8 +251,6 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
     });
     let clients = Clients::new(Reach::Simulator(base));
     let e = crate::ops::cluster_engine(store.clone(), &clients, None)?;
-    let example = std::path::Path::new("examples/cluster.yaml");
-    let cfg = config::load(example).map_err(|e| anyhow::anyhow!("examples/cluster.yaml: {e}"))?;
     let mut runs = Vec::new();
     let t0 = std::time::Instant::now();
     for i in 0..a.creates {

@@ -90,17 +90,7 @@ pub async fn reach_for(
     }
     let mut cfg = hcp_simulator::SimConfig {
         state_file: sim_state_path(db),
-        dns_zones: cluster
-            .map(|c| hcp_simulator::DnsZoneSeed {
-                subscription: c.subscription.clone(),
-                resource_group: c
-                    .dns_zone_resource_group
-                    .clone()
-                    .unwrap_or_else(|| hcp_simulator::DEFAULT_DNS_ZONE_RESOURCE_GROUP.into()),
-                domain: c.base_domain.clone(),
-            })
-            .into_iter()
-            .collect(),
+        dns_zones: cluster.map(dns_zone_seed).into_iter().collect(),
         ..Default::default()
     };
     if let Some(p) = args.private_platform {
@@ -449,6 +439,19 @@ async fn known_resources(
             )
         })
         .collect())
+}
+
+/// The public DNS zone of a cluster file's `baseDomain`, as a user has it before a create
+/// (seeded in the in-process simulator: `--simulate`, `bench cluster`).
+pub fn dns_zone_seed(c: &ClusterConfig) -> hcp_simulator::DnsZoneSeed {
+    hcp_simulator::DnsZoneSeed {
+        subscription: c.subscription.clone(),
+        resource_group: c
+            .dns_zone_resource_group
+            .clone()
+            .unwrap_or_else(|| hcp_simulator::DEFAULT_DNS_ZONE_RESOURCE_GROUP.into()),
+        domain: c.base_domain.clone(),
+    }
 }
 
 /// The cluster's exclusive key: at most one unfinished run of any workflow per key.

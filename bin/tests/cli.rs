@@ -721,3 +721,35 @@ fn state_text_is_coloured_only_on_a_terminal() {
     let piped = bin().args(["list", "--database", &db]).output().unwrap();
     assert!(!String::from_utf8_lossy(&piped.stdout).contains("\x1b["));
 }
+
+/// `bench cluster` creates the example cluster against the in-process simulator without a
+/// failure (it seeds the public DNS zone of `baseDomain`, as a user has it). Behaviour only:
+/// the figures belong in BENCHMARKS.md.
+#[test]
+fn bench_cluster_creates_without_failures() {
+    let (dir, _db, _world) = scratch("cli-bench-cluster");
+    let db = format!("sqlite://{}/bench.db", dir.display());
+    let out = bin()
+        .args([
+            "--database",
+            &db,
+            "bench",
+            "cluster",
+            "--creates",
+            "1",
+            "--time-scale",
+            "0.002",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR").to_string() + "/..")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["failed_runs"], 0, "{last}");
+    assert_eq!(last["steps_per_create"], 59, "{last}");
+}
