@@ -575,14 +575,7 @@ async fn wait_applied(
 #[cfg(test)]
 mod tests {
     use super::who_from;
-
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_string())
-        }
-    }
+    use crate::style::env_of as env;
 
     #[test]
     fn who_is_user_then_logname_then_uid() {

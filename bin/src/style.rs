@@ -65,17 +65,20 @@ fn decide(tty: bool, env: impl Fn(&str) -> Option<String>) -> bool {
     tty
 }
 
+/// A view of the environment made of `vars` (tests of environment-driven rules).
+#[cfg(test)]
+pub(crate) fn env_of<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::decide;
-
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_string())
-        }
-    }
+    use super::env_of as env;
 
     #[test]
     fn colour_only_on_a_terminal_unless_told() {
