@@ -74,36 +74,18 @@ fn watch_git(dir: &Path, git_dir: &Path) {
     }
 }
 
-/// Today (UTC), or the day of `SOURCE_DATE_EPOCH`, as `YYYY-MM-DD`.
+/// Today (UTC), or the day of `SOURCE_DATE_EPOCH`, as `YYYY-MM-DD` (humantime's RFC 3339
+/// rendering, cut to the date).
 fn build_date() -> String {
-    let secs = std::env::var("SOURCE_DATE_EPOCH")
+    let at = std::env::var("SOURCE_DATE_EPOCH")
         .ok()
-        .and_then(|s| s.trim().parse::<i64>().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0))
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or_else(SystemTime::now, |secs| {
+            UNIX_EPOCH + std::time::Duration::from_secs(secs)
         });
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    // Both are in range by construction (1..=31, 1..=12).
-    (
-        y,
-        u32::try_from(m).unwrap_or(1),
-        u32::try_from(d).unwrap_or(1),
-    )
+    humantime::format_rfc3339_seconds(at)
+        .to_string()
+        .chars()
+        .take(10)
+        .collect()
 }

@@ -145,6 +145,19 @@ fn detached_selftest(db: &str, world: &str) -> String {
 
 /// Run a self-test saga to its end (it succeeds); its id.
 fn finished_selftest(db: &str, world: &str) -> String {
+    let (code, run) = selftest_to_end(db, world, &[], &[]);
+    assert_eq!(code, Some(0));
+    run
+}
+
+/// Run a self-test saga with `extra` arguments and `envs` until it ends or stops for an
+/// operator: (exit code, run id from the first JSON line).
+fn selftest_to_end(
+    db: &str,
+    world: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> (Option<i32>, String) {
     let out = bin()
         .args([
             "selftest",
@@ -155,20 +168,17 @@ fn finished_selftest(db: &str, world: &str) -> String {
             "--output",
             "json",
         ])
+        .args(extra)
+        .envs(envs.iter().copied())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let first = String::from_utf8_lossy(&out.stdout)
         .lines()
         .next()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no output: {}", String::from_utf8_lossy(&out.stderr)))
         .to_string();
     let v: serde_json::Value = serde_json::from_str(&first).unwrap();
-    v["run_id"].as_str().unwrap().to_string()
+    (out.status.code(), v["run_id"].as_str().unwrap().to_string())
 }
 
 /// Stderr lines of a spawned child, as they come.
@@ -616,25 +626,13 @@ fn watch_interrupted_by_ctrl_c_exits_130() {
 fn resolve_waits_until_applied_with_short_id_and_step_suffix() {
     use std::process::Stdio;
     let (_dir, db, world) = scratch("cli-resolve-wait");
-    let out = bin()
-        .args([
-            "selftest",
-            "--database",
-            &db,
-            "--world",
-            &world,
-            "--fail",
-            "c",
-            "--output",
-            "json",
-        ])
-        .env("HCP_SAMPLE_FAULTS", r#"{"stuck_undo":["b1"]}"#)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let first: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-    let run = first["run_id"].as_str().unwrap().to_string();
+    let (code, run) = selftest_to_end(
+        &db,
+        &world,
+        &["--fail", "c"],
+        &[("HCP_SAMPLE_FAULTS", r#"{"stuck_undo":["b1"]}"#)],
+    );
+    assert_eq!(code, Some(1));
     let short = &run[run.len() - 8..];
     // A misspelt step: did you mean, exit 2, nothing queued.
     let o = bin()

@@ -539,8 +539,10 @@ pub(crate) fn handle_kube(sim: &Simulator, req: &Req) -> Option<Response> {
         (&Method::POST, ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"])
             if scenario(sim).no_self_subject_review =>
         {
-            // What an API server before 1.28 (no authentication.k8s.io/v1 SelfSubjectReview)
-            // answers: 404 with the generic not-found Status.
+            // What an API server before 1.28 answers: authentication.k8s.io/v1
+            // SelfSubjectReview went GA in 1.28 (KEP-3325, kubernetes/enhancements
+            // keps/sig-auth/3325-self-subject-attributes-review-api), so an older server has
+            // no such resource: 404 with the generic not-found Status.
             Some(crate::kube::status_response(
                 404,
                 "NotFound",

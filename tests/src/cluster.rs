@@ -209,7 +209,7 @@ impl Sim {
         );
         let account = account_id.rsplit('/').next().unwrap();
         let path = format!("/{container}/{blob}");
-        let date = httpdate_now();
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
         let headers: Vec<(String, String)> = vec![
             ("x-ms-blob-type".into(), "BlockBlob".into()),
             ("x-ms-date".into(), date.clone()),
@@ -434,29 +434,4 @@ pub fn assert_connections_rejected_before_pls_delete(reqs: &[Value], pls_name: &
             "{c}: not deleted before the PLS DELETE"
         );
     }
-}
-
-/// The current time as an HTTP date (RFC 7231 IMF-fixdate), for `x-ms-date`.
-fn httpdate_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let days = secs / 86_400;
-    let (h, m, sec) = ((secs % 86_400) / 3600, (secs % 3600) / 60, secs % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    let mn = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ][(mo - 1) as usize];
-    format!("{wd}, {d:02} {mn} {y} {h:02}:{m:02}:{sec:02} GMT")
 }

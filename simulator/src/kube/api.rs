@@ -606,20 +606,24 @@ fn create_obj(
     Ok(store::create_by(sim, st, now, kind, ns, obj, by, dry_run))
 }
 
+/// The body of a create or a replace (POST/PUT of a whole object): parsed and type-checked,
+/// `dryRun`, unknown fields pruned (their warnings), and the field manager.
+fn full_body(
+    sim: &Simulator,
+    req: &Req,
+    kind: &Kind,
+) -> Result<(Value, bool, Vec<String>, String), Response> {
+    let mut obj = parse_body(req).and_then(|o| check_type_meta(kind, &o, false).map(|_| o))?;
+    let dry = dry_run(req)?;
+    let warnings = prune_body(sim, req, kind, &mut obj)?;
+    Ok((obj, dry, warnings, manager_name(req)))
+}
+
 pub(crate) fn create(sim: &Simulator, req: &Req, kind: &Kind, ns: &str) -> Response {
-    let mut obj = match parse_body(req).and_then(|o| check_type_meta(kind, &o, false).map(|_| o)) {
-        Ok(o) => o,
+    let (obj, dry, warnings, manager) = match full_body(sim, req, kind) {
+        Ok(b) => b,
         Err(r) => return r,
     };
-    let dry = match dry_run(req) {
-        Ok(d) => d,
-        Err(r) => return r,
-    };
-    let warnings = match prune_body(sim, req, kind, &mut obj) {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    let manager = manager_name(req);
     with_state(sim, |st, now| {
         let resp = match create_obj(
             sim,
@@ -802,19 +806,10 @@ pub(crate) fn replace(
     name: &str,
     status: bool,
 ) -> Response {
-    let mut obj = match parse_body(req).and_then(|o| check_type_meta(kind, &o, false).map(|_| o)) {
-        Ok(o) => o,
+    let (obj, dry, warnings, manager) = match full_body(sim, req, kind) {
+        Ok(b) => b,
         Err(r) => return r,
     };
-    let dry = match dry_run(req) {
-        Ok(d) => d,
-        Err(r) => return r,
-    };
-    let warnings = match prune_body(sim, req, kind, &mut obj) {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    let manager = manager_name(req);
     with_state(sim, |st, _| {
         let resp = write_existing(
             sim,
