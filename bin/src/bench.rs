@@ -89,16 +89,16 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
     let wall = r.wall.as_secs_f64();
     let ms = |p| benchkit::percentile(&r.deltas, p).as_secs_f64() * 1e3;
     let steps = a.runs as f64 * f64::from(a.steps);
-    println!(
-        "{}",
-        serde_json::json!({
+    crate::output::compact(
+        "BenchResult",
+        &serde_json::json!({
             "bench": "engine", "backend": store.backend(), "runs": a.runs, "steps": a.steps,
             "concurrency": a.concurrency, "wall_s": round(wall),
             "steps_per_s": round(steps / wall),
             "p50_ms_per_step": round(ms(0.50)),
             "p99_ms_per_step": round(ms(0.99)),
             "samples": r.deltas.len(),
-        })
+        }),
     );
     Ok(0)
 }
@@ -193,9 +193,9 @@ async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
     let w = benchkit::run_worker_until_done(&e, &timer).await?;
     let total_ms = w.wall.as_secs_f64() * 1e3;
     let resumed_ms = w.all_resumed.map_or(total_ms, |d| d.as_secs_f64() * 1e3);
-    println!(
-        "{}",
-        serde_json::json!({
+    crate::output::compact(
+        "BenchResult",
+        &serde_json::json!({
             "bench": "recovery", "backend": store.backend(), "runs": ids.len(),
             "interrupted": a.interrupted.as_str(), "leases_held_by_dead_worker": held,
             "acquire_batch": a.acquire_batch,
@@ -203,7 +203,7 @@ async fn recovery(db: &str, a: RecoveryArgs) -> Result<u8> {
             "all_resumed_ms": round(resumed_ms),
             "all_resumed_after_expiry_ms": round(resumed_ms - wait_for_expiry),
             "all_finished_ms": round(total_ms),
-        })
+        }),
     );
     Ok(0)
 }
@@ -315,9 +315,9 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         per_run.iter().map(f).sum::<f64>() / per_run.len().max(1) as f64
     };
     let (wall, crit, seq) = (mean(|x| x.0), mean(|x| x.1), mean(|x| x.2));
-    println!(
-        "{}",
-        serde_json::json!({
+    crate::output::compact(
+        "BenchResult",
+        &serde_json::json!({
             "bench": "cluster", "backend": store.backend(), "creates": a.creates,
             "time_scale": a.time_scale, "failed_runs": failed,
             "wall_all_s": round(wall_all),
@@ -327,7 +327,7 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
             "arm_requests_per_create": round(arm as f64 / a.creates as f64),
             "throttled_responses": throttled,
             "steps_per_create": e.view(runs[0]).await?.dag.nodes.len(),
-        })
+        }),
     );
     Ok(if failed == 0 { 0 } else { 1 })
 }

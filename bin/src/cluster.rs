@@ -1,6 +1,7 @@
 //! `start` and `plan` for the cluster workflows, and how this process reaches Azure
 //! (`--simulate`, `--simulator URL`, or the real thing).
 
+use crate::output::{self, Refused};
 use crate::{OutputFormat, open_store};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -21,27 +22,47 @@ use std::time::Duration;
 pub struct ReachArgs {
     /// Run against an in-process simulated Azure + management cluster (fast time scale; its
     /// state is kept beside a SQLite journal, `<db>.sim.json`, so a run can be resumed).
-    #[arg(long, global = true, conflicts_with = "simulator")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        conflicts_with = "simulator"
+    )]
     pub simulate: bool,
     /// Run against a running `hcp-workflow simulator serve` at this URL.
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "URL"
+    )]
     pub simulator: Option<String>,
     /// Simulator only (`--simulate`, `simulator serve`): how the simulated HyperShift
     /// operator was installed. `azure`: with `--private-platform Azure` (HyperShift's own
     /// controllers make the PLS, PE and DNS); `none` (default): without (hcp-workflow makes
     /// them). Give the same value on every `--simulate` invocation of a run.
-    #[arg(long, global = true, value_name = "azure|none")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "azure|none"
+    )]
     pub private_platform: Option<hcp_simulator::PrivatePlatform>,
     /// Simulator only: the management cluster's platform. `openshift` (default) serves the
     /// Route API; `aks` does not, so HyperShift's control-plane private-link controllers
     /// never start.
-    #[arg(long, global = true, value_name = "openshift|aks")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "openshift|aks"
+    )]
     pub management_platform: Option<hcp_simulator::ManagementPlatform>,
     /// Simulator only: the simulated HyperShift operator's minor version (default 4.22).
     /// It accepts releases from 4.14 up to its own minor (newer ones get
     /// `ValidReleaseImage=False`), and only 4.22 knows the Azure private topology (an older
     /// one never gives a Private/PublicAndPrivate cluster its router IP).
-    #[arg(long, global = true, value_name = "4.NN", value_parser = parse_hypershift_version)]
+    #[arg(long, global = true, help_heading = "Global options", value_name = "4.NN", value_parser = parse_hypershift_version)]
     pub hypershift_version: Option<String>,
 }
 
@@ -88,8 +109,16 @@ pub async fn reach_for(
     if !args.simulate {
         return Ok((Reach::Direct, None));
     }
+    let state_file = sim_state_path(db);
+    if state_file.is_none() && db != "memory:" {
+        // Only a SQLite journal has a file beside it to keep the simulated cloud in.
+        eprintln!(
+            "warning: --simulate with this journal ({}) keeps the simulated Azure and management cluster only in this process: a later command (a delete, a resume, another worker) finds none of what this run creates. To keep it, run `hcp-workflow simulator serve --state sim.json` and pass `--simulator http://127.0.0.1:8443` to every command instead of --simulate.",
+            db.split_once("://").map_or(db, |(scheme, _)| scheme)
+        );
+    }
     let mut cfg = hcp_simulator::SimConfig {
-        state_file: sim_state_path(db),
+        state_file,
         dns_zones: cluster.map(dns_zone_seed).into_iter().collect(),
         ..Default::default()
     };
@@ -246,18 +275,16 @@ pub struct PlanArgs {
 }
 
 /// Load and validate; print every problem and return `None` on failure (exit code 2).
-fn load_config(path: &Path) -> Option<ClusterConfig> {
-    match config::load(path) {
-        Ok(c) => Some(c),
-        Err(errs) => {
-            eprintln!("error: {} is not a valid cluster file:", path.display());
-            for e in errs.errors() {
-                eprintln!("  {e}");
-            }
-            eprintln!("nothing was journaled or created");
-            None
+/// The cluster file at `path`; invalid: a [`Refused`] naming every field and its fix.
+pub(crate) fn load_config(path: &Path) -> Result<ClusterConfig> {
+    config::load(path).map_err(|errs| {
+        let mut msg = format!("{} is not a valid cluster file:", path.display());
+        for e in errs.errors() {
+            msg.push_str(&format!("\n  {e}"));
         }
-    }
+        msg.push_str("\nnothing was journaled or created");
+        Refused::input(msg)
+    })
 }
 
 /// The infra id: configured, else (delete) the one the cluster's create run recorded, else
@@ -336,9 +363,7 @@ pub fn build_dag(
 /// `plan`: print the steps and the undo plan; touches nothing (not even the journal,
 /// unless a delete needs the infra id a create run recorded).
 pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanArgs) -> Result<u8> {
-    let Some(cfg) = load_config(&a.config) else {
-        return Ok(2);
-    };
+    let cfg = load_config(&a.config)?;
     let infra = match &cfg.infra_id {
         Some(i) => i.clone(),
         None => match a.workflow {
@@ -348,12 +373,11 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                 match infra_id(&cfg, a.workflow, &store).await? {
                     Some(i) => i,
                     None => {
-                        eprintln!(
-                            "error: infraID: not set in {} and no create-cluster run of `{}` in the journal; set infraID",
+                        return Err(Refused::input(format!(
+                            "infraID: not set in {} and no create-cluster run of `{}` in the journal; set infraID",
                             a.config.display(),
                             cfg.name
-                        );
-                        return Ok(2);
+                        )));
                     }
                 }
             }
@@ -390,15 +414,16 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
         OutputFormat::Json => {
             let mut v = serde_json::to_value(&p)?;
             v["existing"] = serde_json::to_value(&known)?;
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            output::document("Plan", &v);
         }
         OutputFormat::Text => {
             let lookup = |r: &str| known.get(&r.to_ascii_lowercase()).cloned();
             print!("{}", p.render_with(&lookup));
             if !known.is_empty() {
                 println!(
-                    "\n{} of these resources exist already (journal {db}); their steps adopt them.",
-                    known.len()
+                    "\n{} of these resources exist already (journal {}); their steps adopt them.",
+                    known.len(),
+                    crate::target::shown_url(db)
                 );
             }
         }
@@ -582,40 +607,33 @@ async fn resolve_private_link(
 }
 
 /// Say why a start is refused because its idempotency key belongs to another start.
-fn refuse_key_reused(err: &hcp_runtime::EngineError) {
-    eprintln!("error: --idempotency-key: {err}\nnothing was journaled or created");
+fn refuse_key_reused(err: &hcp_runtime::EngineError) -> anyhow::Error {
+    Refused::refused(format!(
+        "--idempotency-key: {err}\nnothing was journaled or created"
+    ))
 }
 
-/// Say why a start is refused because `busy` is unfinished, with the commands that help.
+/// Why a start is refused because `busy` is unfinished, with the commands that help.
 fn refuse_busy(
     busy: hcp_runtime::RunId,
     workflow: &str,
     state: RunState,
     cfg: &ClusterConfig,
     target: Option<&str>,
-) {
-    eprintln!(
-        "error: run {busy} ({workflow}, {state}) of cluster {} is unfinished; at most one run per cluster works at a time",
-        cfg.name
-    );
-    eprintln!(
-        "  watch it:     hcp-workflow{} watch {busy}",
-        crate::target::database_flag()
-    );
-    eprintln!(
-        "  continue it:  {}",
+) -> anyhow::Error {
+    let db = crate::target::database_flag();
+    let mut msg = format!(
+        "run {busy} ({workflow}, {state}) of cluster {} is unfinished; at most one run per cluster works at a time\n  watch it:     hcp-workflow{db} watch {busy}\n  continue it:  {}\n  cancel it:    hcp-workflow{db} cancel {busy} --reason '…'",
+        cfg.name,
         crate::target::command(target, &format!("drive {busy}"))
     );
-    eprintln!(
-        "  cancel it:    hcp-workflow{} cancel {busy} --reason '…'",
-        crate::target::database_flag()
-    );
     if workflow == create_cluster::WORKFLOW {
-        eprintln!(
-            "  or delete the cluster, cancelling the create first: … start delete-cluster --cancel-running"
+        msg.push_str(
+            "\n  or delete the cluster, cancelling the create first: … start delete-cluster --cancel-running",
         );
     }
-    eprintln!("nothing was journaled or created");
+    msg.push_str("\nnothing was journaled or created");
+    Refused::refused(msg)
 }
 
 /// `start`.
@@ -625,23 +643,19 @@ pub async fn start(
     out: OutputFormat,
     a: StartArgs,
 ) -> Result<u8> {
-    let Some(mut cfg) = load_config(&a.config) else {
-        return Ok(2);
-    };
+    let mut cfg = load_config(&a.config)?;
     if a.cancel_running && a.workflow != Workflow::DeleteCluster {
-        eprintln!(
-            "error: --cancel-running: only for delete-cluster\nnothing was journaled or created"
-        );
-        return Ok(2);
+        return Err(Refused::input(
+            "--cancel-running: only for delete-cluster\nnothing was journaled or created",
+        ));
     }
     let store = open_store(db).await?;
     let Some(infra) = infra_id(&cfg, a.workflow, &store).await? else {
-        eprintln!(
-            "error: infraID: not set in {} and no create-cluster run of `{}` in this journal; set infraID to the cluster's infra id\nnothing was journaled or created",
+        return Err(Refused::input(format!(
+            "infraID: not set in {} and no create-cluster run of `{}` in this journal; set infraID to the cluster's infra id\nnothing was journaled or created",
             a.config.display(),
             cfg.name
-        );
-        return Ok(2);
+        )));
     };
     let (reach, _sim) = reach_for(reach_args, db, Some(&cfg)).await?;
     let simulated = !matches!(reach, Reach::Direct);
@@ -668,12 +682,11 @@ pub async fn start(
         let same_key = a.idempotency_key.is_some() && h.idempotency_key == a.idempotency_key;
         if same_key && h.workflow != workflow_name {
             // The store would refuse it too; refused here so no check request is sent.
-            refuse_key_reused(&hcp_runtime::EngineError::KeyReused {
+            return Err(refuse_key_reused(&hcp_runtime::EngineError::KeyReused {
                 key: a.idempotency_key.clone().unwrap_or_default(),
                 run: h.id,
                 workflow: h.workflow.clone(),
-            });
-            return Ok(2);
+            }));
         }
         if !same_key {
             if a.cancel_running && h.workflow == create_cluster::WORKFLOW {
@@ -681,17 +694,21 @@ pub async fn start(
                     return Ok(code);
                 }
             } else {
-                refuse_busy(h.id, &h.workflow, h.state, &cfg, h.target.as_deref());
-                return Ok(2);
+                return Err(refuse_busy(
+                    h.id,
+                    &h.workflow,
+                    h.state,
+                    &cfg,
+                    h.target.as_deref(),
+                ));
             }
         }
     }
     if !a.skip_preflight
         && let Err(why) = preflight(&clients, &layout).await
     {
-        eprintln!("error: {why}");
-        eprintln!(
-            "checked before journaling: an ARM token ({} auth) and the management cluster ({}); fix the credentials or the kubeconfig/context in {}, or pass --skip-preflight",
+        return Err(Refused::refused(format!(
+            "{why}\nchecked before journaling: an ARM token ({} auth) and the management cluster ({}); fix the credentials or the kubeconfig/context in {}, or pass --skip-preflight\nnothing was journaled or created",
             layout.azure.auth.as_str(),
             if simulated {
                 "simulator".to_string()
@@ -710,9 +727,7 @@ pub async fn start(
                 )
             },
             a.config.display()
-        );
-        eprintln!("nothing was journaled or created");
-        return Ok(2);
+        )));
     }
     // `privateLink.managedBy`: resolved (and checked against the operator's install)
     // before anything is journaled; the DAG is built with the resolved mode, so a resumed
@@ -732,9 +747,9 @@ pub async fn start(
         None => match resolve_private_link(&cfg, &clients, &layout, a.skip_preflight).await {
             Ok(m) => m,
             Err(why) => {
-                eprintln!("error: privateLink.managedBy: {why}");
-                eprintln!("nothing was journaled or created");
-                return Ok(2);
+                return Err(Refused::input(format!(
+                    "privateLink.managedBy: {why}\nnothing was journaled or created"
+                )));
             }
         },
     };
@@ -780,11 +795,14 @@ pub async fn start(
                     ""
                 }
             );
-            eprintln!("nothing was journaled or created");
-            if out == OutputFormat::Json {
-                crate::preflight::print_report(&report, out, &cfg.name);
-            }
-            return Ok(2);
+            return Err(Refused::refused_with(
+                format!(
+                    "preflight: {} of {} checks failed (above)\nnothing was journaled or created",
+                    report.failures().count(),
+                    report.rows.len()
+                ),
+                crate::preflight::report_json(&report, &cfg.name),
+            ));
         }
         let (p, w, _) = report.counts();
         format!("passed ({p} pass, {w} warn)")
@@ -798,8 +816,9 @@ pub async fn start(
     {
         let known = known_resources(&store, &cfg.name).await.unwrap_or_default();
         if !confirm_delete(&cfg, &infra, &dag, &known, a.purge_persistent)? {
-            eprintln!("not confirmed: nothing was journaled or deleted");
-            return Ok(2);
+            return Err(Refused::refused(
+                "not confirmed: nothing was journaled or deleted",
+            ));
         }
     }
     let mut labels: BTreeMap<String, String> = [
@@ -810,6 +829,8 @@ pub async fn start(
             if simulated { "simulator" } else { "azure" }.to_string(),
         ),
         ("config".to_string(), a.config.display().to_string()),
+        // The Entra tenant (not a secret): the UI links resources into its Azure portal.
+        ("tenant".to_string(), cfg.tenant.clone()),
     ]
     .into();
     labels.insert("preflight".to_string(), preflight_label);
@@ -840,20 +861,22 @@ pub async fn start(
                 .load_run(run)
                 .await?
                 .and_then(|r| r.summary.target);
-            refuse_busy(run, &workflow, state, &cfg, t.as_deref());
-            return Ok(2);
+            return Err(refuse_busy(run, &workflow, state, &cfg, t.as_deref()));
         }
         Err(err @ hcp_runtime::EngineError::KeyReused { .. }) => {
-            refuse_key_reused(&err);
-            return Ok(2);
+            return Err(refuse_key_reused(&err));
         }
         Err(err) => return Err(err.into()),
     };
     let run = started.run_id;
     match out {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::json!({"run_id": run, "existing": started.existing, "infra_id": infra})
+        OutputFormat::Json => output::event(
+            "started",
+            &serde_json::json!({
+                "run_id": run, "short_id": crate::runref::short(&run.to_string()),
+                "workflow": dag.workflow, "cluster": cfg.name, "infra_id": infra,
+                "target": target, "existing": started.existing, "detached": a.detach,
+            }),
         ),
         OutputFormat::Text => println!(
             "run {run}{} — {} of cluster {} (infra id {infra})",
@@ -888,22 +911,23 @@ pub async fn drive(
     let store = crate::open_existing_store(db).await?;
     let run = crate::views::resolve(&store, &a.run, db).await?;
     let Some(rec) = store.load_run(run).await? else {
-        eprintln!("error: no run {run} in {db}");
-        return Ok(2);
+        return Err(Refused::refused(format!(
+            "no run {run} in {}",
+            crate::target::shown_url(db)
+        )));
     };
     let run_target = rec.summary.target.clone();
     let served = crate::target::served(reach_args);
     if let Some(t) = &run_target
         && !served.contains(t)
     {
-        eprintln!(
-            "error: run {} targets {}, and this process reaches {}; drive it with: {}",
+        return Err(Refused::refused(format!(
+            "run {} targets {}, and this process reaches {}; drive it with: {}",
             run,
             crate::target::describe(Some(t)),
             crate::target::describe(served.first().map(String::as_str)),
             crate::target::command(Some(t), &format!("drive {}", run))
-        );
-        return Ok(2);
+        )));
     }
     let (reach, _sim) = reach(reach_args, db).await?;
     let clients = Clients::new(reach);
@@ -924,12 +948,11 @@ async fn cancel_and_wait(
     if let Some(t) = &h.target
         && !served.contains(t)
     {
-        eprintln!(
-            "error: the unfinished create {} targets {}; run the delete from a process that reaches it",
+        return Err(Refused::refused(format!(
+            "the unfinished create {} targets {}; run the delete from a process that reaches it",
             h.id,
             crate::target::describe(Some(t))
-        );
-        return Ok(Some(2));
+        )));
     }
     if h.state != RunState::Unwinding {
         match e
@@ -946,12 +969,10 @@ async fn cancel_and_wait(
                 h.id, cfg.name
             ),
             Err(hcp_runtime::EngineError::CommandRefused(why)) => {
-                eprintln!("error: cannot cancel run {}: {why}", h.id);
-                eprintln!(
-                    "nothing was journaled or created; see: hcp-workflow why {}",
-                    h.id
-                );
-                return Ok(Some(2));
+                return Err(Refused::refused(format!(
+                    "cannot cancel run {}: {why}\nnothing was journaled or created; see: hcp-workflow why {}",
+                    h.id, h.id
+                )));
             }
             Err(err) => return Err(err.into()),
         }
@@ -977,7 +998,13 @@ async fn follow(
     target: Option<&str>,
     out: OutputFormat,
 ) -> Result<u8> {
-    let progress = Progress::new(out);
+    let created_at = e
+        .store()
+        .load_run(run)
+        .await?
+        .map(|r| r.summary.created_at)
+        .unwrap_or_else(|| hcp_runtime::Clock::now(&hcp_runtime::SystemClock));
+    let progress = Progress::new(out, run, created_at);
     let ticker = {
         let (e, p) = (e.clone(), progress.clone());
         tokio::spawn(async move {
@@ -1020,10 +1047,28 @@ async fn follow(
         .unwrap_or_default();
     let ledger = hcp_runtime::ledger::ledger_of(&view);
     match out {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::json!({"run_id": run, "state": state, "blocked_on": view.blocked_on(), "ledger": ledger})
-        ),
+        // Stopped following: no `finished` line (the run goes on; exit 130).
+        OutputFormat::Json if interrupted && !state.is_terminal() => {}
+        OutputFormat::Json => {
+            let rec = e.store().load_run(run).await?;
+            let failure = rec.as_ref().and_then(|r| {
+                crate::views::model::detail(r, hcp_runtime::Clock::now(&hcp_runtime::SystemClock))
+                    .failure
+            });
+            let ledger: Vec<crate::views::model::LedgerRow> = ledger
+                .iter()
+                .map(crate::views::model::LedgerRow::from)
+                .collect();
+            output::event(
+                "finished",
+                &serde_json::json!({
+                    "run_id": run, "short_id": crate::runref::short(&run.to_string()),
+                    "workflow": view.dag.workflow, "state": state,
+                    "blocked_on": view.blocked_on(), "elapsed_ms": elapsed.as_millis() as u64,
+                    "failure": failure, "ledger": ledger,
+                }),
+            )
+        }
         OutputFormat::Text => {
             let cause = match &view.unwinding {
                 Some(hcp_runtime::UnwindCause::NodeFailed { node }) => {
@@ -1040,7 +1085,7 @@ async fn follow(
                     outcome_line(&view.dag.workflow, state, elapsed, cause.as_deref())
                 );
             }
-            println!("run {run} is {state}");
+            println!("run {run} {}", crate::views::text::state_phrase(state));
             if interrupted && !state.is_terminal() {
                 println!(
                     "stopped following; run {run} is safely resumable (nothing was undone). Continue it: {}   or let a worker run it: {}   watch it: hcp-workflow{} watch {run}",
@@ -1128,10 +1173,65 @@ struct ProgressInner {
     unwind: Option<indicatif::ProgressBar>,
     /// Steps the unwind has to undo (0 until it starts).
     unwind_total: u64,
+    /// The run's creation (progress lines show the time since).
+    created_at: hcp_runtime::Timestamp,
+    run: String,
+}
+
+impl ProgressInner {
+    /// `--output json`: one `progress` line per step transition, and one `unwinding` line
+    /// the moment the unwind starts (NDJSON, see [`crate::output`]).
+    fn json_events(&mut self, v: &RunView) {
+        if let Some(cause) = &v.unwinding
+            && self.unwind_total == 0
+        {
+            self.unwind_total = v
+                .dag
+                .nodes
+                .iter()
+                .zip(&v.nodes)
+                .filter(|(spec, st)| spec.has_undo && st.status.started())
+                .count()
+                .max(1) as u64;
+            let (step, by) = match cause {
+                hcp_runtime::UnwindCause::NodeFailed { node } => (Some(node.clone()), None),
+                hcp_runtime::UnwindCause::Cancelled { by, .. } => (None, Some(by.clone())),
+            };
+            output::event(
+                "progress",
+                &serde_json::json!({
+                    "run_id": self.run, "at": hcp_runtime::Clock::now(&hcp_runtime::SystemClock).to_rfc3339(),
+                    "state": v.state(), "unwinding": true,
+                    "failed_step": step, "cancelled_by": by,
+                    "error": v.unwind_error.as_ref().map(crate::views::model::ErrorView::from),
+                    "steps_to_undo": self.unwind_total,
+                }),
+            );
+        }
+        let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+        for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
+            let s = st.status.name().to_string();
+            let detail = status_detail(&st.status);
+            let key = format!("{s}{detail}");
+            if self.seen.get(&spec.name) != Some(&key) && s != "pending" {
+                output::event(
+                    "progress",
+                    &serde_json::json!({
+                        "run_id": self.run, "at": now.to_rfc3339(),
+                        "elapsed_ms": now.0 - self.created_at.0,
+                        "stage": spec.stage, "step": spec.name, "state": s,
+                        "detail": detail.trim_start_matches([' ', '—', ':']).trim(),
+                        "error": st.last_error.as_ref().map(crate::views::model::ErrorView::from),
+                    }),
+                );
+                self.seen.insert(spec.name.clone(), key);
+            }
+        }
+    }
 }
 
 impl Progress {
-    fn new(out: OutputFormat) -> Self {
+    fn new(out: OutputFormat, run: hcp_runtime::RunId, created_at: hcp_runtime::Timestamp) -> Self {
         let tty = std::io::stderr().is_terminal() && out == OutputFormat::Text;
         Self {
             inner: Arc::new(std::sync::Mutex::new(ProgressInner {
@@ -1142,6 +1242,8 @@ impl Progress {
                 seen: HashMap::new(),
                 unwind: None,
                 unwind_total: 0,
+                created_at,
+                run: run.to_string(),
             })),
         }
     }
@@ -1149,6 +1251,7 @@ impl Progress {
     fn update(&self, v: &RunView) {
         let Ok(mut p) = self.inner.lock() else { return };
         if p.out == OutputFormat::Json {
+            p.json_events(v);
             return;
         }
         if let Some(multi) = p.multi.clone()
@@ -1239,14 +1342,21 @@ impl Progress {
             }
         }
         // Transition lines.
+        let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+        let since = now.0 - p.created_at.0;
+        let width = v.dag.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
             let s = st.status.name().to_string();
             let detail = status_detail(&st.status);
             let key = format!("{s}{detail}");
             if p.seen.get(&spec.name) != Some(&key) && s != "pending" {
-                lines.push(format!(
-                    "  {:<14} {:<55} {s}{detail}",
-                    spec.stage, spec.name
+                lines.push(crate::views::text::progress_line(
+                    since,
+                    &spec.stage,
+                    &spec.name,
+                    width,
+                    &s,
+                    &detail,
                 ));
                 p.seen.insert(spec.name.clone(), key);
             }
@@ -1275,7 +1385,7 @@ impl Progress {
 
 /// `✗ <step> failed: <code> <message> — unwinding N steps` (or the cancel), printed the
 /// moment the unwind starts.
-fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> String {
+pub(crate) fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> String {
     let steps = if total == 1 { "step" } else { "steps" };
     match cause {
         hcp_runtime::UnwindCause::NodeFailed { node } => {

@@ -16,6 +16,7 @@
 mod bench;
 mod cluster;
 mod ops;
+mod output;
 mod preflight;
 mod runref;
 pub mod style;
@@ -52,13 +53,15 @@ pub const VERSION: &str = concat!(
 )]
 struct Cli {
     /// Journal database: `sqlite://PATH`, `postgres://…`, or `memory:` (nothing is kept).
-    #[arg(long, global = true, env = "HCP_WORKFLOW_DATABASE_URL", default_value = DEFAULT_DATABASE)]
+    #[arg(long, global = true, help_heading = "Global options", env = "HCP_WORKFLOW_DATABASE_URL", default_value = DEFAULT_DATABASE)]
     database: String,
-    /// Output format for commands that print data.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    /// Output format for commands that print data. `json`: one versioned document
+    /// (`apiVersion: hcp-workflow/v1`, `kind`), or NDJSON events for `start`, `drive`,
+    /// `selftest` and `watch`; errors too (README, "JSON output").
+    #[arg(long, short = 'o', global = true, help_heading = "Global options", value_enum, default_value_t = OutputFormat::Text)]
     output: OutputFormat,
     /// Log format (logs go to stderr; `RUST_LOG` sets the level, default `warn`).
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, help_heading = "Global options", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[command(flatten)]
     reach: cluster::ReachArgs,
@@ -280,7 +283,7 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
     }
     hcp_persistence::open(url)
         .await
-        .with_context(|| format!("opening the journal at {url}"))
+        .with_context(|| format!("opening the journal at {}", target::shown_url(url)))
 }
 
 /// No journal where a read-only command expected one (exit 2, see [`open_existing_store`]).
@@ -330,7 +333,10 @@ fn main() -> std::process::ExitCode {
     // A closed stdout (`hcp-workflow list | head -1`) ends the process like any Unix tool,
     // instead of println! panicking on EPIPE (exit 101).
     sigpipe::reset();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     if let Some(r) = generate(&cli.command) {
         return match r {
             Ok(code) => std::process::ExitCode::from(code),
@@ -351,18 +357,99 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
+    let out = cli.output;
+    let follower = matches!(
+        cli.command,
+        Command::Start(_) | Command::Drive(_) | Command::Selftest(_) | Command::Watch(_)
+    );
     match rt.block_on(run(cli)) {
         Ok(code) => std::process::ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
-            // Nothing there to read: invalid input, not a failure.
-            std::process::ExitCode::from(if e.is::<NoJournal>() || e.is::<views::BadRunRef>() {
-                2
-            } else {
-                1
-            })
+            let (reason, code) = classify(&e);
+            let message = chain_text(&e);
+            eprintln!("error: {message}");
+            if out == OutputFormat::Json {
+                let body = output::ErrorBody {
+                    reason: reason.to_string(),
+                    message,
+                    exit_code: code,
+                    details: e
+                        .downcast_ref::<output::Refused>()
+                        .and_then(|r| r.details.clone()),
+                };
+                if follower {
+                    output::event("error", &output::ErrorDoc { error: &body });
+                } else {
+                    output::error(&body);
+                }
+            }
+            std::process::ExitCode::from(code)
         }
     }
+}
+
+/// An error and its causes, `outer: inner: …`, each cause once: library errors that put
+/// their source's text in their own message too (`journal store error: <source>`) would
+/// otherwise print it twice.
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
+}
+
+/// The `reason` and exit code of an error: 2 for invalid input and refused commands
+/// (nothing was done), 1 for everything else.
+fn classify(e: &anyhow::Error) -> (&'static str, u8) {
+    if let Some(r) = e.downcast_ref::<output::Refused>() {
+        (r.reason, 2)
+    } else if e.is::<NoJournal>() {
+        ("NoJournal", 2)
+    } else if e.is::<views::BadRunRef>() {
+        ("BadRunRef", 2)
+    } else {
+        ("Failed", 1)
+    }
+}
+
+/// A command line clap refuses (exit 2). With `--output json` the refusal is an `Error`
+/// document too; `--help` and `--version` print as usual.
+fn usage_error(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let json = args.iter().any(|a| a == "--output=json" || a == "-ojson")
+        || args
+            .windows(2)
+            .any(|w| (w[0] == "--output" || w[0] == "-o") && w[1] == "json");
+    if !json {
+        e.exit();
+    }
+    let _ = e.print();
+    let message = e.render().to_string();
+    let message = message.trim_end().trim_start_matches("error: ");
+    output::error(&output::ErrorBody {
+        reason: "InvalidInput".to_string(),
+        message: message.to_string(),
+        exit_code: 2,
+        details: None,
+    });
+    std::process::ExitCode::from(2)
 }
 
 /// `watch`, exiting 130 when Ctrl-C stops it before the run ends (the run goes on).
@@ -377,7 +464,7 @@ async fn watch(db: &str, out: OutputFormat, a: views::WatchArgs) -> Result<u8> {
                 return follow.await;
             }
             // Let `watch` say where the run is; its answer to the interrupt becomes 130.
-            match tokio::time::timeout(std::time::Duration::from_millis(500), &mut follow).await {
+            match tokio::time::timeout(std::time::Duration::from_secs(3), &mut follow).await {
                 Ok(Ok(0)) => Ok(0),
                 Ok(Err(e)) => Err(e),
                 Ok(Ok(_)) => Ok(130),

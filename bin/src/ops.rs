@@ -1,5 +1,6 @@
 //! Worker, self-test and operator commands (the read-only views are in `crate::views`).
 
+use crate::output::{self, Refused};
 use crate::{OutputFormat, open_store};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -173,8 +174,9 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     let served = crate::target::served(reach_args);
     let e = engine_with(store, registry, Some(served.clone()));
     eprintln!(
-        "worker {} executing runs from {db} for {} (SIGTERM or Ctrl-C to stop)",
+        "worker {} executing runs from {} for {} (SIGTERM or Ctrl-C to stop)",
         e.worker_id(),
+        crate::target::shown_url(db),
         served
             .iter()
             .map(|t| crate::target::describe(Some(t)))
@@ -323,11 +325,10 @@ fn hostname() -> Option<String> {
 pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8> {
     for f in &a.fail {
         if !testkit::SAMPLE_NODES.contains(&f.as_str()) {
-            eprintln!(
-                "error: --fail {f}: no such step; the self-test steps are {}",
+            return Err(Refused::input(format!(
+                "--fail {f}: no such step; the self-test steps are {}",
                 testkit::SAMPLE_NODES.join(", ")
-            );
-            return Ok(2);
+            )));
         }
     }
     let store = open_store(db).await?;
@@ -350,9 +351,12 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         .await?;
     let run = started.run_id;
     match out {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::json!({"run_id": run, "existing": started.existing})
+        OutputFormat::Json => output::event(
+            "started",
+            &serde_json::json!({
+                "run_id": run, "short_id": crate::runref::short(&run.to_string()),
+                "workflow": "sample", "existing": started.existing,
+            }),
         ),
         OutputFormat::Text => println!(
             "run {run}{}",
@@ -367,31 +371,55 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         return Ok(0);
     }
     let seen = Arc::new(std::sync::Mutex::new(HashMap::new()));
+    let created_at = e
+        .store()
+        .load_run(run)
+        .await?
+        .map(|r| r.summary.created_at)
+        .unwrap_or_else(|| hcp_runtime::Clock::now(&SystemClock));
     let progress = {
         let (e, seen) = (e.clone(), seen.clone());
         tokio::spawn(async move {
             loop {
-                print_transitions(&e, run, out, &seen).await;
+                print_transitions(&e, run, out, &seen, created_at).await;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
     let exit = e.drive(run, shutdown_signal()).await?;
     progress.abort();
-    print_transitions(&e, run, out, &seen).await;
+    print_transitions(&e, run, out, &seen, created_at).await;
     let state = e
         .view(run)
         .await
         .map(|v| v.state())
         .unwrap_or(RunState::Failed);
-    let summary = e.store().load_run(run).await?.map(|r| r.summary);
+    let rec = e.store().load_run(run).await?;
+    let failure = rec.as_ref().and_then(|r| {
+        crate::views::model::detail(r, hcp_runtime::Clock::now(&SystemClock)).failure
+    });
+    let summary = rec.map(|r| r.summary);
+    // This run's resources (the world directory holds other runs' files too).
+    let ledger: Vec<crate::views::model::LedgerRow> = match e.view(run).await {
+        Ok(v) => hcp_runtime::ledger::ledger_of(&v)
+            .iter()
+            .map(crate::views::model::LedgerRow::from)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
     match out {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::json!({"run_id": run, "state": state, "blocked_on": summary.map(|s| s.blocked_on), "resources": w.resources()})
+        // Stopped following: no `finished` line (the run goes on).
+        OutputFormat::Json if matches!(exit, RunExit::Shutdown) && !state.is_terminal() => {}
+        OutputFormat::Json => output::event(
+            "finished",
+            &serde_json::json!({
+                "run_id": run, "short_id": crate::runref::short(&run.to_string()),
+                "state": state, "blocked_on": summary.map(|s| s.blocked_on),
+                "failure": failure, "ledger": ledger,
+            }),
         ),
         OutputFormat::Text => {
-            println!("run {run} is {state}");
+            println!("run {run} {}", crate::views::text::state_phrase(state));
             if let RunExit::Shutdown = exit {
                 println!(
                     "stopped following; the run is safely resumable: hcp-workflow worker (or rerun with the same --idempotency-key)"
@@ -412,23 +440,78 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
     })
 }
 
-/// Print each step's transitions since the last call (text only).
+/// Print each step's transitions since the last call (JSON: one `progress` line each).
 async fn print_transitions(
     e: &Engine,
     run: RunId,
     out: OutputFormat,
     seen: &std::sync::Mutex<HashMap<String, String>>,
+    created_at: hcp_runtime::Timestamp,
 ) {
-    if out == OutputFormat::Json {
-        return;
-    }
     let Ok(v) = e.view(run).await else { return };
     let Ok(mut last) = seen.lock() else { return };
+    let now = hcp_runtime::Clock::now(&SystemClock);
+    // The moment the unwind starts: the failure, as `start` prints it.
+    if let Some(cause) = &v.unwinding
+        && last.insert("\0unwind".into(), String::new()).is_none()
+    {
+        let total = v
+            .dag
+            .nodes
+            .iter()
+            .zip(&v.nodes)
+            .filter(|(spec, st)| spec.has_undo && st.status.started())
+            .count()
+            .max(1) as u64;
+        match out {
+            OutputFormat::Text => {
+                println!("{}", crate::cluster::failure_line(&v, cause, total))
+            }
+            OutputFormat::Json => {
+                let (step, by) = match cause {
+                    hcp_runtime::UnwindCause::NodeFailed { node } => (Some(node.clone()), None),
+                    hcp_runtime::UnwindCause::Cancelled { by, .. } => (None, Some(by.clone())),
+                };
+                output::event(
+                    "progress",
+                    &serde_json::json!({
+                        "run_id": run, "at": now.to_rfc3339(), "state": v.state(),
+                        "unwinding": true, "failed_step": step, "cancelled_by": by,
+                        "error": v.unwind_error.as_ref().map(crate::views::model::ErrorView::from),
+                        "steps_to_undo": total,
+                    }),
+                );
+            }
+        }
+    }
+    let width = v.dag.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
     for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
         let s = st.status.name().to_string();
         if last.get(&spec.name) != Some(&s) && s != "pending" {
             let extra = crate::cluster::status_detail(&st.status);
-            println!("  [{:>8}] {:<6} {s}{extra}", spec.stage, spec.name);
+            match out {
+                OutputFormat::Text => println!(
+                    "{}",
+                    crate::views::text::progress_line(
+                        now.0 - created_at.0,
+                        &spec.stage,
+                        &spec.name,
+                        width,
+                        &s,
+                        &extra
+                    )
+                ),
+                OutputFormat::Json => output::event(
+                    "progress",
+                    &serde_json::json!({
+                        "run_id": run, "at": now.to_rfc3339(),
+                        "elapsed_ms": now.0 - created_at.0,
+                        "stage": spec.stage, "step": spec.name, "state": s,
+                        "detail": extra.trim_start_matches([' ', '—', ':']).trim(),
+                        "error": st.last_error.as_ref().map(crate::views::model::ErrorView::from),
+                    }),
+                ),
+            }
             last.insert(spec.name.clone(), s);
         }
     }
@@ -446,22 +529,16 @@ pub async fn command(
     // A step by its unique suffix (`pls.service`), or "did you mean".
     let cmd = match cmd {
         OperatorCommand::Retry { step: Some(given) } => OperatorCommand::Retry {
-            step: Some(match full_step(&store, run, &given).await? {
-                Ok(s) => s,
-                Err(msg) => {
-                    eprintln!("error: {msg}");
-                    return Ok(2);
-                }
-            }),
+            step: Some(
+                full_step(&store, run, &given)
+                    .await?
+                    .map_err(Refused::input)?,
+            ),
         },
         OperatorCommand::Resolve { step: given } => OperatorCommand::Resolve {
-            step: match full_step(&store, run, &given).await? {
-                Ok(s) => s,
-                Err(msg) => {
-                    eprintln!("error: {msg}");
-                    return Ok(2);
-                }
-            },
+            step: full_step(&store, run, &given)
+                .await?
+                .map_err(Refused::input)?,
         },
         other => other,
     };
@@ -471,9 +548,15 @@ pub async fn command(
     match e.submit(run, cmd.clone(), &who(), &reason).await {
         Ok(id) => {
             match out {
-                OutputFormat::Json => println!(
-                    "{}",
-                    serde_json::json!({"run_id": run, "command_id": id, "command": cmd.to_string()})
+                // With --wait, the one document is the applied command's (below).
+                OutputFormat::Json if wait => {}
+                OutputFormat::Json => output::document(
+                    "CommandQueued",
+                    &serde_json::json!({
+                        "run_id": run, "short_id": crate::runref::short(&run.to_string()),
+                        "command_id": id, "command": cmd.to_string(), "by": who(),
+                        "reason": reason,
+                    }),
                 ),
                 OutputFormat::Text => {
                     println!(
@@ -498,17 +581,13 @@ pub async fn command(
             }
             Ok(0)
         }
-        Err(hcp_runtime::EngineError::CommandRefused(why)) => {
-            eprintln!("error: `{cmd}` refused for run {}: {why}", run);
-            Ok(2)
-        }
-        Err(hcp_runtime::EngineError::NotFound(_)) => {
-            eprintln!(
-                "error: `{cmd}` refused: no run {} in {db} (hcp-workflow list shows the runs)",
-                run
-            );
-            Ok(2)
-        }
+        Err(hcp_runtime::EngineError::CommandRefused(why)) => Err(Refused::refused(format!(
+            "`{cmd}` refused for run {run}: {why}"
+        ))),
+        Err(hcp_runtime::EngineError::NotFound(_)) => Err(Refused::refused(format!(
+            "`{cmd}` refused: no run {run} in {} (hcp-workflow list shows the runs)",
+            crate::target::shown_url(db)
+        ))),
         Err(err) => Err(err.into()),
     }
 }
@@ -548,14 +627,19 @@ async fn wait_applied(
             {
                 let outcome = c.outcome.clone().unwrap_or_else(|| "applied".into());
                 match out {
-                    OutputFormat::Json => println!(
-                        "{}",
-                        serde_json::json!({"run_id": run, "command_id": id, "command": cmd.to_string(),
-                            "applied_at": at, "outcome": outcome, "state": d.state})
+                    OutputFormat::Json => output::document(
+                        "CommandApplied",
+                        &serde_json::json!({
+                            "run_id": run, "short_id": d.short_id, "command_id": id,
+                            "command": cmd.to_string(), "by": c.by, "reason": c.reason,
+                            "requested_at": c.requested_at, "applied_at": at,
+                            "outcome": outcome, "state": d.state, "blocked_on": d.blocked_on,
+                        }),
                     ),
                     OutputFormat::Text => println!(
-                        "applied `{cmd}` at {at}: {outcome}; run {run} is now {} ({})",
-                        d.state, d.blocked_on
+                        "applied `{cmd}` at {at}: {outcome}; run {run} {} ({})",
+                        crate::views::text::state_phrase(d.state),
+                        d.blocked_on
                     ),
                 }
                 return Ok(0);

@@ -207,25 +207,15 @@ pub async fn preflight(
     out: OutputFormat,
     a: PreflightArgs,
 ) -> Result<u8> {
-    let cfg = match config::load(&a.config) {
-        Ok(c) => c,
-        Err(errs) => {
-            eprintln!("error: {} is not a valid cluster file:", a.config.display());
-            for e in errs.errors() {
-                eprintln!("  {e}");
-            }
-            return Ok(2);
-        }
-    };
+    let cfg = crate::cluster::load_config(&a.config)?;
     let infra = match &cfg.infra_id {
         Some(i) => i.clone(),
         None if a.workflow == Workflow::CreateCluster => cfg.infra_id_or_generate(),
         None => {
-            eprintln!(
-                "error: infraID: not set in {}; preflight reads no journal: set infraID to the cluster's infra id",
+            return Err(crate::output::Refused::input(format!(
+                "infraID: not set in {}; preflight reads no journal: set infraID to the cluster's infra id",
                 a.config.display()
-            );
-            return Ok(2);
+            )));
         }
     };
     // An in-process simulator (`--simulate`) keeps no state for a preflight unless the
@@ -266,20 +256,23 @@ pub async fn preflight(
     Ok(if report.failed() { 2 } else { 0 })
 }
 
+/// The report as JSON (`PreflightReport`, and the `details` of a start it refused).
+pub fn report_json(report: &Report, cluster: &str) -> serde_json::Value {
+    serde_json::json!({
+        "cluster": cluster,
+        "workflow": report.workflow,
+        "ok": !report.failed(),
+        "elapsed_ms": report.elapsed_ms,
+        "items": report.rows,
+    })
+}
+
 /// Print the report: a table (text) or one JSON document.
 pub fn print_report(report: &Report, out: OutputFormat, cluster: &str) {
     match out {
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "cluster": cluster,
-                "workflow": report.workflow,
-                "ok": !report.failed(),
-                "elapsed_ms": report.elapsed_ms,
-                "rows": report.rows,
-            }))
-            .unwrap_or_default()
-        ),
+        OutputFormat::Json => {
+            crate::output::document("PreflightReport", &report_json(report, cluster))
+        }
         OutputFormat::Text => {
             print!("{}", table(report.rows.iter()));
             let (p, w, f) = report.counts();

@@ -24,6 +24,14 @@ pub enum RefError {
         /// ` in <journal>`.
         where_: String,
     },
+    /// A full run id this journal does not hold.
+    #[error("no run {id}{where_}: `hcp-workflow list` shows the runs (is --database right?)")]
+    NoSuchRun {
+        /// The id.
+        id: String,
+        /// ` in <journal>`.
+        where_: String,
+    },
     /// Several runs match.
     #[error("`{reference}` matches {count} runs ({}): type more characters of the id", .candidates.join(", "))]
     Ambiguous {
@@ -65,9 +73,6 @@ pub async fn resolve(
     journal: &str,
 ) -> Result<RunId, RefError> {
     let r = reference.trim();
-    if let Ok(id) = r.parse::<RunId>() {
-        return Ok(id);
-    }
     let not_found = || RefError::NotFound {
         reference: r.to_string(),
         where_: if journal.is_empty() {
@@ -76,6 +81,22 @@ pub async fn resolve(
             format!(" in {journal}")
         },
     };
+    if let Ok(id) = r.parse::<RunId>() {
+        // A full id must name a run of this journal too (a wrong --database is the usual
+        // cause): the same exit 2 as any other reference that matches nothing.
+        return match store.load_run(id).await {
+            Ok(Some(_)) => Ok(id),
+            Ok(None) => Err(RefError::NoSuchRun {
+                id: id.to_string(),
+                where_: if journal.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {journal}")
+                },
+            }),
+            Err(e) => Err(RefError::Store(e.to_string())),
+        };
+    }
     if let Some(cluster) = r.strip_prefix("cluster/") {
         let filter = RunFilter {
             label: Some(("cluster".to_string(), cluster.to_string())),

@@ -72,7 +72,22 @@ static DATABASE: OnceLock<String> = OnceLock::new();
 /// the default.
 pub fn set_database(db: &str) {
     if db != crate::DEFAULT_DATABASE {
-        let _ = DATABASE.set(db.to_string());
+        let _ = DATABASE.set(shown_url(db));
+    }
+}
+
+/// A journal URL as it may be shown (suggested commands, the UI, errors): a password in it
+/// becomes `***` (`postgres://app:***@db/hcp`); anything else is unchanged.
+pub fn shown_url(db: &str) -> String {
+    match url::Url::parse(db) {
+        Ok(mut u) if u.password().is_some() => {
+            if u.set_password(Some("***")).is_ok() {
+                u.to_string()
+            } else {
+                db.to_string()
+            }
+        }
+        _ => db.to_string(),
     }
 }
 
@@ -97,6 +112,20 @@ pub fn worker_command(target: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shown_urls_mask_the_password() {
+        assert_eq!(
+            shown_url("postgres://app:s3cret@db.example:5432/hcp?sslmode=require"),
+            "postgres://app:***@db.example:5432/hcp?sslmode=require"
+        );
+        assert_eq!(
+            shown_url("postgres://postgres@127.0.0.1/hcp"),
+            "postgres://postgres@127.0.0.1/hcp"
+        );
+        assert_eq!(shown_url("sqlite:///tmp/j.db"), "sqlite:///tmp/j.db");
+        assert_eq!(shown_url("memory:"), "memory:");
+    }
 
     #[test]
     fn flags_and_words_round_trip_the_targets() {

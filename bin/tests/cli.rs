@@ -91,16 +91,33 @@ fn selftest_runs_and_operators_see_it() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.last().unwrap()["state"], "succeeded");
+    // NDJSON events: `started` first, `progress` lines, `finished` last.
+    for l in &lines {
+        assert_eq!(l["apiVersion"], "hcp-workflow/v1", "{l}");
+        assert_eq!(l["kind"], "Event", "{l}");
+    }
+    assert_eq!(lines[0]["type"], "started", "{:?}", lines[0]);
+    let finished = lines.last().unwrap();
+    assert_eq!(finished["type"], "finished", "{finished}");
+    assert_eq!(finished["state"], "succeeded");
     let run = lines[0]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(finished["run_id"], run.as_str());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "progress" && l["step"] == "c" && l["state"] == "succeeded"),
+        "{lines:?}"
+    );
     let out = bin()
         .args(["list", "--database", &db, "--output", "json"])
         .output()
         .unwrap();
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(list[0]["id"], run.as_str());
-    assert_eq!(list[0]["workflow"], "sample");
-    assert_eq!(list[0]["state"], "succeeded");
+    assert_eq!(list["kind"], "RunList", "{list}");
+    let rows = &list["items"];
+    assert_eq!(rows[0]["run_id"], run.as_str());
+    assert_eq!(rows[0]["workflow"], "sample");
+    assert_eq!(rows[0]["state"], "succeeded");
     let out = bin()
         .args(["show", &run, "--database", &db])
         .output()
@@ -139,7 +156,10 @@ fn detached_selftest(db: &str, world: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // One `started` event line, nothing more: the run is not followed.
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "Event", "{v}");
+    assert_eq!(v["type"], "started", "{v}");
     v["run_id"].as_str().unwrap().to_string()
 }
 
@@ -151,7 +171,7 @@ fn finished_selftest(db: &str, world: &str) -> String {
 }
 
 /// Run a self-test saga with `extra` arguments and `envs` until it ends or stops for an
-/// operator: (exit code, run id from the first JSON line).
+/// operator: (exit code, run id from the `started` event).
 fn selftest_to_end(
     db: &str,
     world: &str,
@@ -172,13 +192,21 @@ fn selftest_to_end(
         .envs(envs.iter().copied())
         .output()
         .unwrap();
-    let first = String::from_utf8_lossy(&out.stdout)
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let started = stdout
         .lines()
-        .next()
-        .unwrap_or_else(|| panic!("no output: {}", String::from_utf8_lossy(&out.stderr)))
-        .to_string();
-    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
-    (out.status.code(), v["run_id"].as_str().unwrap().to_string())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["type"] == "started")
+        .unwrap_or_else(|| {
+            panic!(
+                "no started event: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    (
+        out.status.code(),
+        started["run_id"].as_str().unwrap().to_string(),
+    )
 }
 
 /// Stderr lines of a spawned child, as they come.
@@ -549,6 +577,8 @@ fn operator_identity_comes_from_logname_without_user() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "Run", "{v}");
+    assert_eq!(v["commands"][0]["command_id"], 1, "{v}");
     let by = v["commands"][0]["by"].as_str().unwrap();
     assert!(by.starts_with("alice@"), "{v}");
     assert_eq!(v["commands"][0]["reason"], "wrong region");
@@ -683,7 +713,12 @@ fn resolve_waits_until_applied_with_short_id_and_step_suffix() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(text.contains("applied `resolve --step b1` at "), "{text}");
-    assert!(text.contains(&format!("run {run} is now")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "run {run} rolled back (nothing: rolled back after c failed: "
+        )),
+        "{text}"
+    );
 }
 
 /// `list` and `show` colour the run state on a terminal (succeeded green), never off one,

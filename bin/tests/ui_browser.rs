@@ -1,9 +1,12 @@
-//! The web UI in a real headless browser: a run stuck in unwinding (made by the real binary),
-//! `hcp-workflow ui` and a `hcp-workflow worker` on the same SQLite journal, and
-//! `bin/tests/browser/stuck_undo.mjs` (playwright-core driving Debian's Chromium) resolving
-//! the stuck undo and following the run to its end. Screenshots go to
-//! `target/ui-artifacts/`. The journal is checked afterwards: the resolve command recorded
-//! with its note and operator, and the run rolled back.
+//! The web UI in a real headless browser: a run stuck in unwinding, a succeeded run, a
+//! rolled-back run and a waiting run (made by the real binary), `hcp-workflow ui` and a
+//! `hcp-workflow worker` on the same SQLite journal, and `bin/tests/browser/stuck_undo.mjs`
+//! (playwright-core driving Debian's Chromium) checking the list (state counts, search, short
+//! ids), each run page (timeline, resources, colours) at 1400 and 420 px (no sideways scroll),
+//! then resolving the stuck undo and following the run to its end. Screenshots of every
+//! state at both widths go to `target/ui-artifacts/` (kept as artifacts; their paths are
+//! printed). The journal is checked afterwards: the resolve command recorded with its note
+//! and operator, and the run rolled back.
 //!
 //! Without Chromium, Node or `npm ci` in `bin/tests/browser`, the test prints
 //! `skipped: …` and passes, unless `HCP_REQUIRE_BROWSER=1` (set by `.ci/run`).
@@ -84,6 +87,94 @@ fn resolve_a_stuck_undo_in_the_browser() {
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
     let run = first["run_id"].as_str().unwrap().to_string();
 
+    // A run in each other state: succeeded, rolled back (step d failed), and waiting (b2
+    // waits ten minutes; the selftest process keeps driving it, so it stays waiting).
+    let selftest = |fail: Option<&str>| {
+        let mut c = bin();
+        c.args([
+            "selftest",
+            "--database",
+            &db,
+            "--world",
+            world,
+            "--output",
+            "json",
+        ]);
+        if let Some(step) = fail {
+            c.args(["--fail", step]);
+        }
+        c
+    };
+    let first_run_id = |stdout: &[u8]| -> String {
+        let text = String::from_utf8_lossy(stdout);
+        let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        v["run_id"].as_str().unwrap().to_string()
+    };
+    let out = selftest(None).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let succeeded = first_run_id(&out.stdout);
+    let out = selftest(Some("d")).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rolled_back = first_run_id(&out.stdout);
+    // Its output goes to a file: a pipe nobody reads would kill it on its next line.
+    let waiter_out = dir.join("waiting.out");
+    let waiter_err = dir.join("waiting.err");
+    let mut waiter = Guard(
+        selftest(None)
+            .env(
+                "HCP_SAMPLE_FAULTS",
+                r#"{"waits":{"b2":1},"wait_ms":600000}"#,
+            )
+            .stdout(std::fs::File::create(&waiter_out).unwrap())
+            .stderr(std::fs::File::create(&waiter_err).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let state_of = |run: &str| -> String {
+        let out = bin()
+            .args(["show", run, "--database", &db, "--output", "json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .map(|d| d["state"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut waiting = String::new();
+    loop {
+        let out = std::fs::read_to_string(&waiter_out).unwrap_or_default();
+        if waiting.is_empty() && out.contains('\n') {
+            waiting = first_run_id(out.as_bytes());
+        }
+        if !waiting.is_empty() && state_of(&waiting) == "waiting" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiting run ({waiting:?}) never reached waiting: {out}\n{}",
+            std::fs::read_to_string(&waiter_err).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Stop following it (SIGTERM, as Ctrl-C): one process executes a SQLite journal at a
+    // time, and the worker below needs it. The run stays waiting (its timer is ten minutes
+    // out, so the worker leaves it alone).
+    let _ = Command::new("kill")
+        .args(["-TERM", &waiter.0.id().to_string()])
+        .status();
+    let _ = waiter.0.wait();
+    assert_eq!(state_of(&waiting), "waiting");
+
     // The UI (actions allowed on loopback, an operator name journaled) and a worker.
     let mut ui = bin()
         .args([
@@ -110,11 +201,14 @@ fn resolve_a_stuck_undo_in_the_browser() {
         .unwrap_or_else(|| panic!("no URL in {line:?}"))
         .trim_end_matches('/')
         .to_string();
+    // Its log is kept beside the journal (printed when the browser script fails).
+    let worker_log = dir.join("worker.log");
     let _worker = Guard(
         bin()
             .args(["worker", "--database", &db, "--world", world])
             .env("HCP_POLL_MS", "100")
-            .stderr(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("worker.out")).unwrap())
+            .stderr(std::fs::File::create(&worker_log).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -122,16 +216,31 @@ fn resolve_a_stuck_undo_in_the_browser() {
     let shots = std::env::var("HCP_UI_ARTIFACTS")
         .map(PathBuf::from)
         .unwrap_or_else(|_| manifest.join("../target/ui-artifacts"));
+    // This test's screenshots only (earlier runs' files would hide a missing one).
+    if let Ok(dir) = std::fs::read_dir(&shots) {
+        for f in dir.flatten() {
+            if f.path().extension().is_some_and(|e| e == "png") {
+                let _ = std::fs::remove_file(f.path());
+            }
+        }
+    }
+    let others = serde_json::json!({
+        "succeeded": succeeded,
+        "rolledBack": rolled_back,
+        "waiting": waiting,
+    })
+    .to_string();
     let status = Command::new("node")
         .arg(browser_dir.join("stuck_undo.mjs"))
-        .args([&url, &run, shots.to_str().unwrap()])
+        .args([&url, &run, shots.to_str().unwrap(), &others])
         .current_dir(&browser_dir)
         .status()
         .unwrap();
     assert!(
         status.success(),
-        "the browser script failed; screenshots in {}",
-        shots.display()
+        "the browser script failed; screenshots in {}; the worker's log:\n{}",
+        shots.display(),
+        std::fs::read_to_string(&worker_log).unwrap_or_default()
     );
 
     // The journal says what happened, who did it and why.
@@ -163,15 +272,47 @@ fn resolve_a_stuck_undo_in_the_browser() {
         .output()
         .unwrap();
     let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // One document per command: the events are its `items` (a bare array before).
+    let events = h.get("items").unwrap_or(&h);
     assert!(
-        h.as_array()
-            .unwrap()
+        events
+            .as_array()
+            .unwrap_or_else(|| panic!("no events in {h}"))
             .iter()
             .any(|e| e["kind"] == "undo_resolved"
                 && e["data"]["by"] == "browser-test"
                 && e["data"]["note"] == "deleted b1 by hand in the browser test"),
         "{h}"
     );
-    let shots_taken = std::fs::read_dir(&shots).map(|d| d.count()).unwrap_or(0);
-    assert!(shots_taken >= 5, "screenshots saved in {}", shots.display());
+    // Every state at both widths, kept as artifacts.
+    let taken: Vec<String> = std::fs::read_dir(&shots)
+        .unwrap()
+        .flatten()
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .collect();
+    for state in [
+        "list",
+        "run-waiting",
+        "run-succeeded",
+        "run-rolled-back",
+        "run-needs-operator",
+        "confirm",
+        "resolved-rolled-back",
+    ] {
+        for width in ["1400", "420"] {
+            let want = format!("-{state}-{width}.png");
+            let found = taken.iter().find(|f| f.ends_with(&want));
+            assert!(
+                found.is_some(),
+                "no screenshot *{want} in {}: {taken:?}",
+                shots.display()
+            );
+        }
+    }
+    let mut taken = taken;
+    taken.sort();
+    let dir = shots.canonicalize().unwrap_or_else(|_| shots.clone());
+    for f in &taken {
+        println!("screenshot: {}", dir.join(f).display());
+    }
 }

@@ -67,14 +67,17 @@ fn json_views_carry_the_fields_scripts_need() {
     let (_dir, db) = setup();
     let (_, out) = run(&["list", "--database", &db, "--now", NOW, "--output", "json"]);
     let list: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let rows = list.as_array().unwrap();
+    assert_eq!(list["apiVersion"], "hcp-workflow/v1", "{list}");
+    assert_eq!(list["kind"], "RunList", "{list}");
+    let rows = list["items"].as_array().unwrap();
     assert_eq!(rows.len(), 4);
     let stuck = rows
         .iter()
-        .find(|r| r["id"] == run_id(2).to_string().as_str())
+        .find(|r| r["run_id"] == run_id(2).to_string().as_str())
         .unwrap();
     for k in [
-        "id",
+        "run_id",
+        "short_id",
         "workflow",
         "cluster",
         "state",
@@ -90,6 +93,7 @@ fn json_views_carry_the_fields_scripts_need() {
     assert_eq!(stuck["stage"], "control-plane");
     assert_eq!(stuck["step"], "create-cluster.hostedcluster.apply");
     assert_eq!(stuck["created_at"], "2025-06-01T12:05:00.000Z");
+    assert_eq!(stuck["short_id"], "00000002");
 
     let (_, out) = run(&[
         "show",
@@ -102,6 +106,10 @@ fn json_views_carry_the_fields_scripts_need() {
         "json",
     ]);
     let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["apiVersion"], "hcp-workflow/v1", "{d}");
+    assert_eq!(d["kind"], "Run", "{d}");
+    assert_eq!(d["run_id"], run_id(3).to_string().as_str());
+    assert_eq!(d["short_id"], "00000003");
     let p = &d["pending"];
     assert_eq!(p["step"], "create-cluster.vnet.ensure");
     assert_eq!(
@@ -139,6 +147,10 @@ fn json_views_carry_the_fields_scripts_need() {
         "json",
     ]);
     let w: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(w["apiVersion"], "hcp-workflow/v1", "{w}");
+    assert_eq!(w["kind"], "Why", "{w}");
+    assert_eq!(w["run_id"], run_id(2).to_string().as_str());
+    assert_eq!(w["state"], "needs-operator");
     let cmds: Vec<&str> = w["actions"]
         .as_array()
         .unwrap()
@@ -165,12 +177,16 @@ fn json_views_carry_the_fields_scripts_need() {
         "json",
     ]);
     let inv: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let ids: Vec<&str> = inv
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap())
-        .collect();
+    assert_eq!(inv["apiVersion"], "hcp-workflow/v1", "{inv}");
+    assert_eq!(inv["kind"], "Inventory", "{inv}");
+    let items = inv["items"].as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .all(|r| r["run_id"] == run_id(2).to_string().as_str()),
+        "only the stuck run left orphans, each row names its run: {inv}"
+    );
+    let ids: Vec<&str> = items.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert!(
         ids.contains(&"clusters/beta"),
         "the stuck run's HostedCluster is an orphan: {ids:?}"
@@ -201,7 +217,12 @@ fn watch_exit_code_follows_the_end_state() {
     let (_dir, db) = setup();
     let (code, out) = run(&["watch", &run_id(1).to_string(), "--database", &db]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("is succeeded"), "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .is_some_and(|l| l == format!("run {} succeeded", run_id(1))),
+        "{out}"
+    );
 }
 
 #[test]
@@ -249,11 +270,20 @@ fn watch_follows_a_run_executed_by_another_process() {
         Some(1),
         "a rolled-back run exits 1:\n{text}"
     );
+    // `  +130ms  last           c  undone`: elapsed, stage, step, state.
     assert!(
-        text.contains("[last] c "),
+        text.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() >= 4 && w[0].starts_with('+') && w[1] == "last" && w[2] == "c"
+        }),
         "every step that moved is reported: {text}"
     );
-    assert!(text.contains("is rolled-back"), "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .is_some_and(|l| l == format!("run {id} rolled back")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -431,6 +431,10 @@ pub struct NodeState {
     pub quiet_polls: u32,
     /// Undo attempts interrupted likewise.
     pub undo_interruptions: u32,
+    /// Who declared the stuck undo done by hand, and their note (`alice@host: deleted in
+    /// the portal`); the ledger keeps the node's resources visible as resolved, not
+    /// deleted, because nobody here saw them go.
+    pub resolved_by: Option<String>,
 }
 
 impl NodeState {
@@ -453,6 +457,7 @@ impl NodeState {
             wait_since: None,
             undo_wait_since: None,
             quiet_polls: 0,
+            resolved_by: None,
         }
     }
 
@@ -642,8 +647,13 @@ impl NodeState {
                     error: error.clone(),
                 }
             }
-            (S::UndoFailed { .. }, Event::UndoResolved { .. }) => {
+            (S::UndoFailed { .. }, Event::UndoResolved { by, note, .. }) => {
                 self.undone_at = Some(at);
+                self.resolved_by = Some(if note.is_empty() {
+                    by.clone()
+                } else {
+                    format!("{by}: {note}")
+                });
                 S::Undone {
                     skipped: false,
                     resolved: true,
@@ -678,6 +688,8 @@ pub struct RunView {
     index: HashMap<String, usize>,
     /// Set once unwinding started.
     pub unwinding: Option<UnwindCause>,
+    /// The error of the forward failure that started the unwind (`None` for a cancel).
+    pub unwind_error: Option<StepError>,
     /// Set while parked.
     pub parked: Option<String>,
     /// Set once finished.
@@ -701,6 +713,7 @@ impl RunView {
             nodes,
             index,
             unwinding: None,
+            unwind_error: None,
             parked: None,
             finished: None,
             events: 0,
@@ -737,6 +750,9 @@ impl RunView {
                     return Err(run_illegal("unwinding"));
                 }
                 self.unwinding = Some(cause.clone());
+                if let UnwindCause::NodeFailed { node } = cause {
+                    self.unwind_error = self.node(node).and_then(|n| n.last_error.clone());
+                }
             }
             Event::RunParked { reason } => self.parked = Some(reason.clone()),
             Event::RunUnparked => {
@@ -909,8 +925,28 @@ impl RunView {
     pub fn blocked_on(&self) -> String {
         match self.state() {
             RunState::Succeeded => return "nothing: every step succeeded".into(),
-            RunState::RolledBack => return "nothing: rolled back".into(),
-            RunState::Cancelled => return "nothing: cancelled and unwound".into(),
+            // The cause stays in the line (and so in every list and search) after the run
+            // ended: which step failed with which code, or who cancelled.
+            RunState::RolledBack => {
+                return match (&self.unwinding, &self.unwind_error) {
+                    (Some(UnwindCause::NodeFailed { node }), Some(e)) => format!(
+                        "nothing: rolled back after {node} failed: {}",
+                        e.code.as_deref().unwrap_or(&e.kind)
+                    ),
+                    (Some(UnwindCause::NodeFailed { node }), None) => {
+                        format!("nothing: rolled back after {node} failed")
+                    }
+                    _ => "nothing: rolled back".into(),
+                };
+            }
+            RunState::Cancelled => {
+                return match &self.unwinding {
+                    Some(UnwindCause::Cancelled { by, .. }) => {
+                        format!("nothing: cancelled by {by} and unwound")
+                    }
+                    _ => "nothing: cancelled and unwound".into(),
+                };
+            }
             RunState::Pending => return "waiting for a worker to pick the run up".into(),
             RunState::Failed => {
                 return format!(
@@ -947,8 +983,9 @@ impl RunView {
         };
         match &n.status {
             NodeStatus::UndoFailed { error } => format!(
-                "undo of {step} gave up after {} attempts: {error}",
-                n.undo_attempts
+                "undo of {step} gave up after {} attempt{}: {error}",
+                n.undo_attempts,
+                if n.undo_attempts == 1 { "" } else { "s" }
             ),
             NodeStatus::UndoRunning { attempt } => {
                 format!("undoing {step} (attempt {attempt}/{})", of(max(true)))
@@ -1258,6 +1295,11 @@ mod tests {
             )
             .is_err()
         );
+        assert!(
+            v.blocked_on().contains("gave up after 1 attempt: "),
+            "{}",
+            v.blocked_on()
+        );
         v.apply(
             &Event::UndoResolved {
                 node: "a".into(),
@@ -1275,6 +1317,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v.state(), RunState::RolledBack);
+        assert_eq!(
+            v.node("a").unwrap().resolved_by.as_deref(),
+            Some("op: gone")
+        );
+        // The cause stays in the finished run's line (lists, searches).
+        assert_eq!(
+            v.blocked_on(),
+            "nothing: rolled back after a failed: validation"
+        );
     }
 }
 

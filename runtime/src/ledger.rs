@@ -8,6 +8,9 @@
 //!   this way);
 //! - a node's **undo checkpoint** may carry a `"ledger"` array too (an undo that wants to
 //!   say exactly what it removed);
+//! - a node whose stuck undo an operator **resolved** by hand records every resource its
+//!   output recorded as `created` as `resolved` (by whom, with their note): nobody here
+//!   saw it go, so it stays visible;
 //! - otherwise, when a node is **undone**, every resource its output recorded as `created`
 //!   is recorded as `deleted` by that node's undo (undos remove what their action created,
 //!   and keep what it adopted).
@@ -38,6 +41,10 @@ pub enum LedgerAction {
     Gone,
     /// This run left it in place on purpose (not ours, persistent, or bring-your-own).
     Kept,
+    /// This run created it, its undo gave up, and an operator declared the undo done by
+    /// hand (`resolve`): it may still exist, so it stays in the inventory for an auditor,
+    /// with who resolved it and their note.
+    Resolved,
 }
 
 impl LedgerAction {
@@ -58,6 +65,7 @@ impl LedgerAction {
             LedgerAction::Deleted => "deleted",
             LedgerAction::Gone => "gone",
             LedgerAction::Kept => "kept",
+            LedgerAction::Resolved => "resolved",
         }
     }
 }
@@ -121,7 +129,21 @@ pub fn ledger_of(view: &RunView) -> Vec<LedgerEntry> {
                 at: st.finished_at,
             });
         }
-        if st.undone_at.is_some() {
+        if let (Some(who), Some(_)) = (&st.resolved_by, st.undone_at) {
+            // Resolved by hand: nobody here saw the resources go.
+            for r in forward.iter().filter(|r| r.action == LedgerAction::Created) {
+                out.push(LedgerEntry {
+                    record: LedgerRecord {
+                        action: LedgerAction::Resolved,
+                        note: Some(format!("resolved by {who}")),
+                        ..r.clone()
+                    },
+                    node: spec.name.clone(),
+                    phase: "undo".into(),
+                    at: st.undone_at,
+                });
+            }
+        } else if st.undone_at.is_some() {
             let explicit = st.undo_checkpoint.as_ref().map(records_in);
             match explicit {
                 Some(recs) if !recs.is_empty() => {
@@ -155,8 +177,9 @@ pub fn ledger_of(view: &RunView) -> Vec<LedgerEntry> {
     out
 }
 
-/// Net effect of a ledger: the resources still present according to it (created or
-/// adopted and not deleted or gone afterwards), by id, in first-seen order.
+/// Net effect of a ledger: the resources still present according to it (created, adopted,
+/// kept or resolved by hand, and not deleted or gone afterwards), by id, in first-seen
+/// order.
 pub fn present(entries: &[LedgerEntry]) -> Vec<LedgerEntry> {
     let mut order: Vec<String> = Vec::new();
     let mut last: std::collections::HashMap<String, LedgerEntry> = Default::default();
@@ -172,7 +195,10 @@ pub fn present(entries: &[LedgerEntry]) -> Vec<LedgerEntry> {
         .filter(|e| {
             matches!(
                 e.record.action,
-                LedgerAction::Created | LedgerAction::Adopted | LedgerAction::Kept
+                LedgerAction::Created
+                    | LedgerAction::Adopted
+                    | LedgerAction::Kept
+                    | LedgerAction::Resolved
             )
         })
         .collect()
@@ -214,5 +240,28 @@ mod tests {
         let p = present(&l);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].record.id, "y");
+    }
+
+    /// A stuck undo an operator resolved by hand: nobody here saw the resource go, so it
+    /// stays present, as `resolved` with who and their note, never `deleted`.
+    #[test]
+    fn a_resolved_undo_keeps_its_resources_visible_as_resolved() {
+        let mut v = RunView::new(sample_dag());
+        let t = |n| Timestamp(n);
+        v.nodes[0].output = Some(rec("pls", LedgerAction::Created));
+        v.nodes[0].finished_at = Some(t(2));
+        v.nodes[0].undone_at = Some(t(9));
+        v.nodes[0].resolved_by = Some("alice@bastion: deleted in the portal".into());
+        let l = ledger_of(&v);
+        let last = l.last().unwrap();
+        assert_eq!(last.record.action, LedgerAction::Resolved);
+        assert_eq!(
+            last.record.note.as_deref(),
+            Some("resolved by alice@bastion: deleted in the portal")
+        );
+        assert!(l.iter().all(|e| e.record.action != LedgerAction::Deleted));
+        let p = present(&l);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].record.action, LedgerAction::Resolved);
     }
 }

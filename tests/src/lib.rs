@@ -31,6 +31,54 @@ pub fn bin() -> PathBuf {
     p
 }
 
+/// The `apiVersion` of every JSON document `hcp-workflow --output json` prints.
+pub const API_VERSION: &str = "hcp-workflow/v1";
+
+/// Parse `out` as the one JSON document of a one-shot command (`--output json`), checking
+/// its `apiVersion` and that its `kind` is `kind`.
+pub fn document(out: &str, kind: &str) -> serde_json::Value {
+    let doc: serde_json::Value =
+        serde_json::from_str(out).unwrap_or_else(|e| panic!("not one JSON document ({e}): {out}"));
+    assert_eq!(doc["apiVersion"], API_VERSION, "{out}");
+    assert_eq!(doc["kind"], kind, "{out}");
+    doc
+}
+
+/// The rows (`items`) of a collection document of `kind` (`RunList`, `Inventory`,
+/// `RunHistory`, `PreflightReport`) printed by `--output json`.
+pub fn items(out: &str, kind: &str) -> Vec<serde_json::Value> {
+    document(out, kind)["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("a {kind} document carries its rows in `items`: {out}"))
+}
+
+/// The NDJSON event lines a follower (`start`, `drive`, `selftest`, `watch`) printed with
+/// `--output json`, each checked to be a `kind: Event` document.
+pub fn events(lines: &str) -> Vec<serde_json::Value> {
+    lines
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("not an NDJSON event line ({e}): {l}\n{lines}"));
+            assert_eq!(v["apiVersion"], API_VERSION, "{l}");
+            assert_eq!(v["kind"], "Event", "{l}");
+            v
+        })
+        .collect()
+}
+
+/// Whether a follower's text output says how the run ended with the line `run <id>
+/// <phrase>`: `succeeded`, `rolled back`, `needs an operator`, `was cancelled and
+/// unwound`, `is running`, ….
+pub fn says_run(out: &str, phrase: &str) -> bool {
+    out.lines().any(|l| {
+        l.strip_prefix("run ")
+            .and_then(|r| r.split_once(' '))
+            .is_some_and(|(id, rest)| uuid::Uuid::parse_str(id).is_ok() && rest == phrase)
+    })
+}
+
 /// A fresh scratch directory.
 pub fn scratch(tag: &str) -> PathBuf {
     hcp_runtime::testkit::scratch_dir(&format!("e2e-{tag}"))

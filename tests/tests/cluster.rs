@@ -19,6 +19,7 @@
 use hcp_e2e_tests::cluster::{
     Env, assert_connections_rejected_before_pls_delete, cluster_file, ids_at, run,
 };
+use hcp_e2e_tests::{document, says_run};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -38,7 +39,7 @@ fn create_then_delete_leaves_only_persistent_resources_and_purge_removes_them() 
     let cfg = cluster_file(&env.dir, "alpha", "alpha-a1b2c", "Private", "");
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "create failed\nstdout:\n{out}\nstderr:\n{err}");
-    assert!(out.contains("is succeeded"), "{out}");
+    assert!(says_run(&out, "succeeded"), "{out}");
     let after_create = env.sim.ids();
     let created: BTreeSet<_> = after_create.difference(&before).cloned().collect();
     // Every stage left something: identities, OIDC, network, control plane, PLS, PE/DNS.
@@ -194,7 +195,7 @@ fn every_node_unwinds(tag: &str, topology: &str, sim_args: &[&str], extra: &str,
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    let plan: Value = serde_json::from_str(&plan).unwrap();
+    let plan: Value = document(&plan, "Plan");
     let nodes: Vec<String> = plan["steps"]
         .as_array()
         .unwrap()
@@ -255,7 +256,7 @@ fn every_node_unwinds(tag: &str, topology: &str, sim_args: &[&str], extra: &str,
                         &[("HCP_INJECT_FAIL", node.as_str())],
                     );
                     let mut problems = Vec::new();
-                    if code != 1 || !out.contains("is rolled-back") {
+                    if code != 1 || !says_run(&out, "rolled back") {
                         problems.push(format!("expected rolled-back (exit {code})\n{out}\n{err}"));
                     }
                     if !out.contains(&format!("unwound because {node} failed")) {
@@ -485,9 +486,12 @@ fn bad_config_exits_2_and_creates_nothing() {
         env.sim.requests().is_empty(),
         "no request reached the simulator"
     );
-    let (_, list, _) = env.cli(&["--output", "json", "list"], &[]);
-    assert!(
-        list.trim() == "[]" || !list.contains("create-cluster"),
+    // Nothing journaled: not even a journal to list.
+    let (code, list, _) = env.cli(&["--output", "json", "list"], &[]);
+    assert_eq!(code, 2, "nothing journaled: {list}");
+    let doc = document(&list, "Error");
+    assert_eq!(
+        doc["error"]["reason"], "NoJournal",
         "nothing journaled: {list}"
     );
 }

@@ -23,7 +23,7 @@
 use hcp_e2e_tests::cluster::{
     Sim, assert_connections_rejected_before_pls_delete, cluster_file, run,
 };
-use hcp_e2e_tests::{Proc, fresh_postgres, postgres_url, scratch};
+use hcp_e2e_tests::{Proc, document, fresh_postgres, postgres_url, scratch};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,8 +43,9 @@ fn state(dir: &Path, db: &str, sim: &str) -> (String, Value) {
         ],
         &[],
     );
+    // A `RunList` document (`Null` while the journal cannot be read).
     let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
-    let run = v
+    let run = v["items"]
         .as_array()
         .and_then(|a| a.first())
         .cloned()
@@ -71,7 +72,7 @@ fn targets(dir: &Path, db: &str, sim: &Sim, cfg: &Path, phase: &str) -> Vec<Stri
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    let plan: Value = serde_json::from_str(&out).unwrap();
+    let plan: Value = document(&out, "Plan");
     let nodes: Vec<String> = if phase == "action" {
         plan["steps"]
             .as_array()

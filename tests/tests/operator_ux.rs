@@ -6,7 +6,8 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, cluster_file};
-use serde_json::{Value, json};
+use hcp_e2e_tests::{document, items};
+use serde_json::json;
 
 const FAST: f64 = 0.002;
 
@@ -76,7 +77,13 @@ fn failure_line_unwind_phase_outcome_and_failure_card() {
     );
     assert!(card[2].contains("start a new run"), "{shown}");
     assert!(!card.join(" ").contains("retry"), "{shown}");
-    assert!(shown.contains("UNDO STACK  unwound because"), "{shown}");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("UNDO STACK  unwound because")
+                && l.ends_with("; the run rolled back")),
+        "{shown}"
+    );
     // `why` by cluster/<name>: the error that caused the rollback.
     let (code, why, e) = env.cli(&["why", "cluster/uxf"], &[]);
     assert_eq!(code, 0, "{e}");
@@ -86,7 +93,9 @@ fn failure_line_unwind_phase_outcome_and_failure_card() {
     );
     // JSON: the same card.
     let (_, j, _) = env.cli(&["--output", "json", "show", &run[..13]], &[]);
-    let v: Value = serde_json::from_str(&j).unwrap();
+    let v = document(&j, "Run");
+    assert_eq!(v["run_id"], run.as_str(), "{j}");
+    assert_eq!(v["short_id"], short, "{j}");
     assert_eq!(v["failure"]["code"], "PublicIPCountLimitReached", "{j}");
     assert_eq!(v["state"], "rolled-back");
 
@@ -130,8 +139,8 @@ fn success_prints_the_outcome_and_list_shows_short_ids() {
     let row = listed.lines().nth(1).unwrap();
     assert!(row.starts_with(&run[run.len() - 8..]), "{listed}");
     let (_, j, _) = env.cli(&["--output", "json", "list"], &[]);
-    let v: Value = serde_json::from_str(&j).unwrap();
-    assert_eq!(v[0]["id"], run.as_str());
+    let v = items(&j, "RunList");
+    assert_eq!(v[0]["run_id"], run.as_str());
     assert_eq!(v[0]["short_id"], &run[run.len() - 8..]);
     // The succeeded run's show says nothing untrue.
     let (_, shown, _) = env.cli(&["show", "cluster/uxo"], &[]);
@@ -193,7 +202,7 @@ fn delete_on_a_terminal_asks_first() {
         &["--output", "json", "list", "--workflow", "delete-cluster"],
         &[],
     );
-    assert_eq!(serde_json::from_str::<Value>(&j).unwrap(), json!([]), "{j}");
+    assert!(items(&j, "RunList").is_empty(), "{j}");
     // `--yes` on a terminal: no question, the delete runs.
     let (code, screen) = on_tty("", "--yes");
     assert_eq!(code, 0, "{screen}");

@@ -13,8 +13,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::Proc;
 use hcp_e2e_tests::cluster::{Env, cluster_file};
+use hcp_e2e_tests::{Proc, says_run};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -176,7 +176,7 @@ fn unwinding_a_second_create_keeps_the_first_runs_federated_credentials() {
     let (code, lines, err) = create.finish(Duration::from_secs(180));
     let stdout = lines.join("\n");
     assert!(
-        stdout.contains("is cancelled"),
+        says_run(&stdout, "was cancelled and unwound"),
         "the second create was cancelled and unwound (exit {code:?})\nstdout:\n{stdout}\nstderr:\n{err}"
     );
     env.sim.clear_faults();
@@ -191,7 +191,7 @@ fn unwinding_a_second_create_keeps_the_first_runs_federated_credentials() {
         &[("HCP_INJECT_FAIL", "create-cluster.pe-dns.records")],
     );
     assert!(
-        code == 1 && out.contains("is rolled-back"),
+        code == 1 && says_run(&out, "rolled back"),
         "the third create failed and rolled back (exit {code})\nstdout:\n{out}\nstderr:\n{err}"
     );
     assert_unwound_to(&env, &before, "failed third create");

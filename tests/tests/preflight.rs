@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, GUEST_SUB, cluster_file};
+use hcp_e2e_tests::{document, items};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -25,14 +26,13 @@ fn preflight(env: &Env, cfg: &Path, extra: &[&str]) -> (i32, Vec<Value>, String)
     let mut a = vec!["--output", "json", "preflight", "--config", cfg.as_ref()];
     a.extend_from_slice(extra);
     let (code, out, err) = env.cli(&a, &[]);
-    let doc: Value = serde_json::from_str(&out)
-        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {out}\n{err}"));
+    assert!(
+        serde_json::from_str::<Value>(&out).is_ok(),
+        "not one JSON document: {out}\n{err}"
+    );
+    let doc = document(&out, "PreflightReport");
     assert_eq!(doc["ok"], json!(code == 0), "{out}");
-    (
-        code,
-        doc["rows"].as_array().cloned().unwrap_or_default(),
-        err,
-    )
+    (code, items(&out, "PreflightReport"), err)
 }
 
 /// The failing rows.
@@ -113,11 +113,7 @@ fn start_refused(env: &Env, workflow: &str, cfg: &Path, check: &str) -> String {
     assert!(err.contains("nothing was journaled or created"), "{err}");
     let (code, listed, list_err) = env.cli(&["--output", "json", "list"], &[]);
     assert_eq!(code, 0, "{list_err}");
-    assert_eq!(
-        serde_json::from_str::<Value>(&listed).unwrap(),
-        json!([]),
-        "{listed}"
-    );
+    assert!(items(&listed, "RunList").is_empty(), "{listed}");
     assert_only_reads(env);
     err
 }
@@ -333,7 +329,7 @@ fn each_azure_and_access_failure_gives_its_row() {
         .unwrap()
         .to_string();
     let (_, shown, _) = env.cli(&["--output", "json", "show", &run], &[]);
-    let v: Value = serde_json::from_str(&shown).unwrap();
+    let v = document(&shown, "Run");
     assert_eq!(v["labels"]["preflight"], "skipped", "{shown}");
 }
 

@@ -11,8 +11,8 @@
 //! the operator's install exits 2 with nothing journaled.
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::Proc;
 use hcp_e2e_tests::cluster::{Env, assert_connections_rejected_before_pls_delete, cluster_file};
+use hcp_e2e_tests::{Proc, document, items, says_run};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -89,16 +89,18 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 fn runs(env: &Env) -> Vec<Value> {
     let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
     assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    items(&out, "RunList")
 }
 
 /// `show --output json` of the newest run.
 fn show_newest(env: &Env) -> Value {
     let r = runs(env);
-    let id = r[0]["id"].as_str().unwrap().to_string();
+    let id = r[0]["run_id"].as_str().unwrap().to_string();
     let (code, out, err) = env.cli(&["--output", "json", "show", &id], &[]);
     assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    let v = document(&out, "Run");
+    assert_eq!(v["run_id"], id.as_str(), "{out}");
+    v
 }
 
 /// Position of the first request matching.
@@ -394,7 +396,7 @@ fn hypershift_mode_unwind_releases_foreign_connections_first() {
     let (code, lines, err) = proc.finish(Duration::from_secs(120));
     let out = lines.join("\n");
     assert_eq!(code, Some(1), "expected an unwind\n{out}\n{err}");
-    assert!(out.contains("rolled-back"), "{out}\n{err}");
+    assert!(says_run(&out, "rolled back"), "{out}\n{err}");
     let reqs = env.sim.requests();
     let pls_name = pls_id.rsplit('/').next().unwrap().to_string();
     assert_connections_rejected_before_pls_delete(&reqs, &pls_name);

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, Sim, cluster_file, run};
-use hcp_e2e_tests::{Proc, fresh_postgres, postgres_url, scratch};
+use hcp_e2e_tests::{Proc, document, fresh_postgres, items, postgres_url, says_run, scratch};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,7 +34,7 @@ impl SafetyEnv for Env {
     fn runs(&self) -> Vec<Value> {
         let (code, out, err) = self.cli(&["--output", "json", "list"], &[]);
         assert_eq!(code, 0, "{err}");
-        serde_json::from_str(&out).unwrap()
+        items(&out, "RunList")
     }
 
     fn worker(&self, extra_env: &[(&str, &str)], simulated: bool) -> Proc {
@@ -61,12 +61,13 @@ fn run_id(out: &str) -> String {
 fn events(env: &Env, run: &str) -> Vec<Value> {
     let (code, out, err) = env.cli(&["--output", "json", "history", run], &[]);
     assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    assert_eq!(document(&out, "RunHistory")["run_id"], run, "{out}");
+    items(&out, "RunHistory")
 }
 
 fn state(env: &Env, run: &str) -> String {
     let (_, out, _) = env.cli(&["--output", "json", "show", run], &[]);
-    let v: Value = serde_json::from_str(&out).unwrap();
+    let v = document(&out, "Run");
     v["state"].as_str().unwrap_or_default().to_string()
 }
 
@@ -147,7 +148,7 @@ fn a_cluster_with_an_unfinished_run_refuses_every_other_start() {
     // Now the cluster is free: a new create succeeds.
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("is succeeded"), "{out}");
+    assert!(says_run(&out, "succeeded"), "{out}");
 }
 
 /// Ctrl-C on a foreground start: exit 130, the run is untouched and resumable, and the
@@ -181,7 +182,7 @@ fn ctrl_c_leaves_the_run_resumable_and_says_how_to_continue_it() {
     assert!(!out.contains("start again"), "{out}");
     let (code, out, err) = env.cli(&["drive", &run], &[]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("is succeeded"), "{out}");
+    assert!(says_run(&out, "succeeded"), "{out}");
 }
 
 /// Scenario 3: a worker for another target never leases the run (either direction): the
@@ -248,7 +249,7 @@ fn a_worker_for_another_target_leaves_the_run_pending() {
     let (_, why, _) = env.cli(&["why", &real_run], &[]);
     assert!(why.contains("real Azure (public cloud)"), "{why}");
     let (_, show, _) = env.cli(&["--output", "json", "show", &real_run], &[]);
-    let v: Value = serde_json::from_str(&show).unwrap();
+    let v = document(&show, "Run");
     assert_eq!(
         v["labels"]["preflight"], "skipped",
         "the journal records the skipped check"
@@ -294,7 +295,7 @@ fn a_foreground_start_beside_a_worker_follows_the_run() {
         err.contains("another process executes this journal"),
         "{err}"
     );
-    assert!(out.contains("is succeeded"), "{out}");
+    assert!(says_run(&out, "succeeded"), "{out}");
     assert!(!err.contains("error:"), "{err}");
 }
 
@@ -336,11 +337,10 @@ fn waits_are_bounded_and_journal_a_constant_number_of_events() {
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 1, "{out}{err}");
     let run = run_id(&out);
-    assert!(out.contains("is needs-operator"), "{out}");
+    assert!(says_run(&out, "needs an operator"), "{out}");
     assert!(out.contains("stalled"), "{out}");
     assert!(out.contains("budget of 1s"), "{out}");
-    let v: Value =
-        serde_json::from_str(&env.cli(&["--output", "json", "show", &run], &[]).1).unwrap();
+    let v = document(&env.cli(&["--output", "json", "show", &run], &[]).1, "Run");
     assert_eq!(
         v["undo"]["unwinding"], false,
         "a stalled wait never unwinds by itself"
@@ -360,7 +360,7 @@ fn waits_are_bounded_and_journal_a_constant_number_of_events() {
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = env.cli(&["drive", &run], &[]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("is succeeded"), "{out}");
+    assert!(says_run(&out, "succeeded"), "{out}");
 }
 
 /// Scenario 8: a run due with no worker says so in `list`, `why` and when an operator
@@ -432,7 +432,7 @@ fn race(env_dir: &Path, db: &str, sim: &Sim) {
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let runs = items(&out, "RunList");
     assert_eq!(runs.len(), 1, "{runs:?}");
 }
 

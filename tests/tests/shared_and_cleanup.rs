@@ -9,8 +9,8 @@
 //!   `--help`).
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::Proc;
 use hcp_e2e_tests::cluster::{Env, GUEST_SUB, cluster_file};
+use hcp_e2e_tests::{Proc, items};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,13 +60,13 @@ fn of_cluster(ids: &[String], name: &str) -> usize {
 fn run_of(env: &Env, cluster: &str) -> String {
     let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
     assert_eq!(code, 0, "{err}");
-    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let runs = items(&out, "RunList");
     runs.iter()
         .find(|r| {
             r.to_string().contains(&format!("\"{cluster}\""))
                 && r["workflow"].as_str() == Some("create-cluster")
         })
-        .and_then(|r| r["id"].as_str().or(r["run_id"].as_str()))
+        .and_then(|r| r["run_id"].as_str())
         .unwrap_or_else(|| panic!("no create run of {cluster} in {out}"))
         .to_string()
 }
@@ -115,13 +115,13 @@ fn two_clusters_share_one_persistent_group() {
 
 fn run_of_delete(env: &Env, cluster: &str) -> String {
     let (_, out, _) = env.cli(&["--output", "json", "list"], &[]);
-    let runs: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let runs = items(&out, "RunList");
     runs.iter()
         .find(|r| {
             r.to_string().contains(&format!("\"{cluster}\""))
                 && r["workflow"].as_str() == Some("delete-cluster")
         })
-        .and_then(|r| r["id"].as_str().or(r["run_id"].as_str()))
+        .and_then(|r| r["run_id"].as_str())
         .unwrap_or_else(|| panic!("no delete run of {cluster} in {out}"))
         .to_string()
 }

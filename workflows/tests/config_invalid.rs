@@ -60,6 +60,55 @@ fn every_bad_fixture_reports_exactly_its_expected_problems() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Errors in the file's shape (the YAML parsed, a value has the wrong type or name) say where
+/// in the file they are, besides the field path; semantic problems never claim a position.
+#[test]
+fn every_shape_error_names_its_line_and_column() {
+    let shape = ["type", "unknown-field", "unknown-variant", "missing-field"];
+    let mut seen = 0;
+    for entry in std::fs::read_dir(bad_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let Err(errors) = config::load(&path) else {
+            continue;
+        };
+        for e in errors.errors() {
+            if shape.contains(&e.rule.as_str()) {
+                seen += 1;
+                let (Some(line), Some(column)) = (e.line, e.column) else {
+                    panic!("{}: no position in {e:?}", path.display());
+                };
+                assert!(
+                    e.to_string()
+                        .contains(&format!("(line {line}, column {column}): ")),
+                    "{}: {e}",
+                    path.display()
+                );
+            } else if e.rule != "syntax" {
+                assert_eq!((e.line, e.column), (None, None), "{}", path.display());
+            }
+        }
+    }
+    assert!(seen >= 10, "only {seen} shape errors among the fixtures");
+}
+
+#[test]
+fn a_type_error_is_machine_readable_with_its_position() {
+    let errors = config::load(&bad_dir().join("node-pools-not-a-list.yaml")).unwrap_err();
+    assert_eq!(
+        serde_json::to_value(&errors).unwrap(),
+        serde_json::json!([{
+            "path": "nodePools",
+            "rule": "type",
+            "message": "expected a list (`- item` lines, or `[]`), got the number 3",
+            "line": 11,
+            "column": 12
+        }])
+    );
+}
+
 #[test]
 fn every_expected_file_has_a_fixture() {
     for entry in std::fs::read_dir(bad_dir()).unwrap() {

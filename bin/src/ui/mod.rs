@@ -22,6 +22,7 @@ mod auth;
 mod gantt;
 mod metrics;
 mod pages;
+mod resources;
 #[cfg(test)]
 mod tests;
 

@@ -6,14 +6,14 @@
 //! [`super::auth::check_action`].
 
 use super::auth::{Refusal, check_action};
-use super::{AppState, gantt};
+use super::{AppState, gantt, resources};
 use crate::views::{self, model};
 use axum::extract::{ConnectInfo, Extension, Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use hcp_runtime::{Clock, EngineError, OperatorCommand, RunFilter, RunId, RunState, SystemClock};
 use minijinja::context;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -63,11 +63,63 @@ fn opt(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Vec<model::RunRow>, Response> {
-    let states = match opt(&q.state) {
-        None => Vec::new(),
+/// One state pill above the run list: how many runs are in that state, and the link that
+/// shows only those.
+#[derive(Debug, Serialize)]
+pub struct StateCount {
+    /// `needs-operator`, …
+    pub state: &'static str,
+    /// Runs in that state among those the other filters select.
+    pub count: usize,
+    /// Query string of the list filtered to that state.
+    pub query: String,
+    /// Whether the list is filtered to that state now.
+    pub active: bool,
+}
+
+/// The rows the list shows, and the per-state counts of the runs matching every filter but
+/// the state one.
+#[derive(Debug)]
+pub struct Listing {
+    pub rows: Vec<model::RunRow>,
+    /// Per state, in [`RunState::ALL`] order.
+    pub counts: Vec<(RunState, usize)>,
+    /// Runs matching every filter but the state one.
+    pub total: usize,
+}
+
+/// Whether `r` matches the free-text search `needle`: every word of it appears in one of
+/// the row's fields (id, short id, workflow, cluster, state, stage, step, target, and what
+/// it is blocked on, which for a finished run names the failed step and its error code).
+pub fn search_matches(r: &model::RunRow, needle: &str) -> bool {
+    let fields = [
+        Some(r.id.as_str()),
+        Some(r.short_id.as_str()),
+        Some(r.workflow.as_str()),
+        r.cluster.as_deref(),
+        Some(r.state.as_str()),
+        r.stage.as_deref(),
+        r.step.as_deref(),
+        Some(r.blocked_on.as_str()),
+        r.no_worker.as_deref(),
+        r.target.as_deref(),
+    ];
+    let fields: Vec<String> = fields
+        .into_iter()
+        .flatten()
+        .map(str::to_lowercase)
+        .collect();
+    needle
+        .to_lowercase()
+        .split_whitespace()
+        .all(|w| fields.iter().any(|f| f.contains(w)))
+}
+
+async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Listing, Response> {
+    let state = match opt(&q.state) {
+        None => None,
         Some(s) => match RunState::parse(&s) {
-            Some(x) => vec![x],
+            Some(x) => Some(x),
             None => {
                 return Err(message(
                     st,
@@ -78,8 +130,8 @@ async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Vec<model::RunRow>, R
             }
         },
     };
+    // Every state is loaded (the pills count them); the state filter applies after.
     let filter = RunFilter {
-        states,
         workflow: opt(&q.workflow),
         label: opt(&q.cluster).map(|c| ("cluster".to_string(), c)),
         ..Default::default()
@@ -94,44 +146,64 @@ async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Vec<model::RunRow>, R
                 &format!("{e:#}"),
             )
         })?;
-    let needle = q.q.trim().to_lowercase();
-    Ok(rows
+    let needle = q.q.trim();
+    let rows: Vec<model::RunRow> = rows
         .into_iter()
-        .filter(|r| {
-            needle.is_empty()
-                || [
-                    Some(r.id.as_str()),
-                    Some(r.workflow.as_str()),
-                    r.cluster.as_deref(),
-                    r.step.as_deref(),
-                    Some(r.blocked_on.as_str()),
-                    Some(r.state.as_str()),
-                ]
-                .into_iter()
-                .flatten()
-                .any(|f| f.to_lowercase().contains(&needle))
-        })
-        .collect())
+        .filter(|r| search_matches(r, needle))
+        .collect();
+    let counts = RunState::ALL
+        .iter()
+        .map(|s| (*s, rows.iter().filter(|r| r.state == *s).count()))
+        .collect();
+    let total = rows.len();
+    let rows = rows
+        .into_iter()
+        .filter(|r| state.is_none_or(|s| r.state == s))
+        .collect();
+    Ok(Listing {
+        rows,
+        counts,
+        total,
+    })
 }
 
-fn list_ctx(st: &AppState, q: &ListQuery, rows: Vec<model::RunRow>) -> minijinja::Value {
-    let states: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
-    let query = format!(
+fn list_query(state: &str, q: &ListQuery) -> String {
+    format!(
         "state={}&workflow={}&cluster={}&q={}",
-        urlencode(&q.state),
+        urlencode(state),
         urlencode(&q.workflow),
         urlencode(&q.cluster),
         urlencode(&q.q)
-    );
-    let active = rows.iter().any(|r| !r.terminal);
+    )
+}
+
+fn list_ctx(st: &AppState, q: &ListQuery, l: Listing) -> minijinja::Value {
+    let states: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+    let f_state = q.state.trim();
+    // Every state with runs, and the one filtered on even when it has none.
+    let counts: Vec<StateCount> = l
+        .counts
+        .iter()
+        .filter(|(s, c)| *c > 0 || s.as_str() == f_state)
+        .map(|(s, c)| StateCount {
+            state: s.as_str(),
+            count: *c,
+            query: list_query(s.as_str(), q),
+            active: s.as_str() == f_state,
+        })
+        .collect();
+    let active = l.rows.iter().any(|r| !r.terminal);
     context! {
-        rows => rows,
+        rows => l.rows,
+        counts => counts,
+        total => l.total,
+        all_query => list_query("", q),
         states => states,
-        f_state => q.state.trim(),
+        f_state => f_state,
         f_workflow => q.workflow.trim(),
         f_cluster => q.cluster.trim(),
         f_q => q.q.trim(),
-        query => query,
+        query => list_query(&q.state, q),
         live => active,
         actions_enabled => st.config.actions_enabled(),
     }
@@ -153,7 +225,7 @@ fn urlencode(s: &str) -> String {
 /// `GET /`.
 pub async fn runs(State(st): State<Arc<AppState>>, Query(q): Query<ListQuery>) -> Response {
     match list_rows(&st, &q).await {
-        Ok(rows) => render(&st, "runs.html", list_ctx(&st, &q, rows)),
+        Ok(l) => render(&st, "runs.html", list_ctx(&st, &q, l)),
         Err(r) => r,
     }
 }
@@ -164,7 +236,7 @@ pub async fn runs_fragment(
     Query(q): Query<ListQuery>,
 ) -> Response {
     match list_rows(&st, &q).await {
-        Ok(rows) => render(&st, "runs_table.html", list_ctx(&st, &q, rows)),
+        Ok(l) => render(&st, "runs_table.html", list_ctx(&st, &q, l)),
         Err(r) => r,
     }
 }
@@ -222,21 +294,25 @@ fn version(d: &model::RunDetail) -> String {
     )
 }
 
-fn run_ctx(
+pub(super) fn run_ctx(
     st: &AppState,
     d: model::RunDetail,
     mut events: Vec<model::HistoryRow>,
+    zoom: gantt::Zoom,
 ) -> minijinja::Value {
-    let g = gantt::layout(&d);
+    let g = gantt::layout(&d, zoom);
     let live = !d.terminal;
     let events_total = events.len();
     if events_total > MAX_PAGE_EVENTS {
         events.drain(..events_total - MAX_PAGE_EVENTS);
     }
     let version = version(&d);
+    // Serialized now: the rows borrow `d`, which the context takes.
+    let resources = minijinja::Value::from_serialize(resources::of(&d));
     context! {
         d => d,
         gantt => g,
+        resources => resources,
         events => events,
         events_total => events_total,
         version => version,
@@ -245,19 +321,33 @@ fn run_ctx(
     }
 }
 
-/// `GET /runs/{id}`.
-pub async fn run(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+/// `GET /runs/{id}` (`?zoom=forward|unwind` or `?from=&to=` zoom the timeline).
+pub async fn run(
+    State(st): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(z): Query<gantt::ZoomQuery>,
+) -> Response {
     match load_detail(&st, &id).await {
-        Ok((d, ev)) => render(&st, "run.html", run_ctx(&st, d, ev)),
+        Ok((d, ev)) => render(
+            &st,
+            "run.html",
+            run_ctx(&st, d, ev, gantt::Zoom::from_query(&z)),
+        ),
         Err(r) => r,
     }
 }
 
-/// The version of the run body the page already shows (`?v=`).
+/// The version of the run body the page already shows (`?v=`), and the timeline's zoom.
 #[derive(Debug, Deserialize)]
 pub struct LiveQuery {
     #[serde(default)]
     v: Option<String>,
+    #[serde(default)]
+    zoom: Option<String>,
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
 }
 
 /// `GET /runs/{id}/live`: the run body alone (htmx polling while the run is active). When
@@ -272,7 +362,18 @@ pub async fn run_live(
         Ok((d, _)) if q.v.as_deref() == Some(version(&d).as_str()) => {
             StatusCode::NO_CONTENT.into_response()
         }
-        Ok((d, ev)) => render(&st, "run_body.html", run_ctx(&st, d, ev)),
+        Ok((d, ev)) => {
+            let z = gantt::ZoomQuery {
+                zoom: q.zoom,
+                from: q.from,
+                to: q.to,
+            };
+            render(
+                &st,
+                "run_body.html",
+                run_ctx(&st, d, ev, gantt::Zoom::from_query(&z)),
+            )
+        }
         Err(r) => r,
     }
 }

@@ -3,7 +3,8 @@
 //! with who and why, and `/metrics` exposes the `hcp_workflow_` series.
 #![allow(clippy::unwrap_used)]
 
-use super::{UiConfig, router, state};
+use super::{UiConfig, gantt, pages, router, state};
+use crate::views::model::{self, LedgerRow};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use hcp_runtime::testkit::{self, World};
@@ -125,6 +126,28 @@ async fn list_and_run_pages_show_the_stuck_undo_escaped() {
         "live refresh while not terminal"
     );
     assert!(html.contains("read-only"), "no token: actions are disabled");
+
+    // The resources table: each id with a copy button of the bare id.
+    assert!(html.contains("id=\"ledger\""), "resources card");
+    assert!(
+        html.contains("<code class=\"id\">"),
+        "ids in their own element"
+    );
+    // The timeline: a total in its header, zoom links that keep the live refresh zoomed.
+    assert!(html.contains("id=\"timeline-total\""), "total duration");
+    assert!(html.contains("id=\"zoom-unwind\""), "a zoom on the unwind");
+    let (s, zoomed) = get(&app, &format!("/runs/{run}?zoom=unwind"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        zoomed.contains("id=\"timeline-window\""),
+        "says what it shows"
+    );
+    assert!(
+        zoomed.contains(&format!("/runs/{run}/live?v=")) && zoomed.contains("&amp;zoom=unwind\""),
+        "the live refresh keeps the zoom"
+    );
+    let (s, _) = get(&app, &format!("/runs/{run}?from=x&to=-3"), None).await;
+    assert_eq!(s, StatusCode::OK, "a bad zoom shows the whole run");
 
     let (s, _) = get(&app, "/runs/not-a-uuid", None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
@@ -396,4 +419,238 @@ async fn metrics_count_runs_without_a_worker_and_the_oldest_wait() {
     let (_, page) = get(&app, "/", None).await;
     assert!(page.contains("no worker"), "{page}");
     assert!(page.contains("--simulate worker"), "{page}");
+}
+
+/// A memory journal with a rolled-back run (`c` failed with `InvalidParameter`) and a
+/// succeeded one.
+async fn finished_runs() -> (Arc<dyn JournalStore>, RunId, RunId) {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let w = World::new(testkit::scratch_dir("ui-finished"));
+    let e = Engine::new(store.clone(), testkit::registry(&w));
+    let ok = e
+        .start(&testkit::sample_dag_for("ok-"), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
+    e.drive(ok, std::future::pending()).await.unwrap();
+    w.faults().fail.insert("c".into());
+    let bad = e
+        .start(&testkit::sample_dag_for("bad-"), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
+    e.drive(bad, std::future::pending()).await.unwrap();
+    (store, ok, bad)
+}
+
+#[tokio::test]
+async fn the_list_counts_runs_per_state_and_keeps_cells_short() {
+    let (store, run) = stuck_run().await;
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let (s, html) = get(&app, "/", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(html.contains("id=\"state-counts\""), "{html}");
+    assert!(
+        html.contains("href=\"/?state=needs-operator&amp;workflow=&amp;cluster=&amp;q=\""),
+        "each count links to the list filtered by its state: {html}"
+    );
+    assert!(
+        html.contains("data-state=\"needs-operator\" title=\"show only needs-operator runs\">needs-operator <b>1</b>"),
+        "{html}"
+    );
+    assert!(html.contains("all <b>1</b>"), "{html}");
+    let short = &run.to_string()[28..];
+    assert!(
+        html.contains(&format!("<td class=\"mono runid\" data-label=\"Run\"><a href=\"/runs/{run}\" title=\"{run}\">{short}</a>")),
+        "the short id, the full one on hover: {html}"
+    );
+    assert!(
+        html.contains("<span class=\"clip\" tabindex=\"0\" role=\"button\" aria-expanded=\"false\" title=\"undo of b1 gave up"),
+        "the blocked-on cell is clipped, its full text in the title: {html}"
+    );
+    // Filtered by a state without runs: that state's pill stays, with 0.
+    let (_, html) = get(&app, "/?state=succeeded", None).await;
+    assert!(html.contains("succeeded <b>0</b>"), "{html}");
+    assert!(html.contains("No runs match"));
+    assert!(
+        html.contains("needs-operator <b>1</b>"),
+        "other counts stay"
+    );
+    let (s, _) = get(&app, "/?state=bogus", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn search_finds_finished_runs_by_failed_step_and_error_code() {
+    let (store, ok, bad) = finished_runs().await;
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let has = |html: &str, run: RunId| html.contains(&format!("data-run=\"{run}\""));
+    for (q, want_bad, want_ok) in [
+        ("InvalidParameter", true, false),
+        ("invalidparameter+c", true, false),
+        ("c+failed", true, false),
+        ("rolled-back", true, false),
+        ("every+step+succeeded", false, true),
+        ("succeeded", false, true),
+        (&bad.to_string()[28..], true, false),
+        (&ok.to_string()[..], false, true),
+        ("sample", true, true),
+        ("InvalidParameter+zzz", false, false),
+    ] {
+        let (s, html) = get(&app, &format!("/?q={q}"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(has(&html, bad), want_bad, "q={q} rolled-back run: {html}");
+        assert_eq!(has(&html, ok), want_ok, "q={q} succeeded run: {html}");
+    }
+    // The counts follow the search.
+    let (_, html) = get(&app, "/?q=InvalidParameter", None).await;
+    assert!(html.contains("rolled-back <b>1</b>"), "{html}");
+    assert!(!html.contains("succeeded <b>"), "{html}");
+}
+
+fn ledger_row(
+    id: &str,
+    kind: &str,
+    action: &str,
+    persistent: bool,
+    note: Option<&str>,
+) -> LedgerRow {
+    LedgerRow {
+        id: id.into(),
+        kind: kind.into(),
+        resource_type: "Microsoft.Network/privateLinkServices".into(),
+        action: action.into(),
+        node: "pls.service".into(),
+        phase: "action".into(),
+        at: Some("2025-01-01T00:00:00.000Z".into()),
+        persistent,
+        note: note.map(str::to_string),
+    }
+}
+
+/// The stuck run's page with a synthetic ledger, as the run page renders it for `target`.
+async fn page_with_ledger(target: &str, tenant: Option<&str>, ledger: Vec<LedgerRow>) -> String {
+    let (store, run) = stuck_run().await;
+    let st = state(store.clone(), cfg(None, false)).unwrap();
+    let rec = store.load_run(run).await.unwrap().unwrap();
+    let mut d = model::detail(&rec, hcp_runtime::Clock::now(&hcp_runtime::SystemClock));
+    d.target = Some(target.into());
+    if let Some(t) = tenant {
+        d.labels.insert("tenant".into(), t.into());
+    }
+    d.ledger = ledger;
+    let ctx = pages::run_ctx(&st, d, Vec::new(), gantt::Zoom::All);
+    st.templates
+        .get_template("run.html")
+        .unwrap()
+        .render(ctx)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn azure_resources_link_to_the_portal_with_a_copy_button_and_badges() {
+    const PLS: &str =
+        "/subscriptions/1111/resourceGroups/rg/providers/Microsoft.Network/privateLinkServices/pls";
+    const VNET: &str = "/subscriptions/1111/resourceGroups/shared/providers/Microsoft.Network/virtualNetworks/vnet";
+    const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+    let html = page_with_ledger(
+        "azure/public",
+        Some(TENANT),
+        vec![
+            ledger_row(
+                PLS,
+                "azure",
+                "resolved",
+                false,
+                Some("resolved by alice@host: deleted it in the portal"),
+            ),
+            ledger_row(VNET, "azure", "adopted", true, None),
+            ledger_row("hypershift/demo", "kubernetes", "created", false, None),
+        ],
+    )
+    .await;
+    // The portal link of the run's cloud, with its tenant.
+    assert!(
+        html.contains(&format!("<a class=\"portal\" href=\"https:&#x2f;&#x2f;portal.azure.com&#x2f;#@{TENANT}&#x2f;resource&#x2f;subscriptions")),
+        "{html}"
+    );
+    let copy = |id: &str| {
+        format!(
+            "<button type=\"button\" class=\"copy\" data-copy=\"{}\"",
+            id.replace('/', "&#x2f;")
+        )
+    };
+    // Each id alone in its <code>, and its copy button copies exactly it.
+    for id in [PLS, VNET, "hypershift/demo"] {
+        let escaped = id.replace('/', "&#x2f;");
+        assert!(
+            html.contains(&format!("<code class=\"id\">{escaped}</code>")),
+            "{id}: {html}"
+        );
+        assert!(html.contains(&copy(id)), "{id}: {html}");
+    }
+    assert_eq!(
+        html.matches("class=\"portal\"").count(),
+        2,
+        "only ARM ids link to the portal"
+    );
+    // "persistent" is a badge outside the copied id.
+    assert_eq!(
+        html.matches("<span class=\"badge persistent\"").count(),
+        1,
+        "{html}"
+    );
+    assert!(!html.contains("(persistent)"));
+    // Resolved by hand: still listed, marked, with who and the note.
+    assert!(
+        html.contains("<tr class=\"ledger-resolved resolved\" data-kind=\"azure\">"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"act resolved\">resolved</span>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<div class=\"note resolved-note\">resolved by alice@host: deleted it in the portal <small>"),
+        "{html}"
+    );
+
+    // Sovereign clouds use their own portal; a custom cloud or a simulator has none.
+    let html = page_with_ledger(
+        "azure/usGovernment",
+        None,
+        vec![ledger_row(PLS, "azure", "created", false, None)],
+    )
+    .await;
+    assert!(
+        html.contains(
+            "href=\"https:&#x2f;&#x2f;portal.azure.us&#x2f;#&#x2f;resource&#x2f;subscriptions"
+        ),
+        "{html}"
+    );
+    let html = page_with_ledger(
+        "azure/china",
+        Some(TENANT),
+        vec![ledger_row(PLS, "azure", "created", false, None)],
+    )
+    .await;
+    assert!(
+        html.contains(&format!(
+            "href=\"https:&#x2f;&#x2f;portal.azure.cn&#x2f;#@{TENANT}&#x2f;resource"
+        )),
+        "{html}"
+    );
+    for target in ["azure/custom", "simulator/in-process"] {
+        let html = page_with_ledger(
+            target,
+            Some(TENANT),
+            vec![ledger_row(PLS, "azure", "created", false, None)],
+        )
+        .await;
+        assert!(!html.contains("class=\"portal\""), "{target}: {html}");
+        assert!(
+            html.contains(&copy(PLS)),
+            "{target}: the id is still copyable"
+        );
+    }
 }

@@ -14,6 +14,7 @@ pub mod model;
 pub mod text;
 
 use crate::OutputFormat;
+use crate::output::{self, Refused};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::StreamExt;
@@ -159,27 +160,15 @@ pub async fn rows(
     Ok(rows)
 }
 
-fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
-}
-
 pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
-    let states = match parse_states(&a.state) {
-        Ok(s) => s,
-        Err(msg) => {
-            eprintln!("error: {msg}");
-            return Ok(2);
-        }
-    };
-    let now = a.now.get()?;
-    let since = match a.since.as_deref().map(|s| parse_since(s, now)).transpose() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(2);
-        }
-    };
+    let states = parse_states(&a.state).map_err(Refused::input)?;
+    let now = a.now.get().map_err(|e| Refused::input(format!("{e:#}")))?;
+    let since = a
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, now))
+        .transpose()
+        .map_err(|e| Refused::input(e.to_string()))?;
     let store = crate::open_existing_store(db).await?;
     let filter = RunFilter {
         states,
@@ -190,7 +179,7 @@ pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
     };
     let rows = rows(&store, &filter, now).await?;
     match out {
-        OutputFormat::Json => print_json(&rows)?,
+        OutputFormat::Json => output::list("RunList", &rows),
         OutputFormat::Text => print!("{}", text::list(&rows)),
     }
     Ok(0)
@@ -203,9 +192,13 @@ pub struct BadRunRef(pub crate::runref::RefError);
 
 /// The run `reference` names (see [`crate::runref`]); a bad reference is a [`BadRunRef`].
 pub async fn resolve(store: &Arc<dyn JournalStore>, reference: &str, db: &str) -> Result<RunId> {
-    crate::runref::resolve(store, reference, db)
+    crate::runref::resolve(store, reference, &crate::target::shown_url(db))
         .await
-        .map_err(|e| BadRunRef(e).into())
+        .map_err(|e| match e {
+            // Not the reference's fault: exit 1 like any other journal failure.
+            crate::runref::RefError::Store(_) => anyhow::Error::new(e),
+            e => BadRunRef(e).into(),
+        })
 }
 
 async fn load(db: &str, run: &str) -> Result<hcp_runtime::store::RunRecord> {
@@ -213,16 +206,16 @@ async fn load(db: &str, run: &str) -> Result<hcp_runtime::store::RunRecord> {
     let run = resolve(&store, run, db).await?;
     match store.load_run(run).await? {
         Some(r) => Ok(r),
-        None => bail!("run {run} not found in {db}"),
+        None => bail!("run {run} not found in {}", crate::target::shown_url(db)),
     }
 }
 
 pub async fn show(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
-    let now = a.now.get()?;
+    let now = a.now.get().map_err(|e| Refused::input(format!("{e:#}")))?;
     let rec = load(db, &a.run).await?;
     let d = model::detail(&rec, now);
     match out {
-        OutputFormat::Json => print_json(&d)?,
+        OutputFormat::Json => output::document("Run", &d),
         OutputFormat::Text => print!("{}", text::show(&d)),
     }
     Ok(0)
@@ -234,33 +227,42 @@ pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> 
         Some(given) => {
             let names = model::step_names(&rec.dag);
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            match crate::runref::resolve_step(given, &refs) {
-                Ok(s) => Some(s.to_string()),
-                Err(msg) => {
-                    eprintln!("error: {msg}");
-                    return Ok(2);
-                }
-            }
+            Some(
+                crate::runref::resolve_step(given, &refs)
+                    .map_err(Refused::input)?
+                    .to_string(),
+            )
         }
         None => None,
     };
     let rows = model::history(&rec, step.as_deref(), a.failed);
     match out {
-        OutputFormat::Json => print_json(&rows)?,
+        OutputFormat::Json => output::document(
+            "RunHistory",
+            &serde_json::json!({
+                "run_id": rec.summary.id.to_string(),
+                "short_id": crate::runref::short(&rec.summary.id.to_string()),
+                "items": rows,
+            }),
+        ),
         OutputFormat::Text => print!("{}", text::history(&rows)),
     }
     Ok(0)
 }
 
 pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
-    let now = a.now.get()?;
+    let now = a.now.get().map_err(|e| Refused::input(format!("{e:#}")))?;
     let rec = load(db, &a.run).await?;
     let d = model::detail(&rec, now);
     match out {
-        OutputFormat::Json => print_json(&serde_json::json!({
-            "id": d.id, "state": d.state, "blocked_on": d.blocked_on, "step": d.step,
-            "why": d.why.text, "actions": d.why.actions,
-        }))?,
+        OutputFormat::Json => output::document(
+            "Why",
+            &serde_json::json!({
+                "run_id": d.id, "short_id": d.short_id, "state": d.state,
+                "blocked_on": d.blocked_on, "step": d.step, "failure": d.failure,
+                "why": d.why.text, "actions": d.why.actions,
+            }),
+        ),
         OutputFormat::Text => println!("{}", d.why.text),
     }
     Ok(0)
@@ -290,7 +292,7 @@ pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<
     }
     let rows = model::inventory(&runs, a.orphans);
     match out {
-        OutputFormat::Json => print_json(&rows)?,
+        OutputFormat::Json => output::list("Inventory", &rows),
         OutputFormat::Text => print!("{}", text::inventory(&rows, a.orphans)),
     }
     Ok(0)
@@ -325,31 +327,77 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
     let mut last_fp = String::new();
     let mut last_steps: std::collections::HashMap<String, String> = Default::default();
     let mut shown_why = false;
+    let mut shown_unwind = false;
     let interval = Duration::from_millis(a.interval_ms.max(50));
     loop {
         let Some(rec) = store.load_run(run).await? else {
-            bail!("run {run} not found in {db}");
+            bail!("run {run} not found in {}", crate::target::shown_url(db));
         };
         let now = SystemClock.now();
         let d = model::detail(&rec, now);
         let fp = fingerprint(&d);
         if fp != last_fp {
             match out {
-                OutputFormat::Json => println!(
-                    "{}",
-                    serde_json::json!({
-                        "at": now.to_rfc3339(), "id": d.id, "state": d.state, "step": d.step,
-                        "blocked_on": d.blocked_on,
-                    })
-                ),
+                // The same events as `start`/`selftest`: `started`, a `progress` line per
+                // step that moved, one `unwinding` line, `finished`.
+                OutputFormat::Json => {
+                    let elapsed_ms = now.0 - rec.summary.created_at.0;
+                    if last_fp.is_empty() {
+                        output::event(
+                            "started",
+                            &serde_json::json!({
+                                "at": now.to_rfc3339(), "run_id": d.id, "short_id": d.short_id,
+                                "workflow": d.workflow, "cluster": d.cluster, "state": d.state,
+                                "step": d.step, "blocked_on": d.blocked_on,
+                            }),
+                        );
+                    }
+                    if d.undo.unwinding && !shown_unwind {
+                        shown_unwind = true;
+                        output::event(
+                            "progress",
+                            &serde_json::json!({
+                                "at": now.to_rfc3339(), "run_id": d.id, "state": d.state,
+                                "unwinding": true,
+                                "failed_step": d.failure.as_ref().map(|f| f.step.clone()),
+                                "failure": d.failure, "cause": d.undo.cause,
+                            }),
+                        );
+                    }
+                    for s in d.stages.iter().flat_map(|g| g.steps.iter()) {
+                        if last_steps.get(&s.name) != Some(&s.state) && s.state != "pending" {
+                            output::event(
+                                "progress",
+                                &serde_json::json!({
+                                    "at": now.to_rfc3339(), "elapsed_ms": elapsed_ms,
+                                    "run_id": d.id, "stage": s.stage, "step": s.name,
+                                    "state": s.state, "error": s.last_error,
+                                }),
+                            );
+                        }
+                        last_steps.insert(s.name.clone(), s.state.clone());
+                    }
+                }
                 OutputFormat::Text if tty => {
                     print!("\x1b[H\x1b[2J{}", text::show(&d));
                     println!("\nwatching (Ctrl-C stops watching; the run goes on)");
                 }
                 OutputFormat::Text => {
                     if last_fp.is_empty() {
-                        println!("run {} ({}) is {}", d.id, d.workflow, d.state);
+                        println!(
+                            "run {} ({}) {}",
+                            d.id,
+                            d.workflow,
+                            text::state_phrase(d.state)
+                        );
                     }
+                    let width = d
+                        .stages
+                        .iter()
+                        .flat_map(|g| g.steps.iter())
+                        .map(|s| s.name.len())
+                        .max()
+                        .unwrap_or(0);
                     for s in d.stages.iter().flat_map(|g| g.steps.iter()) {
                         let moved = last_steps.get(&s.name) != Some(&s.state);
                         if moved && s.state != "pending" {
@@ -359,7 +407,17 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
                                 .filter(|_| s.state.contains("failed") || s.state.contains("retry"))
                                 .map(|e| format!(" — {}", e.text))
                                 .unwrap_or_default();
-                            println!("  [{}] {} {}{err}", s.stage, s.name, s.state);
+                            println!(
+                                "{}",
+                                text::progress_line(
+                                    now.0 - rec.summary.created_at.0,
+                                    &s.stage,
+                                    &s.name,
+                                    width,
+                                    &s.state,
+                                    &err
+                                )
+                            );
                         }
                         last_steps.insert(s.name.clone(), s.state.clone());
                     }
@@ -373,8 +431,16 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
             last_fp = fp;
         }
         if d.state.is_terminal() {
-            if out == OutputFormat::Text {
-                println!("run {} is {}", d.id, d.state);
+            match out {
+                OutputFormat::Text => println!("run {} {}", d.id, text::state_phrase(d.state)),
+                OutputFormat::Json => output::event(
+                    "finished",
+                    &serde_json::json!({
+                        "at": now.to_rfc3339(), "run_id": d.id, "short_id": d.short_id,
+                        "workflow": d.workflow, "state": d.state, "blocked_on": d.blocked_on,
+                        "failure": d.failure, "ledger": d.ledger,
+                    }),
+                ),
             }
             return Ok(if d.state == RunState::Succeeded { 0 } else { 1 });
         }
@@ -386,7 +452,10 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
                 }
             }
             _ = tokio::signal::ctrl_c() => {
-                eprintln!("stopped watching; run {run} is {}", d.state);
+                eprintln!(
+                    "stopped watching; run {run} {} and goes on",
+                    text::state_phrase(d.state)
+                );
                 return Ok(1);
             }
         }

@@ -56,6 +56,11 @@ pub fn ts(t: Timestamp) -> String {
     t.to_rfc3339()
 }
 
+/// Serialize epoch milliseconds as RFC 3339 (the one time format of the JSON output).
+fn rfc3339_ms<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&ts(Timestamp(*ms)))
+}
+
 /// A compact human duration: `850ms`, `42s`, `3m10s`, `2h05m`, `3d04h`.
 pub fn human_duration(ms: i64) -> String {
     let ms = ms.max(0);
@@ -121,7 +126,8 @@ impl From<&StepError> for ErrorView {
 /// One row of `list`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRow {
-    /// Run id.
+    /// Run id (`run_id` in JSON, as everywhere a run is named).
+    #[serde(rename = "run_id")]
     pub id: String,
     /// The distinctive short form of the id (its last 8 hex digits), which every command
     /// taking a RUN accepts.
@@ -388,7 +394,8 @@ impl From<&LedgerEntry> for LedgerRow {
 /// An operator command as shown.
 #[derive(Debug, Clone, Serialize)]
 pub struct CommandRow {
-    /// Store id.
+    /// Store id (`command_id` in JSON, as `cancel`/`retry`/… print it).
+    #[serde(rename = "command_id")]
     pub id: i64,
     /// `resolve --step b1`, …
     pub command: String,
@@ -417,9 +424,11 @@ pub struct Span {
     pub attempt: u32,
     /// `ok`, `failed`, `retry`, `wait`, `interrupted`, `running`, `resolved`, `skipped`.
     pub outcome: String,
-    /// Start (ms since the epoch).
+    /// Start (ms since the epoch; `start_at`, RFC 3339, in JSON like every other time).
+    #[serde(rename = "start_at", serialize_with = "rfc3339_ms")]
     pub start_ms: i64,
-    /// End (ms since the epoch; `now` for open spans).
+    /// End (ms since the epoch, `now` for open spans; `end_at`, RFC 3339, in JSON).
+    #[serde(rename = "end_at", serialize_with = "rfc3339_ms")]
     pub end_ms: i64,
     /// Error or wait reason.
     pub detail: Option<String>,
@@ -428,8 +437,11 @@ pub struct Span {
 /// Everything `show` prints about a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunDetail {
-    /// Run id.
+    /// Run id (`run_id` in JSON, as everywhere a run is named).
+    #[serde(rename = "run_id")]
     pub id: String,
+    /// The distinctive short form of the id (its last 8 hex digits).
+    pub short_id: String,
     /// Workflow.
     pub workflow: String,
     /// Workflow version.
@@ -532,6 +544,7 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
     let lease_expired = s.lease_expires_at.is_some_and(|t| t <= now);
     let mut d = RunDetail {
         id: s.id.to_string(),
+        short_id: crate::runref::short(&s.id.to_string()).to_string(),
         workflow: s.workflow.clone(),
         version: s.workflow_version,
         cluster: s.labels.get("cluster").cloned(),
@@ -1350,7 +1363,8 @@ fn why(
             let mut parts = Vec::new();
             for (step, err, n) in &stuck {
                 parts.push(format!(
-                    "the undo of {step} gave up after {n} attempts at {}: {err}",
+                    "the undo of {step} gave up after {n} attempt{} at {}: {err}",
+                    if *n == 1 { "" } else { "s" },
                     since(step)
                 ));
                 actions.push(suggest(
@@ -1594,11 +1608,15 @@ pub struct InventoryRow {
     /// Resource type.
     #[serde(rename = "type")]
     pub resource_type: String,
-    /// Last action: `created`, `adopted`, `kept`.
+    /// Last action: `created`, `adopted`, `kept`, or `resolved` (its undo gave up and an
+    /// operator declared it done by hand: it may still exist).
     pub action: String,
+    /// `resolved by alice@host: deleted in the portal`, or another ledger note.
+    pub note: Option<String>,
     /// Outlives the cluster.
     pub persistent: bool,
-    /// The run that last touched it.
+    /// The run that last touched it (`run_id` in JSON, as everywhere a run is named).
+    #[serde(rename = "run_id")]
     pub run: String,
     /// That run's state.
     pub run_state: RunState,
@@ -1609,9 +1627,11 @@ pub struct InventoryRow {
 }
 
 /// Resources per cluster from every run's ledger: what is still present (created, adopted
-/// or kept and not deleted or found gone by a later entry of any run). With `orphans`:
-/// only resources *created* by runs that ended without success (rolled back, cancelled,
-/// parked, needing an operator) that no later run deleted.
+/// or kept and not deleted or found gone by a later entry of any run; resources whose
+/// stuck undo an operator resolved by hand stay, as `resolved`, with who and their note).
+/// With `orphans`: only resources *created* (or resolved by hand) by runs that ended
+/// without success (rolled back, cancelled, parked, needing an operator) that no later run
+/// deleted.
 pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryRow> {
     let mut all: Vec<(usize, LedgerEntry)> = Vec::new();
     for (i, (_, f)) in runs.iter().enumerate() {
@@ -1641,11 +1661,18 @@ pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryR
         .filter(|(i, e)| {
             let state = runs[*i].0.state;
             if orphans {
-                e.record.action == LedgerAction::Created && ended_badly(state)
+                // Resolved by hand counts: an auditor checks that it really went.
+                matches!(
+                    e.record.action,
+                    LedgerAction::Created | LedgerAction::Resolved
+                ) && ended_badly(state)
             } else {
                 matches!(
                     e.record.action,
-                    LedgerAction::Created | LedgerAction::Adopted | LedgerAction::Kept
+                    LedgerAction::Created
+                        | LedgerAction::Adopted
+                        | LedgerAction::Kept
+                        | LedgerAction::Resolved
                 )
             }
         })
@@ -1661,6 +1688,7 @@ pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryR
                 kind: e.record.kind.clone(),
                 resource_type: e.record.resource_type.clone(),
                 action: e.record.action.as_str().into(),
+                note: e.record.note.clone(),
                 persistent: e.record.persistent,
                 run: s.id.to_string(),
                 run_state: s.state,

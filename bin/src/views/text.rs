@@ -227,9 +227,9 @@ pub fn show(d: &RunDetail) -> String {
         if u.unwinding && d.state.is_terminal() {
             let _ = writeln!(
                 o,
-                "\nUNDO STACK  unwound because {}; the run is {}",
+                "\nUNDO STACK  unwound because {}; the run {}",
                 u.cause.as_deref().unwrap_or("?"),
-                d.state
+                state_phrase(d.state)
             );
         } else if u.unwinding {
             let _ = writeln!(
@@ -310,6 +310,12 @@ pub fn show(d: &RunDetail) -> String {
                 && let Some(note) = r.note.as_deref().filter(|n| !n.is_empty())
             {
                 let _ = writeln!(o, "      kept because: {note}");
+            }
+            // Resolved by hand: it may still exist; say who vouched for it.
+            if r.action == "resolved"
+                && let Some(note) = r.note.as_deref().filter(|n| !n.is_empty())
+            {
+                let _ = writeln!(o, "      {note} (nobody here saw it go)");
             }
         }
     }
@@ -402,14 +408,50 @@ pub fn inventory(rows: &[InventoryRow], orphans: bool) -> String {
         }
         let _ = writeln!(
             o,
-            "  {}  {}  {}  {}  {}{}",
+            "  {}  {}  {}  {}  {}{}{}",
             pad(&r.action, aw),
             pad(&r.resource_type, tw),
             pad(crate::runref::short(&r.run), 8),
             pad(r.run_state.as_str(), sw),
             r.id,
-            if r.persistent { " (persistent)" } else { "" }
+            if r.persistent { " (persistent)" } else { "" },
+            match (&r.note, r.action.as_str()) {
+                (Some(n), "resolved") => format!("  ({n})"),
+                _ => String::new(),
+            }
         );
     }
     trim_end_lines(o)
+}
+
+/// A run's state as the end of a sentence about it: `run … succeeded`, `… rolled back`,
+/// `… needs an operator`, `… is running` (never "is succeeded").
+pub fn state_phrase(s: hcp_runtime::RunState) -> &'static str {
+    use hcp_runtime::RunState as S;
+    match s {
+        S::Pending => "is pending (no worker has picked it up)",
+        S::Running => "is running",
+        S::Waiting => "is waiting",
+        S::Unwinding => "is unwinding",
+        S::Succeeded => "succeeded",
+        S::RolledBack => "rolled back",
+        S::NeedsOperator => "needs an operator",
+        S::Failed => "is parked",
+        S::Cancelled => "was cancelled and unwound",
+    }
+}
+
+/// One step transition as `start`, `drive`, `selftest` and `watch` print it: the time
+/// since the run was created, the stage, the step (padded to `width`), its state and
+/// detail. `  +1m02s  network        create-cluster.network.vnet   succeeded`.
+pub fn progress_line(
+    since_ms: i64,
+    stage: &str,
+    step: &str,
+    width: usize,
+    state: &str,
+    detail: &str,
+) -> String {
+    let at = format!("+{}", crate::views::model::human_duration(since_ms));
+    format!("  {at:>7}  {stage:<14} {step:<width$} {state}{detail}")
 }

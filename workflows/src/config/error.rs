@@ -2,7 +2,9 @@
 //!
 //! Why a list: fixing a config file one error per run is slow, so validation collects every
 //! problem ([`ConfigErrors`]); each line names the field (`nodePools[1].replicas: must be ≥ 0
-//! (got -1)`) and a stable `rule` that tests and tools can match. Configuration errors are
+//! (got -1)`) and a stable `rule` that tests and tools can match. Errors in the file's shape
+//! (wrong type, unknown key or value, missing key) also name the line and column of the node
+//! (`nodePools[0].replicas (line 13, column 15): …`). Configuration errors are
 //! permanent: retrying cannot fix a file. [`FileError`] is what reading a referenced file at
 //! use time can produce.
 
@@ -20,6 +22,13 @@ pub struct ConfigError {
     pub rule: String,
     /// What is wrong and, where known, how to fix it.
     pub message: String,
+    /// 1-based line of the offending node in the file, when known (errors found while
+    /// reading the file's shape: wrong types, unknown keys and values, missing keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// 1-based column of the offending node, with `line`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
 }
 
 impl ConfigError {
@@ -32,16 +41,33 @@ impl ConfigError {
             path: path.into(),
             rule: rule.into(),
             message: message.into(),
+            line: None,
+            column: None,
         }
+    }
+
+    /// The same error, at `line`:`column` of the file (1-based).
+    pub(crate) fn at(mut self, position: Option<(usize, usize)>) -> Self {
+        if let Some((line, column)) = position {
+            self.line = Some(line);
+            self.column = Some(column);
+        }
+        self
     }
 }
 
 impl fmt::Display for ConfigError {
+    /// `path (line L, column C): message`; each part only when known.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
+        let at = match (self.line, self.column) {
+            (Some(l), Some(c)) => Some(format!("line {l}, column {c}")),
+            _ => None,
+        };
+        match (self.path.is_empty(), at) {
+            (true, None) => f.write_str(&self.message),
+            (false, None) => write!(f, "{}: {}", self.path, self.message),
+            (true, Some(at)) => write!(f, "{at}: {}", self.message),
+            (false, Some(at)) => write!(f, "{} ({at}): {}", self.path, self.message),
         }
     }
 }

@@ -16,12 +16,15 @@
 //!
 //! # Caveats
 //! YAML is first read into a generic value (so that `create: {…}` / `existing: {…}`
-//! choices work as one-key maps), so type and unknown-key errors carry a field path but no
-//! line number; YAML syntax errors carry the line and column.
+//! choices work as one-key maps), which has no positions: type, unknown-key, unknown-value
+//! and missing-key errors find theirs in a second pass over the text (`locate`), which
+//! follows the error's field path. YAML syntax errors carry the line and column in their
+//! message. Semantic problems name the field path only.
 
 mod arm_id;
 mod error;
 mod files;
+mod locate;
 mod model;
 mod names;
 mod regions;
@@ -99,6 +102,7 @@ fn deserialize(yaml: &str) -> Result<ClusterConfig, ConfigErrors> {
     })?;
     serde_path_to_error::deserialize(json).map_err(|e| {
         let path = render_path(e.path());
+        let steps = path_steps(e.path());
         let message = e.into_inner().to_string();
         let rule = if message.starts_with("unknown field") {
             "unknown-field"
@@ -110,8 +114,28 @@ fn deserialize(yaml: &str) -> Result<ClusterConfig, ConfigErrors> {
             "type"
         };
         let message = plain_words(&message);
-        ConfigErrors::one(path, rule, message)
+        // An unknown key is pointed at itself; anything else at its value (a missing key:
+        // the map that lacks it).
+        let target = match rule {
+            "unknown-field" => locate::Target::Key,
+            _ => locate::Target::Value,
+        };
+        let position = locate::locate(yaml, &steps, target);
+        ConfigErrors(vec![ConfigError::new(path, rule, message).at(position)])
     })
+}
+
+/// The path as steps through the file: a one-key choice (`create: {…}`) is a map key
+/// there; an unknown segment ends the walk (the node before it is reported).
+fn path_steps(path: &serde_path_to_error::Path) -> Vec<locate::Step> {
+    path.iter()
+        .map_while(|segment| match segment {
+            Segment::Seq { index } => Some(locate::Step::Index(*index)),
+            Segment::Map { key } => Some(locate::Step::Key(key.clone())),
+            Segment::Enum { variant } => Some(locate::Step::Key(variant.clone())),
+            Segment::Unknown => None,
+        })
+        .collect()
 }
 
 /// The names between backticks in a serde message (`a`, `b`, …) after `marker`.
@@ -179,7 +203,61 @@ fn plain_words(message: &str) -> String {
         return "set exactly one of the choices here (for example `create: {}` or `existing: {…}`), not both and not none"
             .to_string();
     }
+    if let Some((got, want)) = message
+        .strip_prefix("invalid type: ")
+        .and_then(|rest| rest.rsplit_once(", expected "))
+    {
+        return wrong_type(got, want);
+    }
     message.to_string()
+}
+
+/// `invalid type: string "two", expected i64` in the file's words: what YAML node the key
+/// needs, and what was written instead.
+fn wrong_type(got: &str, want: &str) -> String {
+    let needed = match want {
+        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "usize" => {
+            "a whole number".to_string()
+        }
+        "f32" | "f64" => "a number".to_string(),
+        "a string" => "text".to_string(),
+        "a boolean" => "`true` or `false`".to_string(),
+        "a sequence" => "a list (`- item` lines, or `[]`)".to_string(),
+        "a map" => "a map (`key: value` lines, or `{}`)".to_string(),
+        w if w.starts_with("struct ") => "a map (`key: value` lines, or `{}`)".to_string(),
+        // An enum: a bare name (`Public`, `auto`) or a one-key choice (`create: {}`).
+        "string or map" => {
+            "one of the names this key takes, or a one-key choice such as `create: {}`".to_string()
+        }
+        other => other.to_string(),
+    };
+    let unquote = |s: &str| s.trim_matches('`').to_string();
+    let written = if let Some(s) = got.strip_prefix("string ") {
+        format!("the text {s}")
+    } else if let Some(n) = got
+        .strip_prefix("integer ")
+        .or_else(|| got.strip_prefix("floating point "))
+    {
+        format!("the number {}", unquote(n))
+    } else if let Some(b) = got.strip_prefix("boolean ") {
+        format!("`{}`", unquote(b))
+    } else {
+        match got {
+            "map" => "a map".to_string(),
+            "sequence" => "a list".to_string(),
+            "unit value" | "null" => "nothing (an empty value)".to_string(),
+            other => other.to_string(),
+        }
+    };
+    // `releaseVersion: 4.22` is a number to YAML.
+    let scalar =
+        !matches!(got, "map" | "sequence" | "unit value" | "null") && !got.starts_with("string ");
+    let hint = if want == "a string" && scalar {
+        "; put it in quotes to keep it as text"
+    } else {
+        ""
+    };
+    format!("expected {needed}, got {written}{hint}")
 }
 
 /// `nodePools[1].replicas` style, matching the paths semantic validation reports.
@@ -262,5 +340,143 @@ impl ClusterConfig {
                 path: e.file.clone(),
                 reason: problems.join("; "),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid file with `line` (1-based) replaced; shape errors stop before any referenced
+    /// file is read, so no base directory is needed.
+    fn with_line(line: usize, text: &str) -> String {
+        let mut lines: Vec<&str> = VALID.lines().collect();
+        lines[line - 1] = text;
+        lines.join("\n") + "\n"
+    }
+
+    const VALID: &str = "\
+name: demo
+subscription: 11111111-2222-3333-4444-555555555555
+tenant: 99999999-8888-7777-6666-555555555555
+location: eastus
+baseDomain: hcp.example.com
+releaseImage: quay.io/openshift-release-dev/ocp-release:4.22.0-multi
+persistentResourceGroup: hcp-persistent
+topology: Public
+managementCluster: {}
+nodePools:
+  - name: workers
+    replicas: 2
+pullSecret: pull-secret.json
+sshKey: id_ed25519.pub
+";
+
+    fn one_error(yaml: &str) -> ConfigError {
+        let errors = match deserialize(yaml) {
+            Ok(_) => panic!("accepted:\n{yaml}"),
+            Err(e) => e.0,
+        };
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        errors.into_iter().next().unwrap_or_else(|| unreachable!())
+    }
+
+    #[test]
+    fn the_valid_base_deserializes() {
+        assert!(deserialize(VALID).is_ok());
+    }
+
+    #[test]
+    fn shape_errors_name_line_and_column() {
+        let cases = [
+            (
+                with_line(12, "    replicas: \"three\""),
+                "nodePools[0].replicas (line 12, column 15): expected a whole number, got the text \"three\"",
+            ),
+            (
+                with_line(10, "nodePools: 3").replace("  - name: workers\n    replicas: 2\n", ""),
+                "nodePools (line 10, column 12): expected a list (`- item` lines, or `[]`), got the number 3",
+            ),
+            (
+                with_line(1, "name: {first: demo}"),
+                "name (line 1, column 7): expected text, got a map",
+            ),
+            (
+                with_line(11, "  - name: 7"),
+                "nodePools[0].name (line 11, column 11): expected text, got the number 7; put it in quotes to keep it as text",
+            ),
+            (
+                with_line(9, "managementCluster: yes"),
+                "managementCluster (line 9, column 20): expected a map (`key: value` lines, or `{}`), got the text \"yes\"",
+            ),
+            (
+                with_line(8, "topology: 3"),
+                "topology (line 8, column 11): expected one of the names this key takes, or a one-key choice such as `create: {}`, got the number 3",
+            ),
+            (
+                with_line(1, "name:"),
+                "name (line 1, column 6): expected text, got nothing (an empty value)",
+            ),
+            (
+                with_line(8, "topology: Hidden"),
+                "topology (line 8, column 11): `Hidden` is not a valid value; use one of `Public`, `PublicAndPrivate`, `Private`",
+            ),
+            (
+                with_line(12, "    replica: 2"),
+                "nodePools[0].replica (line 12, column 5): unknown key `replica`: did you mean `replicas`?",
+            ),
+            (
+                with_line(11, "  - nme: workers"),
+                "nodePools[0].nme (line 11, column 5): unknown key `nme`: did you mean `name`?",
+            ),
+        ];
+        for (yaml, want) in cases {
+            assert_eq!(one_error(&yaml).to_string(), want, "\n{yaml}");
+        }
+    }
+
+    #[test]
+    fn a_missing_key_points_at_the_map_that_lacks_it() {
+        let e = one_error(&VALID.replace("    replicas: 2\n", ""));
+        assert_eq!(e.rule, "missing-field");
+        assert_eq!((e.line, e.column), (Some(11), Some(5)));
+        let e = one_error(&VALID.replace("name: demo\n", ""));
+        assert_eq!(e.path, "");
+        assert_eq!(e.to_string(), "line 1, column 1: missing field `name`");
+    }
+
+    #[test]
+    fn the_position_is_in_machine_output_too() {
+        let e = one_error(&with_line(12, "    replicas: two"));
+        assert_eq!(
+            serde_json::to_value(&e).unwrap_or_default(),
+            serde_json::json!({
+                "path": "nodePools[0].replicas",
+                "rule": "type",
+                "message": "expected a whole number, got the text \"two\"",
+                "line": 12,
+                "column": 15,
+            })
+        );
+    }
+
+    #[test]
+    fn a_merged_key_points_at_the_map_it_is_merged_into() {
+        let yaml = VALID.replace(
+            "nodePools:\n  - name: workers\n    replicas: 2\n",
+            "defaults: &d\n  replicas: many\nnodePools:\n  - name: workers\n    <<: *d\n",
+        );
+        // (The loader stops at the unknown `defaults` key first; the locator is asked
+        // directly where the merged `replicas` of the item is.)
+        let steps = [
+            locate::Step::Key("nodePools".into()),
+            locate::Step::Index(0),
+            locate::Step::Key("replicas".into()),
+        ];
+        // A merged key is not written in the item: the item's map is reported.
+        assert_eq!(
+            locate::locate(&yaml, &steps, locate::Target::Value),
+            Some((13, 5))
+        );
     }
 }
