@@ -1185,28 +1185,8 @@ impl ProgressInner {
         if let Some(cause) = &v.unwinding
             && self.unwind_total == 0
         {
-            self.unwind_total = v
-                .dag
-                .nodes
-                .iter()
-                .zip(&v.nodes)
-                .filter(|(spec, st)| spec.has_undo && st.status.started())
-                .count()
-                .max(1) as u64;
-            let (step, by) = match cause {
-                hcp_runtime::UnwindCause::NodeFailed { node } => (Some(node.clone()), None),
-                hcp_runtime::UnwindCause::Cancelled { by, .. } => (None, Some(by.clone())),
-            };
-            output::event(
-                "progress",
-                &serde_json::json!({
-                    "run_id": self.run, "at": hcp_runtime::Clock::now(&hcp_runtime::SystemClock).to_rfc3339(),
-                    "state": v.state(), "unwinding": true,
-                    "failed_step": step, "cancelled_by": by,
-                    "error": v.unwind_error.as_ref().map(crate::views::model::ErrorView::from),
-                    "steps_to_undo": self.unwind_total,
-                }),
-            );
+            self.unwind_total = unwind_total(v);
+            unwinding_event(&self.run, v, cause, self.unwind_total);
         }
         let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
@@ -1305,14 +1285,7 @@ impl Progress {
         if let Some(cause) = &v.unwinding
             && p.unwind_total == 0
         {
-            let total = v
-                .dag
-                .nodes
-                .iter()
-                .zip(&v.nodes)
-                .filter(|(spec, st)| spec.has_undo && st.status.started())
-                .count()
-                .max(1) as u64;
+            let total = unwind_total(v);
             p.unwind_total = total;
             lines.push(failure_line(v, cause, total));
             if let Some(multi) = p.multi.clone() {
@@ -1381,6 +1354,41 @@ impl Progress {
             }
         }
     }
+}
+
+/// How many steps an unwind of `v` has to undo (those with an undo that started).
+pub(crate) fn unwind_total(v: &RunView) -> u64 {
+    v.dag
+        .nodes
+        .iter()
+        .zip(&v.nodes)
+        .filter(|(spec, st)| spec.has_undo && st.status.started())
+        .count()
+        .max(1) as u64
+}
+
+/// The NDJSON `progress` line that says an unwind started: the failed step and its error,
+/// or who cancelled, and how many steps it undoes.
+pub(crate) fn unwinding_event(
+    run: &str,
+    v: &RunView,
+    cause: &hcp_runtime::UnwindCause,
+    total: u64,
+) {
+    let (step, by) = match cause {
+        hcp_runtime::UnwindCause::NodeFailed { node } => (Some(node.clone()), None),
+        hcp_runtime::UnwindCause::Cancelled { by, .. } => (None, Some(by.clone())),
+    };
+    output::event(
+        "progress",
+        &serde_json::json!({
+            "run_id": run,
+            "at": hcp_runtime::Clock::now(&hcp_runtime::SystemClock).to_rfc3339(),
+            "state": v.state(), "unwinding": true, "failed_step": step, "cancelled_by": by,
+            "error": v.unwind_error.as_ref().map(crate::views::model::ErrorView::from),
+            "steps_to_undo": total,
+        }),
+    );
 }
 
 /// `✗ <step> failed: <code> <message> — unwinding N steps` (or the cancel), printed the

@@ -455,32 +455,13 @@ async fn print_transitions(
     if let Some(cause) = &v.unwinding
         && last.insert("\0unwind".into(), String::new()).is_none()
     {
-        let total = v
-            .dag
-            .nodes
-            .iter()
-            .zip(&v.nodes)
-            .filter(|(spec, st)| spec.has_undo && st.status.started())
-            .count()
-            .max(1) as u64;
+        let total = crate::cluster::unwind_total(&v);
         match out {
             OutputFormat::Text => {
                 println!("{}", crate::cluster::failure_line(&v, cause, total))
             }
             OutputFormat::Json => {
-                let (step, by) = match cause {
-                    hcp_runtime::UnwindCause::NodeFailed { node } => (Some(node.clone()), None),
-                    hcp_runtime::UnwindCause::Cancelled { by, .. } => (None, Some(by.clone())),
-                };
-                output::event(
-                    "progress",
-                    &serde_json::json!({
-                        "run_id": run, "at": now.to_rfc3339(), "state": v.state(),
-                        "unwinding": true, "failed_step": step, "cancelled_by": by,
-                        "error": v.unwind_error.as_ref().map(crate::views::model::ErrorView::from),
-                        "steps_to_undo": total,
-                    }),
-                );
+                crate::cluster::unwinding_event(&run.to_string(), &v, cause, total)
             }
         }
     }
