@@ -127,31 +127,19 @@ fn common_prefix(a: &str, b: &str) -> String {
 }
 
 /// A cluster file that parses as YAML but has a value of the wrong type (line 13,
-/// column 15: `replicas: "three"`).
-const BAD_CLUSTER_FILE: &str = "\
-# replicas given as a word
-name: demo
-subscription: 11111111-2222-3333-4444-555555555555
-tenant: 99999999-8888-7777-6666-555555555555
-location: eastus
-baseDomain: hcp.example.com
-releaseImage: quay.io/openshift-release-dev/ocp-release:4.22.0-multi
-persistentResourceGroup: hcp-persistent
-topology: Public
-managementCluster: {}
-nodePools:
-  - name: workers
-    replicas: \"three\"
-pullSecret: pull-secret.json
-sshKey: id_ed25519.pub
-";
+/// column 15: `replicas: two`): the config crate's own bad-input fixture.
+fn bad_cluster_file() -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../workflows/tests/fixtures/bad/type-error.yaml");
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
 
 /// A directory holding only the bad cluster file; the journal URL beside it (absent).
 fn bad_file_dir(tag: &str) -> (PathBuf, PathBuf, String) {
     let dir = scratch(tag).join("cfg");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.yaml");
-    std::fs::write(&file, BAD_CLUSTER_FILE).unwrap();
+    std::fs::write(&file, bad_cluster_file()).unwrap();
     let db = format!("sqlite://{}", dir.join("journal.db").display());
     (dir, file, db)
 }
@@ -351,7 +339,7 @@ fn exit_2_for_refused_commands_and_invalid_input_with_nothing_journaled() {
             "error: {} is not a valid cluster file:",
             file.display()
         )) && out.stderr.contains(
-            "  nodePools[0].replicas (line 13, column 15): expected a whole number, got the text \"three\""
+            "  nodePools[0].replicas (line 13, column 15): expected a whole number, got the text \"two\""
         ) && out.stderr.contains("nothing was journaled or created"),
         "{out:?}"
     );
