@@ -457,7 +457,7 @@ async fn watch(db: &str, out: OutputFormat, a: views::WatchArgs) -> Result<u8> {
     let follow = views::watch(db, out, a);
     tokio::pin!(follow);
     tokio::select! {
-        // Ctrl-C first: `watch` sees the same signal and returns 1 for it.
+        // Ctrl-C first: `watch` sees the same signal and returns 130 for it too.
         biased;
         r = tokio::signal::ctrl_c() => {
             if r.is_err() {
@@ -466,7 +466,12 @@ async fn watch(db: &str, out: OutputFormat, a: views::WatchArgs) -> Result<u8> {
             // Let `watch` say where the run is; its answer to the interrupt becomes 130.
             match tokio::time::timeout(std::time::Duration::from_secs(3), &mut follow).await {
                 Ok(Ok(0)) => Ok(0),
-                Ok(Err(e)) => Err(e),
+                // Interrupted while reading the journal: say so, but the answer to Ctrl-C
+                // stays 130 (the run itself goes on).
+                Ok(Err(e)) => {
+                    eprintln!("warning: after the interrupt: {e:#}");
+                    Ok(130)
+                }
                 Ok(Ok(_)) => Ok(130),
                 Err(_) => {
                     eprintln!("stopped watching; the run goes on");

@@ -645,8 +645,13 @@ fn watch_interrupted_by_ctrl_c_exits_130() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let status = watch.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
+    let out = watch.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `resolve --wait` by a run's short id (its last 8) and a step's suffix: it follows until

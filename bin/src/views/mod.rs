@@ -456,7 +456,8 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
                     "stopped watching; run {run} {} and goes on",
                     text::state_phrase(d.state)
                 );
-                return Ok(1);
+                // Interrupted, the run is fine: 130, whichever listener saw the signal.
+                return Ok(130);
             }
         }
     }
