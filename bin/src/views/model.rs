@@ -1260,10 +1260,8 @@ fn why(
         RunState::Succeeded | RunState::RolledBack | RunState::Cancelled => {
             let how = match (&d.state, &d.failure, &d.undo.cause) {
                 (RunState::Succeeded, _, _) => "every step succeeded".to_string(),
-                (_, Some(f), _) => format!(
-                    "it unwound because {}; every started step was undone",
-                    failure_text(f)
-                ),
+                // The failure's hint (below) says what was undone.
+                (_, Some(f), _) => format!("it unwound because {}", failure_text(f)),
                 (_, None, Some(c)) => {
                     format!("it unwound because {c}; every started step was undone")
                 }
@@ -1274,8 +1272,9 @@ fn why(
                 _ => " Nothing blocks it and nothing is left to do.".to_string(),
             };
             format!(
-                "{head} finished {} at {}: {how}.{next}",
-                d.state, d.updated_at
+                "{head} {} at {}: {how}.{next}",
+                crate::views::text::state_phrase(d.state),
+                d.updated_at
             )
         }
         RunState::Pending => {
