@@ -1158,8 +1158,11 @@ async fn watch_until_settled(e: &hcp_runtime::Engine, run: hcp_runtime::RunId) -
 /// Live progress: a bar per stage, the current step, waits with their reasons and retries
 /// with the Azure error. On a terminal it draws bars; otherwise it prints one line per step
 /// transition (logs, CI).
+/// Live progress of a followed run (`start`, `drive`, `selftest`): one line per step
+/// transition and the failure line when an unwind starts (bars on a terminal), or NDJSON
+/// events with `--output json`.
 #[derive(Clone)]
-struct Progress {
+pub(crate) struct Progress {
     inner: Arc<std::sync::Mutex<ProgressInner>>,
 }
 
@@ -1211,7 +1214,11 @@ impl ProgressInner {
 }
 
 impl Progress {
-    fn new(out: OutputFormat, run: hcp_runtime::RunId, created_at: hcp_runtime::Timestamp) -> Self {
+    pub(crate) fn new(
+        out: OutputFormat,
+        run: hcp_runtime::RunId,
+        created_at: hcp_runtime::Timestamp,
+    ) -> Self {
         let tty = std::io::stderr().is_terminal() && out == OutputFormat::Text;
         Self {
             inner: Arc::new(std::sync::Mutex::new(ProgressInner {
@@ -1228,7 +1235,7 @@ impl Progress {
         }
     }
 
-    fn update(&self, v: &RunView) {
+    pub(crate) fn update(&self, v: &RunView) {
         let Ok(mut p) = self.inner.lock() else { return };
         if p.out == OutputFormat::Json {
             p.json_events(v);
@@ -1344,7 +1351,7 @@ impl Progress {
         }
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Ok(p) = self.inner.lock() {
             for b in p.bars.values() {
                 b.abandon();
@@ -1357,7 +1364,7 @@ impl Progress {
 }
 
 /// How many steps an unwind of `v` has to undo (those with an undo that started).
-pub(crate) fn unwind_total(v: &RunView) -> u64 {
+fn unwind_total(v: &RunView) -> u64 {
     v.dag
         .nodes
         .iter()
@@ -1369,12 +1376,7 @@ pub(crate) fn unwind_total(v: &RunView) -> u64 {
 
 /// The NDJSON `progress` line that says an unwind started: the failed step and its error,
 /// or who cancelled, and how many steps it undoes.
-pub(crate) fn unwinding_event(
-    run: &str,
-    v: &RunView,
-    cause: &hcp_runtime::UnwindCause,
-    total: u64,
-) {
+fn unwinding_event(run: &str, v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) {
     let (step, by) = match cause {
         hcp_runtime::UnwindCause::NodeFailed { node } => (Some(node.clone()), None),
         hcp_runtime::UnwindCause::Cancelled { by, .. } => (None, Some(by.clone())),
@@ -1393,7 +1395,7 @@ pub(crate) fn unwinding_event(
 
 /// `✗ <step> failed: <code> <message> — unwinding N steps` (or the cancel), printed the
 /// moment the unwind starts.
-pub(crate) fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> String {
+fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> String {
     let steps = if total == 1 { "step" } else { "steps" };
     match cause {
         hcp_runtime::UnwindCause::NodeFailed { node } => {

@@ -9,7 +9,6 @@ use hcp_runtime::{
     Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand, RunExit, RunId,
     RunState, StartOptions, SystemClock,
 };
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -370,25 +369,31 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
     if a.detach {
         return Ok(0);
     }
-    let seen = Arc::new(std::sync::Mutex::new(HashMap::new()));
+    // The same live progress as `start` (lines, bars on a terminal, NDJSON events).
     let created_at = e
         .store()
         .load_run(run)
         .await?
         .map(|r| r.summary.created_at)
         .unwrap_or_else(|| hcp_runtime::Clock::now(&SystemClock));
-    let progress = {
-        let (e, seen) = (e.clone(), seen.clone());
+    let progress = crate::cluster::Progress::new(out, run, created_at);
+    let ticker = {
+        let (e, p) = (e.clone(), progress.clone());
         tokio::spawn(async move {
             loop {
-                print_transitions(&e, run, out, &seen, created_at).await;
+                if let Ok(v) = e.view(run).await {
+                    p.update(&v);
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
     let exit = e.drive(run, shutdown_signal()).await?;
-    progress.abort();
-    print_transitions(&e, run, out, &seen, created_at).await;
+    ticker.abort();
+    if let Ok(v) = e.view(run).await {
+        progress.update(&v);
+    }
+    progress.finish();
     let state = e
         .view(run)
         .await
@@ -438,64 +443,6 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         _ if matches!(exit, RunExit::Shutdown) && !state.is_terminal() => 130,
         _ => 1,
     })
-}
-
-/// Print each step's transitions since the last call (JSON: one `progress` line each).
-async fn print_transitions(
-    e: &Engine,
-    run: RunId,
-    out: OutputFormat,
-    seen: &std::sync::Mutex<HashMap<String, String>>,
-    created_at: hcp_runtime::Timestamp,
-) {
-    let Ok(v) = e.view(run).await else { return };
-    let Ok(mut last) = seen.lock() else { return };
-    let now = hcp_runtime::Clock::now(&SystemClock);
-    // The moment the unwind starts: the failure, as `start` prints it.
-    if let Some(cause) = &v.unwinding
-        && last.insert("\0unwind".into(), String::new()).is_none()
-    {
-        let total = crate::cluster::unwind_total(&v);
-        match out {
-            OutputFormat::Text => {
-                println!("{}", crate::cluster::failure_line(&v, cause, total))
-            }
-            OutputFormat::Json => {
-                crate::cluster::unwinding_event(&run.to_string(), &v, cause, total)
-            }
-        }
-    }
-    let width = v.dag.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
-    for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
-        let s = st.status.name().to_string();
-        if last.get(&spec.name) != Some(&s) && s != "pending" {
-            let extra = crate::cluster::status_detail(&st.status);
-            match out {
-                OutputFormat::Text => println!(
-                    "{}",
-                    crate::views::text::progress_line(
-                        now.0 - created_at.0,
-                        &spec.stage,
-                        &spec.name,
-                        width,
-                        &s,
-                        &extra
-                    )
-                ),
-                OutputFormat::Json => output::event(
-                    "progress",
-                    &serde_json::json!({
-                        "run_id": run, "at": now.to_rfc3339(),
-                        "elapsed_ms": now.0 - created_at.0,
-                        "stage": spec.stage, "step": spec.name, "state": s,
-                        "detail": extra.trim_start_matches([' ', '—', ':']).trim(),
-                        "error": st.last_error.as_ref().map(crate::views::model::ErrorView::from),
-                    }),
-                ),
-            }
-            last.insert(spec.name.clone(), s);
-        }
-    }
 }
 
 pub async fn command(
