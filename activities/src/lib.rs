@@ -17,6 +17,7 @@
 //! `hcp-simulator`; the models are written from the real API contracts.
 
 pub mod azure;
+pub mod files;
 pub mod kube;
 pub mod oidc;
 pub mod preflight;

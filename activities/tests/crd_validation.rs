@@ -109,6 +109,9 @@ pub fn hc_input(topology: Topology) -> HostedClusterInput {
         topology,
         cloud: None,
         highly_available: false,
+        cluster_network: None,
+        service_network: None,
+        machine_network: None,
         workload_identities,
         nat_subnet_id: topology
             .is_private()
@@ -141,6 +144,7 @@ fn np_input(image: NodePoolImage, zone: Option<&str>) -> NodePoolInput {
         subnet_id: subnet("demo-vnet-demo-x1y2z", "demo-demo-x1y2z", "default"),
         availability_zone: zone.map(str::to_string),
         labels: labels(),
+        node_drain_timeout: None,
     }
 }
 

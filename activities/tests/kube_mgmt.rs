@@ -84,6 +84,9 @@ fn hc_input(
         topology,
         cloud: None,
         highly_available: false,
+        cluster_network: None,
+        service_network: None,
+        machine_network: None,
         workload_identities: WORKLOAD_IDENTITY_FIELDS
             .iter()
             .enumerate()
@@ -116,6 +119,7 @@ fn np_input(cluster: &str, labels: BTreeMap<String, String>) -> NodePoolInput {
         subnet_id: subnet(&format!("{cluster}-vnet"), cluster, "default"),
         availability_zone: None,
         labels,
+        node_drain_timeout: None,
     }
 }
 

@@ -615,16 +615,9 @@ async fn an_existing_container_survives_the_undo_of_a_run_that_never_finished() 
     assert_eq!(created_seq(&w.sim, &kept.id), Some(seq));
 }
 
-fn secret_labels(sim: &Simulator, name: &str) -> Option<serde_json::Map<String, Value>> {
-    sim.inventory()
-        .into_iter()
-        .find(|i| i.rtype == "core/secrets" && i.name == name)
-        .map(|i| i.tags.as_object().cloned().unwrap_or_default())
-}
-
-#[tokio::test]
-async fn secrets_adopted_by_a_later_run_survive_both_runs_undos() {
-    let w = world().await;
+/// The cluster Secrets' step input, its files in a temporary directory (kept alive by the
+/// returned guard), names prefixed with `prefix`.
+fn secrets_input(prefix: &str) -> (tempfile::TempDir, SecretsInput) {
     let dir = tempfile::tempdir().unwrap();
     let (pull, ssh) = (dir.path().join("pull.json"), dir.path().join("id.pub"));
     std::fs::write(&pull, br#"{"auths":{}}"#).unwrap();
@@ -635,10 +628,24 @@ async fn secrets_adopted_by_a_later_run_survive_both_runs_undos() {
         namespace: "clusters".into(),
         pull_secret_file: pull,
         ssh_key_file: ssh,
-        pull_secret: "demo-pull-secret".into(),
-        ssh_key: "demo-ssh-key".into(),
-        etcd_key: "demo-etcd-encryption-key".into(),
+        pull_secret: format!("{prefix}-pull-secret"),
+        ssh_key: format!("{prefix}-ssh-key"),
+        etcd_key: format!("{prefix}-etcd-encryption-key"),
     };
+    (dir, input)
+}
+
+fn secret_labels(sim: &Simulator, name: &str) -> Option<serde_json::Map<String, Value>> {
+    sim.inventory()
+        .into_iter()
+        .find(|i| i.rtype == "core/secrets" && i.name == name)
+        .map(|i| i.tags.as_object().cloned().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn secrets_adopted_by_a_later_run_survive_both_runs_undos() {
+    let w = world().await;
+    let (_dir, input) = secrets_input("demo");
     let names = [
         "demo-pull-secret",
         "demo-ssh-key",
@@ -776,9 +783,15 @@ async fn relabel_moves_only_our_objects_and_only_their_run_label() {
         .unwrap()
         .unwrap();
     assert!(applied.written);
+    let mut want = labels("r2");
+    // The creator label set at creation stays (issue 21 §6).
+    want.insert(
+        "hcp-workflow.io/created-by-run".to_string(),
+        "r1".to_string(),
+    );
     assert_eq!(
         m.labels(kind, "clusters", "ours").await.unwrap(),
-        Some(labels("r2")),
+        Some(want),
         "only the run label changed"
     );
     assert_eq!(
@@ -1081,4 +1094,102 @@ async fn another_clusters_own_group_is_refused_as_the_persistent_group() {
         .filter(|r| r.method != "GET")
         .count();
     assert_eq!(writes, 0, "a refused adoption wrote to Azure");
+}
+
+/// Issue 21 §6: a run whose journal of created objects was lost (after the WAL was deleted
+/// and the worker killed) re-runs its step: what it created itself is recorded as created,
+/// not adopted, so its unwind deletes it instead of leaving it behind. The creator label
+/// survives a later run's adoption, which still records adopted.
+#[tokio::test]
+async fn objects_a_run_created_stay_its_own_after_its_journal_is_lost() {
+    let w = world().await;
+    let (_dir, input) = secrets_input("lost");
+    let names = [
+        "lost-pull-secret",
+        "lost-ssh-key",
+        "lost-etcd-encryption-key",
+    ];
+    let secrets = EnsureClusterSecrets(w.clients.clone());
+    let none = HashMap::new();
+    let creator = |name: &str| {
+        secret_labels(&w.sim, name)
+            .and_then(|l| l.get("hcp-workflow.io/created-by-run").cloned())
+            .and_then(|v| v.as_str().map(str::to_string))
+    };
+    // Run A creates them; its checkpoint (the journal) is then lost.
+    let (_, _lost) = run_action(&secrets, run(11), &input, &none, None).await;
+    for n in names {
+        assert_eq!(
+            creator(n),
+            Some(run(11).to_string()),
+            "{n} names its creator"
+        );
+    }
+    let (again, cp) = run_action(&secrets, run(11), &input, &none, None).await;
+    assert!(
+        again
+            .ledger
+            .iter()
+            .all(|r| r.action == LedgerAction::Created),
+        "re-run without its journal: {:?}",
+        again.ledger
+    );
+    // Its unwind, with the journal its re-run rebuilt, deletes them.
+    undo_action(&secrets, run(11), &input, Some(&again), cp, &none).await;
+    for n in names {
+        assert!(
+            secret_labels(&w.sim, n).is_none(),
+            "{n} deleted by its creator's undo"
+        );
+    }
+}
+
+/// The creator label survives a later run's adoption, which records adopted (and whose
+/// undo keeps the objects).
+#[tokio::test]
+async fn the_creator_label_survives_a_later_adoption() {
+    let w = world().await;
+    let (_dir, input) = secrets_input("kept");
+    let names = [
+        "kept-pull-secret",
+        "kept-ssh-key",
+        "kept-etcd-encryption-key",
+    ];
+    let secrets = EnsureClusterSecrets(w.clients.clone());
+    let none = HashMap::new();
+    let creator = |name: &str| {
+        secret_labels(&w.sim, name)
+            .and_then(|l| l.get("hcp-workflow.io/created-by-run").cloned())
+            .and_then(|v| v.as_str().map(str::to_string))
+    };
+    run_action(&secrets, run(13), &input, &none, None).await;
+    let (out_b, cp_b) = run_action(&secrets, run(14), &input, &none, None).await;
+    assert!(
+        out_b
+            .ledger
+            .iter()
+            .all(|r| r.action == LedgerAction::Adopted)
+    );
+    // B's journal lost too: still adopted (the creator is A).
+    let (out_b2, _) = run_action(&secrets, run(14), &input, &none, None).await;
+    assert!(
+        out_b2
+            .ledger
+            .iter()
+            .all(|r| r.action == LedgerAction::Adopted)
+    );
+    for n in names {
+        assert_eq!(
+            creator(n),
+            Some(run(13).to_string()),
+            "{n}: the creator stays"
+        );
+    }
+    undo_action(&secrets, run(14), &input, Some(&out_b), cp_b, &none).await;
+    for n in names {
+        assert!(
+            secret_labels(&w.sim, n).is_some(),
+            "{n} kept by the adopter's undo"
+        );
+    }
 }

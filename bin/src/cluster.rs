@@ -87,6 +87,22 @@ fn sim_state_path(db: &str) -> Option<PathBuf> {
     Some(PathBuf::from(format!("{path}.sim.json")))
 }
 
+/// Issue 21 §5: `--simulate` keeps the simulated cloud in this process, and beside a SQLite
+/// journal in `<db>.sim.json`. On Postgres there is no such file: a `--simulate` worker (or a
+/// detached `--simulate` run, which only such a worker could run) would work in an empty
+/// simulated cloud of its own, without the run's DNS zone or anything an earlier process
+/// made, and every run would roll back at its first step. Refused, with the recipe that works.
+pub fn refuse_simulate_without_shared_state(args: &ReachArgs, db: &str, what: &str) -> Result<()> {
+    if args.simulate && args.simulator.is_none() && sim_state_path(db).is_none() && db != "memory:"
+    {
+        return Err(Refused::input(format!(
+            "--simulate: {what} needs a simulated cloud that outlives this process, and with this journal ({}) the in-process simulator keeps its state nowhere (only a SQLite journal has a file beside it). Run one simulator for every process instead:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state sim.json --dns-zone <baseDomain>\n  hcp-workflow --database … --simulator http://127.0.0.1:8443 worker\n  hcp-workflow --database … --simulator http://127.0.0.1:8443 start create-cluster --config …\nnothing was journaled or created",
+            db.split_once("://").map_or(db, |(scheme, _)| scheme)
+        )));
+    }
+    Ok(())
+}
+
 /// Decide how this process reaches the world; start the in-process simulator if asked.
 pub async fn reach(args: &ReachArgs, db: &str) -> Result<(Reach, Option<SimHandle>)> {
     reach_for(args, db, None).await
@@ -191,9 +207,25 @@ pub struct StartArgs {
     /// storage, ingress DNS records and its rules in a bring-your-own NSG are then left.
     #[arg(long)]
     skip_cloud_cleanup: bool,
-    /// delete-cluster: do not ask for confirmation (it is asked only on a terminal).
+    /// delete-cluster: delete without asking. Required when stdin is not a terminal (CI, pipes, cron): without it such a delete is refused (exit 2).
     #[arg(long, short = 'y')]
     yes: bool,
+}
+
+/// A destructive command with nobody to ask (stdin is not a terminal: a pipe, CI, cron)
+/// runs only with `--yes`, as `az group delete` and `terraform destroy` refuse: a script
+/// that forgot the flag must not delete a cluster because its output happened to be piped.
+///
+/// # Errors
+/// [`Refused`] (exit 2), before anything is checked, journaled or deleted.
+pub fn refuse_unconfirmed_delete(workflow: Workflow, yes: bool, purge: bool) -> Result<()> {
+    if workflow != Workflow::DeleteCluster || yes || std::io::stdin().is_terminal() {
+        return Ok(());
+    }
+    Err(Refused::input(format!(
+        "--yes: delete-cluster{} deletes the cluster's resources and asks first, but stdin is not a terminal, so nobody can be asked; pass --yes to delete without asking\nnothing was journaled or deleted",
+        if purge { " --purge-persistent" } else { "" }
+    )))
 }
 
 /// Lists what a delete removes and what it keeps, and asks; `true` on `yes`.
@@ -205,6 +237,16 @@ fn confirm_delete(
     purge_persistent: bool,
 ) -> Result<bool> {
     use std::io::Write as _;
+    // The question goes where the person at the keyboard sees it: stderr when that is
+    // the terminal, else the terminal itself (`… 2>&1 | tee delete.log` must still ask).
+    let mut err: Box<dyn std::io::Write> = if std::io::stderr().is_terminal() {
+        Box::new(std::io::stderr().lock())
+    } else {
+        match std::fs::OpenOptions::new().write(true).open("/dev/tty") {
+            Ok(tty) => Box::new(tty),
+            Err(_) => Box::new(std::io::stderr().lock()),
+        }
+    };
     let p = plan::plan(dag);
     let mut deleted: Vec<String> = p
         .steps
@@ -213,7 +255,6 @@ fn confirm_delete(
         .filter(|r| !r.starts_with("wait for "))
         .collect();
     deleted.dedup();
-    let mut err = std::io::stderr().lock();
     writeln!(
         err,
         "delete-cluster will delete cluster {} (infra id {infra}) — {} resources:",
@@ -285,6 +326,39 @@ pub(crate) fn load_config(path: &Path) -> Result<ClusterConfig> {
         msg.push_str("\nnothing was journaled or created");
         Refused::input(msg)
     })
+}
+
+/// The `preflight` command for this start, with the run's target flags (a hint that drops
+/// `--simulator URL` would check real Azure when copied).
+fn preflight_command(target: &str, config: &Path, wf: Workflow) -> String {
+    crate::target::command(
+        Some(target),
+        &format!(
+            "preflight --config {}{}",
+            config.display(),
+            if wf == Workflow::DeleteCluster {
+                " --workflow delete-cluster"
+            } else {
+                ""
+            }
+        ),
+    )
+}
+
+/// The cluster file's absolute path and the SHA-256 of its bytes, for the audit labels.
+fn config_identity(path: &Path) -> Result<(PathBuf, String)> {
+    use sha2::Digest;
+    let bytes = hcp_activities::files::read_regular(path, hcp_activities::files::MAX_INPUT_FILE)
+        .map_err(|e| {
+            Refused::input(format!(
+                "--config {}: {e}\nnothing was journaled or created",
+                path.display()
+            ))
+        })?;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let digest = sha2::Sha256::digest(&bytes);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    Ok((abs, hex))
 }
 
 /// The infra id: configured, else (delete) the one the cluster's create run recorded, else
@@ -613,6 +687,46 @@ fn refuse_key_reused(err: &hcp_runtime::EngineError) -> anyhow::Error {
     ))
 }
 
+/// Issue 21 §3: on SQLite one process executes a journal. When another process (a
+/// worker) holds it and does not serve `target`, a run of `target` would be journaled and
+/// then followed for ever (the worker never leases it, and this process may not execute
+/// beside it): refuse at once instead.
+async fn refuse_foreign_executor(
+    store: &Arc<dyn hcp_runtime::JournalStore>,
+    target: &str,
+    nothing: &str,
+) -> Result<()> {
+    let Some(h) = store.executor_holder().await? else {
+        return Ok(());
+    };
+    if h.serves(target) {
+        return Ok(());
+    }
+    let serves = h.serves.unwrap_or_default();
+    let flags: Vec<String> = serves
+        .iter()
+        .map(|t| {
+            let f = crate::target::flags(Some(t));
+            if f.is_empty() {
+                "real Azure".to_string()
+            } else {
+                f.trim().to_string()
+            }
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    Err(Refused::refused(format!(
+        "the worker pid {} ({}) holds this journal and serves only {}, so it would never run a run of {}, and this process may not execute beside it (one executor per SQLite journal)
+  stop that worker, or use another --database (or Postgres, where workers of different targets share one journal)
+{nothing}",
+        h.pid,
+        h.worker,
+        flags.join(", "),
+        crate::target::describe(Some(target)),
+    )))
+}
+
 /// Why a start is refused because `busy` is unfinished, with the commands that help.
 fn refuse_busy(
     busy: hcp_runtime::RunId,
@@ -644,6 +758,17 @@ pub async fn start(
     a: StartArgs,
 ) -> Result<u8> {
     let mut cfg = load_config(&a.config)?;
+    let (config_path, config_digest) = config_identity(&a.config)?;
+    if a.detach {
+        refuse_simulate_without_shared_state(reach_args, db, "a detached run")?;
+    }
+    refuse_unconfirmed_delete(a.workflow, a.yes, a.purge_persistent)?;
+    if a.detach && db == "memory:" {
+        // The in-memory journal dies with this process: a detached run would exist nowhere.
+        return Err(Refused::input(
+            "--detach: the journal `memory:` ends with this process, so no worker could ever run the detached run; use a SQLite file or Postgres (--database), or drop --detach\nnothing was journaled or created",
+        ));
+    }
     if a.cancel_running && a.workflow != Workflow::DeleteCluster {
         return Err(Refused::input(
             "--cancel-running: only for delete-cluster\nnothing was journaled or created",
@@ -667,6 +792,7 @@ pub async fn start(
     };
     let clients = Clients::new(reach.clone());
     let target = crate::target::of_run(reach_args, &reach, cloud_name(&cfg));
+    refuse_foreign_executor(&store, &target, "nothing was journaled or created").await?;
     let exclusive = cluster_key(&cfg);
     // Refused now rather than after the checks below (the store decides again at create).
     let holder = store
@@ -787,13 +913,8 @@ pub async fn start(
             );
             eprint!("{}", crate::preflight::table(failed.into_iter()));
             eprintln!(
-                "full report: hcp-workflow preflight --config {}{}; or pass --skip-preflight",
-                a.config.display(),
-                if a.workflow == Workflow::DeleteCluster {
-                    " --workflow delete-cluster"
-                } else {
-                    ""
-                }
+                "full report: {}; or pass --skip-preflight",
+                preflight_command(&target, &a.config, a.workflow)
             );
             return Err(Refused::refused_with(
                 format!(
@@ -805,15 +926,19 @@ pub async fn start(
             ));
         }
         let (p, w, _) = report.counts();
+        // Warnings do not stop a start, but are not hidden either (issue 21 §5).
+        if out == OutputFormat::Text && w > 0 {
+            eprintln!(
+                "preflight: {p} pass, {w} warn (`{}` for details)",
+                preflight_command(&target, &a.config, a.workflow)
+            );
+        }
         format!("passed ({p} pass, {w} warn)")
     };
-    // `terraform destroy` / `az group delete`: on a terminal, a delete lists what goes and
-    // what stays, and asks. `--yes` (or no terminal) skips the question.
-    if a.workflow == Workflow::DeleteCluster
-        && !a.yes
-        && std::io::stdin().is_terminal()
-        && std::io::stderr().is_terminal()
-    {
+    // `terraform destroy` / `az group delete`: a delete lists what goes and what stays,
+    // and asks whenever stdin is a terminal (whatever stdout/stderr are piped to); with no
+    // terminal to ask on it was refused above unless `--yes`.
+    if a.workflow == Workflow::DeleteCluster && !a.yes && std::io::stdin().is_terminal() {
         let known = known_resources(&store, &cfg.name).await.unwrap_or_default();
         if !confirm_delete(&cfg, &infra, &dag, &known, a.purge_persistent)? {
             return Err(Refused::refused(
@@ -828,12 +953,16 @@ pub async fn start(
             "target".to_string(),
             if simulated { "simulator" } else { "azure" }.to_string(),
         ),
-        ("config".to_string(), a.config.display().to_string()),
+        // The absolute path and the file's digest: which file, with what in it (secrets
+        // are paths in it, so the file itself holds none).
+        ("config".to_string(), config_path.display().to_string()),
+        ("config-sha256".to_string(), config_digest.clone()),
         // The Entra tenant (not a secret): the UI links resources into its Azure portal.
         ("tenant".to_string(), cfg.tenant.clone()),
     ]
     .into();
     labels.insert("preflight".to_string(), preflight_label);
+    labels.extend(crate::ops::audit_labels());
     if cfg.topology.uses_private_link() {
         labels.insert("private-link".to_string(), managed_by.as_str().to_string());
     }
@@ -929,6 +1058,9 @@ pub async fn drive(
             crate::target::command(Some(t), &format!("drive {}", run))
         )));
     }
+    if let Some(t) = &run_target {
+        refuse_foreign_executor(&store, t, "nothing was done").await?;
+    }
     let (reach, _sim) = reach(reach_args, db).await?;
     let clients = Clients::new(reach);
     let e = crate::ops::cluster_engine(store, &clients, Some(served))?;
@@ -970,8 +1102,10 @@ async fn cancel_and_wait(
             ),
             Err(hcp_runtime::EngineError::CommandRefused(why)) => {
                 return Err(Refused::refused(format!(
-                    "cannot cancel run {}: {why}\nnothing was journaled or created; see: hcp-workflow why {}",
-                    h.id, h.id
+                    "cannot cancel run {}: {why}\nnothing was journaled or created; see: hcp-workflow{} why {}",
+                    h.id,
+                    crate::target::database_flag(),
+                    h.id
                 )));
             }
             Err(err) => return Err(err.into()),
@@ -1082,13 +1216,33 @@ async fn follow(
             if !interrupted || state.is_terminal() {
                 println!(
                     "{}",
-                    outcome_line(&view.dag.workflow, state, elapsed, cause.as_deref())
+                    outcome_line(
+                        &view.dag.workflow,
+                        state,
+                        elapsed,
+                        cause.as_deref(),
+                        &hcp_runtime::ledger::UnwindSummary::of(&view),
+                    )
                 );
             }
             println!("run {run} {}", crate::views::text::state_phrase(state));
             if interrupted && !state.is_terminal() {
+                // What the ledger says so far, not a stock sentence (issue 21 §2).
+                let undone = view
+                    .nodes
+                    .iter()
+                    .filter(|n| matches!(n.status, NodeStatus::Undone { .. }))
+                    .count();
+                let so_far = if view.unwinding.is_some() {
+                    format!(
+                        "it was unwinding ({undone} of {} steps undone so far) and resumes the unwind where it stopped",
+                        unwind_total(&view)
+                    )
+                } else {
+                    "nothing was undone".to_string()
+                };
                 println!(
-                    "stopped following; run {run} is safely resumable (nothing was undone). Continue it: {}   or let a worker run it: {}   watch it: hcp-workflow{} watch {run}",
+                    "stopped following; run {run} is safely resumable ({so_far}). Continue it: {}   or let a worker run it: {}   watch it: hcp-workflow{} watch {run}",
                     crate::target::command(target, &format!("drive {run}")),
                     crate::target::worker_command(target),
                     crate::target::database_flag()
@@ -1109,7 +1263,10 @@ async fn follow(
                     None => {}
                 }
                 println!("blocked on: {}", view.blocked_on());
-                println!("details: hcp-workflow show {run}");
+                println!(
+                    "details: {}",
+                    crate::target::command(None, &format!("show {run}"))
+                );
             } else {
                 let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
                 for e in &ledger {
@@ -1117,12 +1274,13 @@ async fn follow(
                 }
                 let summary: Vec<String> = counts.iter().map(|(a, n)| format!("{n} {a}")).collect();
                 println!(
-                    "resource ledger: {} (hcp-workflow show {run})",
+                    "resource ledger: {} ({})",
                     if summary.is_empty() {
                         "empty".to_string()
                     } else {
                         summary.join(", ")
-                    }
+                    },
+                    crate::target::command(None, &format!("show {run}"))
                 );
             }
         }
@@ -1179,6 +1337,8 @@ struct ProgressInner {
     /// The run's creation (progress lines show the time since).
     created_at: hcp_runtime::Timestamp,
     run: String,
+    /// [`Progress::finish`] ran: nothing more is drawn or printed.
+    finished: bool,
 }
 
 impl ProgressInner {
@@ -1231,12 +1391,16 @@ impl Progress {
                 unwind_total: 0,
                 created_at,
                 run: run.to_string(),
+                finished: false,
             })),
         }
     }
 
     pub(crate) fn update(&self, v: &RunView) {
         let Ok(mut p) = self.inner.lock() else { return };
+        if p.finished {
+            return;
+        }
         if p.out == OutputFormat::Json {
             p.json_events(v);
             return;
@@ -1325,8 +1489,32 @@ impl Progress {
         let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
         let since = now.0 - p.created_at.0;
         let width = v.dag.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
+        // An undone step that kept what it adopted says so (issue 21 §2).
+        let entries = if v.nodes.iter().any(|n| {
+            matches!(
+                n.status,
+                NodeStatus::Undone {
+                    skipped: false,
+                    resolved: false
+                }
+            )
+        }) {
+            hcp_runtime::ledger::ledger_of(v)
+        } else {
+            Vec::new()
+        };
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
-            let s = st.status.name().to_string();
+            let s = match st.status {
+                NodeStatus::Undone { .. } if !spec.has_undo => "nothing to undo".to_string(),
+                NodeStatus::Undone {
+                    skipped: false,
+                    resolved: false,
+                } => {
+                    let (d, k) = hcp_runtime::ledger::undo_counts(&entries, &spec.name);
+                    hcp_runtime::ledger::undone_word(d, k)
+                }
+                _ => st.status.name().to_string(),
+            };
             let detail = status_detail(&st.status);
             let key = format!("{s}{detail}");
             if p.seen.get(&spec.name) != Some(&key) && s != "pending" {
@@ -1351,14 +1539,27 @@ impl Progress {
         }
     }
 
+    /// Take the bars off the screen for good before the outcome is printed (issue 21 §2:
+    /// a redraw after the outcome, e.g. when the last bar was dropped, moved the cursor up
+    /// over the outcome block and painted stale bars on it). The transition lines printed
+    /// above the bars stay; nothing is drawn again afterwards.
     pub(crate) fn finish(&self) {
-        if let Ok(p) = self.inner.lock() {
-            for b in p.bars.values() {
-                b.abandon();
+        if let Ok(mut p) = self.inner.lock() {
+            let mut bars: Vec<indicatif::ProgressBar> = p.bars.drain().map(|(_, b)| b).collect();
+            bars.extend(p.status.take());
+            bars.extend(p.unwind.take());
+            for b in &bars {
+                b.finish_and_clear();
             }
-            if let Some(s) = &p.status {
-                s.finish_and_clear();
+            if let Some(m) = p.multi.take() {
+                let _ = m.clear();
+                for b in &bars {
+                    m.remove(b);
+                }
+                m.set_draw_target(indicatif::ProgressDrawTarget::hidden());
             }
+            // Later updates (a ticker that has not stopped yet) print nothing.
+            p.finished = true;
         }
     }
 }
@@ -1428,7 +1629,13 @@ fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> St
 }
 
 /// The one-line outcome with the elapsed time (terraform's "Creation complete after 8s").
-fn outcome_line(workflow: &str, state: RunState, elapsed: Duration, why: Option<&str>) -> String {
+fn outcome_line(
+    workflow: &str,
+    state: RunState,
+    elapsed: Duration,
+    why: Option<&str>,
+    unwound: &hcp_runtime::ledger::UnwindSummary,
+) -> String {
     let t = human_elapsed(elapsed);
     let verb = match workflow {
         "create-cluster" => "Creation",
@@ -1438,11 +1645,18 @@ fn outcome_line(workflow: &str, state: RunState, elapsed: Duration, why: Option<
     match state {
         RunState::Succeeded => format!("✓ {verb} complete after {t}."),
         RunState::RolledBack => format!(
-            "✗ {verb} failed after {t}; rolled back: nothing it made is left{}.",
+            "✗ {verb} failed after {t}; rolled back: {}{}.",
+            unwound.sentence(),
             why.map(|w| format!(" ({w})")).unwrap_or_default()
         ),
-        RunState::Cancelled => {
+        RunState::Cancelled if unwound.resolved.is_empty() && unwound.kept == 0 => {
             format!("✗ {verb} cancelled after {t}; every started step was undone.")
+        }
+        RunState::Cancelled => {
+            format!(
+                "✗ {verb} cancelled after {t}; unwound: {}.",
+                unwound.sentence()
+            )
         }
         RunState::NeedsOperator => format!("! {verb} needs an operator after {t}."),
         RunState::Failed => format!("! {verb} parked after {t}."),

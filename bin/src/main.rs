@@ -135,6 +135,10 @@ enum Command {
     /// Resources per cluster from every run's ledger; `--orphans`: left by failed runs.
     #[command(after_help = "Example:\n  hcp-workflow inventory --cluster demo --orphans")]
     Inventory(views::InventoryArgs),
+    /// Each cluster's own state: exists or deleted, the run it exists by, and its latest
+    /// run with that run's outcome.
+    #[command(after_help = "Example:\n  hcp-workflow clusters --cluster demo")]
+    Clusters(views::ClustersArgs),
     /// Serve the operator web UI (run list, run pages, actions, /metrics).
     #[command(
         after_help = "Example:\n  hcp-workflow ui --listen 127.0.0.1:8080\n  HCP_WORKFLOW_UI_TOKEN=… hcp-workflow ui --listen 0.0.0.0:8080"
@@ -144,16 +148,20 @@ enum Command {
     #[command(after_help = "Example:\n  hcp-workflow cancel 6f1c… --reason 'wrong region'")]
     Cancel(ops::CommandArgs),
     /// Retry a waiting, backing-off or stuck step now.
-    #[command(after_help = "Example:\n  hcp-workflow retry 6f1c… --step create-cluster.pls.ensure")]
+    #[command(after_help = "Example:\n  hcp-workflow retry 6f1c… --step pls.service")]
     Retry(ops::RetryArgs),
     /// Mark a stuck undo as done by hand (after cleaning up yourself).
     #[command(
-        after_help = "Example:\n  hcp-workflow resolve 6f1c… --step create-cluster.pls.ensure --note 'deleted in the portal'"
+        after_help = "Example:\n  hcp-workflow resolve 6f1c… --step pls.service --note 'deleted in the portal'"
     )]
     Resolve(ops::ResolveArgs),
     /// Resume a parked run (after upgrading) or retry every stuck undo.
     #[command(after_help = "Example:\n  hcp-workflow resume 6f1c…")]
     Resume(ops::CommandArgs),
+    /// Create or upgrade the journal's schema, and nothing else (`start` and `worker` do it
+    /// too; read-only commands never do). For a deployment's migration job.
+    #[command(after_help = "Example:\n  hcp-workflow --database postgres://hcp@db/hcp migrate")]
+    Migrate,
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -192,7 +200,7 @@ enum SimulatorCommand {
     /// Serve simulated ARM, Entra ID, blob storage and a Kubernetes management cluster with
     /// a simulated HyperShift operator; prints the endpoints and the settings to use.
     #[command(
-        after_help = "Preflight failures (issue 13): --scenario FILE.json (or PUT /_sim/scenario) makes the read APIs answer them — {\"unregistered_providers\": [\"Microsoft.Compute\"], \"unregistered_features\": [\"Microsoft.Compute/EncryptionAtHost\"], \"denied_actions\": [{\"action\": \"Microsoft.Network/privateLinkServices/write\", \"scope\": \"/subscriptions/…/resourceGroups/hcp-management\"}], \"usage\": {\"PublicIPAddresses\": 1000}, \"restricted_sizes\": [{\"size\": \"Standard_D4s_v5\", \"zones\": [\"1\"]}], \"taken_storage_account_names\": [\"…\"], \"denied_kube\": [\"create hypershift.openshift.io/hostedclusters\"], \"no_hypershift_crds\": true, \"invalid_client_secret\": true, \"no_operator\": true, \"no_self_subject_review\": true}; no DNS zone: --no-dns-zones; no Route API: --management-platform aks; old operator: --hypershift-version 4.21.\n\nThe simulated HyperShift install is set by the global --private-platform azure|none (default none: the operator runs without `--private-platform Azure`, hcp-workflow makes the private link; azure: HyperShift's own private-link controllers make it) and --management-platform openshift|aks (default openshift; aks serves no Route API, so the control-plane operator's private-link controllers never start), and the operator's version by --hypershift-version 4.NN (default 4.22: releases up to 4.22 are accepted; before 4.22 the operator does not know the Azure private topology).\n\nExample:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state /tmp/sim.json --crds ../shared/reference/hypershift\n  hcp-workflow simulator serve --private-platform azure --management-platform openshift"
+        after_help = "Preflight failures (issue 13): --scenario FILE.json (or PUT /_sim/scenario) makes the read APIs answer them — {\"unregistered_providers\": [\"Microsoft.Compute\"], \"unregistered_features\": [\"Microsoft.Compute/EncryptionAtHost\"], \"denied_actions\": [{\"action\": \"Microsoft.Network/privateLinkServices/write\", \"scope\": \"/subscriptions/…/resourceGroups/hcp-management\"}], \"usage\": {\"PublicIPAddresses\": 1000}, \"restricted_sizes\": [{\"size\": \"Standard_D4s_v5\", \"zones\": [\"1\"]}], \"taken_storage_account_names\": [\"…\"], \"denied_kube\": [\"create hypershift.openshift.io/hostedclusters\"], \"no_hypershift_crds\": true, \"invalid_client_secret\": true, \"no_operator\": true, \"no_self_subject_review\": true}; no DNS zone: --no-dns-zones; no Route API: --management-platform aks; old operator: --hypershift-version 4.21.\n\nThe simulated HyperShift install is set by the global --private-platform azure|none (default none: the operator runs without `--private-platform Azure`, hcp-workflow makes the private link; azure: HyperShift's own private-link controllers make it) and --management-platform openshift|aks (default openshift; aks serves no Route API, so the control-plane operator's private-link controllers never start), and the operator's version by --hypershift-version 4.NN (default 4.22: releases up to 4.22 are accepted; before 4.22 the operator does not know the Azure private topology).\n\nFault rules: POST /_sim/faults with a JSON rule (answers {\"id\": \"fault-N\"}; GET lists them, DELETE /_sim/faults clears them). Every field is optional, but one of status, latency_ms, drop_connection or fail_async is needed: {\"method\": \"PUT\", \"path\": \"*/privateLinkServices/*\", \"resource_type\": \"Microsoft.Network/privateLinkServices\", \"nth\": 3, \"probability\": 0.2, \"times\": 1, \"status\": 429, \"error_code\": \"TooManyRequests\", \"message\": \"…\", \"retry_after\": 2, \"latency_ms\": 100, \"drop_connection\": false, \"fail_async\": false}. method, path (substring or * glob) and resource_type (ARM type or Kubernetes group/plural) must all match; nth fires from the nth match (once unless times), probability on each match (seeded), times bounds the firings; status answers an error with error_code, message and Retry-After; latency_ms delays the request; drop_connection aborts it; fail_async lets an ARM long-running operation start and end Failed. Rules are checked in order; the first that fires wins. Example: curl -X POST $SIM/_sim/faults -d '{\"method\":\"PUT\",\"resource_type\":\"Microsoft.Network/publicIPAddresses\",\"status\":409,\"error_code\":\"PublicIPCountLimitReached\"}'\n\nExample:\n  hcp-workflow simulator serve --listen 127.0.0.1:8443 --state /tmp/sim.json --crds ../shared/reference/hypershift\n  hcp-workflow simulator serve --private-platform azure --management-platform openshift"
     )]
     Serve(SimServeArgs),
 }
@@ -243,6 +251,15 @@ fn generate(command: &Command) -> Option<Result<u8>> {
         Command::Completion(a) => {
             let mut buf = Vec::new();
             clap_complete::generate(a.shell, &mut cmd, "hcp-workflow", &mut buf);
+            if a.shell == clap_complete::Shell::Bash {
+                // clap_complete names the states of its bash script after the binary with
+                // `-` mangled two ways: `cmd=hcp__workflow__subcmd__start` is set, but the
+                // case labels read `hcp__subcmd__workflow__subcmd__start)`, so nothing
+                // below the top level ever completed (issue 21 §5). One spelling for both.
+                buf = String::from_utf8_lossy(&buf)
+                    .replace("hcp__subcmd__workflow", "hcp__workflow")
+                    .into_bytes();
+            }
             Some(
                 std::io::stdout()
                     .write_all(&buf)
@@ -281,9 +298,18 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
         // Nothing survives the process: for benchmarks of the engine's own overhead.
         return Ok(Arc::new(hcp_runtime::MemoryStore::new()));
     }
-    hcp_persistence::open(url)
-        .await
-        .with_context(|| format!("opening the journal at {}", target::shown_url(url)))
+    match hcp_persistence::open(url).await {
+        Ok(s) => Ok(s),
+        // A journal this process may only read: say so, and what still works (exit 2).
+        Err(e) if e.to_string().contains("readonly database") => {
+            Err(output::Refused::refused(format!(
+                "the journal at {} cannot be written by this process (a read-only file, directory or mount): this command writes to it, so nothing was done; run it as the journal's owner, or fix the permissions (list, show, why, history, watch, inventory and clusters still work)",
+                target::shown_url(url)
+            )))
+        }
+        Err(e) => Err(anyhow::Error::new(e)
+            .context(format!("opening the journal at {}", target::shown_url(url)))),
+    }
 }
 
 /// No journal where a read-only command expected one (exit 2, see [`open_existing_store`]).
@@ -326,7 +352,64 @@ pub async fn open_existing_store(url: &str) -> Result<Arc<dyn JournalStore>> {
         }
         .into());
     }
+    // Never migrate from a read-only command: a wrong URL must not grow a schema (or turn a
+    // 0-byte file into a journal).
+    if url != "memory:"
+        && !hcp_persistence::is_migrated(url)
+            .await
+            .with_context(|| format!("opening the journal at {}", target::shown_url(url)))?
+    {
+        return Err(Unmigrated {
+            url: target::shown_url(url),
+        }
+        .into());
+    }
     open_store(url).await
+}
+
+/// [`open_existing_store`] for the commands that only read (`list`, `show`, `why`,
+/// `history`, `watch`, `inventory`, `clusters`): a SQLite journal this process may not
+/// write (a read-only directory, file or mount) is opened read-only instead of failing
+/// (issue 21 §6), with a note on stderr.
+pub async fn open_existing_store_read_only(url: &str) -> Result<Arc<dyn JournalStore>> {
+    if url == "memory:" || !url.starts_with("sqlite:") {
+        return open_existing_store(url).await;
+    }
+    if let Some(path) = missing_sqlite_file(url) {
+        return Err(NoJournal {
+            path,
+            url: url.to_string(),
+        }
+        .into());
+    }
+    if !hcp_persistence::is_migrated(url)
+        .await
+        .with_context(|| format!("opening the journal at {}", target::shown_url(url)))?
+    {
+        return Err(Unmigrated {
+            url: target::shown_url(url),
+        }
+        .into());
+    }
+    let (store, read_only) = hcp_persistence::open_for_reading(url)
+        .await
+        .with_context(|| format!("opening the journal at {}", target::shown_url(url)))?;
+    if let Some(why) = read_only {
+        eprintln!(
+            "note: the journal at {} cannot be written by this process ({why}); it is read only: reads work, commands that write do not",
+            target::shown_url(url)
+        );
+    }
+    Ok(store)
+}
+
+/// A database that holds no journal, for a read-only command (exit 2): nothing is created.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{url} holds no hcp-workflow journal (never migrated); read-only commands create nothing: check --database / HCP_WORKFLOW_DATABASE_URL, or create the journal with `hcp-workflow --database {url} migrate` (start and worker do it too)"
+)]
+pub struct Unmigrated {
+    pub url: String,
 }
 
 fn main() -> std::process::ExitCode {
@@ -366,7 +449,12 @@ fn main() -> std::process::ExitCode {
         Ok(code) => std::process::ExitCode::from(code),
         Err(e) => {
             let (reason, code) = classify(&e);
-            let message = chain_text(&e);
+            let mut message = chain_text(&e);
+            if reason == "ReadOnlyJournal" {
+                message.push_str(
+                    "\nthe journal cannot be written by this process (a read-only file, directory or mount): nothing was done; run it as the journal's owner, or fix the permissions (list, show, why, history, watch, inventory and clusters still work)",
+                );
+            }
             eprintln!("error: {message}");
             if out == OutputFormat::Json {
                 let body = output::ErrorBody {
@@ -411,10 +499,17 @@ fn chain_text(e: &anyhow::Error) -> String {
 fn classify(e: &anyhow::Error) -> (&'static str, u8) {
     if let Some(r) = e.downcast_ref::<output::Refused>() {
         (r.reason, 2)
-    } else if e.is::<NoJournal>() {
+    } else if e.is::<NoJournal>() || e.is::<Unmigrated>() {
         ("NoJournal", 2)
     } else if e.is::<views::BadRunRef>() {
         ("BadRunRef", 2)
+    } else if e
+        .chain()
+        .any(|c| c.to_string().contains("readonly database"))
+    {
+        // SQLite's "attempt to write a readonly database": refused by the file system, and
+        // nothing was written (the transaction did not happen).
+        ("ReadOnlyJournal", 2)
     } else {
         ("Failed", 1)
     }
@@ -501,7 +596,13 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Why(a) => views::why(&db, out, a).await,
         Command::Watch(a) => watch(&db, out, a).await,
         Command::Inventory(a) => views::inventory(&db, out, a).await,
+        Command::Clusters(a) => views::clusters(&db, out, a).await,
         Command::Ui(a) => ui::serve(&db, a).await,
+        Command::Migrate => {
+            open_store(&db).await?;
+            eprintln!("journal at {} is up to date", target::shown_url(&db));
+            Ok(0)
+        }
         Command::Cancel(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Cancel).await,
         Command::Resume(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Resume).await,
         Command::Retry(a) => {

@@ -47,8 +47,10 @@ pub struct CommandArgs {
     /// Why (journaled with your user name).
     #[arg(long)]
     pub reason: Option<String>,
-    /// Follow until the worker applied the command and say what it did (Ctrl-C stops
-    /// waiting; the command stays queued).
+    /// Follow until the command's effect is known and say it: a retried step's next
+    /// outcome (exit 0 if it moved on, 1 if it failed or stalled again), the end of the
+    /// unwind for a cancel (exit 0 once cancelled). Ctrl-C stops following; the command
+    /// stays queued, or applied, and the run goes on.
     #[arg(long)]
     pub wait: bool,
 }
@@ -72,7 +74,8 @@ pub struct ResolveArgs {
     /// What you did by hand (journaled).
     #[arg(long)]
     pub note: String,
-    /// Follow until the worker applied it (see `cancel --help`).
+    /// Follow until the unwind that the resolved undo lets continue has ended (see
+    /// `cancel --help`).
     #[arg(long)]
     pub wait: bool,
 }
@@ -161,8 +164,41 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// A worker opens its journal like [`open_store`], but waits out a transient failure (a
+/// full disk, a database that is restarting) instead of exiting, saying so on every try
+/// (issue 21 §6: a full disk made the SQLite worker exit, and nothing resumed until someone
+/// restarted it). Ctrl-C stops waiting.
+async fn open_store_patiently(db: &str) -> Result<Arc<dyn hcp_runtime::JournalStore>> {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match open_store(db).await {
+            Ok(s) => return Ok(s),
+            Err(e)
+                if e.chain().any(|c| {
+                    c.downcast_ref::<hcp_runtime::StoreError>()
+                        .is_some_and(hcp_runtime::StoreError::is_retryable)
+                }) =>
+            {
+                eprintln!(
+                    "warning: the journal at {} cannot be opened now ({}); a full disk or a restarting database is waited out: trying again in {}s",
+                    crate::target::shown_url(db),
+                    e.root_cause(),
+                    delay.as_secs()
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = shutdown_signal() => return Err(e),
+                }
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerArgs) -> Result<u8> {
-    let store = open_store(db).await?;
+    crate::cluster::refuse_simulate_without_shared_state(reach_args, db, "a worker")?;
+    let store = open_store_patiently(db).await?;
     let w = world(&a.world, &[])?;
     // One worker runs every workflow: the self-test saga and the cluster sagas, but only
     // runs of the world it reaches (runs of other targets stay pending for their workers).
@@ -278,7 +314,31 @@ fn who_from(
     let host = set("HOSTNAME")
         .or_else(host)
         .unwrap_or_else(|| "localhost".into());
-    format!("{user}@{host}")
+    // In CI, the job that acted is who acted: its URL where the CI system publishes one.
+    let job = set("CI_JOB_URL") // GitLab
+        .or_else(|| set("BUILD_URL")) // Jenkins
+        .or_else(|| {
+            // GitHub Actions
+            Some(format!(
+                "{}/{}/actions/runs/{}",
+                set("GITHUB_SERVER_URL")?,
+                set("GITHUB_REPOSITORY")?,
+                set("GITHUB_RUN_ID")?
+            ))
+        });
+    match job {
+        Some(url) => format!("{user}@{host} (CI job {url})"),
+        None => format!("{user}@{host}"),
+    }
+}
+
+/// The audit labels every run records (issue 21 §4): who started it (the identity rule of
+/// operator commands) and this binary's version.
+pub fn audit_labels() -> Vec<(String, String)> {
+    vec![
+        ("started-by".to_string(), who()),
+        ("version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+    ]
 }
 
 /// This process's real uid: from /proc, else the owner of a file it creates.
@@ -343,7 +403,9 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
             &testkit::sample_dag_for(&prefix),
             StartOptions {
                 idempotency_key: a.idempotency_key.clone(),
-                labels: [("cluster".to_string(), "selftest".to_string())].into(),
+                labels: std::iter::once(("cluster".to_string(), "selftest".to_string()))
+                    .chain(audit_labels())
+                    .collect(),
                 ..Default::default()
             },
         )
@@ -475,6 +537,31 @@ pub async fn command(
     let wait = a.wait;
     match e.submit(run, cmd.clone(), &who(), &reason).await {
         Ok(id) => {
+            // Issue 21 §3: a run that never started a step has nothing to undo; its cancel
+            // is applied here and now rather than when (if ever) a worker of its target
+            // shows up, so the cluster it holds is free at once.
+            if cmd == OperatorCommand::Cancel
+                && let Some(state) = e.cancel_unstarted(run).await?
+            {
+                if wait {
+                    return wait_applied(&e, run, id, &cmd, out).await;
+                }
+                match out {
+                    OutputFormat::Json => output::document(
+                        "CommandApplied",
+                        &serde_json::json!({
+                            "run_id": run, "short_id": crate::runref::short(&run.to_string()),
+                            "command_id": id, "command": cmd.to_string(), "by": who(),
+                            "reason": reason, "state": state,
+                            "outcome": "applied at once: the run had not started a step, so there was nothing to undo",
+                        }),
+                    ),
+                    OutputFormat::Text => println!(
+                        "applied `{cmd}` to run {run} at once (command #{id}): it had not started a step, so there was nothing to undo; the run is {state}"
+                    ),
+                }
+                return Ok(0);
+            }
             match out {
                 // With --wait, the one document is the applied command's (below).
                 OutputFormat::Json if wait => {}
@@ -494,7 +581,17 @@ pub async fn command(
                     // Nobody to apply it? Say so, with the command that starts a worker.
                     if let Some(s) = e.store().load_run(run).await?.map(|r| r.summary) {
                         let now = hcp_runtime::Clock::now(&SystemClock);
-                        if !crate::views::model::lease_live(&s, now) {
+                        // A SQLite journal names its executor: when it serves the run's
+                        // target it picks the command up (no need to start another).
+                        let serving = match e.store().executor_holder().await {
+                            Ok(Some(h)) if s.target.as_deref().is_none_or(|t| h.serves(t)) => {
+                                Some(h)
+                            }
+                            _ => None,
+                        };
+                        if let Some(h) = serving {
+                            println!("the worker pid {} serving this journal picks it up", h.pid);
+                        } else if !crate::views::model::lease_live(&s, now) {
                             println!(
                                 "note: no worker holds run {} right now; it is applied when one picks the run up: {}",
                                 run,
@@ -554,6 +651,14 @@ async fn wait_applied(
                 && let Some(at) = &c.applied_at
             {
                 let outcome = c.outcome.clone().unwrap_or_else(|| "applied".into());
+                // Issue 21 §5: `--wait` follows to the effect, not only to the command.
+                let took_effect = outcome.starts_with(hcp_runtime::journal::OPERATOR_APPLIED);
+                if took_effect
+                    && let Some(code) =
+                        wait_effect(e, run, id, cmd, at, &outcome, out, &mut stop).await?
+                {
+                    return Ok(code);
+                }
                 match out {
                     OutputFormat::Json => output::document(
                         "CommandApplied",
@@ -584,6 +689,131 @@ async fn wait_applied(
     }
 }
 
+/// What `--wait` follows after the command is applied, and when it is known: the retried
+/// step's next outcome (succeeded, failed again, waiting, …) or the unwind's end (a cancel,
+/// a resolved undo). `None` for commands whose effect is their application (`resume`).
+/// Exit code: 0 when the effect is what was asked (the step moved on, the run was
+/// cancelled or rolled back), 1 otherwise, 130 when interrupted.
+#[allow(clippy::too_many_arguments)]
+async fn wait_effect(
+    e: &Engine,
+    run: RunId,
+    id: i64,
+    cmd: &OperatorCommand,
+    applied_at: &str,
+    outcome: &str,
+    out: OutputFormat,
+    stop: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> Result<Option<u8>> {
+    use hcp_runtime::journal::Event;
+    let step = match cmd {
+        OperatorCommand::Retry { step } => Some(step.clone()),
+        OperatorCommand::Cancel | OperatorCommand::Resolve { .. } => None,
+        _ => return Ok(None),
+    };
+    if out == OutputFormat::Text {
+        println!(
+            "applied `{cmd}` at {applied_at}: {outcome}; following its effect (Ctrl-C stops following, the run goes on)"
+        );
+    }
+    let mut wake = e.store().subscribe();
+    loop {
+        let Some(rec) = e.store().load_run(run).await? else {
+            return Ok(None);
+        };
+        let now = hcp_runtime::Clock::now(&SystemClock);
+        let d = crate::views::model::detail(&rec, now);
+        let events: Vec<(i64, Event)> = rec
+            .events
+            .iter()
+            .filter_map(|se| Some((se.seq, serde_json::from_str::<Event>(&se.data).ok()?)))
+            .collect();
+        let after = events
+            .iter()
+            .find(|(_, ev)| matches!(ev, Event::Operator { command_id, .. } if *command_id == id))
+            .map_or(i64::MAX, |(seq, _)| *seq);
+        let settled = matches!(
+            d.state,
+            RunState::Succeeded
+                | RunState::RolledBack
+                | RunState::Cancelled
+                | RunState::NeedsOperator
+                | RunState::Failed
+        );
+        let effect: Option<(String, bool)> = match &step {
+            // A retry: the first outcome of the retried step (of any step, for a retry of
+            // the run) journaled after the command.
+            Some(which) => events
+                .iter()
+                .filter(|(seq, _)| *seq > after)
+                .find_map(|(_, ev)| {
+                    let node = ev.node()?;
+                    if which.as_ref().is_some_and(|w| w != node) {
+                        return None;
+                    }
+                    // A poll that keeps waiting is not a result yet: the wait goes on
+                    // (within its budget) until it ends or stalls.
+                    let good = match ev {
+                        Event::NodeSucceeded { .. } | Event::NodeUndone { .. } => true,
+                        Event::NodeFailed { .. }
+                        | Event::NodeRetryScheduled { .. }
+                        | Event::NodeStalled { .. }
+                        | Event::UndoFailed { .. }
+                        | Event::UndoRetryScheduled { .. } => false,
+                        _ => return None,
+                    };
+                    Some((
+                        format!("{node}: {}", crate::views::model::event_summary(ev)),
+                        good,
+                    ))
+                })
+                .or_else(|| {
+                    settled.then(|| {
+                        (
+                            format!("run {}", crate::views::text::state_phrase(d.state)),
+                            d.state == RunState::Succeeded,
+                        )
+                    })
+                }),
+            // A cancel or a resolved undo: the unwind's end.
+            None => settled.then(|| {
+                (
+                    format!("run {} {}", run, crate::views::text::state_phrase(d.state)),
+                    matches!(d.state, RunState::Cancelled | RunState::RolledBack),
+                )
+            }),
+        };
+        if let Some((what, good)) = effect {
+            match out {
+                OutputFormat::Json => output::document(
+                    "CommandApplied",
+                    &serde_json::json!({
+                        "run_id": run, "short_id": d.short_id, "command_id": id,
+                        "command": cmd.to_string(), "applied_at": applied_at,
+                        "outcome": outcome, "effect": what, "effect_ok": good,
+                        "state": d.state, "blocked_on": d.blocked_on,
+                    }),
+                ),
+                OutputFormat::Text => {
+                    println!("{what}");
+                    if !good {
+                        println!("blocked on: {}", d.blocked_on);
+                    }
+                }
+            }
+            return Ok(Some(if good { 0 } else { 1 }));
+        }
+        tokio::select! {
+            () = &mut *stop => {
+                eprintln!("stopped following; command #{id} was applied and run {run} goes on");
+                return Ok(Some(130));
+            }
+            _ = wake.changed() => {}
+            () = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::who_from;
@@ -601,5 +831,33 @@ mod tests {
         let named_host = [("HOSTNAME", "h1")];
         assert_eq!(who_from(env(&named_host), uid, host), "uid:1000@h1");
         assert_eq!(who_from(env(&[]), || None, || None), "uid:?@localhost");
+    }
+
+    /// In CI the job is named by its URL (GitHub Actions, GitLab, Jenkins).
+    #[test]
+    fn in_ci_who_names_the_job() {
+        let host = || Some("runner-7".to_string());
+        let uid = || Some(1001);
+        let gh = [
+            ("USER", "runner"),
+            ("GITHUB_SERVER_URL", "https://github.com"),
+            ("GITHUB_REPOSITORY", "acme/fleet"),
+            ("GITHUB_RUN_ID", "42"),
+        ];
+        assert_eq!(
+            who_from(env(&gh), uid, host),
+            "runner@runner-7 (CI job https://github.com/acme/fleet/actions/runs/42)"
+        );
+        let gl = [
+            ("USER", "gitlab"),
+            ("CI_JOB_URL", "https://gitlab.example/j/9"),
+        ];
+        assert_eq!(
+            who_from(env(&gl), uid, host),
+            "gitlab@runner-7 (CI job https://gitlab.example/j/9)"
+        );
+        // A partial GitHub environment names no job.
+        let partial = [("USER", "x"), ("GITHUB_RUN_ID", "42")];
+        assert_eq!(who_from(env(&partial), uid, host), "x@runner-7");
     }
 }

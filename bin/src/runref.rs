@@ -198,20 +198,21 @@ fn tail<'a>(name: &'a str, given: &str) -> &'a str {
     &name[skip..]
 }
 
-/// Levenshtein distance (for "did you mean"; short strings only).
+/// Levenshtein distance (for "did you mean").
 pub fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
+    strsim::levenshtein(a, b)
+}
+
+/// "; did you mean X?" for the value of `all` closest to `given` (ignoring case, and `_` or
+/// spaces for `-`), or nothing when none is close.
+pub fn did_you_mean(given: &str, all: &[&str]) -> String {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['_', ' '], "-");
+    let g = norm(given);
+    let best = all.iter().map(|c| (distance(&g, &norm(c)), *c)).min();
+    match best {
+        Some((d, c)) if d * 3 <= g.len().max(3) => format!("; did you mean {c}?"),
+        _ => String::new(),
     }
-    prev[b.len()]
 }
 
 #[cfg(test)]
@@ -254,5 +255,20 @@ mod tests {
     fn levenshtein() {
         assert_eq!(distance("kitten", "sitting"), 3);
         assert_eq!(distance("", "ab"), 2);
+    }
+
+    #[test]
+    fn did_you_mean_ignores_case_and_underscores() {
+        let all = ["needs-operator", "rolled-back", "running"];
+        assert_eq!(
+            did_you_mean("needs_operator", &all),
+            "; did you mean needs-operator?"
+        );
+        assert_eq!(
+            did_you_mean("Rolled_Back", &all),
+            "; did you mean rolled-back?"
+        );
+        assert_eq!(did_you_mean("runing", &all), "; did you mean running?");
+        assert_eq!(did_you_mean("zzzzzz", &all), "");
     }
 }

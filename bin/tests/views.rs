@@ -179,7 +179,16 @@ fn json_views_carry_the_fields_scripts_need() {
     let inv: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(inv["apiVersion"], "hcp-workflow/v1", "{inv}");
     assert_eq!(inv["kind"], "Inventory", "{inv}");
-    let items = inv["items"].as_array().unwrap();
+    let all = inv["items"].as_array().unwrap();
+    // What the still-running run 3 holds is listed apart, marked unfinished (issue 21 §2).
+    let (held, items): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) =
+        all.iter().partition(|r| r["unfinished"] == true);
+    assert!(
+        held.iter()
+            .all(|r| r["run_id"] == run_id(3).to_string().as_str()),
+        "{inv}"
+    );
+    assert_eq!(held.len(), 1, "{inv}");
     assert!(
         items
             .iter()
@@ -210,6 +219,17 @@ fn bad_filters_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--since yesterday-ish"));
+    // A state spelled with `_` gets "did you mean" (issue 21 §5).
+    let out = views_support::bin()
+        .args(["list", "--database", &db, "--state", "needs_operator"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--state needs_operator: unknown state; did you mean needs-operator?"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -14,11 +14,17 @@ use std::sync::Arc;
 const SQLITE_BUSY: i32 = 5;
 /// SQLITE_LOCKED: a conflict inside this connection's shared cache / a table lock.
 const SQLITE_LOCKED: i32 = 6;
+/// SQLITE_IOERR (and its extended codes, e.g. SQLITE_IOERR_SHMSIZE when the WAL index cannot
+/// grow): the file system refused a read or write, typically a full disk.
+const SQLITE_IOERR: i32 = 10;
+/// SQLITE_FULL: the disk (or the database's size limit) is full.
+const SQLITE_FULL: i32 = 13;
 
 /// Classify a sqlx error.
 ///
 /// # Guarantees
-/// Transient: SQLite `SQLITE_BUSY`/`SQLITE_LOCKED` and their extended codes; PostgreSQL
+/// Transient: SQLite `SQLITE_BUSY`/`SQLITE_LOCKED`, `SQLITE_IOERR`/`SQLITE_FULL` (a full
+/// disk: waited out like Postgres' class 53) and their extended codes; PostgreSQL
 /// SQLSTATE class `08` (connection exception), `40001` (serialization failure), `40P01`
 /// (deadlock), class `53` (insufficient resources), `57P01`–`57P03` (server shutting down
 /// or not yet accepting connections); and the sqlx variants `PoolTimedOut`, `Io` and
@@ -53,7 +59,14 @@ fn is_transient_code(db: &dyn DatabaseError) -> bool {
         return e
             .code()
             .and_then(|c| c.parse::<i32>().ok())
-            .is_some_and(|c| matches!(c & 0xff, SQLITE_BUSY | SQLITE_LOCKED));
+            // A full disk is worth waiting out, as on Postgres (SQLSTATE 53100): the writer
+            // retries, saying why, instead of the worker exiting (issue 21 §6).
+            .is_some_and(|c| {
+                matches!(
+                    c & 0xff,
+                    SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR | SQLITE_FULL
+                )
+            });
     }
     if let Some(e) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
         return is_transient_sqlstate(e.code());

@@ -72,3 +72,89 @@ pub async fn open(url: &str) -> Result<Arc<dyn JournalStore>, StoreError> {
          postgresql://…"
     )))
 }
+
+/// Open the journal at `url` for a read-only command: like [`open`]; when a SQLite journal
+/// cannot be opened for writing (a read-only directory or file, a read-only mount), it is
+/// opened read-only instead and `Ok((store, Some(why)))` says why. Postgres opens as usual.
+///
+/// # Errors
+/// As [`open`], when the read-only open fails too.
+pub async fn open_for_reading(
+    url: &str,
+) -> Result<(Arc<dyn JournalStore>, Option<String>), StoreError> {
+    match open(url).await {
+        Ok(s) => Ok((s, None)),
+        Err(e) => {
+            let Some(path) = url
+                .strip_prefix("sqlite://")
+                .or_else(|| url.strip_prefix("sqlite:"))
+                .filter(|p| !p.is_empty())
+            else {
+                return Err(e);
+            };
+            match SqliteStore::open_read_only(path).await {
+                Ok(s) => Ok((Arc::new(s), Some(e.to_string()))),
+                Err(ro) => {
+                    tracing::debug!(error = %ro, "the read-only open failed too");
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+/// Whether the database `url` names holds an hcp-workflow journal (its migrations table),
+/// checked without writing anything: read-only commands (`list`, `show`, `ui`, …) ask this
+/// first and never migrate. (They used to: `list` on an empty Postgres database created the
+/// whole schema, and `list` on a 0-byte SQLite file initialised it.) SQLite is opened
+/// read-only; Postgres gets one plain query.
+///
+/// # Errors
+/// As [`open`], for an unreachable database or an unsupported URL.
+pub async fn is_migrated(url: &str) -> Result<bool, StoreError> {
+    use sqlx::Connection as _;
+    use std::str::FromStr as _;
+    if let Some(path) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        let bare = path.split_once('?').map_or(path, |(p, _)| p);
+        if !std::path::Path::new(bare).exists() {
+            return Ok(false);
+        }
+        let look = |options: sqlx::sqlite::SqliteConnectOptions| async move {
+            let mut c = sqlx::SqliteConnection::connect_with(&options).await?;
+            let found: Option<(String,)> = sqlx::query_as(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+            )
+            .fetch_optional(&mut c)
+            .await?;
+            let _ = c.close().await;
+            Ok::<_, sqlx::Error>(found.is_some())
+        };
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(bare)
+            .read_only(true);
+        // A WAL journal in a directory this process may not write cannot get its `-shm`
+        // index: read the file as it is (no process can be writing through it then).
+        return match look(options.clone()).await {
+            Ok(found) => Ok(found),
+            Err(_) => look(options.immutable(true)).await.map_err(error::classify),
+        };
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let options = sqlx::postgres::PgConnectOptions::from_str(url).map_err(error::classify)?;
+        let mut c = sqlx::PgConnection::connect_with(&options)
+            .await
+            .map_err(error::classify)?;
+        let found: (Option<String>,) =
+            sqlx::query_as("SELECT to_regclass('_sqlx_migrations')::text")
+                .fetch_one(&mut c)
+                .await
+                .map_err(error::classify)?;
+        let _ = c.close().await;
+        return Ok(found.0.is_some());
+    }
+    // `open` says what is wrong with the URL.
+    Ok(true)
+}

@@ -168,7 +168,7 @@ async fn executor_helper_process() {
         return;
     };
     let s = open(Path::new(&db)).await;
-    s.claim_executor("child-worker").await.unwrap();
+    s.claim_executor("child-worker", None).await.unwrap();
     let leases = s
         .acquire("child-worker", T0, Duration::from_secs(3600), 100, None)
         .await
@@ -236,7 +236,7 @@ async fn a_second_executor_in_another_process_is_refused_and_recovery_is_instant
             .all(|r| r.lease_owner.as_deref() == Some("child-worker"))
     );
     // A second executor is refused, naming the holder.
-    let err = me.claim_executor("parent-worker").await.unwrap_err();
+    let err = me.claim_executor("parent-worker", None).await.unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, StoreError::ExecutorBusy(_)), "{msg}");
     assert_eq!(
@@ -255,7 +255,7 @@ async fn a_second_executor_in_another_process_is_refused_and_recovery_is_instant
     // leases at once instead of waiting an hour for them to expire.
     child.0.kill().unwrap();
     child.0.wait().unwrap();
-    me.claim_executor("parent-worker").await.unwrap();
+    me.claim_executor("parent-worker", None).await.unwrap();
     let runs = me.list_runs(&RunFilter::default()).await.unwrap();
     assert!(runs.iter().all(|r| r.lease_owner.is_none()), "{runs:?}");
     let got = me
@@ -274,10 +274,10 @@ async fn a_second_store_in_this_process_cannot_claim_until_the_first_is_dropped(
     let path = dir.path().join("j.db");
     let a = open(&path).await;
     let b = open(&path).await;
-    a.claim_executor("A").await.unwrap();
-    a.claim_executor("A").await.unwrap();
-    a.claim_executor("A2").await.unwrap();
-    let err = b.claim_executor("B").await.unwrap_err();
+    a.claim_executor("A", None).await.unwrap();
+    a.claim_executor("A", None).await.unwrap();
+    a.claim_executor("A2", None).await.unwrap();
+    let err = b.claim_executor("B", None).await.unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, StoreError::ExecutorBusy(_)), "{msg}");
     assert!(
@@ -285,14 +285,14 @@ async fn a_second_store_in_this_process_cannot_claim_until_the_first_is_dropped(
         "{msg}"
     );
     drop(a);
-    b.claim_executor("B").await.unwrap();
+    b.claim_executor("B", None).await.unwrap();
 }
 
 #[tokio::test]
 async fn re_claiming_with_another_worker_keeps_live_leases() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(&dir.path().join("j.db")).await;
-    s.claim_executor("A").await.unwrap();
+    s.claim_executor("A", None).await.unwrap();
     s.create_run(new_run()).await.unwrap();
     let l = s
         .acquire("A", T0, Duration::from_secs(60), 1, None)
@@ -300,7 +300,7 @@ async fn re_claiming_with_another_worker_keeps_live_leases() {
         .unwrap()
         .remove(0);
     // A second worker of this process joins: A's lease is alive and stays.
-    s.claim_executor("B").await.unwrap();
+    s.claim_executor("B", None).await.unwrap();
     s.append(&l, append("e", 1)).await.unwrap();
 }
 
@@ -309,7 +309,7 @@ async fn readers_and_operators_work_while_the_executor_writes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.db");
     let exec = open(&path).await;
-    exec.claim_executor("exec").await.unwrap();
+    exec.claim_executor("exec", None).await.unwrap();
     for _ in 0..50 {
         exec.create_run(new_run()).await.unwrap();
     }

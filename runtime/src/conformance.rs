@@ -867,8 +867,8 @@ pub async fn concurrent_appends_are_fenced_one_by_one(h: &dyn Harness) {
 
 pub async fn claim_executor_is_reentrant(h: &dyn Harness) {
     let s = h.fresh().await;
-    s.claim_executor("A").await.unwrap();
-    s.claim_executor("A").await.unwrap();
+    s.claim_executor("A", None).await.unwrap();
+    s.claim_executor("A", None).await.unwrap();
 }
 
 /// Expand to one `#[tokio::test]` per conformance case for harness expression `$h`.

@@ -286,11 +286,29 @@ impl CheckpointSink for Sink {
                 },
             };
             let mut w = self.0.lock().await;
-            w.write(vec![ev], vec![]).await.map_err(|_| {
-                StepError::retryable(
+            // A poll of a waiting node runs without `started` journaled first (a quiet
+            // poll). Saving a checkpoint is news: the attempt re-enters `running` under its
+            // journaled intent first, as when the poll's outcome is news. Without this the
+            // journal refused the checkpoint (a node that is not running) and the step was
+            // told its lease was lost when nothing was lost (issue 21).
+            let mut events = Vec::with_capacity(2);
+            if let Some(again) = reenter_quiet(&w.view, node, phase) {
+                events.push(again);
+            }
+            events.push(ev);
+            w.write(events, vec![]).await.map_err(|stop| match stop {
+                Stop::LeaseLost => StepError::retryable(
                     kind::INTERRUPTED,
-                    "checkpoint could not be journaled (lease lost)",
-                )
+                    "checkpoint could not be journaled: another worker took the run over",
+                ),
+                Stop::Shutdown => StepError::retryable(
+                    kind::INTERRUPTED,
+                    "checkpoint could not be journaled: the worker is shutting down",
+                ),
+                Stop::Broken(why) => StepError::retryable(
+                    kind::INTERRUPTED,
+                    format!("checkpoint could not be journaled: {why}"),
+                ),
             })
         })
     }
@@ -366,7 +384,7 @@ impl RunDriver {
             }
             Err(Stop::Broken(reason)) => {
                 error!(run_id = %lease.run_id, %reason, "run abandoned by this worker");
-                return RunExit::LeaseLost;
+                return park_broken(&sh, &lease, &reason).await;
             }
         };
         let wake = match &exit {
@@ -428,8 +446,24 @@ impl RunDriver {
             view,
             staged: Vec::new(),
         }));
-        // Every action the persisted DAG names must be known to this binary.
-        {
+        // Every action the persisted DAG names must be known to this binary, unless the
+        // run never started a step and a cancel is queued: then nothing will run (an
+        // operator's process applies such a cancel at once; see `Engine::cancel_unstarted`).
+        let cancel_unstarted = inbox.as_ref().is_some_and(|cmds| {
+            cmds.iter().any(|c| {
+                matches!(
+                    serde_json::from_str::<OperatorCommand>(&c.command),
+                    Ok(OperatorCommand::Cancel)
+                )
+            })
+        }) && writer
+            .lock()
+            .await
+            .view
+            .nodes
+            .iter()
+            .all(|n| n.status == NodeStatus::Pending);
+        if !cancel_unstarted {
             let mut w = writer.lock().await;
             let mut unknown: Vec<String> = w
                 .view
@@ -588,7 +622,10 @@ impl RunDriver {
                     let mut w = writer.lock().await;
                     let name = w.view.dag.nodes[done.idx].name.clone();
                     let mut events = outcome_events(&w.view, &done, sh.clock.now());
-                    if flight.quiet {
+                    // A checkpoint saved during the poll already re-entered `running`.
+                    let still_quiet = flight.quiet
+                        && reenter_quiet(&w.view, &name, done.phase).is_some();
+                    if still_quiet {
                         if let Some(until) = unchanged_wait(&w.view, done.idx, &events) {
                             // A poll that changed nothing: no event, only the summary.
                             w.view.quiet_poll(done.idx, until);
@@ -687,6 +724,7 @@ impl RunDriver {
                         }
                     }
                 };
+                let result = result.map_err(StepError::bounded);
                 let result = match result {
                     Ok(AttemptOk::Action(crate::action::Outcome::Done(_))) => {
                         match hooks.inject_failure(&ctx.node, phase) {
@@ -786,6 +824,65 @@ impl RunDriver {
     }
 }
 
+/// A driver that gives up on its run (the journal keeps refusing its writes) parks it,
+/// if the journal takes that one write, so views say an operator is needed; and gives its
+/// lease back either way: a lease kept by a driver that left is renewed with the worker's
+/// others for ever, and no worker could take the run again.
+async fn park_broken(sh: &Arc<Shared>, lease: &Lease, reason: &str) -> RunExit {
+    let reason = crate::error::bound_text(
+        &format!(
+            "this worker gave up on the run: {reason}; fix the journal, then `hcp-workflow resume {}`",
+            lease.run_id
+        ),
+        crate::error::MAX_MESSAGE_BYTES,
+    );
+    let now = sh.clock.now();
+    let ev = Event::RunParked {
+        reason: reason.clone(),
+    };
+    let parked = match serde_json::to_string(&ev) {
+        Ok(data) => {
+            let append = Append {
+                events: vec![NewEvent {
+                    kind: ev.kind().into(),
+                    node: None,
+                    data,
+                    at: now,
+                }],
+                patch: RunPatch {
+                    state: RunState::Failed,
+                    blocked_on: format!("parked: {reason}"),
+                    current_step: None,
+                    wake_at: None,
+                    updated_at: now,
+                },
+                applied_commands: vec![],
+            };
+            match sh.store.append(lease, append).await {
+                Ok(_) => true,
+                Err(e) => {
+                    warn!(run_id = %lease.run_id, error = %e, "parking the abandoned run failed");
+                    false
+                }
+            }
+        }
+        Err(_) => false,
+    };
+    // Not parked: due again later (not at once, which would only repeat the failure).
+    let wake = (!parked).then(|| now.plus(BROKEN_RETRY));
+    if let Err(e) = sh.store.release(lease, wake).await {
+        warn!(run_id = %lease.run_id, error = %e, "releasing the abandoned run's lease failed; it will expire");
+    }
+    if parked {
+        RunExit::Parked(reason)
+    } else {
+        RunExit::Released(wake)
+    }
+}
+
+/// When a run whose journal writes failed (and could not even be parked) is due again.
+const BROKEN_RETRY: Duration = Duration::from_secs(300);
+
 /// The events that apply one operator command (always starting with the audit record).
 fn command_events(
     view: &RunView,
@@ -858,6 +955,22 @@ struct Start {
     attempt: u32,
     /// A poll of a waiting node: nothing journaled before it runs.
     quiet: bool,
+}
+
+/// The event that puts a node polled quietly (its status still `waiting`) back into
+/// `running` under the same attempt; `None` when its attempt is journaled as running.
+fn reenter_quiet(view: &RunView, node: &str, phase: Phase) -> Option<Event> {
+    match (&view.node(node)?.status, phase) {
+        (NodeStatus::Waiting { attempt, .. }, Phase::Action) => Some(Event::NodeStarted {
+            node: node.to_string(),
+            attempt: *attempt,
+        }),
+        (NodeStatus::UndoWaiting { attempt, .. }, Phase::Undo) => Some(Event::UndoStarted {
+            node: node.to_string(),
+            attempt: *attempt,
+        }),
+        _ => None,
+    }
 }
 
 /// If `events` (the outcome of a quiet poll of node `idx`) only say it keeps waiting for
@@ -1157,15 +1270,20 @@ fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event>
                     reason: "the run is unwinding; no further attempts".into(),
                 }];
             }
-            let interruptions = view.nodes[d.idx].interruptions;
-            match spec
-                .retry
-                .decide(d.attempt.saturating_sub(interruptions), error)
-            {
+            let st = &view.nodes[d.idx];
+            let (hard, soft, soft_for) = counts(
+                d.attempt,
+                st.interruptions,
+                st.soft_failures,
+                st.soft_since,
+                error,
+                now,
+            );
+            match spec.retry.decide_counting(hard, soft, soft_for, error) {
                 RetryDecision::RetryAfter(delay) => vec![Event::NodeRetryScheduled {
                     node,
                     attempt: d.attempt,
-                    next_at: now.plus(delay),
+                    next_at: now.plus(jitter(delay, error)),
                     error: error.clone(),
                 }],
                 RetryDecision::GiveUp { reason } => {
@@ -1177,26 +1295,62 @@ fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event>
                 }
             }
         }
-        (Err(error), Phase::Undo) => match spec.undo_retry.decide(
-            d.attempt
-                .saturating_sub(view.nodes[d.idx].undo_interruptions),
-            error,
-        ) {
-            RetryDecision::RetryAfter(delay) => vec![Event::UndoRetryScheduled {
-                node,
-                attempt: d.attempt,
-                next_at: now.plus(delay),
-                error: error.clone(),
-            }],
-            RetryDecision::GiveUp { reason } => {
-                vec![Event::UndoFailed {
+        (Err(error), Phase::Undo) => {
+            let decision = {
+                let st = &view.nodes[d.idx];
+                let (hard, soft, soft_for) = counts(
+                    d.attempt,
+                    st.undo_interruptions,
+                    st.undo_soft_failures,
+                    st.undo_soft_since,
+                    error,
+                    now,
+                );
+                spec.undo_retry.decide_counting(hard, soft, soft_for, error)
+            };
+            match decision {
+                RetryDecision::RetryAfter(delay) => vec![Event::UndoRetryScheduled {
                     node,
+                    attempt: d.attempt,
+                    next_at: now.plus(jitter(delay, error)),
                     error: error.clone(),
-                    reason,
-                }]
+                }],
+                RetryDecision::GiveUp { reason } => {
+                    vec![Event::UndoFailed {
+                        node,
+                        error: error.clone(),
+                        reason,
+                    }]
+                }
             }
-        },
+        }
     }
+}
+
+/// For attempt number `attempt` that failed with `error`: the attempts that failed for real
+/// (interrupted and soft ones are not the step's fault), the soft failures, and how long the
+/// phase has been answered "not now" — each including this attempt where it counts.
+fn counts(
+    attempt: u32,
+    interruptions: u32,
+    soft_failures: u32,
+    soft_since: Option<Timestamp>,
+    error: &StepError,
+    now: Timestamp,
+) -> (u32, u32, Duration) {
+    let this_soft = crate::retry::is_soft(&error.kind);
+    let hard = attempt
+        .saturating_sub(interruptions)
+        .saturating_sub(soft_failures);
+    let soft = soft_failures + u32::from(this_soft);
+    let soft_for = soft_since.map_or(Duration::ZERO, |t| now.duration_since(t));
+    (hard, soft, soft_for)
+}
+
+/// The retry delay with full jitter ([`crate::retry::jittered`]), never before the
+/// server's `Retry-After`. The result is journaled as `next_at`.
+fn jitter(delay: Duration, error: &StepError) -> Duration {
+    crate::retry::jittered(delay, error.retry_after(), rand::random::<f64>())
 }
 
 /// `1h 5m`, `12m 3s`, `4s`, `250ms`: durations for operators.

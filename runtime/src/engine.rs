@@ -412,9 +412,20 @@ impl Engine {
             Ok(view) => {
                 driver::check_command(&view, &command).map_err(EngineError::CommandRefused)?
             }
-            // A journal we cannot fold can still be resumed (after an upgrade) or cancelled.
+            // A journal we cannot fold can still be resumed (after an upgrade) or cancelled,
+            // unless its summary says it already ended: a finished run has nothing to cancel.
             Err(EngineError::Unreadable { .. })
-                if matches!(command, OperatorCommand::Resume | OperatorCommand::Cancel) => {}
+                if matches!(command, OperatorCommand::Resume | OperatorCommand::Cancel) =>
+            {
+                if let Some(rec) = self.shared.store.load_run(run).await?
+                    && rec.summary.state.is_terminal()
+                {
+                    return Err(EngineError::CommandRefused(format!(
+                        "the run already ended ({}); its journal cannot be read by this binary, and there is nothing to {command}",
+                        rec.summary.state
+                    )));
+                }
+            }
             Err(e) => return Err(e),
         }
         let text = serde_json::to_string(&command).map_err(|e| EngineError::Dag(e.to_string()))?;
@@ -431,6 +442,69 @@ impl Engine {
                 },
             )
             .await?)
+    }
+
+    /// Apply a queued `cancel` at once, in this process, to a run that never started a
+    /// step and that no worker holds: there is nothing to undo, so there is no reason to
+    /// wait (perhaps for ever) for a worker of its target. Leases the run only if it is
+    /// free, and journals the cancel like a worker would (who, when, why; `cancelled`).
+    ///
+    /// Returns the run's state when it was applied; `None` when it was not (a worker holds
+    /// the run, a step has started, or no cancel is queued): the worker applies it then.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn cancel_unstarted(&self, run: RunId) -> Result<Option<RunState>, EngineError> {
+        let sh = &self.shared;
+        let Some(rec) = sh.store.load_run(run).await? else {
+            return Err(EngineError::NotFound(run));
+        };
+        // A lease held by a dead worker is fine: acquiring below only takes a free one.
+        let untouched = rec.events.is_empty() && !rec.summary.state.is_terminal();
+        if !untouched {
+            return Ok(None);
+        }
+        let owner = format!("{}-cancel", sh.config.worker_id);
+        let leases = sh
+            .store
+            .acquire_targeted(
+                &owner,
+                sh.clock.now(),
+                sh.config.lease_ttl,
+                1,
+                Some(run),
+                None,
+            )
+            .await?;
+        let Some(lease) = leases.into_iter().next() else {
+            return Ok(None);
+        };
+        // Leased: re-read (a worker may have started it in between and let it go).
+        let started = sh
+            .store
+            .load_run(run)
+            .await?
+            .is_none_or(|r| !r.events.is_empty());
+        if started {
+            let _ = sh.store.release(&lease, Some(sh.clock.now())).await;
+            return Ok(None);
+        }
+        let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let exit = RunDriver::new(
+            self.shared.clone(),
+            lease,
+            Resuming::new(&self.shared),
+            None,
+            Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            Arc::new(tokio::sync::Notify::new()),
+            stop_rx,
+        )
+        .drive()
+        .await;
+        Ok(match exit {
+            RunExit::Finished(st) => Some(st),
+            _ => None,
+        })
     }
 
     /// Run a worker until `shutdown` resolves: lease due runs, drive them, recover expired
@@ -467,7 +541,9 @@ impl Engine {
     ) -> Result<RunExit, EngineError> {
         let sh = &self.shared;
         let owner = sh.config.worker_id.clone();
-        sh.store.claim_executor(&owner).await?;
+        sh.store
+            .claim_executor(&owner, sh.config.targets.as_deref())
+            .await?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut wake = sh.store.subscribe();
         let mut runs: JoinSet<(RunId, RunExit)> = JoinSet::new();
@@ -492,6 +568,8 @@ impl Engine {
         // Held while acquire rounds come back full (a takeover in progress): the runs of the
         // next round count as resuming before they are even leased.
         let mut taking_over: Option<Resuming> = None;
+        // After a failed acquire: not before this instant, and the delay that led to it.
+        let mut acquire_pause: Option<(tokio::time::Instant, Duration)> = None;
         loop {
             // Driving one run: stop if it is already somewhere no worker takes it (finished,
             // waiting for an operator, parked) and nobody holds or is asked to move it.
@@ -512,7 +590,9 @@ impl Engine {
             }
             // Lease what is due, up to capacity.
             let room = sh.config.max_runs.saturating_sub(active.len());
-            if room > 0 {
+            let paused =
+                acquire_pause.is_some_and(|(until, _)| tokio::time::Instant::now() < until);
+            if room > 0 && !paused {
                 let limit = room.min(sh.config.acquire_batch);
                 match sh
                     .store
@@ -527,6 +607,7 @@ impl Engine {
                     .await
                 {
                     Ok(leases) => {
+                        acquire_pause = None;
                         let got = leases.len();
                         let mut loads = preload(&self.shared, &leases);
                         for lease in leases {
@@ -554,7 +635,15 @@ impl Engine {
                             continue;
                         }
                     }
-                    Err(e) if e.is_retryable() => warn!(error = %e, "acquire failed; will retry"),
+                    Err(e) if e.is_retryable() => {
+                        // Backed off (a full disk fails every write at once: no hot loop
+                        // of warnings), from the poll interval up to 5 s.
+                        let delay = acquire_pause.map_or(sh.config.poll_interval, |(_, d)| {
+                            (d * 2).min(Duration::from_secs(5))
+                        });
+                        acquire_pause = Some((tokio::time::Instant::now() + delay, delay));
+                        warn!(error = %e, retry_in = ?delay, "acquire failed; will retry");
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }

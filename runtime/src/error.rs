@@ -89,6 +89,43 @@ impl StepError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after_ms.map(Duration::from_millis)
     }
+
+    /// The error as it may be journaled: its text comes from outside (an Azure or
+    /// Kubernetes answer), so NUL and other control characters are dropped (Postgres
+    /// refuses a NUL in `text`, which wedged a run whose error carried one) and the message
+    /// is cut at [`MAX_MESSAGE_BYTES`] (a 4 MiB error message was once journaled whole, on
+    /// every attempt). The driver applies it to every attempt's error before it is staged.
+    #[must_use]
+    pub fn bounded(mut self) -> Self {
+        self.message = bound_text(&self.message, MAX_MESSAGE_BYTES);
+        self.kind = bound_text(&self.kind, MAX_CODE_BYTES);
+        self.code = self.code.map(|c| bound_text(&c, MAX_CODE_BYTES));
+        self
+    }
+}
+
+/// The longest step error message journaled: enough for an Azure error with its details
+/// and our hint (those run to a few hundred bytes), small enough that a run with
+/// hundreds of attempts stays a few MB.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// The longest error kind or provider code journaled (Azure codes are short identifiers).
+pub const MAX_CODE_BYTES: usize = 256;
+
+/// `text` without NUL and other control characters (newline and tab stay), cut to at most
+/// `max` bytes on a character boundary, saying how much was cut.
+pub fn bound_text(text: &str, max: usize) -> String {
+    let clean: String = text
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect();
+    if clean.len() <= max {
+        return clean;
+    }
+    let mut end = max.saturating_sub(40);
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes cut)", &clean[..end], clean.len() - end)
 }
 
 impl fmt::Display for StepError {
@@ -107,5 +144,32 @@ impl fmt::Display for StepError {
             },
             self.message
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_drops_control_characters_and_cuts_long_messages() {
+        let e = StepError::permanent(
+            "validation",
+            format!("a\u{0}b\u{7}c\nd\te{}", "x".repeat(10_000)),
+        )
+        .with_code("Code\u{0}X")
+        .bounded();
+        assert!(e.message.starts_with("abc\nd\te"), "{}", &e.message[..20]);
+        assert!(e.message.len() <= MAX_MESSAGE_BYTES, "{}", e.message.len());
+        assert!(
+            e.message.ends_with("more bytes cut)"),
+            "{}",
+            &e.message[e.message.len() - 40..]
+        );
+        assert_eq!(e.code.as_deref(), Some("CodeX"));
+        // Multi-byte characters are never split.
+        let s = bound_text(&"é".repeat(5000), 100);
+        assert!(s.len() <= 100 + 40, "{}", s.len());
+        assert_eq!(bound_text("short", 100), "short");
     }
 }

@@ -431,6 +431,20 @@ pub struct NodeState {
     pub quiet_polls: u32,
     /// Undo attempts interrupted likewise.
     pub undo_interruptions: u32,
+    /// Failed action attempts that were only "not now" answers (throttled, transient:
+    /// [`crate::retry::is_soft`]). They do not use up the attempts meant for real
+    /// failures; the time since `soft_since` is their budget instead.
+    #[serde(default)]
+    pub soft_failures: u32,
+    /// When the action's first soft failure was journaled.
+    #[serde(default)]
+    pub soft_since: Option<Timestamp>,
+    /// Soft failures of the undo (reset by an operator retry).
+    #[serde(default)]
+    pub undo_soft_failures: u32,
+    /// When the undo's first soft failure was journaled.
+    #[serde(default)]
+    pub undo_soft_since: Option<Timestamp>,
     /// Who declared the stuck undo done by hand, and their note (`alice@host: deleted in
     /// the portal`); the ledger keeps the node's resources visible as resolved, not
     /// deleted, because nobody here saw them go.
@@ -454,6 +468,10 @@ impl NodeState {
             retry_requested: false,
             interruptions: 0,
             undo_interruptions: 0,
+            soft_failures: 0,
+            soft_since: None,
+            undo_soft_failures: 0,
+            undo_soft_since: None,
             wait_since: None,
             undo_wait_since: None,
             quiet_polls: 0,
@@ -525,6 +543,10 @@ impl NodeState {
                 },
             ) if attempt == a => {
                 self.last_error = Some(error.clone());
+                if crate::retry::is_soft(&error.kind) {
+                    self.soft_failures += 1;
+                    self.soft_since.get_or_insert(at);
+                }
                 S::RetryScheduled {
                     attempt: *attempt,
                     next_at: *next_at,
@@ -568,6 +590,8 @@ impl NodeState {
                 // An operator's retry: a fresh attempt and wait budget.
                 self.undo_attempts = 1;
                 self.undo_wait_since = None;
+                self.undo_soft_failures = 0;
+                self.undo_soft_since = None;
                 S::UndoRunning { attempt: 1 }
             }
             (S::UndoWaiting { attempt: a, .. }, Event::UndoStarted { attempt, .. })
@@ -610,6 +634,10 @@ impl NodeState {
                 },
             ) if attempt == a => {
                 self.last_error = Some(error.clone());
+                if crate::retry::is_soft(&error.kind) {
+                    self.undo_soft_failures += 1;
+                    self.undo_soft_since.get_or_insert(at);
+                }
                 S::UndoRetryScheduled {
                     attempt: *attempt,
                     next_at: *next_at,
@@ -1002,9 +1030,10 @@ impl RunView {
                 next_at,
                 error,
             } => format!(
-                "undo of {step} retries at {next_at} (attempt {}/{}) after: {error}",
+                "undo of {step} retries at {next_at} (attempt {}/{}{}) after: {error}",
                 attempt + 1,
-                of(max(true))
+                of(max(true)),
+                soft_note(n.undo_soft_failures)
             ),
             NodeStatus::Running { attempt } => {
                 format!("running {step} (attempt {attempt}/{})", of(max(false)))
@@ -1032,9 +1061,10 @@ impl RunView {
                 next_at,
                 error,
             } => format!(
-                "{step} retries at {next_at} (attempt {}/{}) after: {error}",
+                "{step} retries at {next_at} (attempt {}/{}{}) after: {error}",
                 attempt + 1,
-                of(max(false))
+                of(max(false)),
+                soft_note(n.soft_failures)
             ),
             other => format!("{step}: {}", other.name()),
         }
@@ -1373,6 +1403,16 @@ impl RunView {
                 _ => {}
             }
         }
+    }
+}
+
+/// ", 16 throttled/transient not counted": why an attempt number may pass the maximum
+/// (soft answers spend the transient budget, not attempts; see `retry::is_soft`).
+fn soft_note(soft: u32) -> String {
+    if soft == 0 {
+        String::new()
+    } else {
+        format!(", {soft} throttled/transient not counted")
     }
 }
 

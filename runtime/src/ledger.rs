@@ -171,10 +171,125 @@ pub fn ledger_of(view: &RunView) -> Vec<LedgerEntry> {
                     }
                 }
             }
+            // What the step adopted (there before the run) its undo keeps: say so, so that
+            // no view calls it undone (issue 21 §2). An explicit undo record wins.
+            let said: std::collections::HashSet<String> = out
+                .iter()
+                .filter(|e| e.node == spec.name && e.phase == "undo")
+                .map(|e| e.record.id.clone())
+                .collect();
+            for r in forward
+                .iter()
+                .filter(|r| r.action == LedgerAction::Adopted && !said.contains(&r.id))
+            {
+                out.push(LedgerEntry {
+                    record: LedgerRecord {
+                        action: LedgerAction::Kept,
+                        note: Some(ADOPTED_KEPT.to_string()),
+                        ..r.clone()
+                    },
+                    node: spec.name.clone(),
+                    phase: "undo".into(),
+                    at: st.undone_at,
+                });
+            }
         }
     }
     out.sort_by_key(|e| e.at.map(|t| t.0).unwrap_or(i64::MAX));
     out
+}
+
+/// The note of a resource an undo kept because its step adopted it.
+pub const ADOPTED_KEPT: &str = "adopted, not ours";
+
+/// What the undo of `node` did to the resources its step recorded: (deleted, kept).
+pub fn undo_counts(entries: &[LedgerEntry], node: &str) -> (usize, usize) {
+    let mut kept = 0;
+    let mut deleted = 0;
+    for e in entries
+        .iter()
+        .filter(|e| e.node == node && e.phase == "undo")
+    {
+        match e.record.action {
+            LedgerAction::Kept => kept += 1,
+            LedgerAction::Resolved => {}
+            _ => deleted += 1,
+        }
+    }
+    (deleted, kept)
+}
+
+/// How an undone step reads: `undone`, `kept (adopted, not ours)`, or
+/// `undone: 2 deleted, 1 kept (adopted, not ours)`.
+pub fn undone_word(deleted: usize, kept: usize) -> String {
+    match (deleted, kept) {
+        (0, k) if k > 0 => format!("kept ({ADOPTED_KEPT})"),
+        (d, k) if k > 0 => format!("undone: {d} deleted, {k} kept ({ADOPTED_KEPT})"),
+        _ => "undone".to_string(),
+    }
+}
+
+/// What an unwind did, from the ledger and the view: the sentence that follows "rolled
+/// back" / "cancelled" must not claim more than the journal proves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnwindSummary {
+    /// Resources the undos deleted.
+    pub deleted: usize,
+    /// Resources the run adopted (there before it) and its undos kept.
+    pub kept: usize,
+    /// Undos an operator resolved by hand: (step, "who: note").
+    pub resolved: Vec<(String, String)>,
+}
+
+impl UnwindSummary {
+    /// Fold `view` (and its ledger).
+    pub fn of(view: &RunView) -> Self {
+        let entries = ledger_of(view);
+        let mut s = UnwindSummary::default();
+        for e in entries.iter().filter(|e| e.phase == "undo") {
+            match e.record.action {
+                LedgerAction::Kept => s.kept += 1,
+                LedgerAction::Deleted | LedgerAction::Gone => s.deleted += 1,
+                _ => {}
+            }
+        }
+        for (spec, st) in view.dag.nodes.iter().zip(&view.nodes) {
+            if let (Some(who), Some(_)) = (&st.resolved_by, st.undone_at) {
+                s.resolved.push((spec.name.clone(), who.clone()));
+            }
+        }
+        s
+    }
+
+    /// "nothing it made is left", or what else is true: kept adopted resources, undos
+    /// resolved by hand (which nobody here saw finish).
+    pub fn sentence(&self) -> String {
+        let mut parts = Vec::new();
+        if self.resolved.is_empty() {
+            parts.push("nothing it made is left".to_string());
+        } else {
+            let n = self.resolved.len();
+            let which: Vec<String> = self
+                .resolved
+                .iter()
+                .map(|(step, who)| format!("`{step}` by {who}"))
+                .collect();
+            parts.push(format!(
+                "{n} undo{} resolved by hand ({}): check {}",
+                if n == 1 { "" } else { "s" },
+                which.join("; "),
+                if n == 1 { "it" } else { "them" }
+            ));
+        }
+        if self.kept > 0 {
+            parts.push(format!(
+                "{} adopted resource{} (there before this run) kept",
+                self.kept,
+                if self.kept == 1 { "" } else { "s" }
+            ));
+        }
+        parts.join("; ")
+    }
 }
 
 /// Net effect of a ledger: the resources still present according to it (created, adopted,
@@ -234,12 +349,24 @@ mod tests {
             vec![
                 ("x", LedgerAction::Created, "action"),
                 ("y", LedgerAction::Adopted, "action"),
+                ("y", LedgerAction::Kept, "undo"),
                 ("x", LedgerAction::Deleted, "undo"),
             ]
         );
         let p = present(&l);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].record.id, "y");
+        assert_eq!(
+            undone_word(undo_counts(&l, &v.dag.nodes[1].name).0, 1),
+            "kept (adopted, not ours)"
+        );
+        assert_eq!(undo_counts(&l, &v.dag.nodes[0].name), (1, 0));
+        let s = UnwindSummary::of(&v);
+        assert_eq!((s.deleted, s.kept), (1, 1));
+        assert_eq!(
+            s.sentence(),
+            "nothing it made is left; 1 adopted resource (there before this run) kept"
+        );
     }
 
     /// A stuck undo an operator resolved by hand: nobody here saw the resource go, so it
@@ -260,6 +387,10 @@ mod tests {
             Some("resolved by alice@bastion: deleted in the portal")
         );
         assert!(l.iter().all(|e| e.record.action != LedgerAction::Deleted));
+        assert_eq!(
+            UnwindSummary::of(&v).sentence(),
+            "1 undo resolved by hand (`a` by alice@bastion: deleted in the portal): check it"
+        );
         let p = present(&l);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].record.action, LedgerAction::Resolved);

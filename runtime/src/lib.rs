@@ -47,5 +47,5 @@ pub use error::StepError;
 pub use journal::{Event, NodeState, NodeStatus, OperatorCommand, RunState, RunView, UnwindCause};
 pub use memory::MemoryStore;
 pub use retry::RetryPolicy;
-pub use store::{JournalStore, RunFilter, RunId, RunSummary, StoreError};
+pub use store::{ExecutorHolder, JournalStore, RunFilter, RunId, RunSummary, StoreError};
 pub use time::{Clock, SystemClock, Timestamp, TokioClock};

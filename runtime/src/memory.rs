@@ -81,7 +81,11 @@ impl JournalStore for MemoryStore {
         "memory"
     }
 
-    async fn claim_executor(&self, _owner: &str) -> Result<(), StoreError> {
+    async fn claim_executor(
+        &self,
+        _owner: &str,
+        _serves: Option<&[String]>,
+    ) -> Result<(), StoreError> {
         Ok(())
     }
 

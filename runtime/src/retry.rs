@@ -30,6 +30,44 @@ pub struct RetryPolicy {
     /// own); an undo past it gives up like an undo out of retries. `0`: no budget.
     #[serde(default = "default_wait_budget_ms")]
     pub wait_budget_ms: u64,
+    /// How long this phase may keep getting "not now" answers (throttled, transient:
+    /// [`is_soft`]), counted from the first one, before it gives up. Those answers do not
+    /// use up `max_attempts`, which are meant for real failures: a subscription throttled
+    /// for twenty minutes by a fleet of clusters is not a reason to unwind an hour of work.
+    #[serde(default = "default_transient_budget_ms")]
+    pub transient_budget_ms: u64,
+}
+
+/// 30 minutes: ARM's throttling windows are per minute to per hour; a service that is
+/// still refusing after half an hour needs a person.
+pub const DEFAULT_TRANSIENT_BUDGET: Duration = Duration::from_secs(30 * 60);
+
+fn default_transient_budget_ms() -> u64 {
+    duration_ms(DEFAULT_TRANSIENT_BUDGET)
+}
+
+/// Whether an error kind says "not now" rather than "no": the service throttled us or was
+/// unreachable or failing (429, 5xx, a dropped connection). Such answers are retried within
+/// [`RetryPolicy::transient_budget_ms`] and never use up the attempts of
+/// [`RetryPolicy::max_attempts`].
+pub fn is_soft(kind: &str) -> bool {
+    kind == crate::error::kind::THROTTLED || kind == crate::error::kind::TRANSIENT
+}
+
+/// Full jitter ("Exponential Backoff And Jitter", AWS Architecture Blog, 2015): a delay
+/// drawn uniformly from `[floor, delay]`, where `floor` is the server's `Retry-After` (never
+/// retry before it) or zero. Many runs throttled together otherwise retry in lockstep and
+/// are throttled together again. When the server's wait is the whole delay, up to a fifth
+/// is added on top, so they still spread out. `unit` is a uniform draw from `[0, 1)`; the
+/// driver journals the result as the attempt's `next_at`, so a restart keeps it.
+pub fn jittered(delay: Duration, retry_after: Option<Duration>, unit: f64) -> Duration {
+    let unit = unit.clamp(0.0, 1.0);
+    let floor = retry_after.unwrap_or_default().min(delay);
+    if delay > floor {
+        floor + (delay - floor).mul_f64(unit)
+    } else {
+        delay + delay.mul_f64(0.2 * unit)
+    }
 }
 
 /// 30 minutes: the longest an ARM long-running operation is expected to take.
@@ -51,6 +89,7 @@ impl Default for RetryPolicy {
             attempt_timeout_ms: 300_000,
             non_retryable: Vec::new(),
             wait_budget_ms: default_wait_budget_ms(),
+            transient_budget_ms: default_transient_budget_ms(),
         }
     }
 }
@@ -134,6 +173,45 @@ impl RetryPolicy {
     /// The delay is the exponential backoff, raised to the server's Retry-After when that is
     /// longer (a throttled caller that retries early only burns more of its quota).
     pub fn decide(&self, attempt: u32, error: &StepError) -> RetryDecision {
+        self.decide_counting(attempt, attempt, Duration::ZERO, error)
+    }
+
+    /// [`RetryPolicy::decide`] with "not now" answers counted apart: `hard` is the number of
+    /// attempts that failed for real (this one included, when it did), `soft` the number of
+    /// soft failures ([`is_soft`], this one included, when it is one), and `soft_for` how
+    /// long the phase has been getting them. A soft failure is retried until
+    /// `transient_budget_ms` is spent, after `Retry-After` when the server gave one (exactly
+    /// that: an exponential delay on top would wait 60 s where ARM asked for 1 s), else
+    /// after the exponential backoff of `soft`. A real failure uses up `max_attempts`.
+    pub fn decide_counting(
+        &self,
+        hard: u32,
+        soft: u32,
+        soft_for: Duration,
+        error: &StepError,
+    ) -> RetryDecision {
+        if error.retryable
+            && is_soft(&error.kind)
+            && !self.non_retryable.iter().any(|k| k == &error.kind)
+        {
+            let budget = Duration::from_millis(self.transient_budget_ms);
+            if soft_for >= budget {
+                return RetryDecision::GiveUp {
+                    reason: format!(
+                        "{} answers for {}s, past the transient budget of {}s",
+                        error.kind,
+                        soft_for.as_secs(),
+                        budget.as_secs()
+                    ),
+                };
+            }
+            return RetryDecision::RetryAfter(
+                error
+                    .retry_after()
+                    .unwrap_or_else(|| self.backoff(soft.max(1))),
+            );
+        }
+        let attempt = hard;
         if !error.retryable {
             return RetryDecision::GiveUp {
                 reason: "permanent error".into(),
@@ -174,7 +252,7 @@ mod tests {
         assert_eq!(p.backoff(2), Duration::from_millis(200));
         assert_eq!(p.backoff(3), Duration::from_millis(400));
         assert_eq!(p.backoff(4), Duration::from_millis(700));
-        let e = StepError::retryable("throttled", "429");
+        let e = StepError::retryable("conflict", "409");
         assert_eq!(
             p.decide(1, &e),
             RetryDecision::RetryAfter(Duration::from_millis(100))
@@ -185,6 +263,71 @@ mod tests {
             RetryDecision::RetryAfter(Duration::from_secs(3))
         );
         assert!(matches!(p.decide(6, &e), RetryDecision::GiveUp { .. }));
+    }
+
+    /// Issue 21: every 429 used up an attempt, and the 7th waited 60 s although ARM said
+    /// 1 s. Soft answers now keep the attempts for real failures, are bounded in time, and
+    /// wait exactly the Retry-After.
+    #[test]
+    fn throttled_and_transient_answers_spend_time_not_attempts() {
+        let p = RetryPolicy::default().with_max_attempts(3).with_backoff(
+            Duration::from_secs(1),
+            2.0,
+            Duration::from_secs(60),
+        );
+        let throttled = StepError::retryable(crate::error::kind::THROTTLED, "429")
+            .with_retry_after(Duration::from_secs(1));
+        // The 50th throttled answer, two minutes in: still retried, after exactly 1 s.
+        assert_eq!(
+            p.decide_counting(0, 50, Duration::from_secs(120), &throttled),
+            RetryDecision::RetryAfter(Duration::from_secs(1))
+        );
+        let transient = StepError::retryable(crate::error::kind::TRANSIENT, "503");
+        assert_eq!(
+            p.decide_counting(0, 3, Duration::from_secs(10), &transient),
+            RetryDecision::RetryAfter(Duration::from_secs(4))
+        );
+        // Past the transient budget: give up, saying why.
+        let RetryDecision::GiveUp { reason } =
+            p.decide_counting(0, 500, DEFAULT_TRANSIENT_BUDGET, &transient)
+        else {
+            panic!("a transient answer past its budget must give up");
+        };
+        assert!(reason.contains("transient budget"), "{reason}");
+        // Real failures still count: the 3rd conflict gives up whatever came before.
+        let conflict = StepError::retryable(crate::error::kind::CONFLICT, "409");
+        assert!(matches!(
+            p.decide_counting(3, 40, Duration::from_secs(60), &conflict),
+            RetryDecision::GiveUp { .. }
+        ));
+        assert!(matches!(
+            p.decide_counting(2, 40, Duration::from_secs(60), &conflict),
+            RetryDecision::RetryAfter(_)
+        ));
+    }
+
+    #[test]
+    fn full_jitter_stays_between_retry_after_and_the_delay() {
+        let d = Duration::from_secs(8);
+        assert_eq!(jittered(d, None, 0.0), Duration::ZERO);
+        assert_eq!(jittered(d, None, 0.5), Duration::from_secs(4));
+        assert_eq!(
+            jittered(d, Some(Duration::from_secs(2)), 0.0),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            jittered(d, Some(Duration::from_secs(2)), 0.5),
+            Duration::from_secs(5)
+        );
+        // The server's wait is the whole delay: never earlier, up to a fifth later.
+        let ra = Duration::from_secs(10);
+        assert_eq!(jittered(ra, Some(ra), 0.0), ra);
+        assert_eq!(jittered(ra, Some(ra), 0.5), Duration::from_secs(11));
+        // Many runs draw many delays: they spread instead of retrying in lockstep.
+        let draws: std::collections::BTreeSet<u128> = (0..100)
+            .map(|i| jittered(d, None, f64::from(i) / 100.0).as_millis())
+            .collect();
+        assert!(draws.len() > 90);
     }
 
     #[test]

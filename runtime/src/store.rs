@@ -314,6 +314,27 @@ impl RunFilter {
     }
 }
 
+/// Who holds a SQLite journal's executor lock (see [`JournalStore::executor_holder`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorHolder {
+    /// Its process id, as it wrote it ("unknown" if it did not).
+    pub pid: String,
+    /// Its worker id(s).
+    pub worker: String,
+    /// The targets it leases runs of; `None`: any (or not recorded).
+    pub serves: Option<Vec<String>>,
+}
+
+impl ExecutorHolder {
+    /// Whether it would ever lease a run of `target`.
+    #[must_use]
+    pub fn serves(&self, target: &str) -> bool {
+        self.serves
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|t| t == target))
+    }
+}
+
 /// The journal store.
 ///
 /// # Caveats
@@ -327,7 +348,21 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
     /// Declare this process an executor. SQLite: take the file's executor lock (a second
     /// executor gets [`StoreError::ExecutorBusy`]) and, since every other lease holder must
     /// then be dead, release their leases. Postgres and memory: nothing to do.
-    async fn claim_executor(&self, owner: &str) -> Result<(), StoreError>;
+    /// `serves`: the targets the claimant leases runs of (`None`: any), recorded so that a
+    /// process that cannot execute beside it can say who is in the way and what it serves.
+    async fn claim_executor(
+        &self,
+        owner: &str,
+        serves: Option<&[String]>,
+    ) -> Result<(), StoreError>;
+
+    /// The process that holds this journal's single-executor lock, when the backend has one
+    /// (SQLite) and another process (or store) holds it: a run of a target it does not
+    /// serve would wait for ever beside it. `None` for Postgres and memory (any number of
+    /// executors) and when nobody holds it.
+    async fn executor_holder(&self) -> Result<Option<ExecutorHolder>, StoreError> {
+        Ok(None)
+    }
 
     /// Journal a new run, or find the existing one with the same idempotency key, or name
     /// the run that is in the way (see the module's guarantees). Checked in this order:

@@ -52,8 +52,10 @@ pub struct World {
 
 impl World {
     pub fn new(dir: impl Into<PathBuf>) -> Arc<Self> {
+        // The directory is made by the first side effect, not here: every `worker` builds
+        // a world for the self-test saga and most never run one (a stray
+        // `./hcp-workflow-selftest/` appeared wherever a worker was started).
         let dir = dir.into();
-        let _ = std::fs::create_dir_all(dir.join("res"));
         Arc::new(Self {
             dir,
             faults: Mutex::new(Faults::default()),
@@ -65,6 +67,7 @@ impl World {
     }
 
     fn log(&self, line: &str) -> Result<(), StepError> {
+        std::fs::create_dir_all(self.dir.join("res")).map_err(io)?;
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -182,6 +185,7 @@ impl Action for TestStep {
                     .with_code("TooManyRequests"),
             );
         }
+        std::fs::create_dir_all(w.dir.join("res")).map_err(io)?;
         let path = w.dir.join("res").join(&input.key);
         if path.exists() {
             w.log(&format!("effect {} exists", input.key))?;

@@ -557,14 +557,14 @@ async fn retry_delays_follow_the_policy_and_retry_after_raises_them() {
             _ => None,
         })
         .collect();
-    assert_eq!(
-        delays,
-        vec![30_000, 2_000],
-        "Retry-After 30 s beats 1 s; then 1 s × 2"
-    );
+    // Retry-After 30 s is honoured (never earlier; full jitter adds up to a fifth); the
+    // second soft answer waits the backoff of its own count (1 s × 2), jittered in [0, 2 s].
+    assert_eq!(delays.len(), 2, "{delays:?}");
+    assert!((30_000..=36_000).contains(&delays[0]), "{delays:?}");
+    assert!((0..=2_000).contains(&delays[1]), "{delays:?}");
     let el = t0.elapsed();
     assert!(
-        el >= Duration::from_secs(32) && el < Duration::from_secs(40),
+        el >= Duration::from_secs(30) && el < Duration::from_secs(40),
         "{el:?}"
     );
     let view = e.view(run).await.unwrap();

@@ -21,6 +21,11 @@ struct Knobs {
     undo_ready_after: Arc<AtomicU32>,
     /// The wait's reason changes on every poll (news each time).
     chatty: Arc<std::sync::atomic::AtomicBool>,
+    /// On this poll (0: never) the step saves a checkpoint (an LRO's URL, say) and keeps
+    /// waiting, as `pls.service` and `control-plane.nat-subnet` do.
+    checkpoint_on: Arc<AtomicU32>,
+    /// What each save returned ("ok" or the error).
+    saves: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 struct Poller(Knobs);
@@ -38,7 +43,16 @@ impl Action for Poller {
         let n = self.0.polls.fetch_add(1, Ordering::SeqCst) + 1;
         let after = self.0.ready_after.load(Ordering::SeqCst);
         if after != 0 && n >= after {
-            return Ok(Outcome::Done(n));
+            let seen: Option<u32> = ctx.checkpoint()?;
+            return Ok(Outcome::Done(seen.unwrap_or(n)));
+        }
+        if self.0.checkpoint_on.load(Ordering::SeqCst) == n {
+            let r = ctx.save_checkpoint(&(n * 100)).await;
+            self.0.saves.lock().unwrap().push(match &r {
+                Ok(()) => "ok".to_string(),
+                Err(e) => e.to_string(),
+            });
+            r?;
         }
         let reason = if self.0.chatty.load(Ordering::SeqCst) {
             format!("{n} of many replicas ready")
@@ -133,6 +147,44 @@ async fn a_long_wait_journals_a_constant_number_of_events() {
         .filter(|e| matches!(e, Event::NodeWaiting { .. }))
         .count();
     assert_eq!(waits, 1, "{evs:?}");
+}
+
+/// Issue 21 §3: a step that saves a checkpoint during a poll of its wait (nothing journaled
+/// before a poll runs) was told "checkpoint could not be journaled (lease lost)": the
+/// journal refused a checkpoint for a node that was `waiting`, not `running`. No lease was
+/// ever lost; the attempt failed for nothing and was retried.
+#[tokio::test(start_paused = true)]
+async fn a_checkpoint_saved_during_a_poll_is_journaled_and_costs_no_attempt() {
+    let k = Knobs::default();
+    k.checkpoint_on.store(3, Ordering::SeqCst);
+    k.ready_after.store(6, Ordering::SeqCst);
+    let (e, store, dag) = setup(&k);
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    let exit = e.drive(run, std::future::pending()).await.unwrap();
+    assert_eq!(exit, RunExit::Finished(RunState::Succeeded));
+    assert_eq!(*k.saves.lock().unwrap(), vec!["ok".to_string()]);
+    let evs = events(&store, run).await;
+    assert!(
+        !evs.iter().any(|e| matches!(
+            e,
+            Event::NodeRetryScheduled { .. } | Event::NodeFailed { .. }
+        )),
+        "{evs:#?}"
+    );
+    // The checkpoint is durable and read back by the poll that finishes.
+    let view = e.view(run).await.unwrap();
+    let out = view.outputs();
+    assert_eq!(
+        out.get("available"),
+        Some(&serde_json::json!(300)),
+        "{evs:#?}"
+    );
+    // One attempt throughout: every `started` names attempt 1.
+    assert!(
+        evs.iter()
+            .all(|e| !matches!(e, Event::NodeStarted { attempt, .. } if *attempt != 1)),
+        "{evs:#?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

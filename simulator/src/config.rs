@@ -70,6 +70,15 @@ pub struct LatencyModel {
     pub nodepool_ready: Duration,
     /// NodePool deletion requested → finalizer removed.
     pub nodepool_delete: Duration,
+    /// Every NodePool of a cluster Ready → its release rolled out (`status.version.
+    /// history[0].completionTime`), unless cluster operators fail (scenario
+    /// `failing_cluster_operators`).
+    #[serde(default = "default_guest_rollout")]
+    pub guest_rollout: Duration,
+}
+
+fn default_guest_rollout() -> Duration {
+    secs(300)
 }
 
 fn secs(s: u64) -> Duration {
@@ -118,6 +127,7 @@ impl Default for LatencyModel {
             operator_delete: secs(30),
             nodepool_ready: secs(300),
             nodepool_delete: secs(60),
+            guest_rollout: default_guest_rollout(),
         }
     }
 }

@@ -219,7 +219,18 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
                 message,
                 retry_after,
             } => {
-                let mut resp = error_for(&surface, status, &code, &message);
+                let mut resp = match (&surface, retry_after) {
+                    // An API server's Status carries the delay too (apimachinery
+                    // `errors.NewTooManyRequests`: `details.retryAfterSeconds`), which is
+                    // what kube clients read; the header alone is lost in their error type.
+                    (Surface::Kube, Some(s)) => kube::status_with_details(
+                        status,
+                        &code,
+                        &message,
+                        serde_json::json!({"retryAfterSeconds": s}),
+                    ),
+                    _ => error_for(&surface, status, &code, &message),
+                };
                 if let Some(s) = retry_after {
                     set_header(&mut resp, "retry-after", &s.to_string());
                 }

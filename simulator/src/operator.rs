@@ -184,6 +184,32 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
             if let Some(svc_kind) = kind_by_key("core/services") {
                 store::delete(sim, st, now, svc_kind, &cp_ns, "private-router");
             }
+            // HyperShift deletes the cluster's NodePools itself, together with the CAPI
+            // Cluster, so their nodes are not drained (`hostedcluster_controller.go`
+            // `delete` → `deleteNodePools`; cluster-api `isDeleteNodeAllowed` skips the
+            // drain of a Cluster being deleted), and goes on once they are gone.
+            let pools: Vec<String> = objects(st, &format!("{HYPERSHIFT}/nodepools"))
+                .into_iter()
+                .filter(|(pns, _, p)| {
+                    *pns == ns
+                        && p.pointer("/spec/clusterName").and_then(Value::as_str)
+                            == Some(name.as_str())
+                })
+                .map(|(_, n, _)| n)
+                .collect();
+            if !pools.is_empty() {
+                if let Some(np_kind) = kind_by_key(&format!("{HYPERSHIFT}/nodepools")) {
+                    for p in &pools {
+                        if store::get(st, &np_kind.key(), &ns, p)
+                            .is_some_and(|o| !store::is_deleting(o))
+                        {
+                            store::delete(sim, st, now, np_kind, &ns, p);
+                            changed = true;
+                        }
+                    }
+                }
+                continue;
+            }
             if let Some(ns_kind) = kind_by_key("core/namespaces") {
                 store::delete(sim, st, now, ns_kind, "", &cp_ns);
             }
@@ -261,6 +287,9 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 );
             }
         }
+        if sim_state.available && !sim_state.rolled_out {
+            dirty |= rollout(sim, st, now, &ns, &name, &mut obj, &mut sim_state);
+        }
         st.hcs.insert(k, sim_state);
         if dirty {
             store::update(sim, st, kind, &ns, obj);
@@ -268,6 +297,137 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         }
     }
     changed
+}
+
+/// The guest's rollout, as the HostedCluster shows it (issue 22 §4): `status.version`
+/// (HyperShift copies the guest ClusterVersion's history; `hypershift create cluster
+/// --wait` waits for `history[0].completionTime`, `cmd/cluster/core/create.go`) and the
+/// `ClusterVersion*` conditions it bubbles up from the CVO
+/// (`api/hypershift/v1beta1/hostedcluster_conditions.go`). The release rolls out
+/// `guest_rollout` after every NodePool of the cluster is Ready; with failing cluster
+/// operators (scenario) it stays `Partial`, with *our model* of the CVO's messages.
+fn rollout(
+    sim: &Simulator,
+    st: &State,
+    now: u64,
+    ns: &str,
+    name: &str,
+    obj: &mut Value,
+    s: &mut crate::state::HcSim,
+) -> bool {
+    let pools: Vec<Value> = objects(st, &format!("{HYPERSHIFT}/nodepools"))
+        .into_iter()
+        .filter(|(pns, _, p)| pns == ns && str_at(p, "/spec/clusterName") == Some(name))
+        .map(|(_, _, p)| p)
+        .collect();
+    let ready = !pools.is_empty() && pools.iter().all(|p| condition_true(p, "Ready"));
+    if !ready {
+        s.pools_ready_ms = None;
+        return false;
+    }
+    let since = *s.pools_ready_ms.get_or_insert(now);
+    if now < since + sim.scaled(sim.config().latency.guest_rollout) {
+        return false;
+    }
+    let version = release_of(obj).map(|r| r.2).unwrap_or_default();
+    let image = str_at(obj, "/spec/release/image")
+        .unwrap_or_default()
+        .to_string();
+    let failing = crate::preflight::scenario(sim).failing_cluster_operators;
+    let at = crate::util::rfc3339_secs(now);
+    let started = crate::util::rfc3339_secs(since);
+    let mut dirty = false;
+    // The CRD requires `desired`, `observedGeneration` and `availableUpdates` (none here)
+    // in `status.version`, and every history entry's `completionTime` (nullable).
+    let generation = obj
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
+    if failing.is_empty() {
+        s.rolled_out = true;
+        crate::util::obj_mut(obj, "status").insert(
+            "version".into(),
+            json!({
+                "desired": {"image": image, "version": version},
+                "history": [{"state": "Completed", "version": version, "image": image,
+                    "startedTime": started, "completionTime": at, "verified": false}],
+                "observedGeneration": generation,
+                "availableUpdates": [],
+            }),
+        );
+        set_condition(
+            obj,
+            "ClusterVersionAvailable",
+            true,
+            "FromClusterVersion",
+            &format!("Done applying {version}"),
+            now,
+        );
+        set_condition(
+            obj,
+            "ClusterVersionProgressing",
+            false,
+            "FromClusterVersion",
+            &format!("Cluster version is {version}"),
+            now,
+        );
+        set_condition(obj, "ClusterVersionFailing", false, "AsExpected", "", now);
+        return true;
+    }
+    let failing_msg = if failing.len() == 1 {
+        format!("Cluster operator {} is not available", failing[0])
+    } else {
+        format!(
+            "Multiple errors are preventing progress:\n{}",
+            failing
+                .iter()
+                .map(|o| format!("* Cluster operator {o} is not available"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    };
+    if obj.pointer("/status/version/history/0").is_none() {
+        crate::util::obj_mut(obj, "status").insert(
+            "version".into(),
+            json!({
+                "desired": {"image": image, "version": version},
+                "history": [{"state": "Partial", "version": version, "image": image,
+                    "startedTime": started, "completionTime": null, "verified": false}],
+                "observedGeneration": generation,
+                "availableUpdates": [],
+            }),
+        );
+        dirty = true;
+    }
+    dirty |= set_condition(
+        obj,
+        "ClusterVersionFailing",
+        true,
+        if failing.len() == 1 {
+            "ClusterOperatorNotAvailable"
+        } else {
+            "MultipleErrors"
+        },
+        &failing_msg,
+        now,
+    );
+    dirty |= set_condition(
+        obj,
+        "ClusterVersionProgressing",
+        true,
+        "FromClusterVersion",
+        &format!("Unable to apply {version}: some cluster operators are not available"),
+        now,
+    );
+    dirty |= set_condition(
+        obj,
+        "ClusterVersionAvailable",
+        false,
+        "FromClusterVersion",
+        &format!("Unable to apply {version}"),
+        now,
+    );
+    dirty
 }
 
 /// A HostedCluster spec HyperShift refuses: the condition it shows.
@@ -312,6 +472,16 @@ fn topology(obj: &Value) -> &str {
 ///   wrapped by `infra/infra.go`), bubbled up from the HostedControlPlane's `Degraded`.
 fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
     let latest = crate::config::minor_version(&sim.config().hypershift_version).unwrap_or((4, 22));
+    // How the operator prints a supported version: `release-4.22` formats the semver as is
+    // (`"4.22.0"`, `support/supportedversion/version.go` `IsValidReleaseVersion`); `main`
+    // (4.23 on) trims a `.0` patch (`trimVersion`: `"4.22"`).
+    let shown = |major: u32, minor: u32| {
+        if latest <= (4, 22) {
+            format!("{major}.{minor}.0")
+        } else {
+            format!("{major}.{minor}")
+        }
+    };
     if let Some((major, minor, version)) = release_of(obj) {
         if (major, minor) > latest {
             return Some(Block {
@@ -319,8 +489,8 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
                 status: false,
                 reason: "InvalidImage",
                 message: format!(
-                    "the latest version supported is: \"{}.{}\". Attempting to use: \"{version}\"",
-                    latest.0, latest.1
+                    "the latest version supported is: \"{}\". Attempting to use: \"{version}\"",
+                    shown(latest.0, latest.1)
                 ),
             });
         }
@@ -330,7 +500,8 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
                 status: false,
                 reason: "InvalidImage",
                 message: format!(
-                    "the minimum version supported for platform Azure is: \"4.14\". Attempting to use: \"{version}\""
+                    "the minimum version supported for platform Azure is: \"{}\". Attempting to use: \"{version}\"",
+                    shown(4, 14)
                 ),
             });
         }
@@ -348,6 +519,24 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
                 ),
             });
         }
+    }
+    // `validateConfigAndClusterCapabilities`: every error, aggregated, in HyperShift's order
+    // (services exposed as Routes on a cluster without the Route API first, networks last).
+    let mut errs = route_capability_errors(sim, obj);
+    errs.extend(network_overlaps(obj));
+    let message = match errs.len() {
+        0 => None,
+        // utilerrors.NewAggregate: one error as is, several as "[e1, e2]".
+        1 => errs.pop(),
+        _ => Some(format!("[{}]", errs.join(", "))),
+    };
+    if let Some(message) = message {
+        return Some(Block {
+            ctype: "ValidConfiguration",
+            status: false,
+            reason: "InvalidConfiguration",
+            message,
+        });
     }
     if !topology(obj).eq_ignore_ascii_case("Private") {
         let route_without_host = obj
@@ -374,6 +563,99 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
         }
     }
     None
+}
+
+/// A Go `time.Duration` string as the NodePool API takes it (`30s`, `5m`, `1h30m`, `0s`).
+fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
+    let mut total = 0f64;
+    let mut num = String::new();
+    let mut chars = s.trim().chars().peekable();
+    let mut any = false;
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() || c == '.' {
+            num.push(c);
+            continue;
+        }
+        let mut unit = c.to_string();
+        if c == 'm' && chars.peek() == Some(&'s') {
+            unit.push('s');
+            chars.next();
+        }
+        let v: f64 = num.parse().ok()?;
+        num.clear();
+        total += v * match unit.as_str() {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            _ => return None,
+        };
+        any = true;
+    }
+    (any && num.is_empty()).then(|| std::time::Duration::from_secs_f64(total))
+}
+
+/// HyperShift's network overlap check (`hypershift-operator/controllers/hostedcluster/
+/// hostedcluster_controller.go` `validateSliceNetworkCIDRs` → `compareCIDREntries`): the
+/// machine, service and cluster networks, in that order, pairwise; each overlap is a
+/// `field.Invalid` on the first of the pair, aggregated into `ValidConfiguration=False`
+/// (reason `InvalidConfiguration`), and the cluster never becomes Available.
+/// Issue 22 §8: on a management cluster without the Route API (AKS), HyperShift refuses a
+/// HostedCluster whose services are Routes, whatever its topology
+/// (`hostedcluster_controller.go` `validateConfigAndClusterCapabilities`, message verbatim).
+fn route_capability_errors(sim: &Simulator, obj: &Value) -> Vec<String> {
+    if sim.config().management_platform == crate::config::ManagementPlatform::OpenShift {
+        return Vec::new();
+    }
+    obj.pointer("/spec/services")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|s| {
+            s.pointer("/servicePublishingStrategy/type")
+                .and_then(Value::as_str)
+                == Some("Route")
+        })
+        .filter_map(|s| s.get("service").and_then(Value::as_str))
+        .map(|svc| {
+            format!("cluster does not support Routes, but service \"{svc}\" is exposed via a Route")
+        })
+        .collect()
+}
+
+fn network_overlaps(obj: &Value) -> Vec<String> {
+    let mut entries: Vec<(&str, ipnet::Ipv4Net)> = Vec::new();
+    for (key, path) in [
+        ("machineNetwork", "spec.networking.MachineNetwork"),
+        ("serviceNetwork", "spec.networking.ServiceNetwork"),
+        ("clusterNetwork", "spec.networking.ClusterNetwork"),
+    ] {
+        for e in obj
+            .pointer(&format!("/spec/networking/{key}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(net) = e
+                .get("cidr")
+                .and_then(Value::as_str)
+                .and_then(|c| c.parse::<ipnet::Ipv4Net>().ok())
+            {
+                entries.push((path, net));
+            }
+        }
+    }
+    let mut errs = Vec::new();
+    for (o, (po, a)) in entries.iter().enumerate() {
+        for (pi, b) in &entries[o + 1..] {
+            if a.contains(&b.network()) || b.contains(&a.network()) {
+                errs.push(format!(
+                    "{po}: Invalid value: \"{a}\": {po} and {pi} overlap: {a} and {b}"
+                ));
+            }
+        }
+    }
+    errs
 }
 
 /// Whether the `private-router` Service gets an Azure internal load balancer: only when
@@ -516,7 +798,38 @@ fn node_pools(sim: &Simulator, st: &mut State, now: u64) -> bool {
         let mut dirty = false;
         if store::is_deleting(&obj) {
             let since = *s.delete_seen_ms.get_or_insert(now);
-            if finalizers.iter().any(|f| f == FINALIZER)
+            // A NodePool deleted on its own drains its nodes first; with its HostedCluster
+            // being deleted (or gone) it is not drained (see `hosted_clusters`). A drain a
+            // PodDisruptionBudget blocks waits for `nodeDrainTimeout` (cluster-api gives up
+            // draining after it), for ever without one.
+            let cluster = obj
+                .pointer("/spec/clusterName")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let with_cluster =
+                store::get(st, &format!("{HYPERSHIFT}/hostedclusters"), &ns, &cluster)
+                    .is_none_or(store::is_deleting);
+            let drain_blocked = !with_cluster
+                && crate::preflight::scenario(sim).blocking_pdb
+                && match obj
+                    .pointer("/spec/nodeDrainTimeout")
+                    .and_then(Value::as_str)
+                    .and_then(parse_go_duration)
+                {
+                    Some(t) if !t.is_zero() => now < since + sim.scaled(t),
+                    _ => true,
+                };
+            if drain_blocked {
+                dirty |= set_condition(
+                    &mut obj,
+                    "AllMachinesReady",
+                    false,
+                    "Draining",
+                    "Drain failed: Cannot evict pod as it would violate the pod's disruption budget.",
+                    now,
+                );
+            } else if finalizers.iter().any(|f| f == FINALIZER)
                 && now >= since + sim.scaled(lat.nodepool_delete)
             {
                 finalizers.retain(|f| f != FINALIZER);

@@ -88,6 +88,15 @@ pub struct Scenario {
     pub no_operator: bool,
     /// `SelfSubjectReview` is not served (404), as on an API server before 1.28.
     pub no_self_subject_review: bool,
+    /// A PodDisruptionBudget in the guest allows no eviction, so draining a node never
+    /// finishes: a NodePool deleted on its own (its nodes drained first) stays until its
+    /// `nodeDrainTimeout` passes, for ever without one. A NodePool deleted with its
+    /// HostedCluster is not drained (issue 22 §5; see operator.rs `node_pools`).
+    pub blocking_pdb: bool,
+    /// Guest cluster operators that never become available (`console`, `ingress`, …): the
+    /// release never rolls out, and the HostedCluster's `ClusterVersion*` conditions say
+    /// which (issue 22 §4).
+    pub failing_cluster_operators: Vec<String>,
 }
 
 /// One denied ARM action.
@@ -203,7 +212,7 @@ pub(crate) fn handle_arm(sim: &Simulator, req: &Req) -> Option<Response> {
     Some(resp)
 }
 
-fn scenario(sim: &Simulator) -> Scenario {
+pub(crate) fn scenario(sim: &Simulator) -> Scenario {
     lock(&sim.inner.scenario).clone()
 }
 

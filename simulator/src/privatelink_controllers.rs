@@ -726,7 +726,7 @@ pub(crate) fn teardown(
         && ho_runs(sim)
         && now >= s.ho_next_ms
     {
-        match ho_delete(sim, st, now, &obj) {
+        match ho_delete(sim, st, now, &obj, name) {
             HoDelete::Done => {
                 let mut f = store::finalizers(&obj);
                 f.retain(|x| x != HO_FINALIZER);
@@ -797,10 +797,38 @@ enum HoDelete {
     Waiting,
 }
 
+/// A PLS the HO's create reconcile is making for HostedCluster `hc` (its tags, set in
+/// `ho_reconcile`), and whether it has finished provisioning.
+fn in_flight_pls(st: &State, hc: &str) -> Option<(String, bool)> {
+    let tag = format!("kubernetes.io_cluster_{hc}");
+    crate::arm::store::of_type(st, types::PLS)
+        .into_iter()
+        .find(|p| {
+            str_at(&p.body, &format!("/tags/{tag}")) == Some("owned")
+                && str_at(&p.body, "/tags/hypershift.openshift.io_resource-type")
+                    == Some("private-link-service")
+        })
+        .map(|p| (p.id.clone(), p.prov != Prov::Creating))
+}
+
 /// controller.go (HO) `delete`: reject active connections (requeue), then delete the PLS.
-fn ho_delete(sim: &Simulator, st: &mut State, now: u64, obj: &Value) -> HoDelete {
-    let Some(pls_id) = str_at(obj, "/status/privateLinkServiceID").map(str::to_string) else {
-        return HoDelete::Done;
+///
+/// The real create reconcile blocks in `PollUntilDone` and writes
+/// `status.privateLinkServiceID` before it returns, and controller-runtime never runs two
+/// reconciles of one object at once, so the delete reconcile always finds the ID of a PLS
+/// the controller made. The simulator runs that create as ticks (PUT, then status once the
+/// PLS has succeeded), so a delete can come in between: it then finds the in-flight PLS by
+/// the tags the create put on it, and waits for it to finish provisioning, instead of
+/// leaking it (a leaked PLS pins the internal load balancer and the HostedCluster's
+/// finalizer forever).
+fn ho_delete(sim: &Simulator, st: &mut State, now: u64, obj: &Value, hc: &str) -> HoDelete {
+    let pls_id = match str_at(obj, "/status/privateLinkServiceID") {
+        Some(id) => id.to_string(),
+        None => match in_flight_pls(st, hc) {
+            Some((_, false)) => return HoDelete::Waiting,
+            Some((id, true)) => id,
+            None => return HoDelete::Done,
+        },
     };
     let Some(pls) = res(st, &pls_id) else {
         return HoDelete::Done;

@@ -114,6 +114,12 @@ pub(crate) struct HcSim {
     pub lb_id: Option<String>,
     pub available: bool,
     pub delete_seen_ms: Option<u64>,
+    /// Since when every NodePool of the cluster is Ready (the rollout clock).
+    #[serde(default)]
+    pub pools_ready_ms: Option<u64>,
+    /// The release rolled out (`completionTime` set).
+    #[serde(default)]
+    pub rolled_out: bool,
 }
 
 /// The `*.apps` record sets the guest's ingress operator wrote for one HostedCluster

@@ -612,7 +612,8 @@ async fn operator_applies_hypershifts_release_and_route_rules() {
     assert_eq!(c["reason"], "InvalidImage");
     assert_eq!(
         c["message"],
-        "the latest version supported is: \"4.22\". Attempting to use: \"4.23.1\""
+        // release-4.22 prints the semver (issue 22: `"4.22.0"`, not main's `"4.22"`).
+        "the latest version supported is: \"4.22.0\". Attempting to use: \"4.23.1\""
     );
 
     let r = wait_for(&sim, &hc_path("route"), |r| {
@@ -648,4 +649,48 @@ async fn operator_applies_hypershifts_release_and_route_rules() {
         let r = call(&sim, "GET", &hc_path(n), None).await;
         assert_ne!(condition(&r, "Available").as_deref(), Some("True"), "{n}");
     }
+}
+
+/// Issue 22 §3: the simulated operator applies HyperShift's network overlap check
+/// (`hostedcluster_controller.go` `validateSliceNetworkCIDRs`): overlapping machine, service
+/// or cluster networks give `ValidConfiguration=False` with HyperShift's message, and the
+/// cluster never becomes Available.
+#[tokio::test(start_paused = true)]
+async fn operator_refuses_overlapping_networks_like_hypershift() {
+    let sim = common::sim();
+    ensure_ns(&sim, "clusters").await;
+    let path = format!("{HC}/overlap");
+    let mut hc = hosted_cluster("overlap", "Public");
+    hc["spec"]["networking"] = json!({
+        "networkType": "OVNKubernetes",
+        "machineNetwork": [{"cidr": "10.0.0.0/16"}],
+        "serviceNetwork": [{"cidr": "172.31.0.0/16"}],
+        "clusterNetwork": [{"cidr": "10.0.0.0/14"}],
+    });
+    assert_eq!(apply(&sim, &path, &hc).await.status, 201);
+    let r = wait_for(&sim, &path, |r| {
+        condition(r, "ValidConfiguration").is_some()
+    })
+    .await;
+    let c = r.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ValidConfiguration")
+        .unwrap()
+        .clone();
+    assert_eq!(c["status"], "False");
+    assert_eq!(c["reason"], "InvalidConfiguration");
+    assert_eq!(
+        c["message"],
+        "spec.networking.MachineNetwork: Invalid value: \"10.0.0.0/16\": spec.networking.MachineNetwork and spec.networking.ClusterNetwork overlap: 10.0.0.0/16 and 10.0.0.0/14"
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let r = call(&sim, "GET", &path, None).await;
+    assert_ne!(
+        condition(&r, "Available").as_deref(),
+        Some("True"),
+        "{}",
+        r.body
+    );
 }

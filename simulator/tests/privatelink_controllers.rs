@@ -402,3 +402,37 @@ async fn with_the_flag_hypershift_makes_the_private_link_and_tears_it_down() {
     );
     assert_eq!(call(&sim, "GET", CR, None).await.status, 404);
 }
+
+/// A HostedCluster deleted while the HyperShift operator's PLS is still provisioning (its
+/// PUT sent, `status.privateLinkServiceID` not yet written): the real controller's create
+/// reconcile writes the status before the delete reconcile runs, so the PLS is deleted.
+/// Before the fix the simulator's delete saw no status and leaked the PLS; a leaked PLS
+/// pins the internal load balancer and with it the HostedCluster's finalizer for ever
+/// (seen as an unwind of `tests/cluster.rs` hung on the HostedCluster's deletion).
+#[tokio::test]
+async fn a_hosted_cluster_deleted_while_its_pls_provisions_takes_the_pls_with_it() {
+    let sim = sim_with(PrivatePlatform::Azure, ManagementPlatform::OpenShift);
+    setup(&sim).await;
+    let mut pls_put = None;
+    for _ in 0..600 {
+        pls_put = sim
+            .requests()
+            .into_iter()
+            .find(|r| r.method == "PUT" && r.path.contains("/privateLinkServices/pls-"));
+        if pls_put.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let pls_path = pls_put.expect("the operator never sent its PLS PUT").path;
+    let pls_path = pls_path.split('?').next().unwrap().to_string();
+    let r = call(&sim, "DELETE", &format!("{HC}/pl"), None).await;
+    assert!(r.status == 200 || r.status == 202, "{r:?}");
+    let cr = call(&sim, "GET", CR, None).await;
+    assert!(
+        cr.body["status"]["privateLinkServiceID"].is_null(),
+        "the window under test: the delete came before the status was written: {}",
+        cr.text
+    );
+    wait_for(&sim, &format!("{pls_path}?{NET}"), |r| r.status == 404).await;
+}

@@ -287,6 +287,11 @@ impl Env {
     ) -> (i32, String, String) {
         let cfg = cfg.to_string_lossy();
         let mut a = vec!["start", wf, "--config", cfg.as_ref()];
+        // Tests have no terminal: a delete without `--yes` is refused there (exit 2; the
+        // confirmation itself is tested in `tests/terminal.rs` and `exit_codes.rs`).
+        if wf == "delete-cluster" && !extra.contains(&"--yes") {
+            a.push("--yes");
+        }
         a.extend_from_slice(extra);
         self.cli(&a, envs)
     }

@@ -79,6 +79,18 @@ pub fn says_run(out: &str, phrase: &str) -> bool {
     })
 }
 
+/// The run id a follower's text output names on its first `run <id> …` line.
+///
+/// # Panics
+/// When there is none (the test fails with the output).
+pub fn run_id(out: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no run id in {out}"))
+        .to_string()
+}
+
 /// A fresh scratch directory.
 pub fn scratch(tag: &str) -> PathBuf {
     hcp_runtime::testkit::scratch_dir(&format!("e2e-{tag}"))
@@ -100,6 +112,15 @@ pub fn postgres_url() -> Option<String> {
 }
 
 /// A new, empty Postgres database on the test server; returns its URL.
+/// [`fresh_postgres`] from a synchronous test.
+pub fn fresh_postgres_blocking(base: &str) -> String {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(fresh_postgres(base))
+}
+
 pub async fn fresh_postgres(base: &str) -> String {
     use sqlx::Connection;
     let name = format!("hcp_e2e_{}", uuid::Uuid::new_v4().simple());

@@ -356,6 +356,48 @@ fn every_node_of_create_unwinds_public_and_private_hypershift_mode() {
     );
 }
 
+/// Issue 21: every 429 used up one of a step's attempts, so a step throttled 14 times in a
+/// row (max 12 attempts) gave up and the create rolled back; with 20% Kubernetes 5xx a
+/// create rolled back after 12 attempts classified transient. "Not now" answers now spend
+/// the step's transient budget (time), not its attempts, and wait exactly the
+/// Retry-After (1 s here, not up to 60 s).
+#[test]
+fn soft_faults_spend_time_not_attempts_and_do_not_unwind() {
+    let env = Env::new("soft-faults", TIME_SCALE);
+    let cfg = cluster_file(&env.dir, "eta", "eta-st0rm", "Public", "");
+    for rule in [
+        // The first Kubernetes read of create-cluster.control-plane.secrets, 14 times.
+        json!({"method": "GET", "path": "/api/v1/namespaces/clusters", "nth": 1, "times": 14,
+            "status": 429, "error_code": "TooManyRequests", "retry_after": 1}),
+        json!({"probability": 0.10, "status": 503, "path": "/apis/"}),
+        json!({"probability": 0.10, "status": 429, "error_code": "TooManyRequests", "retry_after": 1, "path": "/subscriptions/"}),
+        json!({"probability": 0.05, "drop_connection": true, "path": "/subscriptions/"}),
+    ] {
+        env.sim.fault(rule);
+    }
+    // The steps are under test here, not the read-only checks before journaling.
+    let (code, out, err) = env.start("create-cluster", &cfg, &["--skip-preflight"], &[]);
+    assert_eq!(
+        code, 0,
+        "storm: create failed\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    let reqs = env.sim.requests();
+    let throttled = reqs
+        .iter()
+        .filter(|r| {
+            r["status"] == 429
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/api/v1/namespaces/clusters"))
+        })
+        .count();
+    assert_eq!(
+        throttled, 14,
+        "the Kubernetes throttle fired {throttled} times"
+    );
+    env.sim.stop();
+}
+
 #[test]
 fn throttling_storm_and_transient_faults_complete_quota_is_permanent() {
     let env = Env::new("faults", TIME_SCALE);
@@ -440,13 +482,26 @@ fn delete_cluster_succeeds_on_half_created_and_already_deleted_clusters() {
     w.kill();
     assert!(env.sim.ids().len() > before.len(), "something was created");
     // The create is unfinished: a plain delete is refused (exit 2, nothing journaled)...
-    let runs_before = env.cli(&["--output", "json", "list"], &[]).1;
+    // What the journal holds (not `age`, which moves with the clock between two lists).
+    let journal = || {
+        hcp_e2e_tests::items(&env.cli(&["--output", "json", "list"], &[]).1, "RunList")
+            .iter()
+            .map(|r| {
+                (
+                    r["run_id"].to_string(),
+                    r["state"].to_string(),
+                    r["updated_at"].to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let runs_before = journal();
     let (code, out, err) = env.start("delete-cluster", &cfg, &["--purge-persistent"], &[]);
     assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("is unfinished"), "{err}");
     assert!(err.contains("--cancel-running"), "{err}");
     assert!(err.contains("nothing was journaled or created"), "{err}");
-    assert_eq!(env.cli(&["--output", "json", "list"], &[]).1, runs_before);
+    assert_eq!(journal(), runs_before);
     // ...and with --cancel-running the create is cancelled and unwound first.
     let (code, out, err) = env.start(
         "delete-cluster",

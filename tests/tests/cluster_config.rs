@@ -377,3 +377,298 @@ fn missing_public_zone_fails_before_anything_is_created() {
         .collect();
     assert!(writes.is_empty(), "{writes:#?}");
 }
+
+/// Issue 22 §2–3 on `simulator serve`: a bring-your-own VNet in another subscription and
+/// overlapping node/pod/service networks are refused before anything is journaled or sent
+/// (exit 2, naming the field); a valid file's pod, service and node networks reach the
+/// HostedCluster (`spec.networking`, `machineNetwork` included, so HyperShift checks too).
+#[test]
+fn networks_are_checked_and_rendered() {
+    let env = Env::new("cfg-networks", 0.002);
+    let other_sub = "22222222-2222-3333-4444-555555555555";
+    let byo = cluster_file(&env.dir, "xi", "xi-0th3r", "Public", "");
+    edit(
+        &byo,
+        "network:\n  create: {}\n",
+        &format!(
+            "network:\n  existing:\n    vnetId: /subscriptions/{other_sub}/resourceGroups/byo/providers/Microsoft.Network/virtualNetworks/v\n    subnetId: /subscriptions/{other_sub}/resourceGroups/byo/providers/Microsoft.Network/virtualNetworks/v/subnets/s\n    nsgId: /subscriptions/{GUEST_SUB}/resourceGroups/byo/providers/Microsoft.Network/networkSecurityGroups/n\n"
+        ),
+    );
+    env.sim.clear_requests();
+    let (code, out, err) = env.start("create-cluster", &byo, &[], &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("network.existing.vnetId"), "{err}");
+    assert!(
+        err.contains(&format!("the VNet is in subscription {other_sub}")),
+        "{err}"
+    );
+    let overlap = cluster_file(
+        &env.dir,
+        "omi",
+        "omi-0v3rl",
+        "Public",
+        "networking:\n  clusterNetwork: 10.0.0.0/14\n",
+    );
+    let (code, out, err) = env.start("create-cluster", &overlap, &[], &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("networking.clusterNetwork"), "{err}");
+    assert!(
+        err.contains("overlaps network.create.vnetCidr 10.0.0.0/16"),
+        "{err}"
+    );
+    assert!(
+        env.sim.requests().is_empty(),
+        "nothing was sent: {:?}",
+        env.sim.requests()
+    );
+    let (_, listed, _) = env.cli(&["--output", "json", "list"], &[]);
+    assert!(
+        listed.is_empty() || !listed.contains("\"run_id\""),
+        "nothing journaled: {listed}"
+    );
+    // A valid file: the networks reach the HostedCluster.
+    let good = cluster_file(
+        &env.dir,
+        "rho",
+        "rho-n3tw0",
+        "Public",
+        "networking:\n  clusterNetwork: 10.200.0.0/14\n  serviceNetwork: 172.30.0.0/16\n",
+    );
+    let (code, out, err) = env.start("create-cluster", &good, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let hc = env.sim.get(&format!("{HC}/rho"));
+    let n = &hc["spec"]["networking"];
+    assert_eq!(n["clusterNetwork"][0]["cidr"], "10.200.0.0/14", "{n}");
+    assert_eq!(n["serviceNetwork"][0]["cidr"], "172.30.0.0/16", "{n}");
+    assert_eq!(n["machineNetwork"][0]["cidr"], "10.0.0.0/16", "{n}");
+}
+
+/// Issue 22 §9: a bring-your-own VNet with custom DNS servers: preflight warns, naming the
+/// VNet and its servers (the private zones resolve only through Azure DNS); with Azure DNS
+/// among the servers, no warning.
+#[test]
+fn a_byo_vnet_with_custom_dns_servers_is_warned_about() {
+    let env = Env::new("cfg-byo-dns", FAST);
+    let net = rg("dns-net");
+    put_ready(&env, &net, "2021-04-01", json!({"location": "eastus"}));
+    let nsg = format!("{net}/providers/Microsoft.Network/networkSecurityGroups/dns-nsg");
+    put_ready(&env, &nsg, "2023-11-01", json!({"location": "eastus"}));
+    let vnet = format!("{net}/providers/Microsoft.Network/virtualNetworks/dns-vnet");
+    let vnet_body = |servers: Value| {
+        json!({"location": "eastus", "properties": {
+            "addressSpace": {"addressPrefixes": ["10.1.0.0/16"]},
+            "dhcpOptions": {"dnsServers": servers},
+            "subnets": [{"name": "nodes", "properties": {"addressPrefix": "10.1.0.0/24", "networkSecurityGroup": {"id": nsg}}}],
+        }})
+    };
+    put_ready(
+        &env,
+        &vnet,
+        "2023-11-01",
+        vnet_body(json!(["10.1.0.4", "10.1.0.5"])),
+    );
+    let cfg = cluster_file(&env.dir, "dnsnet", "dnsnet-d5d5d", "Public", "");
+    edit(
+        &cfg,
+        "network:\n  create: {}\n",
+        &format!(
+            "network:\n  existing:\n    vnetId: {vnet}\n    subnetId: {vnet}/subnets/nodes\n    nsgId: {nsg}\n"
+        ),
+    );
+    let preflight = || {
+        let (_, out, err) = env.cli(
+            &[
+                "--output",
+                "json",
+                "preflight",
+                "--config",
+                cfg.to_str().unwrap(),
+            ],
+            &[],
+        );
+        hcp_e2e_tests::items(&out, "PreflightReport")
+            .into_iter()
+            .filter(|r| r["check"] == "network.existing-dns")
+            .map(|r| (r, err.clone()))
+            .collect::<Vec<_>>()
+    };
+    let rows = preflight();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0].0;
+    assert_eq!(row["status"], "warn", "{row}");
+    assert_eq!(row["target"], vnet.as_str(), "{row}");
+    let detail = row["detail"].as_str().unwrap();
+    assert!(detail.contains("10.1.0.4, 10.1.0.5"), "{detail}");
+    assert!(detail.contains("168.63.129.16"), "{detail}");
+    // Azure DNS among them: nothing to say.
+    put_ready(
+        &env,
+        &vnet,
+        "2023-11-01",
+        vnet_body(json!(["168.63.129.16"])),
+    );
+    assert!(preflight().is_empty());
+}
+
+/// Issue 22 §5 on `simulator serve`: with a PodDisruptionBudget that allows no eviction in
+/// the guest, a delete that removed the NodePools first (draining every node) never ended.
+/// The NodePools now go with the HostedCluster, undrained, as HyperShift deletes them:
+/// hcp-workflow sends no NodePool DELETE before the HostedCluster's, and the delete
+/// succeeds. A pool's `nodeDrainTimeout` is rendered (a Go duration).
+#[test]
+fn delete_goes_with_the_hosted_cluster_and_a_blocking_pdb_does_not_hang_it() {
+    let env = Env::new("cfg-pdb", FAST);
+    let cfg = cluster_file(
+        &env.dir,
+        "tau",
+        "tau-pdb00",
+        "Public",
+        "waitBudgets:\n  kubernetesDeletion: 20s\n",
+    );
+    edit(
+        &cfg,
+        "    replicas: 1\n",
+        "    replicas: 1\n    nodeDrainTimeout: 10m\n",
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let np = env
+        .sim
+        .get("/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools/tau-infra");
+    assert_eq!(np["spec"]["nodeDrainTimeout"], "600s", "{np}");
+    let (status, body) = env
+        .sim
+        .put("/_sim/scenario", &json!({"blocking_pdb": true}));
+    assert!((200..300).contains(&status), "{body}");
+    env.sim.clear_requests();
+    let (code, out, err) = env.start("delete-cluster", &cfg, &["--skip-preflight"], &[]);
+    assert_eq!(
+        code, 0,
+        "the delete must not wait on a drain:\n{out}\n{err}"
+    );
+    let reqs = env.sim.requests();
+    let first = |needle: &str| {
+        reqs.iter().position(|r| {
+            r["method"] == "DELETE" && r["path"].as_str().unwrap_or_default().contains(needle)
+        })
+    };
+    let hc = first("/hostedclusters/tau").expect("the HostedCluster was deleted");
+    if let Some(np) = first("/nodepools/") {
+        assert!(hc < np, "a NodePool DELETE came before the HostedCluster's");
+    }
+    assert!(
+        env.sim.get("/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools/tau-workers")["code"]
+            == 404
+            || env
+                .sim
+                .get("/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools/tau-workers")
+                .get("metadata")
+                .is_none(),
+        "the pools are gone"
+    );
+}
+
+/// Issue 22 (cosmetic list): an existing issuer's JWKS is read where its discovery document's
+/// `jwks_uri` says, not at a fixed path. Here the issuer publishes its keys at `keys.json`
+/// only: the create is accepted (it was refused as "not published" before).
+#[test]
+fn an_existing_issuers_jwks_is_read_from_its_jwks_uri() {
+    let env = Env::new("cfg-jwks-uri", FAST);
+    let key_path = key_file(&env.dir);
+    let pem = std::fs::read_to_string(&key_path).unwrap();
+    let key = hcp_activities::oidc::IssuerKey::from_private_pem(&pem).unwrap();
+    // An issuer whose fixed path lists some other key ...
+    let url = existing_issuer(
+        &env,
+        "uriissuer",
+        &json!({"keys": [{"use": "sig", "kty": "RSA", "kid": "stale", "alg": "RS256", "n": "AQAB", "e": "AQAB"}]}),
+    );
+    // ... and whose discovery document points at keys.json, which lists ours.
+    let acct = format!(
+        "{}/providers/Microsoft.Storage/storageAccounts/uriissuer",
+        rg("issuer")
+    );
+    let jwks = hcp_activities::oidc::jwks(&key).to_string().into_bytes();
+    assert!(
+        (200..300).contains(&env.sim.put_blob(
+            &acct,
+            "oidc",
+            "keys.json",
+            "application/json",
+            jwks
+        ))
+    );
+    let mut disc = hcp_activities::oidc::discovery_document(&url);
+    disc["jwks_uri"] = json!(format!("{url}/keys.json"));
+    assert!((200..300).contains(&env.sim.put_blob(
+        &acct,
+        "oidc",
+        ".well-known/openid-configuration",
+        "application/json",
+        disc.to_string().into_bytes()
+    )));
+    let cfg = cluster_file(&env.dir, "uri", "uri-j5k5u", "Public", "");
+    edit(
+        &cfg,
+        "oidcIssuer:\n  create: {}\n",
+        &format!("oidcIssuer:\n  existing:\n    url: {url}\n    signingKey: sa-signing-key.pem\n"),
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+}
+
+/// Issue 22 §4: a create is done when the guest's release has rolled out
+/// (`status.version.history[0].completionTime`, as `hypershift create cluster --wait`),
+/// not at Available + Ready pools. With cluster operators that never become available the
+/// run stops for an operator once its `clusterRollout` budget is spent (it never unwinds by
+/// itself), and what it waits for names the failing operators as HyperShift reports them.
+#[test]
+fn create_waits_for_the_rollout_and_names_failing_cluster_operators() {
+    let env = Env::new("cfg-rollout", FAST);
+    let ok = cluster_file(&env.dir, "upsilon", "upsilon-r0ll0", "Public", "");
+    let (code, out, err) = env.start("create-cluster", &ok, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("create-cluster.rollout.guest"), "{out}");
+    let hc = env.sim.get(&format!("{HC}/upsilon"));
+    assert!(
+        hc.pointer("/status/version/history/0/completionTime")
+            .and_then(Value::as_str)
+            .is_some(),
+        "{hc}"
+    );
+    let (status, body) = env.sim.put(
+        "/_sim/scenario",
+        &json!({"failing_cluster_operators": ["console", "ingress"]}),
+    );
+    assert!((200..300).contains(&status), "{body}");
+    let bad = cluster_file(
+        &env.dir,
+        "phi",
+        "phi-r0ll1",
+        "Public",
+        "waitBudgets:\n  clusterRollout: 3s\n",
+    );
+    let (code, out, err) = env.start("create-cluster", &bad, &[], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(hcp_e2e_tests::says_run(&out, "needs an operator"), "{out}");
+    let run = hcp_e2e_tests::run_id(&out);
+    let (_, why, _) = env.cli(&["why", &run], &[]);
+    assert!(why.contains("rollout.guest"), "{why}");
+    assert!(
+        why.contains("Cluster operator console is not available"),
+        "{why}"
+    );
+    assert!(
+        why.contains("Cluster operator ingress is not available"),
+        "{why}"
+    );
+    // Giving up on it unwinds cleanly (the HostedCluster with a Partial rollout included).
+    let (code, out, err) = env.cli(&["cancel", &run, "--reason", "operators broken"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = env.cli(&["drive", &run], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        hcp_e2e_tests::says_run(&out, "was cancelled and unwound"),
+        "{out}{err}"
+    );
+}

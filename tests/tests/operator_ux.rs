@@ -11,13 +11,7 @@ use serde_json::json;
 
 const FAST: f64 = 0.002;
 
-fn run_id(out: &str) -> String {
-    out.lines()
-        .find_map(|l| l.strip_prefix("run "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no run id in {out}"))
-        .to_string()
-}
+use hcp_e2e_tests::run_id;
 
 #[test]
 fn failure_line_unwind_phase_outcome_and_failure_card() {
@@ -149,8 +143,9 @@ fn success_prints_the_outcome_and_list_shows_short_ids() {
 }
 
 /// `start delete-cluster` on a terminal (a pty from util-linux `script`) lists what it
-/// deletes and what it keeps and asks; anything but `yes` journals nothing. `--yes`, or
-/// no terminal, does not ask.
+/// deletes and what it keeps and asks; anything but `yes` journals nothing. It asks even
+/// when its output is piped (`2>&1 | tail -3`: the question goes to the terminal). With no
+/// terminal on stdin (CI) it is refused (exit 2) unless `--yes`.
 #[test]
 fn delete_on_a_terminal_asks_first() {
     let env = Env::new("ux-confirm", FAST);
@@ -198,6 +193,25 @@ fn delete_on_a_terminal_asks_first() {
         screen.contains("not confirmed: nothing was journaled or deleted"),
         "{screen}"
     );
+    // Output piped, as in `… 2>&1 | tee delete.log`: still asked, on the terminal.
+    let (_, screen) = on_tty("no\n", "2>&1 | tail -3");
+    assert!(screen.contains("Only 'yes' is accepted"), "{screen}");
+    assert!(
+        screen.contains("not confirmed: nothing was journaled or deleted"),
+        "{screen}"
+    );
+    // No terminal at all (CI, cron): refused without --yes, for --purge-persistent too.
+    for extra in [&[][..], &["--purge-persistent"][..]] {
+        let mut a = vec!["start", "delete-cluster", "--config", cfg.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let (code, out, err) = env.cli(&a, &[]);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(
+            err.contains("--yes") && err.contains("stdin is not a terminal"),
+            "{err}"
+        );
+        assert!(err.contains("nothing was journaled or deleted"), "{err}");
+    }
     let (_, j, _) = env.cli(
         &["--output", "json", "list", "--workflow", "delete-cluster"],
         &[],

@@ -111,6 +111,15 @@ fn start_refused(env: &Env, workflow: &str, cfg: &Path, check: &str) -> String {
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(err.contains("preflight") && err.contains(check), "{err}");
     assert!(err.contains("nothing was journaled or created"), "{err}");
+    // The hint keeps the run's target flags (issue 21 §5): without `--simulator URL` a
+    // copied command would check real Azure.
+    assert!(
+        err.contains(&format!(
+            "full report: hcp-workflow --database {} --simulator {} preflight --config ",
+            env.db, env.sim.base
+        )),
+        "{err}"
+    );
     let (code, listed, list_err) = env.cli(&["--output", "json", "list"], &[]);
     assert_eq!(code, 0, "{list_err}");
     assert!(items(&listed, "RunList").is_empty(), "{listed}");
@@ -715,4 +724,87 @@ fn reachability_timeout_visibility_and_delete_rows() {
     // delete-cluster reads the journal (the create run's recorded private-link mode) before
     // its checks; nothing is written to it.
     start_refused(&env, "delete-cluster", &cfg, "k8s.access");
+}
+
+/// Issue 21 §5: a `start` whose preflight passes with warnings says so in one line, with the
+/// command (and the run's target flags) that shows them.
+#[test]
+fn a_start_prints_its_preflight_warnings_in_one_line() {
+    let env = Env::new("preflight-warn-line", FAST);
+    let cfg = private_file(&env, "pfwarn");
+    let (code, out, err) = env.start("create-cluster", &cfg, &["--detach"], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("preflight: "))
+        .unwrap_or_else(|| panic!("no preflight line: {err}"));
+    assert!(
+        line.contains(" pass, ") && line.contains(" warn (`"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!(
+            "`hcp-workflow --database {} --simulator {} preflight --config {}` for details",
+            env.db,
+            env.sim.base,
+            cfg.display()
+        )),
+        "{line}"
+    );
+    // And the command it names runs and shows the warnings.
+    let (code, rows, perr) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 0, "{perr}");
+    assert!(rows.iter().any(|r| r["status"] == "warn"), "{rows:#?}");
+}
+
+/// Issue 22 §8: a Public cluster on a management cluster without the Route API passed
+/// preflight (a warning) and simulated fine; HyperShift refuses it, because Ignition,
+/// Konnectivity and OAuth are Routes in every topology. Preflight fails it (exit 2), and
+/// with the checks skipped the simulated operator refuses it as HyperShift does: the run
+/// never succeeds.
+#[test]
+fn a_public_cluster_without_the_route_api_is_refused() {
+    let env = Env::with_sim_args(
+        "preflight-public-aks",
+        FAST,
+        &["--management-platform", "aks"],
+    );
+    let cfg = cluster_file(
+        &env.dir,
+        "sigma",
+        "sigma-r0ut3",
+        "Public",
+        "waitBudgets:\n  hostedClusterAvailable: 3s\n",
+    );
+    let rows = refused(&env, &cfg, &[]);
+    let r = failed(&rows, "k8s.route-api", "route.openshift.io");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cluster does not support Routes"),
+        "{r}"
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &["--skip-preflight"], &[]);
+    assert_ne!(
+        code, 0,
+        "a Public cluster on AKS must not succeed:\n{out}\n{err}"
+    );
+    let hc = env
+        .sim
+        .get("/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/hostedclusters/sigma");
+    let c = hc["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "ValidConfiguration")
+        .unwrap_or_else(|| panic!("{hc}"))
+        .clone();
+    assert_eq!(c["status"], "False", "{c}");
+    assert!(
+        c["message"].as_str().unwrap().contains(
+            "cluster does not support Routes, but service \"Ignition\" is exposed via a Route"
+        ),
+        "{c}"
+    );
 }

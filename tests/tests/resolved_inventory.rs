@@ -126,6 +126,20 @@ fn a_resolved_undo_keeps_its_resource_in_the_inventory_with_who_and_why() {
             .any(|r| r["id"] == b1["id"] && r["action"] == "resolved"),
         "{orphans}"
     );
+    // Issue 21 §2: the rolled-back run does not claim every step was undone; it names the
+    // undo resolved by hand, who resolved it and the note, and asks to check it.
+    let (_, why, _) = cli(&db, &["why", &run], &[]);
+    assert!(
+        !why.contains("every step this run started was undone"),
+        "{why}"
+    );
+    assert!(
+        !why.contains("Every step this run started was undone"),
+        "{why}"
+    );
+    assert!(why.contains("1 undo resolved by hand (`"), "{why}");
+    assert!(why.contains("b1` by carol@"), "{why}");
+    assert!(why.contains("deleted in the portal): check it"), "{why}");
     // The run's own resources say the same.
     let (_, shown, _) = cli(&db, &["show", &run], &[]);
     assert!(

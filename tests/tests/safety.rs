@@ -50,19 +50,21 @@ impl SafetyEnv for Env {
     }
 }
 
-fn run_id(out: &str) -> String {
-    out.lines()
-        .find_map(|l| l.strip_prefix("run "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no run id in {out}"))
-        .to_string()
-}
+use hcp_e2e_tests::run_id;
 
 fn events(env: &Env, run: &str) -> Vec<Value> {
     let (code, out, err) = env.cli(&["--output", "json", "history", run], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(document(&out, "RunHistory")["run_id"], run, "{out}");
-    items(&out, "RunHistory")
+    let mut rows = items(&out, "RunHistory");
+    // The history opens with who created the run (issue 21 §4); the journal's events follow.
+    assert_eq!(
+        rows.first().map(|r| &r["kind"]),
+        Some(&Value::from("run_created")),
+        "{out}"
+    );
+    rows.remove(0);
+    rows
 }
 
 fn state(env: &Env, run: &str) -> String {
@@ -183,6 +185,50 @@ fn ctrl_c_leaves_the_run_resumable_and_says_how_to_continue_it() {
     let (code, out, err) = env.cli(&["drive", &run], &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(says_run(&out, "succeeded"), "{out}");
+}
+
+/// Issue 21 §2: Ctrl-C during an unwind says the run was unwinding and how far it got (it
+/// said "nothing was undone" after 30 undos); `drive` finishes the unwind.
+#[test]
+fn ctrl_c_during_an_unwind_says_how_far_the_unwind_got() {
+    let env = Env::new("safety-ctrl-c-unwind", FAST);
+    env.sim.fault(
+        serde_json::json!({"method": "PUT", "resource_type": "Microsoft.Network/publicIPAddresses",
+        "status": 409, "error_code": "PublicIPCountLimitReached", "message": "quota"}),
+    );
+    // Every identity delete takes 6 s (they run side by side): the unwind is still going
+    // when it is interrupted, after the network's undos are done.
+    env.sim.fault(serde_json::json!({"method": "DELETE",
+        "resource_type": "Microsoft.ManagedIdentity/userAssignedIdentities", "latency_ms": 6000}));
+    let cfg = cluster_file(&env.dir, "upsilon", "upsilon-unw1d", "Public", "");
+    let a = [
+        "--database",
+        env.db.as_str(),
+        "--simulator",
+        env.sim.base.as_str(),
+        "start",
+        "create-cluster",
+        "--config",
+        cfg.to_str().unwrap(),
+    ];
+    let mut p = Proc::spawn(&env.dir, &a, &[("HCP_POLL_MS", "20")]);
+    assert!(
+        p.wait_line("✗ ", Duration::from_secs(60)).is_some(),
+        "the unwind never started"
+    );
+    std::thread::sleep(Duration::from_millis(2000));
+    p.signal("INT");
+    let (code, out, err) = p.finish(Duration::from_secs(60));
+    let out = out.join("\n");
+    assert_eq!(code, Some(130), "{out}\n{err}");
+    let run = run_id(&out);
+    assert!(!out.contains("nothing was undone"), "{out}");
+    assert!(out.contains("it was unwinding ("), "{out}");
+    assert!(out.contains("steps undone so far"), "{out}");
+    assert!(out.contains(&format!("drive {run}")), "{out}");
+    let (code, out, err) = env.cli(&["drive", &run], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(says_run(&out, "rolled back"), "{out}");
 }
 
 /// Scenario 3: a worker for another target never leases the run (either direction): the
@@ -380,10 +426,11 @@ fn a_run_without_a_worker_says_so() {
     assert!(list.contains(&worker_cmd), "{list}");
     let (_, why, _) = env.cli(&["why", &run], &fast);
     assert!(why.contains(&worker_cmd), "{why}");
+    // Issue 21 §3: it never started, so its cancel needs no worker: applied at once.
     let (code, out, _) = env.cli(&["cancel", &run, "--reason", "test"], &fast);
     assert_eq!(code, 0);
-    assert!(out.contains("no worker holds run"), "{out}");
-    assert!(out.contains(&worker_cmd), "{out}");
+    assert!(out.contains("at once"), "{out}");
+    assert_eq!(state(&env, &run), "cancelled");
     // Not said of a run that is not due for long.
     let (_, list, _) = env.cli(&["list"], &[]);
     assert!(!list.contains("no worker"), "{list}");

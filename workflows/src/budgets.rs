@@ -4,6 +4,7 @@
 //! | Step (action)                                   | Action budget          | Undo budget           |
 //! |-------------------------------------------------|------------------------|-----------------------|
 //! | `k8s.condition.wait` (HostedCluster Available)  | hostedClusterAvailable | —                     |
+//! | `k8s.rollout.wait` (the guest's rollout)        | clusterRollout         | —                     |
 //! | `k8s.node-pool.apply` (NodePool Ready)          | nodePoolReady          | kubernetesDeletion    |
 //! | `k8s.hosted-cluster.apply`                      | armOperation           | kubernetesDeletion    |
 //! | `k8s.object.delete` (delete-cluster)            | kubernetesDeletion     | —                     |
@@ -27,6 +28,7 @@ pub fn apply(dag: &mut SagaDag, b: &WaitBudgets) {
     for n in &mut dag.nodes {
         let (action, undo) = match n.action.as_str() {
             "k8s.condition.wait" => (b.get("hostedClusterAvailable"), arm),
+            "k8s.rollout.wait" => (b.get("clusterRollout"), arm),
             "k8s.node-pool.apply" => (b.get("nodePoolReady"), b.get("kubernetesDeletion")),
             "k8s.hosted-cluster.apply" => (arm, b.get("kubernetesDeletion")),
             "k8s.object.delete" => (b.get("kubernetesDeletion"), arm),

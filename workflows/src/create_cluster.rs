@@ -18,7 +18,7 @@ use hcp_activities::steps::arm::{
 use hcp_activities::steps::cluster::{
     ApplyHostedCluster, ApplyNodePool, ClientId, ConditionInput, EnsureClusterSecrets,
     EnsureIssuerKey, ExistingIssuerKey, HostedClusterNodeInput, IssuerKeyInput, NodePoolNodeInput,
-    SecretsInput, WaitCondition,
+    RolloutInput, SecretsInput, WaitCondition, WaitRollout,
 };
 use hcp_activities::steps::dns::{FindPublicZone, PublicZoneInput};
 use hcp_activities::steps::hypershift_link::{
@@ -488,6 +488,12 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 sa_signing_key_secret_name: l.secret("sa-token-issuer-key"),
                 cloud: hosted_cluster_cloud(&cfg.cloud),
                 highly_available: false,
+                cluster_network: Some(cfg.networking.cluster_network.clone()),
+                service_network: Some(cfg.networking.service_network.clone()),
+                machine_network: match &cfg.network {
+                    crate::config::Network::Create(c) => Some(c.vnet_cidr.clone()),
+                    crate::config::Network::Existing(e) => e.machine_cidr.clone(),
+                },
                 additional_allowed_subscriptions: cfg.allowed_subscriptions.clone(),
                 private_zone_id: Some(l.infra_zone_id.clone()),
                 // Filled at run time from the preflight lookup.
@@ -627,11 +633,30 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     subnet_id: l.subnet_id.clone(),
                     availability_zone: p.zone.clone(),
                     labels: BTreeMap::new(),
+                    // Validated with the file (exit 2 before anything is journaled).
+                    node_drain_timeout: crate::config::drain_timeout(
+                        p.node_drain_timeout.as_deref(),
+                    )
+                    .ok()
+                    .flatten(),
                 },
             },
             o(),
         )?;
     }
+    // ---- rollout ---------------------------------------------------------------------
+    // As `hypershift create cluster --wait`: the cluster is created once its release has
+    // rolled out (console, ingress, registry, CSI available), not at Available + Ready pools.
+    b.stage("rollout");
+    b.add::<WaitRollout>(
+        n("rollout.guest"),
+        &RolloutInput {
+            mgmt: l.mgmt.clone(),
+            namespace: CLUSTERS_NAMESPACE.into(),
+            name: hc_name.clone(),
+        },
+        o(),
+    )?;
     let _ = (net_done, roles);
     let mut dag = b.build()?;
     crate::budgets::apply(&mut dag, &cfg.wait_budgets);
@@ -763,6 +788,7 @@ mod tests {
                 "{rg}/providers/Microsoft.Network/virtualNetworks/byo-vnet/subnets/nodes"
             ),
             nsg_id: format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/byo-nsg"),
+            machine_cidr: None,
         });
     }
 

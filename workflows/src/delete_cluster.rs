@@ -93,15 +93,6 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         None
     };
 
-    b.stage("nodepools");
-    for p in &cfg.node_pools {
-        b.add::<DeleteObject>(
-            n(&format!("nodepools.{}", p.name)),
-            &kube(Kind::NodePool, vec![format!("{}-{}", l.name, p.name)]),
-            o(),
-        )?;
-    }
-
     let private = cfg.topology.uses_private_link();
     // `privateLink.managedBy` as resolved before journaling (see create_cluster).
     let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
@@ -236,6 +227,21 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
 
     // Ours also for bring-your-own identities (create assigns the same 18 roles to them);
     // the identities themselves are never deleted here.
+    // Issue 22 §5: the NodePools go with the HostedCluster, as HyperShift deletes them
+    // (`hostedcluster_controller.go` `delete` → `deleteNodePools`, with the CAPI Cluster:
+    // cluster-api does not drain the nodes of a Cluster being deleted). Deleting them first,
+    // as this workflow did, drained every node, and a PodDisruptionBudget could block the
+    // delete for ever. What is left after the HostedCluster is gone (none, normally) is
+    // deleted here.
+    b.stage("nodepools");
+    for p in &cfg.node_pools {
+        b.add::<DeleteObject>(
+            n(&format!("nodepools.{}", p.name)),
+            &kube(Kind::NodePool, vec![format!("{}-{}", l.name, p.name)]),
+            o(),
+        )?;
+    }
+
     b.stage("role-assignments");
     {
         for c in &COMPONENTS {
@@ -494,6 +500,7 @@ mod tests {
                 "{rg}/providers/Microsoft.Network/virtualNetworks/byo-vnet/subnets/nodes"
             ),
             nsg_id: format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/byo-nsg"),
+            machine_cidr: None,
         });
         cfg.identities = crate::config::Identities::Existing(crate::config::IdentitiesExisting {
             file: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

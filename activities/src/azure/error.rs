@@ -94,6 +94,10 @@ fn is_in(code: &str, list: &[&str]) -> bool {
 
 /// Classifies an ARM failure by status and code (DOMAIN.md §6). `status` 0 means the
 /// status is unknown (a failed long-running operation reports a code only).
+///
+/// The error code in the body wins over the status, as in Azure's SDKs: a long-running
+/// operation's poll can answer 409 (or 400) with `InternalServerError` in its body, which is
+/// a transient server failure, not a conflict to give up on (issue 21 §6).
 pub fn classify(status: u16, code: &str) -> ErrorClass {
     if is_in(code, RETRYABLE_CODES) {
         return ErrorClass::RetryableConflict;
@@ -101,15 +105,22 @@ pub fn classify(status: u16, code: &str) -> ErrorClass {
     if is_in(code, QUOTA_CODES) || is_in(code, AUTHZ_CODES) {
         return ErrorClass::Permanent;
     }
+    if is_in(code, TRANSIENT_CODES) {
+        return ErrorClass::Transient;
+    }
+    if is_in(code, THROTTLED_CODES) {
+        return ErrorClass::Throttled;
+    }
     match status {
         429 => ErrorClass::Throttled,
         408 | 500 | 502 | 503 | 504 => ErrorClass::Transient,
         404 => ErrorClass::NotFound,
-        0 if is_in(code, TRANSIENT_CODES) => ErrorClass::Transient,
-        0 if code.eq_ignore_ascii_case("TooManyRequests") => ErrorClass::Throttled,
         _ => ErrorClass::Permanent,
     }
 }
+
+/// Codes of throttling, whatever the status.
+const THROTTLED_CODES: &[&str] = &["TooManyRequests", "SubscriptionRequestsThrottled"];
 
 /// One entry of an ARM error's `details`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -525,6 +536,11 @@ mod tests {
         let cases = [
             (408, "RequestTimeout", ErrorClass::Transient),
             (429, "SubscriptionRequestsThrottled", ErrorClass::Throttled),
+            // The code in the body wins over the status (issue 21 §6).
+            (409, "InternalServerError", ErrorClass::Transient),
+            (400, "ServiceUnavailable", ErrorClass::Transient),
+            (409, "TooManyRequests", ErrorClass::Throttled),
+            (409, "Conflict", ErrorClass::Permanent),
             (500, "InternalServerError", ErrorClass::Transient),
             (502, "BadGateway", ErrorClass::Transient),
             (503, "ServiceUnavailable", ErrorClass::Transient),

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::error::KubeError;
-use super::{LABEL_RUN, is_ours, same_owner};
+use super::{LABEL_CREATED_BY, LABEL_RUN, is_ours, same_owner};
 use crate::secret::Secret;
 
 /// The field manager of every server-side apply we send.
@@ -290,6 +290,12 @@ impl Mgmt {
         desired: &mut BTreeMap<String, String>,
     ) -> Result<Option<DynamicObject>, KubeError> {
         let Some(existing) = self.get(kind, ns, name).await? else {
+            // Created by this apply: the creating run is named for good.
+            if is_ours(desired)
+                && let Some(run) = desired.get(LABEL_RUN).cloned()
+            {
+                desired.insert(LABEL_CREATED_BY.to_string(), run);
+            }
             return Ok(None);
         };
         let resource = describe(kind, ns, name);
@@ -307,6 +313,12 @@ impl Mgmt {
             }
             if let Some(run) = have.get(LABEL_RUN) {
                 desired.insert(LABEL_RUN.to_string(), run.clone());
+            }
+            // The creator stays as it is (absent on objects of older binaries); a later
+            // apply by the same field manager that left it out would remove it.
+            desired.remove(LABEL_CREATED_BY);
+            if let Some(creator) = have.get(LABEL_CREATED_BY) {
+                desired.insert(LABEL_CREATED_BY.to_string(), creator.clone());
             }
         }
         Ok(Some(existing))

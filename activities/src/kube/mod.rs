@@ -43,6 +43,11 @@ pub const LABEL_INFRA_ID: &str = "hcp-workflow.io/infra-id";
 /// Label naming the run that owns the object: the run that created it, until a later run
 /// adopts it ([`Mgmt::relabel_run`]; an apply alone keeps it as is).
 pub const LABEL_RUN: &str = "hcp-workflow.io/run";
+/// Label naming the run that created the object, set when it is created and never moved
+/// (a relabel moves [`LABEL_RUN`] only): a run whose own journal of created objects was
+/// lost (a deleted WAL, a restored backup) still knows what it made, so its unwind deletes
+/// it instead of keeping it as adopted (issue 21 §6).
+pub const LABEL_CREATED_BY: &str = "hcp-workflow.io/created-by-run";
 
 /// Name of the HyperShift Service whose internal load balancer fronts the control plane.
 pub const PRIVATE_ROUTER: &str = "private-router";

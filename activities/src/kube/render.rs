@@ -54,13 +54,13 @@ pub const WORKLOAD_IDENTITY_FIELDS: [(&str, &str); 8] = [
     ("control-plane-operator", "controlPlaneOperator"),
 ];
 
-/// Values of `spec.platform.azure.cloud` the CRD accepts.
-pub const AZURE_CLOUDS: [&str; 6] = [
+/// Values of `spec.platform.azure.cloud` the 4.22 CRD accepts (`release-4.22`
+/// `api/hypershift/v1beta1/azure.go`: `AzureBleuCloud` is only on `main`).
+pub const AZURE_CLOUDS: [&str; 5] = [
     "AzurePublicCloud",
     "AzureUSGovernmentCloud",
     "AzureChinaCloud",
     "AzureGermanCloud",
-    "AzureBleuCloud",
     "AzureStackCloud",
 ];
 
@@ -188,6 +188,17 @@ pub struct HostedClusterInput {
     /// Labels (our ownership labels).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Pod network (`spec.networking.clusterNetwork`); `None`: HyperShift's default
+    /// `10.132.0.0/14` (also for runs journaled before it was configurable).
+    #[serde(default)]
+    pub cluster_network: Option<String>,
+    /// Service network (`spec.networking.serviceNetwork`); `None`: `172.31.0.0/16`.
+    #[serde(default)]
+    pub service_network: Option<String>,
+    /// Node network (`spec.networking.machineNetwork`), rendered when known so HyperShift's
+    /// overlap check (`hostedcluster_controller.go` `validateNetworks`) runs too.
+    #[serde(default)]
+    pub machine_network: Option<String>,
 }
 
 /// Worker image (`spec.platform.azure.image`).
@@ -247,6 +258,10 @@ pub struct NodePoolInput {
     /// Labels (our ownership labels).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// `spec.nodeDrainTimeout` (a Go duration such as `1800s`); `None`: not rendered
+    /// (drain until done, HyperShift's default).
+    #[serde(default)]
+    pub node_drain_timeout: Option<String>,
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> RenderError {
@@ -290,6 +305,11 @@ fn is_subnet_id(s: &str) -> bool {
         && parts[9] == "subnets"
         && parts.iter().skip(1).all(|p| !p.is_empty())
 }
+
+/// HyperShift's default pod network (`support/globalconfig` `DefaultIPv4ClusterCIDR`).
+pub const DEFAULT_CLUSTER_NETWORK: &str = "10.132.0.0/14";
+/// HyperShift's default service network (`DefaultIPv4ServiceCIDR`).
+pub const DEFAULT_SERVICE_NETWORK: &str = "172.31.0.0/16";
 
 impl HostedClusterInput {
     /// Checks the rules the API server would enforce (schema patterns, CEL rules) so a
@@ -485,6 +505,14 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
         "LoadBalancer"
     };
     let service = |name: &str, kind: &str| json!({"service": name, "servicePublishingStrategy": {"type": kind}});
+    let mut networking = json!({
+        "clusterNetwork": [{"cidr": input.cluster_network.as_deref().unwrap_or(DEFAULT_CLUSTER_NETWORK)}],
+        "networkType": "OVNKubernetes",
+        "serviceNetwork": [{"cidr": input.service_network.as_deref().unwrap_or(DEFAULT_SERVICE_NETWORK)}],
+    });
+    if let Some(m) = &input.machine_network {
+        networking["machineNetwork"] = json!([{"cidr": m}]);
+    }
     let mut spec = json!({
         "controllerAvailabilityPolicy": if input.highly_available { "HighlyAvailable" } else { "SingleReplica" },
         "dns": dns,
@@ -495,11 +523,7 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
         "fips": false,
         "infraID": input.infra_id,
         "issuerURL": input.issuer_url,
-        "networking": {
-            "clusterNetwork": [{"cidr": "10.132.0.0/14"}],
-            "networkType": "OVNKubernetes",
-            "serviceNetwork": [{"cidr": "172.31.0.0/16"}],
-        },
+        "networking": networking,
         "olmCatalogPlacement": "management",
         "platform": {"type": "Azure", "azure": azure},
         "pullSecret": {"name": input.pull_secret_name},
@@ -557,7 +581,7 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
     if let Some(z) = &input.availability_zone {
         azure["availabilityZone"] = json!(z);
     }
-    json!({
+    let mut pool = json!({
         "apiVersion": HYPERSHIFT_API_VERSION,
         "kind": "NodePool",
         "metadata": metadata(&input.name, &input.namespace, &input.labels),
@@ -569,7 +593,11 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
             "release": {"image": input.release_image},
             "replicas": input.replicas,
         },
-    })
+    });
+    if let Some(t) = &input.node_drain_timeout {
+        pool["spec"]["nodeDrainTimeout"] = json!(t);
+    }
+    pool
 }
 
 #[cfg(test)]

@@ -299,17 +299,23 @@ async fn route_api(m: Mgmt, i: Arc<Inputs>) -> Vec<CheckResult> {
                 "served: the management cluster is OpenShift",
             )]
         }
-        Ok(_) if i.private_link.is_some() => vec![CheckResult::fail(
+        // Issue 22 §8: every topology publishes Ignition, Konnectivity and OAuthServer as
+        // Routes (activities/src/kube/render.rs), and HyperShift refuses a HostedCluster
+        // with a Route service on a management cluster without the Route API
+        // (`hostedcluster_controller.go` `validateConfigAndClusterCapabilities`: "cluster
+        // does not support Routes, but service … is exposed via a Route").
+        Ok(_) => vec![CheckResult::fail(
             "k8s.route-api",
             target,
-            "not served: the management cluster is not OpenShift, and a private topology needs the Route API (APIServer published as a Route; HyperShift's private-link controllers start only with it)",
-            "use an OpenShift management cluster (self-managed Azure HyperShift targets OpenShift), or topology: Public",
-        )],
-        Ok(_) => vec![CheckResult::warn(
-            "k8s.route-api",
-            target,
-            "not served: the management cluster is not OpenShift (self-managed Azure HyperShift targets OpenShift)",
-            None,
+            format!(
+                "not served: the management cluster is not OpenShift; HyperShift refuses a HostedCluster whose Ignition, Konnectivity and OAuth services are Routes there (ValidConfiguration=False: cluster does not support Routes, but service \"Ignition\" is exposed via a Route){}",
+                if i.private_link.is_some() {
+                    ", and a private topology also needs it for the APIServer Route and HyperShift's private-link controllers"
+                } else {
+                    ""
+                }
+            ),
+            "use an OpenShift management cluster: self-managed Azure HyperShift targets OpenShift",
         )],
         Err(e) => vec![CheckResult::fail(
             "k8s.route-api",

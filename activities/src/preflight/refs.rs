@@ -44,7 +44,8 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>) -> Vec<Check>
 }
 
 /// The `k8s.issuer-key.ensure` step's own check (`steps::cluster::existing_issuer_key`):
-/// the key file parses, `GET <issuer>/openid/v1/jwks` answers over https and lists the
+/// the key file parses, `GET` of the discovery document's `jwks_uri` (else
+/// `<issuer>/openid/v1/jwks`) answers over https and lists the
 /// key's kid; plus `GET <issuer>/.well-known/openid-configuration` names the issuer.
 async fn oidc(clients: &Clients, e: &crate::steps::cluster::ExistingIssuerKey) -> Vec<CheckResult> {
     let mut rows = Vec::new();
@@ -82,7 +83,7 @@ async fn oidc(clients: &Clients, e: &crate::steps::cluster::ExistingIssuerKey) -
             "the issuer must be reachable over https from here and from Azure",
         )),
     }
-    let jwks = format!("{base}/{}", crate::oidc::JWKS_PATH);
+    let jwks = crate::steps::cluster::jwks_url(clients, &e.azure.cloud, &e.issuer_url).await;
     match crate::steps::cluster::existing_issuer_key(clients, e).await {
         Ok(k) => rows.push(CheckResult::pass(
             "oidc.existing",
@@ -120,6 +121,9 @@ async fn network(clients: &Clients, i: &Inputs, n: &ByoNetwork) -> Vec<CheckResu
         arm.get_value(&n.nsg_id, API_NETWORK)
     );
     let mut rows = Vec::new();
+    if let Ok(Some(vnet)) = &v {
+        rows.extend(custom_dns(&n.vnet_id, vnet));
+    }
     for (what, id, r) in [
         ("VNet", &n.vnet_id, v),
         ("subnet", &n.subnet_id, s),
@@ -153,6 +157,36 @@ async fn network(clients: &Clients, i: &Inputs, n: &ByoNetwork) -> Vec<CheckResu
         ));
     }
     rows
+}
+
+/// Azure's DNS resolver, the only one that answers for private DNS zones linked to a VNet.
+const AZURE_DNS: &str = "168.63.129.16";
+
+/// Issue 22 §9: a bring-your-own VNet with custom DNS servers (`dhcpOptions.dnsServers`)
+/// resolves the cluster's private zones (the infra zone, and with private link `api` and
+/// `*.apps`) only if those servers forward to Azure DNS, which preflight cannot see: warn,
+/// naming the VNet and its servers.
+fn custom_dns(vnet_id: &str, vnet: &Value) -> Option<CheckResult> {
+    let servers: Vec<&str> = vnet
+        .pointer("/properties/dhcpOptions/dnsServers")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if servers.is_empty() || servers.contains(&AZURE_DNS) {
+        return None;
+    }
+    Some(CheckResult::warn(
+        "network.existing-dns",
+        vnet_id,
+        format!(
+            "the VNet uses custom DNS servers ({}): the nodes resolve the cluster's private DNS zones (the infra zone; with private link also api and *.apps) only if these servers forward those zones to Azure DNS {AZURE_DNS}, or no node joins",
+            servers.join(", ")
+        ),
+        Some(format!(
+            "make the servers forward the cluster's zones (or everything) to {AZURE_DNS}, or add {AZURE_DNS} to the VNet's DNS servers"
+        )),
+    ))
 }
 
 /// `GET /subscriptions/{s}/providers/Microsoft.ManagedIdentity/userAssignedIdentities`

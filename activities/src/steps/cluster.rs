@@ -121,9 +121,16 @@ async fn claim(
     let saved: Option<ObjectJournal> = checkpoint_field(ctx, OBJECTS_KEY)?;
     let mut journal = saved.clone().unwrap_or_default();
     let mut found = Vec::with_capacity(objects.len());
+    let run = ctx.run_id().to_string();
     for &(kind, ns, name) in objects {
         let labels = m.labels(kind, ns, name).await?;
-        if labels.is_none() && !journal.lists(kind, ns, name) {
+        // Missing, or made by this very run (its creator label says so) though its journal
+        // no longer lists it (the journal was lost: a deleted WAL, a restored backup): this
+        // run's to create, and to delete on unwind, never "adopted" (issue 21 §6).
+        let ours_already = labels.as_ref().is_some_and(|l| {
+            l.get(crate::kube::LABEL_CREATED_BY) == Some(&run) && owner.owns(Some(&label_json(l)))
+        });
+        if (labels.is_none() || ours_already) && !journal.lists(kind, ns, name) {
             journal.creating.push(ObjectJournal::key(kind, ns, name));
         }
         found.push(labels);
@@ -131,7 +138,6 @@ async fn claim(
     if saved.as_ref() != Some(&journal) {
         save_checkpoint_field(ctx, OBJECTS_KEY, &journal).await?;
     }
-    let run = ctx.run_id().to_string();
     for (&(kind, ns, name), labels) in objects.iter().zip(&found) {
         if let Some(l) = labels
             && !journal.lists(kind, ns, name)
@@ -180,6 +186,31 @@ async fn applied_record(
         LedgerAction::created_or_adopted(created),
         persistent,
     ))
+}
+
+/// Where an existing issuer publishes its JWKS: the discovery document's `jwks_uri` (as
+/// every OIDC client, and Entra, reads it; issue 22), else `<issuer>/openid/v1/jwks` when
+/// the document cannot be read or names none.
+pub(crate) async fn jwks_url(
+    clients: &Clients,
+    cloud: &crate::azure::Cloud,
+    issuer_url: &str,
+) -> String {
+    let base = issuer_url.trim_end_matches('/');
+    let fixed = format!("{base}/{}", crate::oidc::JWKS_PATH);
+    let disc = format!("{base}/.well-known/openid-configuration");
+    match crate::azure::storage::get_public(cloud, &clients.transport(), &disc).await {
+        Ok(Some(b)) => serde_json::from_slice::<serde_json::Value>(&b)
+            .ok()
+            .and_then(|v| {
+                v.get("jwks_uri")
+                    .and_then(|u| u.as_str())
+                    .map(str::to_string)
+            })
+            .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+            .unwrap_or(fixed),
+        _ => fixed,
+    }
 }
 
 /// Delete `kind ns/name` if this run created it; wait for it to be gone.
@@ -327,16 +358,17 @@ pub async fn existing_issuer_key(
     clients: &Clients,
     e: &ExistingIssuerKey,
 ) -> Result<IssuerKey, StepError> {
-    let pem = std::fs::read(&e.key_file).map_err(|err| {
-        StepError::permanent(
-            "validation",
-            format!(
-                "oidcIssuer.existing.signingKey: cannot read {}: {err}",
-                e.key_file.display()
-            ),
-        )
-        .with_code("FileUnreadable")
-    })?;
+    let pem =
+        crate::files::read_regular(&e.key_file, crate::files::MAX_INPUT_FILE).map_err(|err| {
+            StepError::permanent(
+                "validation",
+                format!(
+                    "oidcIssuer.existing.signingKey: cannot read {}: {err}",
+                    e.key_file.display()
+                ),
+            )
+            .with_code("FileUnreadable")
+        })?;
     let pem = Secret::new(pem);
     let text = std::str::from_utf8(pem.expose()).map_err(|_| {
         StepError::permanent(
@@ -357,12 +389,8 @@ pub async fn existing_issuer_key(
         )
     })?;
     let kid = key.kid();
-    let url = format!(
-        "{}/{}",
-        e.issuer_url.trim_end_matches('/'),
-        crate::oidc::JWKS_PATH
-    );
     let cloud = e.azure.cloud.clone();
+    let url = jwks_url(clients, &cloud, &e.issuer_url).await;
     let body = crate::azure::storage::get_public(&cloud, &clients.transport(), &url).await?;
     let published: Vec<String> = body
         .as_deref()
@@ -587,14 +615,16 @@ pub struct SecretsOutput {
 #[derive(Clone, Debug)]
 pub struct EnsureClusterSecrets(pub Arc<Clients>);
 
-fn read_file(path: &PathBuf, what: &str) -> Result<Secret<Vec<u8>>, StepError> {
-    std::fs::read(path).map(Secret::new).map_err(|e| {
-        StepError::permanent(
-            "validation",
-            format!("cannot read the {what} file {}: {e}", path.display()),
-        )
-        .with_code("FileUnreadable")
-    })
+fn read_file(path: &std::path::Path, what: &str) -> Result<Secret<Vec<u8>>, StepError> {
+    crate::files::read_regular(path, crate::files::MAX_INPUT_FILE)
+        .map(Secret::new)
+        .map_err(|e| {
+            StepError::permanent(
+                "validation",
+                format!("cannot read the {what} file {}: {e}", path.display()),
+            )
+            .with_code("FileUnreadable")
+        })
 }
 
 impl Action for EnsureClusterSecrets {
@@ -946,6 +976,136 @@ impl Action for WaitCondition {
                 ))
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.rollout.wait`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RolloutInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Namespace of the HostedCluster.
+    pub namespace: String,
+    /// HostedCluster name.
+    pub name: String,
+}
+
+/// Output of `k8s.rollout.wait`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RolloutOutput {
+    /// The version that rolled out (`status.version.history[0].version`).
+    pub version: Option<String>,
+    /// When (`completionTime`).
+    pub completed_at: String,
+}
+
+/// `k8s.rollout.wait` (issue 22 §4): waits until the guest's release has rolled out, as
+/// `hypershift create cluster --wait` does (`cmd/cluster/core/create.go`: done when
+/// `status.version.history[0].completionTime` is set). `Available` and `Ready` pools come
+/// before a console, ingress, registry or CSI that never becomes available: while it waits,
+/// its reason carries the HostedCluster's `ClusterVersion*` conditions as HyperShift
+/// bubbles them up from the CVO, so a stall names the failing operators.
+#[derive(Clone, Debug)]
+pub struct WaitRollout(pub Arc<Clients>);
+
+impl Action for WaitRollout {
+    const NAME: &'static str = "k8s.rollout.wait";
+    const HAS_UNDO: bool = false;
+    type Input = RolloutInput;
+    type Output = RolloutOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        kube_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: RolloutInput,
+    ) -> Result<Outcome<RolloutOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let Some(hc) = m
+            .get(Kind::HostedCluster, &input.namespace, &input.name)
+            .await?
+        else {
+            return Err(StepError::permanent(
+                "not-found",
+                format!(
+                    "HostedCluster {}/{} is gone while waiting for its rollout",
+                    input.namespace, input.name
+                ),
+            ));
+        };
+        let status = hc.data.get("status").cloned().unwrap_or_default();
+        let latest = status.pointer("/version/history/0").cloned();
+        if let Some(done) = latest
+            .as_ref()
+            .and_then(|h| h.get("completionTime"))
+            .and_then(serde_json::Value::as_str)
+        {
+            return Ok(Outcome::Done(RolloutOutput {
+                version: latest
+                    .as_ref()
+                    .and_then(|h| h.get("version"))
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string),
+                completed_at: done.to_string(),
+            }));
+        }
+        // What HyperShift reports about the rollout (the CVO's conditions, bubbled up).
+        let conditions: Vec<String> = status
+            .get("conditions")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| {
+                let t = c
+                    .get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default();
+                let st = c
+                    .get("status")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default();
+                (t == "ClusterVersionFailing" && st == "True")
+                    || (t == "ClusterVersionAvailable" && st == "False")
+                    || (t == "ClusterVersionProgressing" && st == "True")
+            })
+            .map(|c| {
+                format!(
+                    "{}={}: {}",
+                    c.get("type")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default(),
+                    c.get("status")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default(),
+                    c.get("message")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let state = latest
+            .as_ref()
+            .and_then(|h| h.get("state"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("not started");
+        Ok(ctx.wait(
+            self.0.poll(),
+            format!(
+                "waiting for HostedCluster {}/{} to roll out (status.version.history[0] {state}, no completionTime){}",
+                input.namespace,
+                input.name,
+                if conditions.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", conditions.join("; "))
+                }
+            ),
+        ))
     }
 }
 

@@ -73,6 +73,7 @@ pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError>
         EnsureClusterSecrets,
         ApplyHostedCluster,
         WaitCondition,
+        WaitRollout,
         ApplyNodePool,
         DeleteObject
     );

@@ -186,6 +186,7 @@ pub fn arm_actions(action: &str) -> Option<&'static [&'static str]> {
         | "k8s.cluster-secrets.ensure"
         | "k8s.hosted-cluster.apply"
         | "k8s.condition.wait"
+        | "k8s.rollout.wait"
         | "k8s.node-pool.apply"
         | "k8s.object.delete"
         | "hypershift.private-link-service.wait"

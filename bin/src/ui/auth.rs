@@ -153,12 +153,76 @@ pub fn check_action(st: &AppState, headers: &HeaderMap, csrf: &str) -> Result<()
             .and_then(|h| h.to_str().ok())
             .unwrap_or("");
         let ok = !host.is_empty()
+            && host_allowed(&st.config, host)
             && (origin == format!("http://{host}") || origin == format!("https://{host}"));
         if !ok {
             return Err(Refusal::Origin(origin.to_string()));
         }
     }
     Ok(())
+}
+
+/// The host name of a `Host` header or URL authority (`name[:port]`, `[v6]:port`),
+/// lower-cased, without the port.
+fn host_name(authority: &str) -> String {
+    let a = authority.trim();
+    let name = if let Some(rest) = a.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        a.rsplit_once(':').map_or(a, |(h, p)| {
+            if p.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                a
+            }
+        })
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The host name of an http(s) URL (`--public-url`), or `None`.
+pub fn url_host(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    let h = host_name(authority);
+    (!h.is_empty()).then_some(h)
+}
+
+/// Whether the UI answers to `Host: authority`: `localhost`, an IP address (a page can
+/// only reach an address literal it was given, so no rebinding), or `--public-url`'s
+/// host. Any other name may be an attacker's domain re-pointed at 127.0.0.1 (DNS
+/// rebinding): the browser would then treat our pages as that domain's and let its
+/// scripts read them.
+pub fn host_allowed(config: &super::UiConfig, authority: &str) -> bool {
+    let h = host_name(authority);
+    h == "localhost"
+        || h.ends_with(".localhost")
+        || h.parse::<std::net::IpAddr>().is_ok()
+        || config.public_host.as_deref() == Some(h.as_str())
+}
+
+/// Middleware: refuse a request whose `Host` this UI does not answer to (421, no content).
+pub async fn require_known_host(
+    State(st): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    if host.is_empty() || !host_allowed(&st.config, host) {
+        return plain(
+            StatusCode::MISDIRECTED_REQUEST,
+            "421: this UI answers only to localhost, IP addresses and its --public-url",
+        );
+    }
+    next.run(req).await
 }
 
 /// Middleware: security headers on every response.

@@ -26,7 +26,6 @@ mod resources;
 #[cfg(test)]
 mod tests;
 
-use crate::open_store;
 use anyhow::{Context, Result};
 use axum::Router;
 use axum::routing::{get, post};
@@ -51,6 +50,11 @@ pub struct UiArgs {
     /// Name journaled as the author of actions (default: `ui:<client address>`).
     #[arg(long)]
     operator: Option<String>,
+    /// The URL people open when the UI sits behind a proxy or a DNS name
+    /// (`https://hcp.example.com/`): its host name is accepted in `Host` besides
+    /// `localhost` and IP addresses. Any other host name is refused (DNS rebinding).
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
 }
 
 /// Why `ui` refuses to start.
@@ -63,7 +67,9 @@ pub enum UiConfigError {
     )]
     NonLoopbackWithoutToken(SocketAddr),
     /// An empty token would match an empty header.
-    #[error("the UI token is empty; set a long random value")]
+    #[error(
+        "--token: the UI token is empty or only whitespace; set a long random value (e.g. `openssl rand -hex 32`)"
+    )]
     EmptyToken,
 }
 
@@ -76,6 +82,9 @@ pub struct UiConfig {
     pub allow_actions_without_token: bool,
     /// Journaled author of actions.
     pub operator: Option<String>,
+    /// The host name of `--public-url`, accepted in `Host` besides `localhost` and IP
+    /// addresses.
+    pub public_host: Option<String>,
 }
 
 impl UiConfig {
@@ -89,7 +98,7 @@ impl UiConfig {
         allow_actions_without_token: bool,
         operator: Option<String>,
     ) -> Result<Self, UiConfigError> {
-        if token.as_deref() == Some("") {
+        if token.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(UiConfigError::EmptyToken);
         }
         if !listen.ip().is_loopback() && token.is_none() {
@@ -99,6 +108,7 @@ impl UiConfig {
             token,
             allow_actions_without_token,
             operator,
+            public_host: None,
         })
     }
 
@@ -140,6 +150,10 @@ fn templates(actions_enabled: bool) -> Result<minijinja::Environment<'static>> {
     for (name, src) in [
         ("base.html", include_str!("../../templates/base.html")),
         ("runs.html", include_str!("../../templates/runs.html")),
+        (
+            "clusters.html",
+            include_str!("../../templates/clusters.html"),
+        ),
         (
             "runs_table.html",
             include_str!("../../templates/runs_table.html"),
@@ -186,6 +200,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(pages::runs))
         .route("/fragments/runs", get(pages::runs_fragment))
+        .route("/clusters", get(pages::clusters))
         .route("/runs/{id}", get(pages::run))
         .route("/runs/{id}/live", get(pages::run_live))
         .route("/runs/{id}/confirm", get(pages::confirm))
@@ -199,21 +214,37 @@ pub fn router(state: Arc<AppState>) -> Router {
             state.clone(),
             auth::require_token,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_known_host,
+        ))
         .layer(axum::middleware::from_fn(auth::security_headers))
         .with_state(state)
 }
 
 /// `hcp-workflow ui`.
 pub async fn serve(db: &str, a: UiArgs) -> Result<u8> {
-    let config = match UiConfig::check(a.listen, a.token, a.allow_actions_without_token, a.operator)
-    {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(2);
+    let mut config =
+        match UiConfig::check(a.listen, a.token, a.allow_actions_without_token, a.operator) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(2);
+            }
+        };
+    if let Some(u) = &a.public_url {
+        match auth::url_host(u) {
+            Some(h) => config.public_host = Some(h),
+            None => {
+                eprintln!(
+                    "error: --public-url: `{u}` is not an http(s) URL with a host name; give the address people open, e.g. https://hcp.example.com/"
+                );
+                return Ok(2);
+            }
         }
-    };
-    let store = open_store(db).await?;
+    }
+    // Read-only until someone acts: an unmigrated database is refused, never migrated.
+    let store = crate::open_existing_store(db).await?;
     let actions = if config.actions_enabled() {
         "actions enabled"
     } else {

@@ -11,6 +11,7 @@ use crate::views::{self, model};
 use axum::extract::{ConnectInfo, Extension, Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use futures::StreamExt;
 use hcp_runtime::{Clock, EngineError, OperatorCommand, RunFilter, RunId, RunState, SystemClock};
 use minijinja::context;
 use serde::{Deserialize, Serialize};
@@ -92,7 +93,13 @@ pub struct Listing {
 /// the row's fields (id, short id, workflow, cluster, state, stage, step, target, and what
 /// it is blocked on, which for a finished run names the failed step and its error code).
 pub fn search_matches(r: &model::RunRow, needle: &str) -> bool {
+    search_matches_with(r, &[], needle)
+}
+
+/// [`search_matches`] over the row and `more` words (see [`model::journal_words`]).
+pub fn search_matches_with(r: &model::RunRow, more: &[String], needle: &str) -> bool {
     let fields = [
+        r.started_by.as_deref(),
         Some(r.id.as_str()),
         Some(r.short_id.as_str()),
         Some(r.workflow.as_str()),
@@ -107,6 +114,7 @@ pub fn search_matches(r: &model::RunRow, needle: &str) -> bool {
     let fields: Vec<String> = fields
         .into_iter()
         .flatten()
+        .chain(more.iter().map(String::as_str))
         .map(str::to_lowercase)
         .collect();
     needle
@@ -147,10 +155,21 @@ async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Listing, Response> {
             )
         })?;
     let needle = q.q.trim();
-    let rows: Vec<model::RunRow> = rows
-        .into_iter()
-        .filter(|r| search_matches(r, needle))
-        .collect();
+    // A row that does not match on its own fields is looked up in its journal (who started
+    // it, stuck undos and their codes, resolvers, cancel reasons), a few runs at a time.
+    let rows: Vec<model::RunRow> = futures::stream::iter(rows)
+        .map(|r| async move {
+            if search_matches(&r, needle) {
+                return Some(r);
+            }
+            let id: RunId = r.id.parse().ok()?;
+            let rec = st.store.load_run(id).await.ok()??;
+            search_matches_with(&r, &model::journal_words(&rec), needle).then_some(r)
+        })
+        .buffered(8)
+        .filter_map(|r| async move { r })
+        .collect()
+        .await;
     let counts = RunState::ALL
         .iter()
         .map(|s| (*s, rows.iter().filter(|r| r.state == *s).count()))
@@ -227,6 +246,23 @@ pub async fn runs(State(st): State<Arc<AppState>>, Query(q): Query<ListQuery>) -
     match list_rows(&st, &q).await {
         Ok(l) => render(&st, "runs.html", list_ctx(&st, &q, l)),
         Err(r) => r,
+    }
+}
+
+/// `GET /clusters`: each cluster's own state (see `hcp-workflow clusters`).
+pub async fn clusters(State(st): State<Arc<AppState>>) -> Response {
+    match views::folded_runs(&st.store, None).await {
+        Ok(runs) => render(
+            &st,
+            "clusters.html",
+            context! { rows => model::clusters(&runs) },
+        ),
+        Err(e) => message(
+            &st,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Journal unreadable",
+            &format!("{e:#}"),
+        ),
     }
 }
 

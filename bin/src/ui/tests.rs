@@ -8,7 +8,9 @@ use crate::views::model::{self, LedgerRow};
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use hcp_runtime::testkit::{self, World};
-use hcp_runtime::{Engine, JournalStore, MemoryStore, RunId, StartOptions};
+use hcp_runtime::{
+    Engine, JournalStore, MemoryStore, OperatorCommand, RunId, RunState, StartOptions,
+};
 use http_body_util::BodyExt;
 use std::sync::Arc;
 use tower::ServiceExt;
@@ -45,11 +47,12 @@ fn cfg(token: Option<&str>, allow: bool) -> UiConfig {
         token: token.map(str::to_string),
         allow_actions_without_token: allow,
         operator: None,
+        public_host: None,
     }
 }
 
 async fn get(app: &axum::Router, uri: &str, auth: Option<&str>) -> (StatusCode, String) {
-    let mut req = Request::get(uri);
+    let mut req = Request::get(uri).header(header::HOST, "127.0.0.1:8080");
     if let Some(a) = auth {
         req = req.header(header::AUTHORIZATION, format!("Bearer {a}"));
     }
@@ -180,6 +183,7 @@ async fn a_token_is_required_on_every_request_when_set() {
         .clone()
         .oneshot(
             Request::get("/login?token=s3cret")
+                .header(header::HOST, "localhost:8080")
                 .body(Body::empty())
                 .unwrap(),
         )
@@ -199,6 +203,7 @@ async fn a_token_is_required_on_every_request_when_set() {
         .clone()
         .oneshot(
             Request::get("/")
+                .header(header::HOST, "localhost:8080")
                 .header(header::COOKIE, pair)
                 .body(Body::empty())
                 .unwrap(),
@@ -370,6 +375,10 @@ fn non_loopback_needs_a_token() {
     assert!(UiConfig::check(any, Some("x".into()), false, None).is_ok());
     assert!(UiConfig::check(lo, None, false, None).is_ok());
     assert!(UiConfig::check(lo, Some(String::new()), false, None).is_err());
+    assert_eq!(
+        UiConfig::check(lo, Some(" \t ".into()), false, None).err(),
+        Some(super::UiConfigError::EmptyToken)
+    );
 }
 
 #[tokio::test]
@@ -652,5 +661,177 @@ async fn azure_resources_link_to_the_portal_with_a_copy_button_and_badges() {
             html.contains(&copy(PLS)),
             "{target}: the id is still copyable"
         );
+    }
+}
+
+/// DNS rebinding: a page of `evil.example` whose name now resolves to 127.0.0.1 sends
+/// `Host: evil.example`; it gets nothing, and its POSTs are refused even when actions need
+/// no token. `localhost`, IP addresses and `--public-url`'s host are served.
+#[tokio::test]
+async fn a_foreign_host_name_is_refused_before_anything_is_read() {
+    let (store, run) = stuck_run().await;
+    let app = router(state(store.clone(), cfg(None, true)).unwrap());
+    for host in ["evil.example", "evil.example:8080", "127.0.0.1.nip.io:8080"] {
+        let r = app
+            .clone()
+            .oneshot(
+                Request::get(format!("/runs/{run}"))
+                    .header(header::HOST, host)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST, "{host}");
+        let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains(&run.to_string()));
+        let r = app
+            .clone()
+            .oneshot(
+                Request::post(format!("/runs/{run}/actions"))
+                    .header(header::HOST, host)
+                    .header(header::ORIGIN, format!("http://{host}"))
+                    .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .body(Body::from("action=cancel&reason=x"))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::MISDIRECTED_REQUEST, "POST {host}");
+    }
+    let rec = store.load_run(run).await.unwrap().unwrap();
+    assert!(rec.commands.is_empty(), "a rebinding POST queued a command");
+    for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "10.1.2.3"] {
+        let r = app
+            .clone()
+            .oneshot(
+                Request::get("/")
+                    .header(header::HOST, host)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{host}");
+    }
+    let mut c = cfg(Some("t0ken"), false);
+    c.public_host = super::auth::url_host("https://HCP.example.com:8443/ui");
+    assert_eq!(c.public_host.as_deref(), Some("hcp.example.com"));
+    assert!(super::auth::host_allowed(&c, "hcp.example.com:8443"));
+    assert!(!super::auth::host_allowed(&c, "evil.example"));
+}
+
+/// Issue 21 §2: the clusters page shows each cluster's own state (escaped), the run it
+/// exists by and its latest run.
+#[tokio::test]
+async fn the_clusters_page_shows_each_clusters_state_and_latest_run() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let w = World::new(testkit::scratch_dir("ui-clusters"));
+    let e = Engine::new(store.clone(), testkit::registry(&w));
+    let labels = |c: &str| StartOptions {
+        labels: [("cluster".to_string(), c.to_string())].into(),
+        ..Default::default()
+    };
+    let ok = e
+        .start(&testkit::sample_dag_for("ok-"), labels("<i>up</i>"))
+        .await
+        .unwrap()
+        .run_id;
+    e.drive(ok, std::future::pending()).await.unwrap();
+    w.faults().fail.insert("c".into());
+    let bad = e
+        .start(&testkit::sample_dag_for("bad-"), labels("down"))
+        .await
+        .unwrap()
+        .run_id;
+    e.drive(bad, std::future::pending()).await.unwrap();
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let (status, html) = get(&app, "/clusters", None).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(!html.contains("<i>up</i>"), "escaped: {html}");
+    assert!(
+        html.contains("&lt;i&gt;up&lt;&#x2f;i&gt;") || html.contains("&lt;i&gt;up&lt;/i&gt;"),
+        "{html}"
+    );
+    assert!(html.contains(r#"data-status="exists""#), "{html}");
+    assert!(html.contains(r#"data-status="absent""#), "{html}");
+    assert!(html.contains(&format!("/runs/{ok}")), "{html}");
+    assert!(html.contains(&format!("/runs/{bad}")), "{html}");
+    assert!(html.contains("rolled-back"), "{html}");
+    let (_, home) = get(&app, "/", None).await;
+    assert!(
+        home.contains(r#"href="/clusters""#),
+        "linked from every page"
+    );
+}
+
+/// Issue 21 §4: once a run finished, the search still finds it by who started it, by its
+/// stuck undo's step and error code, by who resolved it and by the cancel reason.
+#[tokio::test]
+async fn search_finds_runs_by_starter_stuck_undo_resolver_and_cancel_reason() {
+    let (store, stuck) = stuck_run().await;
+    let w = World::new(testkit::scratch_dir("ui-audit-search"));
+    let e = Engine::new(store.clone(), testkit::registry(&w));
+    // The stuck undo (b1) is resolved by alice, and the run finishes rolled back.
+    let b1 = e
+        .view(stuck)
+        .await
+        .unwrap()
+        .dag
+        .nodes
+        .iter()
+        .find(|n| n.name.ends_with("b1"))
+        .unwrap()
+        .name
+        .clone();
+    e.submit(
+        stuck,
+        OperatorCommand::Resolve { step: b1.clone() },
+        "alice@bastion",
+        "deleted in the portal",
+    )
+    .await
+    .unwrap();
+    e.drive(stuck, std::future::pending()).await.unwrap();
+    assert_eq!(e.view(stuck).await.unwrap().state(), RunState::RolledBack);
+    // Another run, started by bob and cancelled by carol for a reason.
+    let w2 = World::new(testkit::scratch_dir("ui-audit-search-2"));
+    w2.faults().fail.insert("c".into());
+    let e2 = Engine::new(store.clone(), testkit::registry(&w2));
+    let cancelled = e2
+        .start(
+            &testkit::sample_dag_for("cx-"),
+            StartOptions {
+                labels: [("started-by".to_string(), "bob@laptop".to_string())].into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .run_id;
+    e2.submit(
+        cancelled,
+        OperatorCommand::Cancel,
+        "carol@ops",
+        "wrong-subscription",
+    )
+    .await
+    .unwrap();
+    e2.drive(cancelled, std::future::pending()).await.unwrap();
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let has = |html: &str, run: RunId| html.contains(&format!("data-run=\"{run}\""));
+    for (q, want_stuck, want_cancelled) in [
+        ("alice", true, false),
+        ("deleted+in+the+portal", true, false),
+        (b1.as_str(), true, false),
+        ("bob", false, true),
+        ("carol", false, true),
+        ("wrong-subscription", false, true),
+        ("zzz-nobody", false, false),
+    ] {
+        let (s, html) = get(&app, &format!("/?q={q}"), None).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(has(&html, stuck), want_stuck, "q={q}: {html}");
+        assert_eq!(has(&html, cancelled), want_cancelled, "q={q}: {html}");
     }
 }

@@ -124,7 +124,11 @@ fn parse_states(v: &[String]) -> Result<Vec<RunState>, String> {
         .map(|s| {
             RunState::parse(s).ok_or_else(|| {
                 let all: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
-                format!("--state {s}: unknown state; use one of {}", all.join(", "))
+                format!(
+                    "--state {s}: unknown state{}; use one of {}",
+                    crate::runref::did_you_mean(s, &all),
+                    all.join(", ")
+                )
             })
         })
         .collect()
@@ -169,7 +173,7 @@ pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
         .map(|s| parse_since(s, now))
         .transpose()
         .map_err(|e| Refused::input(e.to_string()))?;
-    let store = crate::open_existing_store(db).await?;
+    let store = crate::open_existing_store_read_only(db).await?;
     let filter = RunFilter {
         states,
         workflow: a.workflow,
@@ -202,7 +206,7 @@ pub async fn resolve(store: &Arc<dyn JournalStore>, reference: &str, db: &str) -
 }
 
 async fn load(db: &str, run: &str) -> Result<hcp_runtime::store::RunRecord> {
-    let store = crate::open_existing_store(db).await?;
+    let store = crate::open_existing_store_read_only(db).await?;
     let run = resolve(&store, run, db).await?;
     match store.load_run(run).await? {
         Some(r) => Ok(r),
@@ -254,24 +258,52 @@ pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
     let now = a.now.get().map_err(|e| Refused::input(format!("{e:#}")))?;
     let rec = load(db, &a.run).await?;
     let d = model::detail(&rec, now);
+    // `cluster/<name>`: about the cluster first (is it up? by which run?), then about its
+    // latest run (issue 21 §2).
+    let cluster = match a.run.strip_prefix("cluster/") {
+        Some(_) => match rec.summary.labels.get("cluster") {
+            Some(name) => {
+                let store = crate::open_existing_store_read_only(db).await?;
+                let runs = folded_runs(&store, Some(name.clone())).await?;
+                model::clusters(&runs).into_iter().next()
+            }
+            None => None,
+        },
+        None => None,
+    };
+    let text = match &cluster {
+        Some(c) => format!("{} {}", model::cluster_sentence(c), d.why.text),
+        None => d.why.text.clone(),
+    };
     match out {
         OutputFormat::Json => output::document(
             "Why",
             &serde_json::json!({
                 "run_id": d.id, "short_id": d.short_id, "state": d.state,
                 "blocked_on": d.blocked_on, "step": d.step, "failure": d.failure,
-                "why": d.why.text, "actions": d.why.actions,
+                "why": text, "actions": d.why.actions, "cluster": cluster,
             }),
         ),
-        OutputFormat::Text => println!("{}", d.why.text),
+        OutputFormat::Text => println!("{text}"),
     }
     Ok(0)
 }
 
-pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<u8> {
-    let store = crate::open_existing_store(db).await?;
+#[derive(Args, Debug)]
+pub struct ClustersArgs {
+    /// Only this cluster.
+    #[arg(long)]
+    cluster: Option<String>,
+}
+
+/// Every run of `cluster` (or of all clusters), oldest first, folded; a run this binary
+/// cannot read is left out with a warning.
+pub async fn folded_runs(
+    store: &Arc<dyn JournalStore>,
+    cluster: Option<String>,
+) -> Result<Vec<(hcp_runtime::RunSummary, model::Folded)>> {
     let filter = RunFilter {
-        label: a.cluster.map(|c| ("cluster".to_string(), c)),
+        label: cluster.map(|c| ("cluster".to_string(), c)),
         ..Default::default()
     };
     let mut summaries = store.list_runs(&filter).await?;
@@ -284,12 +316,28 @@ pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<
         };
         match model::fold(&rec) {
             Ok(f) => runs.push((rec.summary, f)),
-            Err(reason) => eprintln!(
-                "warning: run {} is left out of the inventory: {reason}",
-                s.id
-            ),
+            Err(reason) => eprintln!("warning: run {} is left out: {reason}", s.id),
         }
     }
+    Ok(runs)
+}
+
+/// `clusters`: each cluster's own state (exists, deleted, partial, absent), the run it
+/// exists by, and its latest run with that run's outcome.
+pub async fn clusters(db: &str, out: OutputFormat, a: ClustersArgs) -> Result<u8> {
+    let store = crate::open_existing_store_read_only(db).await?;
+    let runs = folded_runs(&store, a.cluster).await?;
+    let rows = model::clusters(&runs);
+    match out {
+        OutputFormat::Json => output::list("ClusterList", &rows),
+        OutputFormat::Text => print!("{}", text::clusters(&rows)),
+    }
+    Ok(0)
+}
+
+pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<u8> {
+    let store = crate::open_existing_store_read_only(db).await?;
+    let runs = folded_runs(&store, a.cluster).await?;
     let rows = model::inventory(&runs, a.orphans);
     match out {
         OutputFormat::Json => output::list("Inventory", &rows),
@@ -320,7 +368,7 @@ fn fingerprint(d: &model::RunDetail) -> String {
 /// while another process executes the run: it polls the journal (and wakes sooner on this
 /// process's hints, or Postgres notifications).
 pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
-    let store = crate::open_existing_store(db).await?;
+    let store = crate::open_existing_store_read_only(db).await?;
     let run = resolve(&store, &a.run, db).await?;
     let mut wake = store.subscribe();
     let tty = std::io::stdout().is_terminal() && out == OutputFormat::Text;

@@ -159,6 +159,8 @@ pub struct RunRow {
     /// Set when the run has been due for over a minute and no worker holds it: who should
     /// run it, and the command that starts one.
     pub no_worker: Option<String>,
+    /// Who started it (the `started-by` audit label; runs of older binaries have none).
+    pub started_by: Option<String>,
 }
 
 /// How long a run may be due with nobody holding it before views say "no worker": a
@@ -232,6 +234,7 @@ pub fn run_row(s: &RunSummary, stage: Option<String>, now: Timestamp) -> RunRow 
         terminal: s.state.is_terminal(),
         target: s.target.clone(),
         no_worker,
+        started_by: s.labels.get("started-by").cloned(),
     }
 }
 
@@ -751,13 +754,27 @@ fn failure_card(
         }
     };
     let hint = match d.state {
-        RunState::RolledBack | RunState::Cancelled => format!(
-            "Every step this run started was undone; nothing of it is left to clean up. Fix the cause, then start a new run{} (a finished run is never retried).",
-            d.cluster
-                .as_ref()
-                .map(|c| format!(" for cluster {c}"))
-                .unwrap_or_default()
-        ),
+        RunState::RolledBack | RunState::Cancelled => {
+            // What the ledger proves, not a stock sentence (issue 21 §2).
+            let summary = ledger::UnwindSummary::of(v);
+            let first = if summary.resolved.is_empty() && summary.kept == 0 {
+                "Every step this run started was undone; nothing of it is left to clean up."
+                    .to_string()
+            } else {
+                let mut s = summary.sentence();
+                if let Some(c) = s.get(..1) {
+                    s = c.to_uppercase() + &s[1..];
+                }
+                format!("{s}.")
+            };
+            format!(
+                "{first} Fix the cause, then start a new run{} (a finished run is never retried).",
+                d.cluster
+                    .as_ref()
+                    .map(|c| format!(" for cluster {c}"))
+                    .unwrap_or_default()
+            )
+        }
         RunState::NeedsOperator => {
             let stuck = d
                 .stages
@@ -876,7 +893,19 @@ fn pending_card(
         state: st.status.name().into(),
         attempt,
         max_attempts: max,
-        attempt_text: format!("{attempt}/{}", max_text(max)),
+        // After a give-up, "1/20" would read as 19 attempts to go (issue 21 §5).
+        attempt_text: match &st.status {
+            NodeStatus::UndoFailed { error } if !error.retryable => format!(
+                "gave up after attempt {attempt}: the error is permanent (no retry would help without a fix)"
+            ),
+            NodeStatus::UndoFailed { .. } => {
+                format!("gave up after {attempt} of {} attempts", max_text(max))
+            }
+            NodeStatus::Stalled { .. } => {
+                format!("attempt {attempt}: its wait ran past its budget")
+            }
+            _ => format!("{attempt}/{}", max_text(max)),
+        },
         last_error: st.last_error.as_ref().map(ErrorView::from),
         next_retry_at,
         waits_for,
@@ -904,31 +933,16 @@ fn undo_stack(f: &Folded) -> UndoStack {
     // What each undo did to the resources its step recorded: deleted, or kept because the
     // run adopted them (never its own to delete).
     let entries = ledger::ledger_of(v);
-    let undo_counts = |node: &str| {
-        let mut kept = 0;
-        let mut deleted = 0;
-        for e in entries
-            .iter()
-            .filter(|e| e.node == node && e.phase == "undo")
-        {
-            match e.record.action {
-                LedgerAction::Kept => kept += 1,
-                _ => deleted += 1,
-            }
-        }
-        (deleted, kept)
-    };
     let mut done = Vec::new();
     for (at, _, node) in &order {
         let Some(st) = v.node(node) else { continue };
         let note = match (&st.status, resolved.get(node)) {
             (_, Some((by, note))) => format!("resolved by {by}: {note}"),
             (NodeStatus::Undone { skipped: true, .. }, _) => "nothing to undo".to_string(),
-            _ => match undo_counts(node) {
-                (0, k) if k > 0 => "kept (adopted, not ours)".to_string(),
-                (d, k) if k > 0 => format!("undone: {d} deleted, {k} kept (adopted, not ours)"),
-                _ => "undone".to_string(),
-            },
+            _ => {
+                let (d, k) = ledger::undo_counts(&entries, node);
+                ledger::undone_word(d, k)
+            }
         };
         done.push(UndoItem {
             step: node.to_string(),
@@ -1560,38 +1574,73 @@ pub fn event_summary(ev: &Event) -> String {
 /// The journal as `history` shows it (`step`: only that node's events; `failed`: only
 /// failures).
 pub fn history(rec: &RunRecord, step: Option<&str>, failed: bool) -> Vec<HistoryRow> {
-    rec.events
-        .iter()
-        .filter(|e| step.is_none_or(|s| e.node.as_deref() == Some(s)))
-        .filter_map(|e| {
-            let decoded = serde_json::from_str::<Event>(&e.data).ok();
-            let failure = matches!(
-                decoded,
-                Some(
-                    Event::NodeRetryScheduled { .. }
-                        | Event::NodeFailed { .. }
-                        | Event::UndoRetryScheduled { .. }
-                        | Event::UndoFailed { .. }
-                )
-            );
-            if failed && !failure {
-                return None;
+    // The history starts with the run's creation: who, when, with which file and binary
+    // (issue 21 §4). Not a journal event (seq 0): the run row itself records it.
+    let l = &rec.summary.labels;
+    let created = (step.is_none() && !failed).then(|| {
+        let by = l
+            .get("started-by")
+            .map_or_else(|| "an unrecorded user".to_string(), Clone::clone);
+        let mut summary = format!("run created by {by} at {}", ts(rec.summary.created_at));
+        if let Some(c) = l.get("config") {
+            summary.push_str(&format!(" from {c}"));
+            if let Some(h) = l.get("config-sha256") {
+                summary.push_str(&format!(" (sha256 {h})"));
             }
-            let data = serde_json::from_str(&e.data)
-                .unwrap_or_else(|_| serde_json::Value::String(e.data.clone()));
-            Some(HistoryRow {
-                seq: e.seq,
-                at: ts(e.at),
-                kind: e.kind.clone(),
-                node: e.node.clone(),
-                summary: decoded
-                    .as_ref()
-                    .map(event_summary)
-                    .unwrap_or_else(|| "(does not decode)".into()),
-                data,
-                failure,
-            })
-        })
+        }
+        if let Some(v) = l.get("version") {
+            summary.push_str(&format!(" with hcp-workflow {v}"));
+        }
+        HistoryRow {
+            seq: 0,
+            at: ts(rec.summary.created_at),
+            kind: "run_created".into(),
+            node: None,
+            summary,
+            data: serde_json::json!({
+                "started_by": l.get("started-by"), "config": l.get("config"),
+                "config_sha256": l.get("config-sha256"), "version": l.get("version"),
+                "workflow": rec.summary.workflow, "cluster": l.get("cluster"),
+            }),
+            failure: false,
+        }
+    });
+    created
+        .into_iter()
+        .chain(
+            rec.events
+                .iter()
+                .filter(|e| step.is_none_or(|s| e.node.as_deref() == Some(s)))
+                .filter_map(|e| {
+                    let decoded = serde_json::from_str::<Event>(&e.data).ok();
+                    let failure = matches!(
+                        decoded,
+                        Some(
+                            Event::NodeRetryScheduled { .. }
+                                | Event::NodeFailed { .. }
+                                | Event::UndoRetryScheduled { .. }
+                                | Event::UndoFailed { .. }
+                        )
+                    );
+                    if failed && !failure {
+                        return None;
+                    }
+                    let data = serde_json::from_str(&e.data)
+                        .unwrap_or_else(|_| serde_json::Value::String(e.data.clone()));
+                    Some(HistoryRow {
+                        seq: e.seq,
+                        at: ts(e.at),
+                        kind: e.kind.clone(),
+                        node: e.node.clone(),
+                        summary: decoded
+                            .as_ref()
+                            .map(event_summary)
+                            .unwrap_or_else(|| "(does not decode)".into()),
+                        data,
+                        failure,
+                    })
+                }),
+        )
         .collect()
 }
 
@@ -1623,6 +1672,17 @@ pub struct InventoryRow {
     pub node: String,
     /// When.
     pub at: Option<String>,
+    /// A later run that adopted (and, unwinding, kept) it, when that is not the run that
+    /// created it: the run above stays the creator (issue 21 §2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run_id: Option<String>,
+    /// What that later run did: `adopted` or `kept`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<String>,
+    /// `--orphans`: created by a run that has not finished yet (its create or unwind is
+    /// still going): not an orphan yet, but not cleaned up either.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished: bool,
 }
 
 /// Resources per cluster from every run's ledger: what is still present (created, adopted
@@ -1641,13 +1701,36 @@ pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryR
     // Journal time orders entries across runs; ties keep run order (oldest run first).
     all.sort_by_key(|(i, e)| (e.at.map(|t| t.0).unwrap_or(i64::MAX), *i));
     let mut last: BTreeMap<String, (usize, LedgerEntry)> = BTreeMap::new();
+    // The run that created each resource (until a later entry says it went).
+    let mut creator: BTreeMap<String, (usize, LedgerEntry)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for (i, e) in all {
         if !last.contains_key(&e.record.id) {
             order.push(e.record.id.clone());
         }
+        match e.record.action {
+            LedgerAction::Created => {
+                creator.insert(e.record.id.clone(), (i, e.clone()));
+            }
+            LedgerAction::Deleted | LedgerAction::Gone => {
+                creator.remove(&e.record.id);
+            }
+            _ => {}
+        }
         last.insert(e.record.id.clone(), (i, e));
     }
+    // Adopted or kept by a later run: the creator stays the row's run.
+    let attributed =
+        |id: &str, (i, e): (usize, LedgerEntry)| match (&e.record.action, creator.get(id)) {
+            (LedgerAction::Adopted | LedgerAction::Kept, Some((ci, ce))) if *ci != i => {
+                let later = (
+                    runs[i].0.id.to_string(),
+                    e.record.action.as_str().to_string(),
+                );
+                (*ci, ce.clone(), Some(later))
+            }
+            _ => (i, e, None),
+        };
     let ended_badly = |s: RunState| {
         matches!(
             s,
@@ -1656,15 +1739,19 @@ pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryR
     };
     let mut rows: Vec<InventoryRow> = order
         .into_iter()
-        .filter_map(|id| last.remove(&id))
-        .filter(|(i, e)| {
+        .filter_map(|id| {
+            let l = last.remove(&id)?;
+            Some(attributed(&id, l))
+        })
+        .filter(|(i, e, _)| {
             let state = runs[*i].0.state;
             if orphans {
-                // Resolved by hand counts: an auditor checks that it really went.
+                // Resolved by hand counts: an auditor checks that it really went. A run
+                // that has not finished holds what it created (listed as unfinished).
                 matches!(
                     e.record.action,
                     LedgerAction::Created | LedgerAction::Resolved
-                ) && ended_badly(state)
+                ) && (ended_badly(state) || !state.is_terminal())
             } else {
                 matches!(
                     e.record.action,
@@ -1675,9 +1762,13 @@ pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryR
                 )
             }
         })
-        .map(|(i, e)| {
+        .map(|(i, e, later)| {
             let s = &runs[i].0;
+            let (last_run_id, last_action) = later.unzip();
             InventoryRow {
+                last_run_id,
+                last_action,
+                unfinished: orphans && !s.state.is_terminal() && !ended_badly(s.state),
                 cluster: s
                     .labels
                     .get("cluster")
@@ -1698,4 +1789,186 @@ pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryR
         .collect();
     rows.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     rows
+}
+
+/// A run as the cluster view names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterRun {
+    pub run_id: String,
+    pub short_id: String,
+    pub workflow: String,
+    pub state: RunState,
+    /// When the run was journaled.
+    pub created_at: String,
+    /// Its last change (when it finished, for a finished run).
+    pub updated_at: String,
+}
+
+impl ClusterRun {
+    fn of(s: &RunSummary) -> Self {
+        let id = s.id.to_string();
+        ClusterRun {
+            short_id: crate::runref::short(&id).to_string(),
+            run_id: id,
+            workflow: s.workflow.clone(),
+            state: s.state,
+            created_at: ts(s.created_at),
+            updated_at: ts(s.updated_at),
+        }
+    }
+}
+
+/// One row of `clusters` (issue 21 §2): the cluster's own state, not only its latest run's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterRow {
+    pub cluster: String,
+    /// `exists` (its latest successful run created it, or changed it), `deleted` (its latest successful
+    /// run deleted it), `partial` (no run succeeded, but resources are recorded as still
+    /// present) or `absent` (nothing succeeded and nothing is left).
+    pub status: String,
+    /// The successful create it exists by (`exists` only).
+    pub created_by: Option<ClusterRun>,
+    /// The successful delete that removed it (`deleted` only).
+    pub deleted_by: Option<ClusterRun>,
+    /// Its latest run, whatever its outcome.
+    pub last_run: ClusterRun,
+    /// An unfinished run working on it now (at most one: one run per cluster).
+    pub active_run: Option<ClusterRun>,
+    /// Resources the journal records as still present (see `inventory`).
+    pub resources: usize,
+    /// Of those, how many outlive the cluster (persistent).
+    pub persistent: usize,
+}
+
+/// The cluster view of `runs` (oldest first), one row per `cluster` label.
+pub fn clusters(runs: &[(RunSummary, Folded)]) -> Vec<ClusterRow> {
+    let present = inventory(runs, false);
+    let mut names: Vec<String> = runs
+        .iter()
+        .filter_map(|(s, _)| s.labels.get("cluster").cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    for name in names {
+        let mine: Vec<&RunSummary> = runs
+            .iter()
+            .map(|(s, _)| s)
+            .filter(|s| s.labels.get("cluster") == Some(&name))
+            .collect();
+        let Some(last) = mine
+            .iter()
+            .max_by_key(|s| (s.created_at.0, s.id.to_string()))
+        else {
+            continue;
+        };
+        // The latest success decides whether it exists (by when it finished).
+        let latest_ok = mine
+            .iter()
+            .filter(|s| s.state == RunState::Succeeded)
+            .max_by_key(|s| s.updated_at.0);
+        let rows: Vec<&InventoryRow> = present.iter().filter(|r| r.cluster == name).collect();
+        let resources = rows.len();
+        let persistent = rows.iter().filter(|r| r.persistent).count();
+        let (status, created_by, deleted_by) = match latest_ok {
+            Some(s) if s.workflow.starts_with("delete") => {
+                ("deleted", None, Some(ClusterRun::of(s)))
+            }
+            Some(s) => ("exists", Some(ClusterRun::of(s)), None),
+            _ if resources > persistent => ("partial", None, None),
+            _ => ("absent", None, None),
+        };
+        out.push(ClusterRow {
+            cluster: name.clone(),
+            status: status.to_string(),
+            created_by,
+            deleted_by,
+            last_run: ClusterRun::of(last),
+            active_run: mine
+                .iter()
+                .find(|s| !s.state.is_terminal())
+                .map(|s| ClusterRun::of(s)),
+            resources,
+            persistent,
+        });
+    }
+    out
+}
+
+/// The sentence about a cluster that `why cluster/<name>` starts with.
+pub fn cluster_sentence(c: &ClusterRow) -> String {
+    let phrase = |r: &ClusterRun| {
+        format!(
+            "run {} ({}, {} at {})",
+            r.short_id,
+            r.workflow,
+            crate::views::text::state_phrase(r.state),
+            r.updated_at
+        )
+    };
+    let mut s = match c.status.as_str() {
+        "exists" => format!(
+            "Cluster {} exists: created by {}; {} resources recorded as present.",
+            c.cluster,
+            c.created_by.as_ref().map(phrase).unwrap_or_default(),
+            c.resources
+        ),
+        "deleted" => format!(
+            "Cluster {} was deleted by {}{}.",
+            c.cluster,
+            c.deleted_by.as_ref().map(phrase).unwrap_or_default(),
+            if c.persistent > 0 {
+                format!("; {} persistent resources kept", c.persistent)
+            } else {
+                String::new()
+            }
+        ),
+        "partial" => format!(
+            "Cluster {} was never created completely, and {} of its resources are recorded as still present (`hcp-workflow inventory --cluster {}`).",
+            c.cluster, c.resources, c.cluster
+        ),
+        _ => format!(
+            "Cluster {} does not exist: no run of it succeeded, and nothing of it is recorded as present.",
+            c.cluster
+        ),
+    };
+    let last_is_decisive = c
+        .created_by
+        .as_ref()
+        .or(c.deleted_by.as_ref())
+        .is_some_and(|r| r.run_id == c.last_run.run_id);
+    if !last_is_decisive {
+        s.push_str(&format!(
+            " Its latest run is {} ({}): about that run:",
+            c.last_run.short_id, c.last_run.workflow
+        ));
+    }
+    s
+}
+
+/// Words a search finds a run by beyond its list row (issue 21 §4): every label (who
+/// started it, its config), failed steps and undos with their error codes, who resolved an
+/// undo and their note, who cancelled and why, and every operator command's author and
+/// reason. They stay findable after the run finished.
+pub fn journal_words(rec: &RunRecord) -> Vec<String> {
+    let mut w: Vec<String> = rec.summary.labels.values().cloned().collect();
+    for e in &rec.events {
+        let Ok(ev) = serde_json::from_str::<Event>(&e.data) else {
+            continue;
+        };
+        match ev {
+            Event::NodeFailed { node, error, .. } | Event::UndoFailed { node, error, .. } => {
+                w.push(node);
+                w.extend(error.code);
+                w.push(error.kind);
+            }
+            Event::UndoResolved { node, by, note } => w.extend([node, by, note]),
+            Event::UnwindStarted {
+                cause: UnwindCause::Cancelled { by, reason },
+            } => w.extend([by, reason]),
+            Event::Operator { by, reason, .. } => w.extend([by, reason]),
+            _ => {}
+        }
+    }
+    w
 }

@@ -46,13 +46,28 @@ pub fn list(rows: &[RunRow]) -> String {
     let cw = width("CLUSTER", clusters.iter().map(String::as_str));
     let sw = width("STATE", rows.iter().map(|r| r.state.as_str()));
     let pw = width("STAGE/STEP", steps.iter().map(String::as_str));
+    // Who started each run (issue 21 §4), when any run says.
+    let by: Vec<String> = rows
+        .iter()
+        .map(|r| r.started_by.clone().unwrap_or_else(|| "-".into()))
+        .collect();
+    let show_by = rows.iter().any(|r| r.started_by.is_some());
+    let bw = width("STARTED BY", by.iter().map(String::as_str));
+    let by_col = |s: &str| {
+        if show_by {
+            format!("  {}", pad(s, bw))
+        } else {
+            String::new()
+        }
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}  {}  {}  {}  {}  {:>5}  BLOCKED ON",
+        "{}  {}  {}{}  {}  {}  {:>5}  BLOCKED ON",
         pad("RUN", 8),
         pad("WORKFLOW", ww),
         pad("CLUSTER", cw),
+        by_col("STARTED BY"),
         pad("STATE", sw),
         pad("STAGE/STEP", pw),
         "AGE"
@@ -60,10 +75,11 @@ pub fn list(rows: &[RunRow]) -> String {
     for (i, r) in rows.iter().enumerate() {
         let _ = writeln!(
             out,
-            "{}  {}  {}  {}  {}  {:>5}  {}",
+            "{}  {}  {}{}  {}  {}  {:>5}  {}",
             pad(&r.short_id, 8),
             pad(&r.workflow, ww),
             pad(&clusters[i], cw),
+            by_col(&by[i]),
             crate::style::paint_state(&pad(r.state.as_str(), sw), r.state.as_str()),
             pad(&steps[i], pw),
             r.age,
@@ -81,14 +97,35 @@ pub fn show(d: &RunDetail) -> String {
     if let Some(c) = &d.cluster {
         let _ = writeln!(o, "cluster    {c}");
     }
+    // The audit trail (issue 21 §4) has lines of its own.
+    const AUDIT: [&str; 5] = [
+        "cluster",
+        "started-by",
+        "config",
+        "config-sha256",
+        "version",
+    ];
     let others: Vec<String> = d
         .labels
         .iter()
-        .filter(|(k, _)| k.as_str() != "cluster")
+        .filter(|(k, _)| !AUDIT.contains(&k.as_str()))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     if !others.is_empty() {
         let _ = writeln!(o, "labels     {}", others.join(", "));
+    }
+    if let Some(c) = d.labels.get("config") {
+        let _ = writeln!(
+            o,
+            "config     {c}{}",
+            d.labels
+                .get("config-sha256")
+                .map(|h| format!(" (sha256 {h})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(v) = d.labels.get("version") {
+        let _ = writeln!(o, "binary     hcp-workflow {v}");
     }
     let _ = writeln!(
         o,
@@ -99,7 +136,15 @@ pub fn show(d: &RunDetail) -> String {
     if let Some(nw) = &d.no_worker {
         let _ = writeln!(o, "           {nw}");
     }
-    let _ = writeln!(o, "created    {}", d.created_at);
+    let _ = writeln!(
+        o,
+        "created    {}{}",
+        d.created_at,
+        d.labels
+            .get("started-by")
+            .map(|b| format!(" by {b}"))
+            .unwrap_or_default()
+    );
     let _ = writeln!(o, "updated    {}", d.updated_at);
     if let Some(f) = &d.failure {
         let what = match (&f.step, &f.code) {
@@ -377,10 +422,33 @@ pub fn history(rows: &[HistoryRow]) -> String {
 }
 
 /// `inventory`.
-pub fn inventory(rows: &[InventoryRow], orphans: bool) -> String {
+pub fn inventory(all: &[InventoryRow], orphans: bool) -> String {
+    // `--orphans`: what unfinished runs hold is not orphaned (yet), and is not "deleted"
+    // either: said apart, per run (issue 21 §2).
+    let (held, rows): (Vec<&InventoryRow>, Vec<&InventoryRow>) =
+        all.iter().partition(|r| r.unfinished);
+    let mut held_by: Vec<(&str, hcp_runtime::RunState, usize)> = Vec::new();
+    for r in &held {
+        match held_by.iter_mut().find(|(run, _, _)| *run == r.run) {
+            Some(h) => h.2 += 1,
+            None => held_by.push((r.run.as_str(), r.run_state, 1)),
+        }
+    }
+    let held_text: String = held_by
+        .iter()
+        .map(|(run, state, n)| {
+            format!(
+                "run {} ({state}) still holds {n} resource{} it created: it has not finished; watch it: hcp-workflow watch {run}\n",
+                crate::runref::short(run),
+                if *n == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
     if rows.is_empty() {
-        return if orphans {
+        return if orphans && held_by.is_empty() {
             "no orphaned resources: every resource created by a run that did not succeed was deleted\n".into()
+        } else if orphans {
+            format!("no orphaned resources among finished runs; not finished yet:\n{held_text}")
         } else {
             "no resources recorded\n".into()
         };
@@ -390,7 +458,7 @@ pub fn inventory(rows: &[InventoryRow], orphans: bool) -> String {
     let sw = width("RUN STATE", rows.iter().map(|r| r.run_state.as_str()));
     let mut o = String::new();
     let mut cluster: Option<&str> = None;
-    for r in rows {
+    for r in rows.iter().copied() {
         if cluster != Some(r.cluster.as_str()) {
             if cluster.is_some() {
                 o.push('\n');
@@ -415,13 +483,71 @@ pub fn inventory(rows: &[InventoryRow], orphans: bool) -> String {
             pad(r.run_state.as_str(), sw),
             r.id,
             if r.persistent { " (persistent)" } else { "" },
-            match (&r.note, r.action.as_str()) {
-                (Some(n), "resolved") => format!("  ({n})"),
+            match (&r.note, r.action.as_str(), &r.last_run_id, &r.last_action) {
+                (Some(n), "resolved", _, _) => format!("  ({n})"),
+                (_, _, Some(run), Some(what)) =>
+                    format!("  ({what} by run {})", crate::runref::short(run)),
                 _ => String::new(),
             }
         );
     }
+    if !held_text.is_empty() {
+        o.push_str("\nnot finished yet:\n");
+        o.push_str(&held_text);
+    }
     trim_end_lines(o)
+}
+
+/// `clusters`: one line per cluster.
+pub fn clusters(rows: &[crate::views::model::ClusterRow]) -> String {
+    if rows.is_empty() {
+        return "no clusters: no run in this journal names one\n".into();
+    }
+    let cw = width("CLUSTER", rows.iter().map(|r| r.cluster.as_str()));
+    let sw = width("STATUS", rows.iter().map(|r| r.status.as_str()));
+    let by = |r: &crate::views::model::ClusterRow| {
+        r.created_by
+            .as_ref()
+            .or(r.deleted_by.as_ref())
+            .map(|c| format!("{} {}", c.short_id, c.updated_at))
+            .unwrap_or_else(|| "-".into())
+    };
+    let bys: Vec<String> = rows.iter().map(by).collect();
+    let bw = width("BY RUN", bys.iter().map(String::as_str));
+    let lasts: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r.last_run.short_id, r.last_run.workflow, r.last_run.state
+            )
+        })
+        .collect();
+    let lw = width("LAST RUN", lasts.iter().map(String::as_str));
+    let mut o = format!(
+        "{}  {}  {}  {}  RESOURCES\n",
+        pad("CLUSTER", cw),
+        pad("STATUS", sw),
+        pad("BY RUN", bw),
+        pad("LAST RUN", lw)
+    );
+    for ((r, b), l) in rows.iter().zip(&bys).zip(&lasts) {
+        let _ = writeln!(
+            o,
+            "{}  {}  {}  {}  {}{}",
+            pad(&r.cluster, cw),
+            pad(&r.status, sw),
+            pad(b, bw),
+            pad(l, lw),
+            r.resources,
+            if r.persistent > 0 {
+                format!(" ({} persistent)", r.persistent)
+            } else {
+                String::new()
+            }
+        );
+    }
+    o
 }
 
 /// A run's state as the end of a sentence about it: `run … succeeded`, `… rolled back`,

@@ -115,6 +115,8 @@ try {
   expect(await settled(async () => (await counts.locator('a[data-state="needs-operator"]').evaluate((e) => getComputedStyle(e).color)) === RED), 'the needs-operator count is red');
   expect(await settled(async () => {
     await row.locator('button.copy').click();
+    // The clipboard write resolves later: wait for the button to say it copied.
+    await row.locator('button.copy[data-copied]').waitFor({ timeout: 5000 }).catch(() => {});
     return (await row.locator('button.copy').getAttribute('data-copied')) === runId;
   }), 'the copy button copies the full id');
   const clip = row.locator('td.blocked .clip');
@@ -201,7 +203,20 @@ try {
   expect(pending.includes('AnotherOperationInProgress'), 'with its error code');
   const failure = page.locator('#failure');
   const ftext = await failure.innerText();
-  expect(ftext.includes('Failed') && ftext.includes('c'), `one failure card names the forward failure (${ftext})`);
+  expect(ftext.includes('Why it unwound') && ftext.includes('c failed (handled'), `one failure card names the forward failure, as handled context (${ftext})`);
+  // Issue 21 §5: the stuck undo is the primary red card: its resource with a copy button,
+  // its own actions in its header, the error code once, and no "1/20" after a give-up.
+  expect((await page.locator('#pending').getAttribute('class')).includes('stuck'), 'the stuck undo is the primary card');
+  const pendingBorder = await page.locator('#pending').evaluate((el) => getComputedStyle(el).borderLeftColor);
+  expect(pendingBorder === RED, `the stuck undo's card is red (${pendingBorder})`);
+  const failureBorder = await failure.evaluate((el) => getComputedStyle(el).borderLeftColor);
+  expect(failureBorder !== RED, `the handled forward failure is not the red card (${failureBorder})`);
+  const acts = await page.locator('#stuck-actions a').allInnerTexts();
+  expect(acts.includes('retry') && acts.includes('resolve'), `retry and resolve sit in the stuck undo's header (${acts})`);
+  expect(await page.locator('#stuck-resource button.copy').count() === 1, 'the stuck resource has a copy button');
+  expect(pending.split('AnotherOperationInProgress').length - 1 === 1, `the error code is shown once in the card (${pending})`);
+  const attempt = await page.locator('#pending-attempt').innerText();
+  expect(attempt.startsWith('gave up after'), `the attempt line says it gave up (${attempt})`);
   expect(ftext.includes('retry') && ftext.includes('--step b1'), 'its hint fits needs-operator: retry or resolve the stuck undo');
   const fbox = await failure.boundingBox();
   expect(fbox && fbox.y < 1000, 'the failure card is above the fold');
@@ -218,6 +233,8 @@ try {
   expect(await res.count() > 0, 'the resources table lists what the run created');
   const firstId = (await res.first().locator('code.id').innerText()).trim();
   await res.first().locator('button.copy').click();
+  // The clipboard write resolves later: wait for the button to say it copied.
+  await res.first().locator('button.copy[data-copied]').waitFor({ timeout: 5000 }).catch(() => {});
   expect((await res.first().locator('button.copy').getAttribute('data-copied')) === firstId, 'a resource copy button copies the bare id');
   for (const r of await page.locator('#ledger tbody tr[data-kind="azure"]').all()) {
     const id = (await r.locator('code.id').innerText()).trim();

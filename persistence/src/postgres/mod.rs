@@ -421,7 +421,11 @@ impl JournalStore for PostgresStore {
 
     /// Nothing to claim: many workers share a Postgres journal, and leases alone keep them
     /// apart.
-    async fn claim_executor(&self, _owner: &str) -> Result<(), StoreError> {
+    async fn claim_executor(
+        &self,
+        _owner: &str,
+        _serves: Option<&[String]>,
+    ) -> Result<(), StoreError> {
         Ok(())
     }
 

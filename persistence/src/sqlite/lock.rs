@@ -27,7 +27,7 @@
 //! own locking decides as before: the intent lock only ever improves fairness, it is never
 //! needed for correctness.
 
-use hcp_runtime::StoreError;
+use hcp_runtime::{ExecutorHolder, StoreError};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -153,6 +153,8 @@ pub(crate) struct ExecutorLock {
     file: File,
     /// Worker ids that claimed through this store (normally one).
     owners: Vec<String>,
+    /// The targets they serve; `None`: any.
+    serves: Option<Vec<String>>,
 }
 
 impl ExecutorLock {
@@ -162,7 +164,12 @@ impl ExecutorLock {
     /// [`StoreError::ExecutorBusy`] when another open file description (another process, or
     /// another store in this one) holds it; [`StoreError::Permanent`] when the lock file cannot
     /// be opened or locked at all.
-    pub(crate) fn acquire(db: &Path, lock: &Path, owner: &str) -> Result<Self, StoreError> {
+    pub(crate) fn acquire(
+        db: &Path,
+        lock: &Path,
+        owner: &str,
+        serves: Option<&[String]>,
+    ) -> Result<Self, StoreError> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -178,11 +185,17 @@ impl ExecutorLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                let (pid, worker) = read_holder(&mut file);
+                let h = read_holder(&mut file);
                 return Err(StoreError::ExecutorBusy(format!(
-                    "journal {} is being executed by another hcp-workflow process (pid {pid}, \
-                     worker {worker}); stop it or point --database elsewhere",
-                    db.display()
+                    "journal {} is being executed by another hcp-workflow process (pid {}, \
+                     worker {}{}); stop it or point --database elsewhere",
+                    db.display(),
+                    h.pid,
+                    h.worker,
+                    h.serves
+                        .as_ref()
+                        .map(|s| format!(", serving {}", s.join(", ")))
+                        .unwrap_or_default()
                 )));
             }
             Err(TryLockError::Error(e)) => {
@@ -195,6 +208,7 @@ impl ExecutorLock {
         let mut me = Self {
             file,
             owners: vec![owner.to_string()],
+            serves: serves.map(<[String]>::to_vec),
         };
         me.write_holder()?;
         Ok(me)
@@ -205,10 +219,29 @@ impl ExecutorLock {
         self.owners.iter().any(|o| o == owner)
     }
 
-    /// Record another worker of this process (the lock is already ours).
-    pub(crate) fn add_owner(&mut self, owner: &str) -> Result<(), StoreError> {
-        if !self.has_owner(owner) {
-            self.owners.push(owner.to_string());
+    /// Record another worker of this process (the lock is already ours), and the targets
+    /// it serves (joining those already served; `None` serves any).
+    pub(crate) fn add_owner(
+        &mut self,
+        owner: &str,
+        serves: Option<&[String]>,
+    ) -> Result<(), StoreError> {
+        let before = self.serves.clone();
+        self.serves = match (self.serves.take(), serves) {
+            (Some(mut mine), Some(more)) => {
+                for t in more {
+                    if !mine.contains(t) {
+                        mine.push(t.clone());
+                    }
+                }
+                Some(mine)
+            }
+            _ => None,
+        };
+        if !self.has_owner(owner) || before != self.serves {
+            if !self.has_owner(owner) {
+                self.owners.push(owner.to_string());
+            }
             self.write_holder()?;
         }
         Ok(())
@@ -216,9 +249,12 @@ impl ExecutorLock {
 
     fn write_holder(&mut self) -> Result<(), StoreError> {
         let text = format!(
-            "pid={}\nworker={}\n",
+            "pid={}\nworker={}\nserves={}\n",
             std::process::id(),
-            self.owners.join(",")
+            self.owners.join(","),
+            self.serves
+                .as_ref()
+                .map_or_else(|| "*".to_string(), |s| s.join(","))
         );
         let res = self
             .file
@@ -235,8 +271,27 @@ impl ExecutorLock {
     }
 }
 
-/// Best-effort (pid, worker) of the holder, as written by [`ExecutorLock::write_holder`].
-fn read_holder(file: &mut File) -> (String, String) {
+/// Who holds the executor lock at `lock`, if anyone else does: a probe that takes the lock
+/// for an instant when it is free (and gives it straight back).
+pub(crate) fn holder(lock: &Path) -> Result<Option<ExecutorHolder>, StoreError> {
+    let mut file = match OpenOptions::new().read(true).write(true).open(lock) {
+        Ok(f) => f,
+        // Never created: nobody ever executed this journal. Unreadable: not ours to judge
+        // here (claiming it will say why).
+        Err(_) => return Ok(None),
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.unlock();
+            Ok(None)
+        }
+        Err(TryLockError::WouldBlock) => Ok(Some(read_holder(&mut file))),
+        Err(TryLockError::Error(_)) => Ok(None),
+    }
+}
+
+/// Best-effort holder, as written by [`ExecutorLock::write_holder`].
+fn read_holder(file: &mut File) -> ExecutorHolder {
     let mut text = String::new();
     // A holder that died between locking and writing leaves an empty file; a read error is
     // no reason to hide the refusal itself.
@@ -250,7 +305,16 @@ fn read_holder(file: &mut File) -> (String, String) {
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| "unknown".to_string())
     };
-    (field("pid="), field("worker="))
+    let serves = match field("serves=").as_str() {
+        // Not recorded (an older holder) or any target.
+        "unknown" | "*" => None,
+        list => Some(list.split(',').map(str::to_string).collect()),
+    };
+    ExecutorHolder {
+        pid: field("pid="),
+        worker: field("worker="),
+        serves,
+    }
 }
 
 #[cfg(test)]
@@ -259,15 +323,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_holder_says_which_targets_it_serves() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("j.db");
+        let lock = lock_path(&db);
+        assert_eq!(holder(&lock).unwrap(), None, "never executed");
+        let sim = vec!["simulator/in-process".to_string()];
+        let mut held = ExecutorLock::acquire(&db, &lock, "w1", Some(&sim)).unwrap();
+        let h = holder(&lock).unwrap().unwrap();
+        assert_eq!(h.pid, std::process::id().to_string());
+        assert_eq!(h.serves.as_deref(), Some(&sim[..]));
+        assert!(h.serves("simulator/in-process"));
+        assert!(!h.serves("azure/public"));
+        // A second worker of the process joins the targets; one serving any target makes
+        // the holder serve any.
+        held.add_owner("w2", Some(&["azure/public".to_string()]))
+            .unwrap();
+        let h = holder(&lock).unwrap().unwrap();
+        assert!(h.serves("azure/public") && h.serves("simulator/in-process"));
+        held.add_owner("w3", None).unwrap();
+        assert_eq!(holder(&lock).unwrap().unwrap().serves, None);
+        drop(held);
+        assert_eq!(holder(&lock).unwrap(), None, "released with the file");
+    }
+
+    #[test]
     fn second_open_in_the_same_process_is_refused_with_the_holder() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("j.db");
         let lock = lock_path(&db);
         assert!(lock.to_string_lossy().ends_with("j.db.executor.lock"));
-        let mut held = ExecutorLock::acquire(&db, &lock, "w1").unwrap();
-        held.add_owner("w2").unwrap();
+        let mut held = ExecutorLock::acquire(&db, &lock, "w1", None).unwrap();
+        held.add_owner("w2", None).unwrap();
         assert!(held.has_owner("w2"));
-        let err = ExecutorLock::acquire(&db, &lock, "other").unwrap_err();
+        let err = ExecutorLock::acquire(&db, &lock, "other", None).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, StoreError::ExecutorBusy(_)), "{msg}");
         assert!(
@@ -278,6 +367,6 @@ mod tests {
         assert!(msg.contains("point --database elsewhere"), "{msg}");
         drop(held);
         // the kernel released it with the file
-        ExecutorLock::acquire(&db, &lock, "other").unwrap();
+        ExecutorLock::acquire(&db, &lock, "other", None).unwrap();
     }
 }

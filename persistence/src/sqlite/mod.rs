@@ -128,12 +128,16 @@ impl SqliteStore {
             .await
             .map_err(classify)?;
         migrate(&readers).await?;
-        let conn = options.connect().await.map_err(classify)?;
-        let wake = Arc::new(watch::channel(0).0);
-        let is_executor = Arc::new(AtomicBool::new(false));
+        // The lock files are named after the journal's real path (symlinks resolved; the
+        // file exists now): a second name for the same journal (`alias.db -> j.db`) must
+        // meet the same executor lock, or two executors would share one file and release
+        // each other's leases. (A hard link is still a second name: don't make one.)
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
         let intent = lock::WriteIntent::open(&path)
             .inspect_err(|e| {
-                tracing::warn!(
+                // Info, not a warning: a reader in a directory it may not write (`list` on
+                // a read-only journal) has no writes to hand over.
+                tracing::info!(
                     error = %e,
                     journal = %path.display(),
                     "cannot open the write-intent lock; writes from other processes may \
@@ -141,6 +145,19 @@ impl SqliteStore {
                 );
             })
             .ok();
+        Self::assemble(path, readers, options, intent).await
+    }
+
+    /// The store over `readers`, with a writer connection made from `options`.
+    async fn assemble(
+        path: PathBuf,
+        readers: SqlitePool,
+        options: SqliteConnectOptions,
+        intent: Option<lock::WriteIntent>,
+    ) -> Result<Self, StoreError> {
+        let conn = options.connect().await.map_err(classify)?;
+        let wake = Arc::new(watch::channel(0).0);
+        let is_executor = Arc::new(AtomicBool::new(false));
         let writer = WriterHandle::spawn(
             conn,
             options,
@@ -157,6 +174,48 @@ impl SqliteStore {
             executor: Mutex::new(None),
             is_executor,
         })
+    }
+
+    /// Open an existing, migrated journal for reading only: nothing is created, migrated
+    /// or locked, and every write fails. For read-only commands on a journal whose directory
+    /// (or file) this process may not write: `list` and `show` must still work there
+    /// (issue 21 §6), where [`SqliteStore::open`] fails at its first write.
+    ///
+    /// # Errors
+    /// [`StoreError::Permanent`] if the file cannot be read.
+    pub async fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let base = SqliteConnectOptions::new()
+            .filename(&path)
+            .read_only(true)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT)
+            .statement_cache_capacity(STATEMENT_CACHE);
+        let pool = |o: SqliteConnectOptions| async move {
+            let p = SqlitePoolOptions::new()
+                .max_connections(READERS)
+                .min_connections(0)
+                .connect_with(o)
+                .await?;
+            // A WAL journal whose `-shm` cannot be created answers "attempt to write a
+            // readonly database" at the first read, not at connect.
+            sqlx::query("SELECT count(*) FROM sqlite_master")
+                .execute(&p)
+                .await?;
+            Ok::<_, sqlx::Error>(p)
+        };
+        // Read-only first (sees a live writer's WAL); where the WAL index cannot be created
+        // (a read-only directory: then no process can be writing through it either),
+        // `immutable`: the file as it is.
+        let (readers, options) = match pool(base.clone()).await {
+            Ok(p) => (p, base),
+            Err(_) => {
+                let immutable = base.immutable(true);
+                (pool(immutable.clone()).await.map_err(classify)?, immutable)
+            }
+        };
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        Self::assemble(path, readers, options, None).await
     }
 
     /// The journal file.
@@ -285,18 +344,26 @@ impl JournalStore for SqliteStore {
         "sqlite"
     }
 
-    async fn claim_executor(&self, owner: &str) -> Result<(), StoreError> {
+    async fn claim_executor(
+        &self,
+        owner: &str,
+        serves: Option<&[String]>,
+    ) -> Result<(), StoreError> {
         let mut claim = self.executor.lock().await;
         let claim = match &mut *claim {
             Some(c) => {
                 // Already ours. Another worker id of this process joins without touching
                 // leases: those it would release belong to live workers of this store.
-                c.lock.add_owner(owner)?;
+                c.lock.add_owner(owner, serves)?;
                 c
             }
             None => {
-                let lock =
-                    lock::ExecutorLock::acquire(&self.path, &lock::lock_path(&self.path), owner)?;
+                let lock = lock::ExecutorLock::acquire(
+                    &self.path,
+                    &lock::lock_path(&self.path),
+                    owner,
+                    serves,
+                )?;
                 self.is_executor.store(true, Ordering::Relaxed);
                 claim.insert(Claim {
                     lock,
@@ -321,6 +388,14 @@ impl JournalStore for SqliteStore {
             claim.leases_released = true;
         }
         Ok(())
+    }
+
+    async fn executor_holder(&self) -> Result<Option<hcp_runtime::ExecutorHolder>, StoreError> {
+        if self.executor.lock().await.is_some() {
+            // This store is the executor.
+            return Ok(None);
+        }
+        lock::holder(&lock::lock_path(&self.path))
     }
 
     async fn create_run(&self, run: NewRun) -> Result<CreateOutcome, StoreError> {

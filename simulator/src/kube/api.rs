@@ -346,6 +346,45 @@ fn check_type_meta(kind: &Kind, obj: &Value, required: bool) -> Result<(), Respo
     Ok(())
 }
 
+/// Drops `null` object fields of non-nullable fields, as the API server does before
+/// validating (apiextensions' structural defaulting prunes nulls unless the schema says
+/// `nullable: true`): `schema` is the object's structural schema, when its CRD is loaded.
+/// A nullable field's null is kept (HyperShift's `status.version.history[].completionTime`
+/// of a rollout in progress is required and null).
+fn drop_nulls_with(schema: Option<&Value>, v: &mut Value) {
+    let Some(schema) = schema else {
+        drop_nulls(v);
+        return;
+    };
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let child = |k: &str| props.and_then(|p| p.get(k)).or(additional);
+            m.retain(|k, x| {
+                !x.is_null()
+                    || child(k).is_some_and(|s| s.get("nullable") == Some(&Value::Bool(true)))
+            });
+            for (k, x) in m.iter_mut() {
+                match child(k) {
+                    Some(s) => drop_nulls_with(Some(s), x),
+                    None => drop_nulls(x),
+                }
+            }
+        }
+        Value::Array(a) => {
+            let items = schema.get("items");
+            for x in a.iter_mut() {
+                match items {
+                    Some(s) => drop_nulls_with(Some(s), x),
+                    None => drop_nulls(x),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Drops `null` object fields, as the API server prunes nulls of non-nullable fields
 /// before validating (clients serialising `Option::None` as null must not get 422).
 fn drop_nulls(v: &mut Value) {
@@ -360,8 +399,8 @@ fn drop_nulls(v: &mut Value) {
 }
 
 /// Defaulting and normalisation on every write.
-fn normalize(st: &mut State, kind: &Kind, obj: &mut Value) {
-    drop_nulls(obj);
+fn normalize(st: &mut State, kind: &Kind, obj: &mut Value, schema: Option<&Value>) {
+    drop_nulls_with(schema, obj);
     match kind.plural {
         "secrets" => {
             if let Some(Value::Object(sd)) =
@@ -596,7 +635,7 @@ fn create_obj(
     {
         o.remove("status");
     }
-    normalize(st, kind, &mut obj);
+    normalize(st, kind, &mut obj, sim.inner.crds.schema(&kind.key()));
     if kind.namespaced {
         util::obj_mut(&mut obj, "metadata").insert("namespace".into(), json!(ns));
     }
@@ -753,7 +792,7 @@ fn write_existing(
         m.insert("name".into(), json!(name));
         new
     };
-    normalize(st, kind, &mut obj);
+    normalize(st, kind, &mut obj, sim.inner.crds.schema(&kind.key()));
     obj["apiVersion"] = json!(kind.api_version());
     obj["kind"] = json!(kind.kind);
     // Finalizers cannot be added to an object that is being deleted.

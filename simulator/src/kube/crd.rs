@@ -14,7 +14,7 @@ use std::path::Path;
 
 use jsonschema::error::ValidationErrorKind;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::Error;
 
@@ -95,10 +95,14 @@ impl CrdSet {
                 else {
                     continue;
                 };
+                // OpenAPI's `nullable: true` is not JSON Schema: a nullable node also
+                // accepts null (as the API server's structural validation does).
+                let mut json_schema = schema.clone();
+                allow_nullable(&mut json_schema);
                 let validator = jsonschema::options()
                     .with_draft(jsonschema::Draft::Draft4)
                     .should_validate_formats(false)
-                    .build(schema)
+                    .build(&json_schema)
                     .map_err(|e| {
                         err(
                             &path,
@@ -202,6 +206,23 @@ impl CrdSet {
         } else {
             Err(errors)
         }
+    }
+}
+
+/// Rewrites every schema node with `nullable: true` and a `type` to accept null too
+/// (`"type": [T, "null"]`), recursively.
+fn allow_nullable(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if m.get("nullable") == Some(&Value::Bool(true))
+                && let Some(Value::String(t)) = m.get("type").cloned()
+            {
+                m.insert("type".into(), json!([t, "null"]));
+            }
+            m.values_mut().for_each(allow_nullable);
+        }
+        Value::Array(a) => a.iter_mut().for_each(allow_nullable),
+        _ => {}
     }
 }
 

@@ -14,15 +14,17 @@ use std::path::Path;
 
 /// Reads a whole file, mapping "not found" to its own variant.
 pub(crate) fn read(path: &Path) -> Result<Vec<u8>, FileError> {
-    std::fs::read(path).map_err(|source| match source.kind() {
-        io::ErrorKind::NotFound => FileError::NotFound {
-            path: path.to_path_buf(),
+    hcp_activities::files::read_regular(path, hcp_activities::files::MAX_INPUT_FILE).map_err(
+        |source| match source.kind() {
+            io::ErrorKind::NotFound => FileError::NotFound {
+                path: path.to_path_buf(),
+            },
+            _ => FileError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
         },
-        _ => FileError::Io {
-            path: path.to_path_buf(),
-            source,
-        },
-    })
+    )
 }
 
 /// A pull secret must be a JSON object with an `auths` object (a `.dockerconfigjson`).

@@ -43,6 +43,7 @@ pub use model::{
 };
 pub use names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_storage_account, generate_infra_id};
 pub use regions::{CHINA_REGIONS, PUBLIC_REGIONS, US_GOVERNMENT_REGIONS, regions_for};
+pub use validate::drain_timeout;
 
 use serde_path_to_error::Segment;
 use std::path::Path;
@@ -53,14 +54,31 @@ use std::path::Path;
 /// # Errors
 /// Every problem found (or the one reason the file could not be read or parsed).
 pub fn load(path: &Path) -> Result<ClusterConfig, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigErrors::one("", "file", format!("cannot read {}: {e}", path.display()))
+    let bytes = hcp_activities::files::read_regular(path, hcp_activities::files::MAX_INPUT_FILE)
+        .map_err(|e| {
+            ConfigErrors::one("", "file", format!("cannot read {}: {e}", path.display()))
+        })?;
+    // A byte-order mark (Windows editors add one) is not part of the YAML.
+    let bytes = bytes
+        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .unwrap_or(&bytes);
+    // Never quote the bytes: a file that is not text may be a secret (a `.env`).
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        ConfigErrors::one(
+            "",
+            "file",
+            format!(
+                "{} is not UTF-8 text (invalid byte at offset {}); give the cluster YAML file",
+                path.display(),
+                e.valid_up_to()
+            ),
+        )
     })?;
     let base_dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    parse_str(&text, base_dir)
+    parse_str(text, base_dir)
 }
 
 /// Parses and validates a cluster file's text; relative paths are resolved against
@@ -113,7 +131,18 @@ fn deserialize(yaml: &str) -> Result<ClusterConfig, ConfigErrors> {
         } else {
             "type"
         };
-        let message = plain_words(&message);
+        let mut message = plain_words(&message);
+        // A wait budget is a duration written as text: `45` alone says nothing of its unit.
+        if path.starts_with("waitBudgets.") && message.contains("got the number") {
+            message = format!(
+                "expected a duration like `45m` or `1h30m`, got {}",
+                message
+                    .split("got ")
+                    .nth(1)
+                    .and_then(|g| g.split(';').next())
+                    .unwrap_or("a number")
+            );
+        }
         // An unknown key is pointed at itself; anything else at its value (a missing key:
         // the map that lacks it).
         let target = match rule {
@@ -233,7 +262,17 @@ fn wrong_type(got: &str, want: &str) -> String {
     };
     let unquote = |s: &str| s.trim_matches('`').to_string();
     let written = if let Some(s) = got.strip_prefix("string ") {
-        format!("the text {s}")
+        // Quoted only when short and not `KEY=value`-shaped: a wrong file (a `.env`, a
+        // key) must not have its content printed, and that content is what lands here.
+        let inner = s.trim_matches('"');
+        if inner.chars().count() <= 24 && !inner.contains('=') {
+            format!("the text {s}")
+        } else {
+            format!(
+                "a text of {} characters (not shown: it may be a secret; is this the cluster file?)",
+                inner.chars().count()
+            )
+        }
     } else if let Some(n) = got
         .strip_prefix("integer ")
         .or_else(|| got.strip_prefix("floating point "))
@@ -428,6 +467,15 @@ sshKey: id_ed25519.pub
             (
                 with_line(11, "  - nme: workers"),
                 "nodePools[0].nme (line 11, column 5): unknown key `nme`: did you mean `name`?",
+            ),
+            (
+                VALID.to_string() + "waitBudgets:\n  hostedClusterAvailable: 45\n",
+                "waitBudgets.hostedClusterAvailable (line 16, column 27): expected a duration like `45m` or `1h30m`, got the number 45",
+            ),
+            // A `.env` given as the cluster file: its line is never printed.
+            (
+                "AZURE_CLIENT_SECRET=s3cr3t-value-0123456789\n".to_string(),
+                "line 1, column 1: expected a map (`key: value` lines, or `{}`), got a text of 43 characters (not shown: it may be a secret; is this the cluster file?)",
             ),
         ];
         for (yaml, want) in cases {

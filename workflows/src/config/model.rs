@@ -115,6 +115,14 @@ pub struct ClusterConfig {
     #[serde(default)]
     pub network: Network,
 
+    /// The guest's pod and service networks (HyperShift's `--cluster-cidr`,
+    /// `--service-cidr`; `spec.networking`). They must not overlap each other, the node
+    /// network (`network.create.vnetCidr` or `network.existing.machineCidr`) or
+    /// OVN-Kubernetes' internal ranges (100.64.0.0/16, 100.88.0.0/16, 169.254.0.0/17).
+    /// Default: clusterNetwork 10.132.0.0/14, serviceNetwork 172.31.0.0/16 (HyperShift's).
+    #[serde(default, skip_serializing_if = "Networking::is_default")]
+    pub networking: Networking,
+
     /// API endpoint exposure. `Private` and `PublicAndPrivate` wire a Private Link Service in
     /// the management cluster and a Private Endpoint in the guest VNet.
     pub topology: Topology,
@@ -130,7 +138,7 @@ pub struct ClusterConfig {
     /// `needs-operator`: `hcp-workflow retry` gives the wait a fresh budget, `cancel`
     /// unwinds; a wait past its budget never unwinds on its own). Durations like `45m`,
     /// `1h30m`. Defaults: hostedClusterAvailable 45m, nodePoolReady 60m, armOperation 30m,
-    /// privateLinkTeardown 30m, kubernetesDeletion 30m.
+    /// privateLinkTeardown 30m, kubernetesDeletion 30m, clusterRollout 60m.
     #[serde(default, skip_serializing_if = "WaitBudgets::is_empty")]
     pub wait_budgets: WaitBudgets,
 
@@ -292,6 +300,44 @@ impl Default for NetworkCreate {
     }
 }
 
+/// The guest's pod and service networks (HyperShift `spec.networking`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Networking {
+    /// Pod network, IPv4 CIDR. Default: `10.132.0.0/14` (HyperShift's
+    /// `globalconfig.DefaultIPv4ClusterCIDR`).
+    #[serde(default = "default_cluster_network")]
+    pub cluster_network: String,
+    /// Service network, IPv4 CIDR. Default: `172.31.0.0/16` (HyperShift's
+    /// `globalconfig.DefaultIPv4ServiceCIDR`).
+    #[serde(default = "default_service_network")]
+    pub service_network: String,
+}
+
+fn default_cluster_network() -> String {
+    "10.132.0.0/14".into()
+}
+
+fn default_service_network() -> String {
+    "172.31.0.0/16".into()
+}
+
+impl Default for Networking {
+    fn default() -> Self {
+        Self {
+            cluster_network: default_cluster_network(),
+            service_network: default_service_network(),
+        }
+    }
+}
+
+impl Networking {
+    /// Whether every field has its default (then it is not written out).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// A bring-your-own network, by ARM id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -302,6 +348,11 @@ pub struct NetworkExisting {
     pub subnet_id: String,
     /// `/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.Network/networkSecurityGroups/<name>`
     pub nsg_id: String,
+    /// The node network, IPv4 CIDR (HyperShift's `--machine-cidr`, `spec.networking.
+    /// machineNetwork`): checked against the pod and service networks, and rendered so
+    /// HyperShift checks it too. Default: none (not rendered, not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_cidr: Option<String>,
 }
 
 /// API endpoint exposure (HyperShift's `spec.platform.azure.topology`).
@@ -453,6 +504,14 @@ pub struct NodePool {
     /// Gen2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<NodePoolImage>,
+
+    /// How long a node of this pool is drained before it is deleted anyway (HyperShift's
+    /// `--node-drain-timeout`, NodePool `spec.nodeDrainTimeout`), a duration like `30m`.
+    /// Default: none: drain until done (a PodDisruptionBudget can block a scale-down or a
+    /// replace for ever). Deleting the cluster never drains (HyperShift deletes the pools
+    /// with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_drain_timeout: Option<String>,
 }
 
 /// A node pool's boot image (HyperShift's `AzureVMImage`).
@@ -673,6 +732,10 @@ pub struct WaitBudgets {
     /// 30m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_deletion: Option<String>,
+    /// The guest's rollout after its pools are Ready: every cluster operator available,
+    /// as `hypershift create cluster --wait` waits for (default 60m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_rollout: Option<String>,
 }
 
 impl WaitBudgets {
@@ -681,7 +744,7 @@ impl WaitBudgets {
     }
 
     /// `(config key, value, default)` for each budget.
-    pub fn entries(&self) -> [(&'static str, Option<&str>, std::time::Duration); 5] {
+    pub fn entries(&self) -> [(&'static str, Option<&str>, std::time::Duration); 6] {
         let m = |n: u64| std::time::Duration::from_secs(n * 60);
         [
             (
@@ -701,6 +764,7 @@ impl WaitBudgets {
                 self.kubernetes_deletion.as_deref(),
                 m(30),
             ),
+            ("clusterRollout", self.cluster_rollout.as_deref(), m(60)),
         ]
     }
 

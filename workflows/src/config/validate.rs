@@ -172,7 +172,8 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
     }
     check_oidc(&mut r, &config.oidc_issuer);
     check_identities(&mut r, &config.identities);
-    check_network(&mut r, &config.network);
+    check_network(&mut r, &config.network, &config.subscription);
+    check_networking(&mut r, config);
     check_management(&mut r, config);
     check_node_pools(&mut r, &config.node_pools);
     if image_valid {
@@ -295,7 +296,91 @@ fn check_identities(r: &mut Report<'_>, identities: &Identities) {
     }
 }
 
-fn check_network(r: &mut Report<'_>, network: &Network) {
+/// OVN-Kubernetes' internal IPv4 ranges when HyperShift renders none (the
+/// cluster-network-operator's defaults): the join switch, the transit switch and the
+/// masquerade subnet. A node, pod or service network inside them breaks the guest's SDN.
+const OVN_INTERNAL: [(&str, &str); 3] = [
+    ("100.64.0.0/16", "OVN-Kubernetes' join subnet"),
+    ("100.88.0.0/16", "OVN-Kubernetes' transit switch subnet"),
+    ("169.254.0.0/17", "OVN-Kubernetes' masquerade subnet"),
+];
+
+/// Issue 22 §3: the node, pod and service networks must not overlap one another or OVN's
+/// internal ranges. HyperShift's own check (`hostedcluster_controller.go`
+/// `validateNetworks` → `compareCIDREntries`) compares machine, service and cluster
+/// networks only when `machineNetwork` is set; ours runs before anything is created.
+fn check_networking(r: &mut Report<'_>, config: &ClusterConfig) {
+    let n = &config.networking;
+    let mut ranges: Vec<(String, Ipv4Net)> = Vec::new();
+    let mut fields: Vec<(&str, &str)> = Vec::new();
+    match &config.network {
+        Network::Create(c) => {
+            // Its own errors are reported by `check_network`.
+            if let Ok(net) = parse_cidr(&c.vnet_cidr) {
+                ranges.push((format!("network.create.vnetCidr {net}"), net));
+            }
+        }
+        Network::Existing(e) => {
+            if let Some(m) = &e.machine_cidr {
+                fields.push(("network.existing.machineCidr", m));
+            }
+        }
+    }
+    fields.push(("networking.clusterNetwork", &n.cluster_network));
+    fields.push(("networking.serviceNetwork", &n.service_network));
+    for (field, value) in fields {
+        match parse_any_cidr(value) {
+            Ok(net) => ranges.push((format!("{field} {net}"), net)),
+            Err(e) => r.push(field, "cidr", e),
+        }
+    }
+    for (i, (what, a)) in ranges.iter().enumerate() {
+        for (other, b) in &ranges[i + 1..] {
+            if a.contains(b) || b.contains(a) {
+                let field = other.split(' ').next().unwrap_or_default();
+                r.push(
+                    field,
+                    "cidr-overlap",
+                    format!(
+                        "{other} overlaps {what}: nodes, pods and services need separate address ranges; pick ranges that do not overlap"
+                    ),
+                );
+            }
+        }
+        for (ovn, name) in OVN_INTERNAL {
+            let Ok(o) = ovn.parse::<Ipv4Net>() else {
+                continue;
+            };
+            if a.contains(&o) || o.contains(a) {
+                let field = what.split(' ').next().unwrap_or_default();
+                r.push(
+                    field,
+                    "cidr-overlap",
+                    format!(
+                        "{what} overlaps {name} {ovn}, which the guest's network plugin uses internally; pick another range"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// An IPv4 CIDR of any prefix length (pod and service networks are larger than a VNet may
+/// be).
+fn parse_any_cidr(s: &str) -> Result<Ipv4Net, String> {
+    let net: Ipv4Net = s
+        .parse()
+        .map_err(|_| format!("must be an IPv4 CIDR like 10.132.0.0/14 (got {s:?})"))?;
+    if net.trunc() != net {
+        return Err(format!(
+            "{s} has host bits set (did you mean {}?)",
+            net.trunc()
+        ));
+    }
+    Ok(net)
+}
+
+fn check_network(r: &mut Report<'_>, network: &Network, subscription: &str) {
     match network {
         Network::Create(c) => {
             let vnet = parse_cidr(&c.vnet_cidr);
@@ -324,6 +409,22 @@ fn check_network(r: &mut Report<'_>, network: &Network) {
             }
             if let Err(m) = &subnet {
                 r.push("network.existing.subnetId", "arm-id", m.clone());
+            }
+            // Issue 22 §2: HyperShift's API requires the VNet in the cluster's subscription
+            // (`api/hypershift/v1beta1/azure.go`, `vnetID`: "it must exist under the same
+            // subscription as SubscriptionID"); CAPZ, the machine template and the cloud
+            // provider all look for it there.
+            if let Ok(vnet) = &vnet
+                && !vnet.subscription().eq_ignore_ascii_case(subscription)
+            {
+                r.push(
+                    "network.existing.vnetId",
+                    "same-subscription",
+                    format!(
+                        "the VNet is in subscription {}, but the cluster's `subscription` is {subscription}; HyperShift requires the VNet (and so its subnet) in the cluster's subscription: use a VNet there, or set `subscription` to the VNet's",
+                        vnet.subscription()
+                    ),
+                );
             }
             if let (Ok(vnet), Ok(subnet)) = (&vnet, &subnet) {
                 check_subnet_under(
@@ -456,13 +557,47 @@ fn check_management(r: &mut Report<'_>, config: &ClusterConfig) {
     }
 }
 
+/// The most node pools a cluster file may declare. HyperShift sets no limit of its own;
+/// this is AKS's documented "maximum node pools per cluster" (100, "Quotas, virtual machine
+/// size restrictions, and region availability in AKS"), the nearest published bound for
+/// Azure node pools. Each pool is a step and a NodePool object: 20 000 were accepted before.
+pub const MAX_NODE_POOLS: usize = 100;
+
+/// A pool's `nodeDrainTimeout` as the NodePool API takes it (a Go duration, whole
+/// seconds): `None` when unset; `Err` with the problem.
+pub fn drain_timeout(v: Option<&str>) -> Result<Option<String>, String> {
+    let Some(v) = v else { return Ok(None) };
+    match humantime::parse_duration(v) {
+        Ok(d) => Ok(Some(format!("{}s", d.as_secs()))),
+        Err(e) => Err(format!(
+            "{v:?} is not a duration ({e}); write it like 30m, 1h or 90s"
+        )),
+    }
+}
+
 fn check_node_pools(r: &mut Report<'_>, pools: &[NodePool]) {
+    for (i, p) in pools.iter().enumerate() {
+        if let Err(e) = drain_timeout(p.node_drain_timeout.as_deref()) {
+            r.push(format!("nodePools[{i}].nodeDrainTimeout"), "duration", e);
+        }
+    }
     if pools.is_empty() {
         r.push(
             "nodePools",
             "required",
             "at least one node pool is required",
         );
+    }
+    if pools.len() > MAX_NODE_POOLS {
+        r.push(
+            "nodePools",
+            "too-many",
+            format!(
+                "{} node pools; at most {MAX_NODE_POOLS} (raise replicas instead of adding pools of the same size)",
+                pools.len()
+            ),
+        );
+        return;
     }
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, p) in pools.iter().enumerate() {
