@@ -109,6 +109,11 @@ pub fn hc_input(topology: Topology) -> HostedClusterInput {
         topology,
         cloud: None,
         highly_available: false,
+        infrastructure_highly_available: false,
+        fips: false,
+        etcd_storage_class: None,
+        etcd_size: None,
+        image_content_sources: Vec::new(),
         cluster_network: None,
         service_network: None,
         machine_network: None,
@@ -145,6 +150,12 @@ fn np_input(image: NodePoolImage, zone: Option<&str>) -> NodePoolInput {
         availability_zone: zone.map(str::to_string),
         labels: labels(),
         node_drain_timeout: None,
+        node_volume_detach_timeout: None,
+        arch: None,
+        upgrade_type: None,
+        encryption_at_host: None,
+        disk_encryption_set_id: None,
+        os_disk_storage_account_type: None,
     }
 }
 
@@ -521,15 +532,18 @@ fn validate_catches_cel_rules() {
     assert!(!step.retryable);
 }
 
-/// Issue 12, finding 2: HyperShift's CLI publishes the API server by a LoadBalancer unless
-/// the topology is Private (`cmd/cluster/core/create.go`
-/// `GetIngressServicePublishingStrategyMapping`); a Route for PublicAndPrivate has no
-/// hostname and the CPO fails ("route hostname is required for service APIServer").
+/// Issue 12, finding 2 and issue 22 §1: the API server is a LoadBalancer on a Public
+/// cluster (HyperShift's CLI without external DNS, `cmd/cluster/core/create.go`), and a
+/// Route on both private topologies: their nodes reach it through the private router on
+/// 443 only (`support/util/networking.go` `APIPortForLocalZone`). PublicAndPrivate's Route
+/// (and OAuth's) has a public hostname, as `--external-dns-domain` renders
+/// (`cmd/cluster/azure/create.go`): without one the CPO fails ("route hostname is required
+/// for service APIServer").
 #[test]
-fn api_server_is_a_load_balancer_unless_the_topology_is_private() {
+fn api_server_is_a_load_balancer_only_on_public_clusters() {
     for (t, want) in [
         (Topology::Public, "LoadBalancer"),
-        (Topology::PublicAndPrivate, "LoadBalancer"),
+        (Topology::PublicAndPrivate, "Route"),
         (Topology::Private, "Route"),
     ] {
         let hc = render::hosted_cluster(&hc_input(t));
@@ -541,6 +555,27 @@ fn api_server_is_a_load_balancer_unless_the_topology_is_private() {
             .cloned()
             .unwrap_or_default();
         assert_eq!(api["servicePublishingStrategy"]["type"], want, "{t:?}");
+        let host = |svc: &str| {
+            hc["spec"]["services"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["service"] == svc)
+                .and_then(|s| s.pointer("/servicePublishingStrategy/route/hostname"))
+                .cloned()
+        };
+        if t == Topology::PublicAndPrivate {
+            let input = hc_input(t);
+            let api_host = format!("api-{}.{}", input.name, input.base_domain);
+            let oauth_host = format!("oauth-{}.{}", input.name, input.base_domain);
+            assert_eq!(host("APIServer"), Some(serde_json::json!(api_host)));
+            assert_eq!(host("OAuthServer"), Some(serde_json::json!(oauth_host)));
+        } else {
+            assert_eq!(host("APIServer"), None, "{t:?}");
+            assert_eq!(host("OAuthServer"), None, "{t:?}");
+        }
+        assert_eq!(host("Ignition"), None, "{t:?}");
+        assert_eq!(host("Konnectivity"), None, "{t:?}");
         for other in ["Ignition", "Konnectivity", "OAuthServer"] {
             assert!(
                 hc["spec"]["services"]
@@ -553,4 +588,72 @@ fn api_server_is_a_load_balancer_unless_the_topology_is_private() {
             );
         }
     }
+}
+
+/// Issue 22 (flag parity): every option the cluster file gained renders where HyperShift's
+/// CLI puts it (`cmd/cluster/core/create.go`, `cmd/cluster/azure/create.go`,
+/// `cmd/nodepool/azure/create.go`) and validates against the CRDs.
+#[test]
+fn enterprise_options_render_and_validate() {
+    if reference_dir().is_none() {
+        eprintln!("skipped: no ../shared");
+        return;
+    }
+    let mut hc = hc_input(Topology::Private);
+    hc.highly_available = true;
+    hc.infrastructure_highly_available = true;
+    hc.fips = true;
+    hc.etcd_storage_class = Some("managed-csi-premium".into());
+    hc.etcd_size = Some("32Gi".into());
+    hc.image_content_sources = vec![(
+        "quay.io/openshift-release-dev/ocp-release".into(),
+        vec!["mirror.example.com/ocp/release".into()],
+    )];
+    hc.validate().unwrap();
+    let obj = render::hosted_cluster(&hc);
+    let v = validator("hostedclusters-Hypershift-Default.crd.yaml");
+    assert!(errors(&v, &obj).is_empty(), "{:#?}", errors(&v, &obj));
+    let spec = &obj["spec"];
+    assert_eq!(spec["controllerAvailabilityPolicy"], "HighlyAvailable");
+    assert_eq!(spec["infrastructureAvailabilityPolicy"], "HighlyAvailable");
+    assert_eq!(spec["fips"], true);
+    let pv = &spec["etcd"]["managed"]["storage"]["persistentVolume"];
+    assert_eq!(pv["storageClassName"], "managed-csi-premium");
+    assert_eq!(pv["size"], "32Gi");
+    assert_eq!(
+        spec["imageContentSources"][0]["mirrors"][0],
+        "mirror.example.com/ocp/release"
+    );
+
+    let mut np = np_input(
+        NodePoolImage::FromRelease {
+            image_generation: "Gen2".into(),
+        },
+        Some("1"),
+    );
+    np.arch = Some("arm64".into());
+    np.vm_size = "Standard_D4ps_v5".into();
+    np.upgrade_type = Some("InPlace".into());
+    np.node_volume_detach_timeout = Some("300s".into());
+    np.encryption_at_host = Some("Enabled".into());
+    np.disk_encryption_set_id = Some(format!(
+        "/subscriptions/{SUB}/resourceGroups/keys/providers/Microsoft.Compute/diskEncryptionSets/des"
+    ));
+    np.os_disk_storage_account_type = Some("StandardSSD_LRS".into());
+    let obj = render::node_pool(&np);
+    let v = validator("nodepools-Default.crd.yaml");
+    assert!(errors(&v, &obj).is_empty(), "{:#?}", errors(&v, &obj));
+    let spec = &obj["spec"];
+    assert_eq!(spec["arch"], "arm64");
+    assert_eq!(spec["management"]["upgradeType"], "InPlace");
+    assert_eq!(spec["nodeVolumeDetachTimeout"], "300s");
+    let az = &spec["platform"]["azure"];
+    assert_eq!(az["encryptionAtHost"], "Enabled");
+    assert!(
+        az["osDisk"]["encryptionSetID"]
+            .as_str()
+            .unwrap()
+            .ends_with("/diskEncryptionSets/des")
+    );
+    assert_eq!(az["osDisk"]["diskStorageAccountType"], "StandardSSD_LRS");
 }

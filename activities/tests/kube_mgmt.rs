@@ -36,6 +36,9 @@ async fn start() -> (Simulator, Mgmt) {
     let mut cfg = SimConfig::default();
     cfg.throttle.enabled = false;
     cfg.crds_dir = crds();
+    // These tests are about the Kubernetes API mechanics; their HostedClusters name
+    // identities that exist nowhere (the identity chain has its own e2e tests).
+    cfg.scenario.unchecked_identities = true;
     let sim = Simulator::new(cfg).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -84,6 +87,11 @@ fn hc_input(
         topology,
         cloud: None,
         highly_available: false,
+        infrastructure_highly_available: false,
+        fips: false,
+        etcd_storage_class: None,
+        etcd_size: None,
+        image_content_sources: Vec::new(),
         cluster_network: None,
         service_network: None,
         machine_network: None,
@@ -120,6 +128,12 @@ fn np_input(cluster: &str, labels: BTreeMap<String, String>) -> NodePoolInput {
         availability_zone: None,
         labels,
         node_drain_timeout: None,
+        node_volume_detach_timeout: None,
+        arch: None,
+        upgrade_type: None,
+        encryption_at_host: None,
+        disk_encryption_set_id: None,
+        os_disk_storage_account_type: None,
     }
 }
 
@@ -277,14 +291,21 @@ async fn public_cluster_lifecycle() {
     let n2 = m.apply_node_pool("clusters", &np).await.unwrap();
     assert_eq!((n1.uid.clone(), n1.generation), (n2.uid, n2.generation));
 
-    // The private router gets its internal load balancer IP (management subnet 10.224.0.0/16).
+    // A Public cluster's API server is a LoadBalancer Service with a public IP; it has no
+    // private router (`infra.go` `reconcileHCPRouterServices`).
     let cp_ns = kube::control_plane_namespace("clusters", "demo");
-    let ip = poll("the private-router IP", || {
+    let ip = poll("the kube-apiserver load balancer IP", || {
         let (m, cp_ns) = (m.clone(), cp_ns.clone());
-        async move { m.service_lb_ip(&cp_ns, PRIVATE_ROUTER).await.unwrap() }
+        async move { m.service_lb_ip(&cp_ns, "kube-apiserver").await.unwrap() }
     })
     .await;
-    assert!(ip.starts_with("10.224."), "{ip}");
+    assert!(ip.starts_with("20."), "{ip}");
+    assert!(
+        m.service_lb_ip(&cp_ns, PRIVATE_ROUTER)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     let available = poll("Available=True", || {
         let m = m.clone();
@@ -375,7 +396,7 @@ async fn public_cluster_lifecycle() {
     );
     // The operator tore the control plane down with it.
     assert!(
-        m.service_lb_ip(&cp_ns, PRIVATE_ROUTER)
+        m.service_lb_ip(&cp_ns, "kube-apiserver")
             .await
             .unwrap()
             .is_none()
@@ -506,7 +527,7 @@ async fn objects_that_are_not_ours_are_neither_deleted_nor_taken_over() {
 }
 
 #[tokio::test]
-async fn private_cluster_gets_its_router_and_waits_for_the_private_path() {
+async fn private_cluster_gets_its_router_and_its_nodes_wait_for_the_private_path() {
     let (_sim, m) = start().await;
     let labels = owner("priv", "priv-x1", "run-1");
     m.apply_namespace("clusters", &labels).await.unwrap();
@@ -522,14 +543,44 @@ async fn private_cluster_gets_its_router_and_waits_for_the_private_path() {
     })
     .await;
     assert!(ip.starts_with("10.224."));
-    // Without a PLS, private endpoint and DNS the control plane is not Available.
-    let c = m
-        .condition(Kind::HostedCluster, "clusters", "priv", "Available")
+    // HyperShift's Available follows the hosted control plane only
+    // (`reconcileAvailabilityStatus`): it does not wait for the private endpoint...
+    poll("Available=True", || {
+        let m = m.clone();
+        async move {
+            m.condition(Kind::HostedCluster, "clusters", "priv", "Available")
+                .await
+                .unwrap()
+                .filter(|c| c.is_true())
+        }
+    })
+    .await;
+    // ...but without a PLS, private endpoint and `api` record no node can reach the API
+    // server, and no NodePool becomes Ready.
+    let np = render::node_pool(&np_input("priv", owner("priv", "priv-x1", "run-1")));
+    m.apply_node_pool("clusters", &np).await.unwrap();
+    let c = poll("AllNodesHealthy=False", || {
+        let m = m.clone();
+        async move {
+            m.condition(
+                Kind::NodePool,
+                "clusters",
+                "priv-workers",
+                "AllNodesHealthy",
+            )
+            .await
+            .unwrap()
+            .filter(|c| c.status == "False")
+        }
+    })
+    .await;
+    assert_eq!(c.reason.as_deref(), Some("WaitingForNodeRef"));
+    let ready = m
+        .condition(Kind::NodePool, "clusters", "priv-workers", "Ready")
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(c.status, "False");
-    assert_eq!(c.reason.as_deref(), Some("WaitingForControlPlane"));
+    assert_eq!(ready.status, "False");
 }
 
 #[tokio::test]

@@ -179,8 +179,14 @@ fn node_pool_images(sim: &Simulator, st: &mut State, now: u64) -> bool {
 
 /// A deterministic "public" IP of a cluster's default router.
 fn router_ip(ns: &str, name: &str) -> String {
+    public_ip(&format!("{ns}/{name}/router-default"))
+}
+
+/// A deterministic "public" IP for `seed` (the management cluster's public load balancer
+/// frontends and the guest's default router).
+pub(crate) fn public_ip(seed: &str) -> String {
     let mut h: u32 = 0x811c_9dc5;
-    for b in format!("{ns}/{name}/router-default").bytes() {
+    for b in seed.bytes() {
         h ^= u32::from(b);
         h = h.wrapping_mul(0x0100_0193);
     }

@@ -78,6 +78,9 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
                     });
                 }
                 g.rules.clear();
+                if let Some(ilb) = g.ilb.take() {
+                    crate::arm::store::remove_tree(st, &ilb);
+                }
                 g.cleaned = true;
                 if set_condition(
                     &mut obj,
@@ -93,6 +96,15 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
             }
             st.guest_cloud.insert(k, g);
             continue;
+        }
+        if g.ilb.is_none()
+            && condition_true(&obj, "Available")
+            && str_at(&obj, "/spec/platform/azure/topology") == Some("Private")
+            && let Some(ilb) = ingress_ilb(sim, st, now, &obj)
+        {
+            g.ilb = Some(ilb);
+            st.guest_cloud.insert(k.clone(), g.clone());
+            changed = true;
         }
         if g.nsg.is_none() && condition_true(&obj, "Available") {
             let Some(nsg_id) = str_at(&obj, "/spec/platform/azure/securityGroupID") else {
@@ -130,4 +142,41 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         }
     }
     changed
+}
+
+/// A Private guest's default ingress controller is published on an *internal* load
+/// balancer: HyperShift gives a private cluster's ingress the `Internal` endpoint scope, and
+/// the guest's cloud provider makes `<infraID>-internal` in the cluster's managed resource
+/// group (cloud-provider-azure `getAzureLoadBalancerName`, internal suffix `-internal`),
+/// its frontend an IP of the guest subnet. It lives in the managed group, so a delete
+/// without the cloud cleanup removes it with the group. Returns its lower-cased id.
+fn ingress_ilb(sim: &Simulator, st: &mut State, now: u64, hc: &Value) -> Option<String> {
+    let sub = str_at(hc, "/spec/platform/azure/subscriptionID")?;
+    let rg = str_at(hc, "/spec/platform/azure/resourceGroup")?;
+    let subnet = str_at(hc, "/spec/platform/azure/subnetID")?.to_string();
+    let infra = str_at(hc, "/spec/infraID")?;
+    let location = str_at(hc, "/spec/platform/azure/location").unwrap_or("eastus");
+    let rg_id = format!("/subscriptions/{sub}/resourceGroups/{rg}");
+    st.arm.get(&rg_id.to_ascii_lowercase())?;
+    st.arm.get(&subnet.to_ascii_lowercase())?;
+    let id = format!("{rg_id}/providers/Microsoft.Network/loadBalancers/{infra}-internal");
+    let key = id.to_ascii_lowercase();
+    if !st.arm.contains_key(&key) {
+        let ip = crate::arm::store::alloc_ip(st, &subnet);
+        let body = json!({
+            "location": location,
+            "sku": {"name": "Standard", "tier": "Regional"},
+            "tags": {"kubernetes-cluster-name": infra},
+            "properties": {
+                "frontendIPConfigurations": [{
+                    "name": "a-router-default", "id": format!("{id}/frontendIPConfigurations/a-router-default"),
+                    "type": "Microsoft.Network/loadBalancers/frontendIPConfigurations",
+                    "properties": {"privateIPAddress": ip, "privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4", "subnet": {"id": subnet}},
+                }],
+                "backendAddressPools": [], "loadBalancingRules": [], "probes": [], "inboundNatRules": [], "inboundNatPools": [], "outboundRules": [],
+            }
+        });
+        crate::arm::store::insert_internal(sim, st, now, &id, crate::arm::types::LB, &rg_id, body);
+    }
+    Some(key)
 }

@@ -164,6 +164,7 @@ mod sim;
 mod state;
 mod throttle;
 mod util;
+mod workload_identity;
 
 pub use config::{
     DEFAULT_DNS_ZONE, DEFAULT_DNS_ZONE_RESOURCE_GROUP, DEFAULT_DNS_ZONE_SUBSCRIPTION,

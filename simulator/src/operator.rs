@@ -3,21 +3,24 @@
 //! For each HostedCluster `<ns>/<name>`:
 //! 1. on first sight it adds the finalizer `hypershift.openshift.io/finalizer` and reports
 //!    `Available=False`;
-//! 2. after `operator_router` it creates namespace `<ns>-<name>`, the `private-router`
-//!    Service (type LoadBalancer, internal) with `status.loadBalancer.ingress[0].ip`, and the
-//!    matching internal load balancer `kubernetes-internal-<ns>-<name>` in the management
-//!    resource group (frontend `private-router` with that private IP on the management
-//!    VNet's `aks-subnet`);
-//! 3. after `operator_available` it sets `Available=True` — at once for topology `Public`
-//!    (or none); for `Private`/`PublicAndPrivate` only once an Approved private endpoint
-//!    connects to a PLS fronting that load balancer and an `api` A record in some private
-//!    DNS zone points at the endpoint's IP;
-//! 4. on deletion, after `operator_delete`, it deletes its load balancer — but only when no
-//!    PLS references it (Azure would refuse) — then the Service and namespace, and drops
-//!    its finalizer.
+//! 2. after `operator_router` it creates namespace `<ns>-<name>` and the control plane's
+//!    Services as `control-plane-operator/.../infra/infra.go` does for the HostedCluster's
+//!    topology and API server publishing ([`Exposure`]): for Private/PublicAndPrivate the
+//!    `private-router` (internal LoadBalancer, its IP a new frontend on the management
+//!    cluster's **shared** internal load balancer [`SHARED_ILB`]); for a public API server
+//!    the public `router` (a Route with a hostname) or `kube-apiserver` (a LoadBalancer);
+//! 3. after `operator_available` it sets `Available=True`: HyperShift's `Available` follows
+//!    the hosted control plane only — not the private endpoint, DNS or nodes. It reports
+//!    `ExternalDNSReachable` for an API server hostname (resolved in the public zones);
+//! 4. on deletion, after `operator_delete`, it removes its frontend from the shared load
+//!    balancer (the load balancer itself once no frontend is left) — but only when no PLS
+//!    references that frontend (Azure would refuse) — then the Services and namespace, and
+//!    drops its finalizer.
 //!
-//! NodePools get the same finalizer, `Ready=True` after `nodepool_ready`, and lose the
-//! finalizer `nodepool_delete` after deletion was requested.
+//! NodePools get the same finalizer and `Ready=True` after `nodepool_ready` — only when
+//! their nodes can reach the API server ([`nodes_reach_api`]: for private topologies an
+//! approved private endpoint, an `api` record, and port 443) — and lose the finalizer
+//! `nodepool_delete` after deletion was requested.
 
 use serde_json::{Value, json};
 
@@ -162,7 +165,28 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
             if !pl_done {
                 continue;
             }
-            if let Some(lb) = &sim_state.lb_id {
+            if let (Some(lb), Some(fe)) = (&sim_state.lb_id, &sim_state.fe_id) {
+                // The shared internal load balancer: only this Service's frontend goes
+                // (cloud-provider-azure removes a deleted Service's frontend, rules and
+                // probes, and the load balancer itself only once no frontend is left).
+                if crate::arm::prepare_pls_referencing_frontend(st, &fe.to_ascii_lowercase())
+                    .is_some()
+                {
+                    if set_condition(
+                        &mut obj,
+                        "Degraded",
+                        true,
+                        "LoadBalancerInUse",
+                        "internal load balancer frontend is referenced by a private link service",
+                        now,
+                    ) {
+                        store::update(sim, st, kind, &ns, obj);
+                        changed = true;
+                    }
+                    continue;
+                }
+                remove_frontend(st, lb, fe);
+            } else if let Some(lb) = &sim_state.lb_id {
                 let lb_key = lb.to_ascii_lowercase();
                 if crate::arm::prepare_pls_referencing_lb(st, &lb_key).is_some() {
                     // Azure: CannotDeleteLoadBalancerWithPrivateLinkService — retry later.
@@ -182,7 +206,9 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 arm_store::remove_tree(st, &lb_key);
             }
             if let Some(svc_kind) = kind_by_key("core/services") {
-                store::delete(sim, st, now, svc_kind, &cp_ns, "private-router");
+                for svc in ["private-router", "router", "kube-apiserver"] {
+                    store::delete(sim, st, now, svc_kind, &cp_ns, svc);
+                }
             }
             // HyperShift deletes the cluster's NodePools itself, together with the CAPI
             // Cluster, so their nodes are not drained (`hostedcluster_controller.go`
@@ -256,36 +282,72 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 now,
             );
         }
-        if sim_state.router_ip.is_none()
+        let exposure = Exposure::of(&obj);
+        if !sim_state.services
             && private_router_possible(sim, &obj)
             && now >= sim_state.seen_ms + sim.scaled(lat.operator_router)
         {
-            let (ip, lb_id) = create_router(sim, st, now, &cp_ns, &ns, &name);
-            sim_state.router_ip = Some(ip);
-            sim_state.lb_id = Some(lb_id);
+            if exposure.private {
+                let (ip, lb_id, fe_id) = create_router(sim, st, now, &cp_ns);
+                sim_state.router_ip = Some(ip);
+                sim_state.lb_id = Some(lb_id);
+                sim_state.fe_id = Some(fe_id);
+            }
+            sim_state.public_ip = public_services(sim, st, now, &cp_ns, &exposure);
+            sim_state.services = true;
             changed = true;
         }
+        // `ExternalDNSReachable` (`hostedcontrolplane_controller.go`): the control-plane
+        // operator resolves the API server's external hostname, when it has one.
+        if sim_state.services {
+            let (status, reason, message) = match &exposure.kas_hostname {
+                None => (
+                    "Unknown",
+                    "StatusUnknown",
+                    "External DNS is not configured".to_string(),
+                ),
+                Some(host) => match resolve_public(st, &obj, host) {
+                    Some(ip) if Some(&ip) == sim_state.public_ip.as_ref() => {
+                        ("True", "AsExpected", "All is well".to_string())
+                    }
+                    Some(ip) => (
+                        "False",
+                        "ExternalDNSHostNotReachable",
+                        format!(
+                            "health check to {host} failed: {ip} is not the API server's router"
+                        ),
+                    ),
+                    None => (
+                        "False",
+                        "ExternalDNSHostNotReachable",
+                        format!("lookup {host} on 172.30.0.10:53: no such host"),
+                    ),
+                },
+            };
+            dirty |= set_condition_status(
+                &mut obj,
+                "ExternalDNSReachable",
+                status,
+                reason,
+                &message,
+                now,
+            );
+        }
+        // HyperShift's `Available` follows the hosted control plane only
+        // (`reconcileAvailabilityStatus`): not the private endpoint, nor DNS, nor nodes.
         if !sim_state.available
-            && sim_state.router_ip.is_some()
+            && sim_state.services
             && now >= sim_state.seen_ms + sim.scaled(lat.operator_available)
         {
-            let topology = str_at(&obj, "/spec/platform/azure/topology").unwrap_or("Public");
-            let ready = topology.eq_ignore_ascii_case("Public")
-                || sim_state
-                    .lb_id
-                    .as_deref()
-                    .is_some_and(|lb| private_path_ready(st, lb));
-            if ready {
-                sim_state.available = true;
-                dirty |= set_condition(
-                    &mut obj,
-                    "Available",
-                    true,
-                    "AsExpected",
-                    "The hosted control plane is available",
-                    now,
-                );
-            }
+            sim_state.available = true;
+            dirty |= set_condition(
+                &mut obj,
+                "Available",
+                true,
+                "AsExpected",
+                "The hosted control plane is available",
+                now,
+            );
         }
         if sim_state.available && !sim_state.rolled_out {
             dirty |= rollout(sim, st, now, &ns, &name, &mut obj, &mut sim_state);
@@ -333,7 +395,27 @@ fn rollout(
     let image = str_at(obj, "/spec/release/image")
         .unwrap_or_default()
         .to_string();
-    let failing = crate::preflight::scenario(sim).failing_cluster_operators;
+    // Cluster operators that cannot reach Azure (their workload identities) never become
+    // available, beside those a test scenario names.
+    let mut failing: Vec<String> = crate::preflight::scenario(sim).failing_cluster_operators;
+    let mut details: Vec<(String, String)> = Vec::new();
+    for f in crate::workload_identity::failures(sim, st, ns, obj) {
+        if let crate::workload_identity::Effect::Operator(co) = f.effect {
+            if !failing.iter().any(|x| x == co) {
+                failing.push(co.to_string());
+            }
+            if !details.iter().any(|(c, _)| c == co) {
+                details.push((co.to_string(), f.text()));
+            }
+        }
+    }
+    let detail = |co: &str| {
+        details
+            .iter()
+            .find(|(c, _)| c == co)
+            .map(|(_, d)| format!(": {d}"))
+            .unwrap_or_default()
+    };
     let at = crate::util::rfc3339_secs(now);
     let started = crate::util::rfc3339_secs(since);
     let mut dirty = false;
@@ -375,13 +457,17 @@ fn rollout(
         return true;
     }
     let failing_msg = if failing.len() == 1 {
-        format!("Cluster operator {} is not available", failing[0])
+        format!(
+            "Cluster operator {} is not available{}",
+            failing[0],
+            detail(&failing[0])
+        )
     } else {
         format!(
             "Multiple errors are preventing progress:\n{}",
             failing
                 .iter()
-                .map(|o| format!("* Cluster operator {o} is not available"))
+                .map(|o| format!("* Cluster operator {o} is not available{}", detail(o)))
                 .collect::<Vec<_>>()
                 .join("\n")
         )
@@ -673,15 +759,22 @@ fn private_router_possible(sim: &Simulator, obj: &Value) -> bool {
     operator >= (4, 22) && release_ok
 }
 
-/// Creates the control-plane namespace, the `private-router` Service and the internal LB.
+/// Name of the management cluster's shared internal load balancer (cloud-provider-azure:
+/// `<clusterName>-internal`, `kubernetes` by default; an OpenShift management cluster's is
+/// `<infraID>-internal`).
+pub(crate) const SHARED_ILB: &str = "kubernetes-internal";
+
+/// Creates the control-plane namespace and the `private-router` Service, whose internal
+/// load balancer IP is a new frontend on the management cluster's **shared** internal load
+/// balancer (cloud-provider-azure `reconcileLoadBalancer`: one internal LB per cluster,
+/// one frontend per Service, named `a` + the Service's UID without dashes,
+/// `getDefaultFrontendIPConfigName`). Returns (IP, LB id, frontend id).
 fn create_router(
     sim: &Simulator,
     st: &mut State,
     now: u64,
     cp_ns: &str,
-    ns: &str,
-    name: &str,
-) -> (String, String) {
+) -> (String, String, String) {
     let c = sim.config();
     let rg_id = format!(
         "/subscriptions/{}/resourceGroups/{}",
@@ -691,25 +784,6 @@ fn create_router(
         "{rg_id}/providers/Microsoft.Network/virtualNetworks/{}/subnets/aks-subnet",
         c.management_vnet
     );
-    let ip = arm_store::alloc_ip(st, &subnet);
-    let lb_id = format!(
-        "{rg_id}/providers/Microsoft.Network/loadBalancers/kubernetes-internal-{ns}-{name}"
-    );
-    let fe_id = format!("{lb_id}/frontendIPConfigurations/private-router");
-    let lb = json!({
-        "location": c.management_location,
-        "sku": {"name": "Standard", "tier": "Regional"},
-        "tags": {"hcp-simulator/hostedcluster": format!("{ns}/{name}")},
-        "properties": {
-            "frontendIPConfigurations": [{
-                "name": "private-router", "id": fe_id,
-                "type": "Microsoft.Network/loadBalancers/frontendIPConfigurations",
-                "properties": {"privateIPAddress": ip, "privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4", "subnet": {"id": subnet}},
-            }],
-            "backendAddressPools": [], "loadBalancingRules": [], "probes": [], "inboundNatRules": [], "inboundNatPools": [], "outboundRules": [],
-        }
-    });
-    arm_store::insert_internal(sim, st, now, &lb_id, types::LB, &rg_id, lb);
     if let Some(ns_kind) = kind_by_key("core/namespaces")
         && store::get(st, "core/namespaces", "", cp_ns).is_none()
     {
@@ -722,28 +796,281 @@ fn create_router(
             json!({"metadata": {"name": cp_ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
         );
     }
+    let Some(svc_kind) = kind_by_key("core/services") else {
+        return Default::default();
+    };
+    let svc = match store::get(st, "core/services", cp_ns, "private-router") {
+        Some(s) => s.clone(),
+        None => store::create(
+            sim,
+            st,
+            now,
+            svc_kind,
+            cp_ns,
+            json!({
+                "metadata": {"name": "private-router", "annotations": {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}},
+                "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8443}]},
+            }),
+        ),
+    };
+    let uid = str_at(&svc, "/metadata/uid")
+        .unwrap_or(cp_ns)
+        .replace('-', "");
+    let ip = arm_store::alloc_ip(st, &subnet);
+    let lb_id = format!("{rg_id}/providers/Microsoft.Network/loadBalancers/{SHARED_ILB}");
+    let fe_name = format!("a{uid}");
+    let fe_id = format!("{lb_id}/frontendIPConfigurations/{fe_name}");
+    let fe = json!({
+        "name": fe_name, "id": fe_id,
+        "type": "Microsoft.Network/loadBalancers/frontendIPConfigurations",
+        "properties": {"privateIPAddress": ip, "privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4", "subnet": {"id": subnet}},
+    });
+    match st.arm.get_mut(&lb_id.to_ascii_lowercase()) {
+        Some(lb) => {
+            if let Some(fes) = lb
+                .body
+                .pointer_mut("/properties/frontendIPConfigurations")
+                .and_then(Value::as_array_mut)
+            {
+                fes.push(fe);
+            }
+        }
+        None => {
+            let lb = json!({
+                "location": c.management_location,
+                "sku": {"name": "Standard", "tier": "Regional"},
+                "tags": {"kubernetes-cluster-name": "kubernetes"},
+                "properties": {
+                    "frontendIPConfigurations": [fe],
+                    "backendAddressPools": [], "loadBalancingRules": [], "probes": [], "inboundNatRules": [], "inboundNatPools": [], "outboundRules": [],
+                }
+            });
+            arm_store::insert_internal(sim, st, now, &lb_id, types::LB, &rg_id, lb);
+        }
+    }
+    let mut updated = svc;
+    util::obj_mut(&mut updated, "spec")
+        .entry("clusterIP")
+        .or_insert(json!("10.96.0.100"));
+    updated["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
+    store::update(sim, st, svc_kind, cp_ns, updated);
+    (ip, lb_id, fe_id)
+}
+
+/// Removes one frontend from the shared internal load balancer, and the load balancer once
+/// it has none left.
+fn remove_frontend(st: &mut State, lb_id: &str, fe_id: &str) {
+    let key = lb_id.to_ascii_lowercase();
+    let empty = match st.arm.get_mut(&key) {
+        Some(lb) => match lb
+            .body
+            .pointer_mut("/properties/frontendIPConfigurations")
+            .and_then(Value::as_array_mut)
+        {
+            Some(fes) => {
+                fes.retain(|f| !str_at(f, "/id").is_some_and(|i| i.eq_ignore_ascii_case(fe_id)));
+                fes.is_empty()
+            }
+            None => true,
+        },
+        None => false,
+    };
+    if empty {
+        arm_store::remove_tree(st, &key);
+    }
+}
+
+/// How a HostedCluster publishes its API server (`spec.services`, topology).
+#[derive(Debug, Clone)]
+pub(crate) struct Exposure {
+    /// Private or PublicAndPrivate (`IsPrivateHC`).
+    pub private: bool,
+    /// Public or PublicAndPrivate (`IsPublicHC`).
+    pub public: bool,
+    /// The API server is a LoadBalancer (`IsLBKAS`), else a Route.
+    pub kas_lb: bool,
+    /// The API server Route's hostname (`UseDedicatedDNSForKAS`).
+    pub kas_hostname: Option<String>,
+}
+
+impl Exposure {
+    pub(crate) fn of(obj: &Value) -> Self {
+        let t = topology(obj);
+        let kas = obj
+            .pointer("/spec/services")
+            .and_then(Value::as_array)
+            .and_then(|svcs| {
+                svcs.iter()
+                    .find(|s| s.get("service").and_then(Value::as_str) == Some("APIServer"))
+            })
+            .and_then(|s| s.get("servicePublishingStrategy"));
+        Self {
+            private: !t.eq_ignore_ascii_case("Public"),
+            public: !t.eq_ignore_ascii_case("Private"),
+            kas_lb: kas.and_then(|k| k.get("type")).and_then(Value::as_str) == Some("LoadBalancer"),
+            kas_hostname: kas
+                .and_then(|k| k.pointer("/route/hostname"))
+                .and_then(Value::as_str)
+                .filter(|h| !h.is_empty())
+                .map(str::to_string),
+        }
+    }
+
+    /// The port nodes dial at `api.<name>.hypershift.local` on a private topology
+    /// (`support/util/networking.go` `APIPortForLocalZone`).
+    pub(crate) fn local_zone_port(&self) -> u16 {
+        if self.kas_lb { 6443 } else { 443 }
+    }
+}
+
+/// The public Services of `reconcileHCPRouterServices` and `reconcileAPIServerService`
+/// (`control-plane-operator/controllers/hostedcontrolplane/infra/infra.go`): the public
+/// `router` when the HCP router serves a public cluster's Routes (`LabelHCPRoutes`: a
+/// Route API server with a hostname), and the `kube-apiserver` LoadBalancer Service of a
+/// public LoadBalancer API server. Returns the public IP the API server is reached at.
+fn public_services(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    cp_ns: &str,
+    e: &Exposure,
+) -> Option<String> {
+    if !e.public {
+        return None;
+    }
+    let (name, port) = if e.kas_hostname.is_some() {
+        ("router", 443)
+    } else if e.kas_lb {
+        ("kube-apiserver", 6443)
+    } else {
+        return None;
+    };
+    let ip = crate::guest::public_ip(&format!("{cp_ns}/{name}"));
     if let Some(svc_kind) = kind_by_key("core/services")
-        && store::get(st, "core/services", cp_ns, "private-router").is_none()
+        && store::get(st, "core/services", cp_ns, name).is_none()
     {
         let svc = json!({
-            "metadata": {"name": "private-router", "annotations": {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}},
-            "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8443}]},
+            "metadata": {"name": name},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
         });
         let mut created = store::create(sim, st, now, svc_kind, cp_ns, svc);
-        util::obj_mut(&mut created, "spec")
-            .entry("clusterIP")
-            .or_insert(json!("10.96.0.100"));
         created["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
         store::update(sim, st, svc_kind, cp_ns, created);
     }
-    (ip, lb_id)
+    Some(ip)
 }
 
-/// Whether an Approved PE reaches a PLS fronting `lb_id` and an `api` A record points at
-/// the PE's IP.
-fn private_path_ready(st: &State, lb_id: &str) -> bool {
-    let Some(pls_key) = crate::arm::prepare_pls_referencing_lb(st, &lb_id.to_ascii_lowercase())
-    else {
+/// What public DNS answers for `host`: the A record in the cluster's public zone
+/// (`spec.dns.publicZoneID`: the zone delegated for its base domain; zones of the same name
+/// in other subscriptions are not what the world resolves), else in the longest public zone
+/// it falls in.
+fn resolve_public(st: &State, hc: &Value, host: &str) -> Option<String> {
+    let host = host.to_ascii_lowercase();
+    let in_zone = |z: &&crate::state::ArmResource| {
+        host.ends_with(&format!(".{}", z.name.to_ascii_lowercase()))
+    };
+    let delegated = str_at(hc, "/spec/dns/publicZoneID")
+        .and_then(|id| st.arm.get(&id.to_ascii_lowercase()))
+        .filter(|z| z.rtype.eq_ignore_ascii_case(types::PUBLIC_ZONE))
+        .filter(in_zone);
+    let zone = match delegated {
+        Some(z) => z,
+        None => arm_store::of_type(st, types::PUBLIC_ZONE)
+            .into_iter()
+            .filter(in_zone)
+            .max_by_key(|z| z.name.len())?,
+    };
+    let relative = host.strip_suffix(&format!(".{}", zone.name.to_ascii_lowercase()))?;
+    let rec = st
+        .arm
+        .get(&format!("{}/a/{relative}", zone.id).to_ascii_lowercase())?;
+    str_at(&rec.body, "/properties/ARecords/0/ipv4Address").map(str::to_string)
+}
+
+/// Whether a node of this cluster can reach its API server (issue 22 §1), as kubelet and
+/// the node's HAProxy dial it (`hypershift-operator/controllers/nodepool/apiserver-haproxy/
+/// haproxy.go`): public topologies through the public endpoint; private ones at
+/// `api.<name>.hypershift.local`, on 443 for a Route API server, 6443 for a LoadBalancer
+/// one. On Azure the Private Link Service fronts only the `private-router`, on 443
+/// (`controllers/azureprivatelinkservice/controller.go`), so a LoadBalancer API server
+/// behind a private topology is unreachable from the nodes: none of them ever registers.
+fn nodes_reach_api(st: &State, hc: &HcSim, e: &Exposure) -> Result<(), String> {
+    if !e.private {
+        return Ok(());
+    }
+    let port = e.local_zone_port();
+    if port != 443 {
+        return Err(format!(
+            "nodes dial api.<cluster>.hypershift.local:{port}, but the private endpoint reaches only the private router on 443"
+        ));
+    }
+    if private_path_ready(st, hc) {
+        Ok(())
+    } else {
+        Err("nodes cannot reach api.<cluster>.hypershift.local: no approved private endpoint with an `api` record".into())
+    }
+}
+
+/// Why a pool's nodes never become Ready: the NodePool condition that says so.
+#[derive(Debug, Clone)]
+struct NodeBlock {
+    ctype: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+/// Whether the nodes of pool `pool` of `hc` can come up: CAPZ must be able to create their
+/// machines and the cloud provider to initialise them (their workload identities,
+/// [`crate::workload_identity`]), and kubelet must reach the API server
+/// ([`nodes_reach_api`]).
+fn node_block(
+    sim: &Simulator,
+    st: &State,
+    ns: &str,
+    pool: &str,
+    hc: &Value,
+    hs: &HcSim,
+) -> Result<(), NodeBlock> {
+    if let Some(f) = crate::workload_identity::failures(sim, st, ns, hc)
+        .into_iter()
+        .find(|f| f.effect == crate::workload_identity::Effect::Nodes)
+    {
+        return Err(if f.component == "nodePoolManagement" {
+            // CAPZ cannot create the VM (AzureMachine `VMRunning=False`, VMProvisionFailed).
+            NodeBlock {
+                ctype: "AllMachinesReady",
+                reason: "VMProvisionFailed",
+                message: format!("Machine {pool}-0: VMProvisionFailed: {}", f.text()),
+            }
+        } else {
+            // The cloud provider cannot initialise the node (it keeps its uninitialized
+            // taint and never turns Ready).
+            NodeBlock {
+                ctype: "AllNodesHealthy",
+                reason: "NodeConditionsFailed",
+                message: format!(
+                    "Machine {pool}-0: NodeConditionsFailed: cloud provider: {}",
+                    f.text()
+                ),
+            }
+        });
+    }
+    nodes_reach_api(st, hs, &Exposure::of(hc)).map_err(|why| NodeBlock {
+        ctype: "AllNodesHealthy",
+        reason: "WaitingForNodeRef",
+        message: format!("Machine {pool}-0: WaitingForNodeRef ({why})"),
+    })
+}
+
+/// Whether an Approved PE reaches a PLS in front of this cluster's private router (its
+/// frontend on the shared internal LB) and an `api` A record points at the PE's IP.
+fn private_path_ready(st: &State, hc: &HcSim) -> bool {
+    let pls = match (&hc.fe_id, &hc.lb_id) {
+        (Some(fe), _) => crate::arm::prepare_pls_referencing_frontend(st, &fe.to_ascii_lowercase()),
+        (None, Some(lb)) => crate::arm::prepare_pls_referencing_lb(st, &lb.to_ascii_lowercase()),
+        _ => None,
+    };
+    let Some(pls_key) = pls else {
         return false;
     };
     let approved_pes: Vec<String> = arm_store::children(st, &pls_key, types::PEC)
@@ -852,9 +1179,51 @@ fn node_pools(sim: &Simulator, st: &mut State, now: u64) -> bool {
                     now,
                 );
             }
+            let cluster = obj
+                .pointer("/spec/clusterName")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let reach = match (
+                store::get(st, &format!("{HYPERSHIFT}/hostedclusters"), &ns, &cluster),
+                st.hcs.get(&format!("{ns}/{cluster}")),
+            ) {
+                (Some(hc), Some(hs)) => node_block(sim, st, &ns, &name, hc, hs),
+                _ => Err(NodeBlock {
+                    ctype: "AllNodesHealthy",
+                    reason: "WaitingForNodeRef",
+                    message: format!(
+                        "Machine {name}-0: WaitingForNodeRef (the HostedCluster has no control plane yet)"
+                    ),
+                }),
+            };
             if !s.ready
                 && now >= s.seen_ms + sim.scaled(lat.nodepool_ready)
                 && crate::guest::image_usable(&obj)
+                && let Err(b) = &reach
+            {
+                // The MachineDeployment's availability stays 0 (bubbled up as the
+                // NodePool's `Ready`, `nodepool/capi.go`), and the Machines say why.
+                let replicas = obj
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                dirty |= set_condition(
+                    &mut obj,
+                    "Ready",
+                    false,
+                    "WaitingForAvailableMachines",
+                    &format!(
+                        "Minimum availability requires {replicas} replicas, current 0 available"
+                    ),
+                    now,
+                );
+                dirty |= set_condition(&mut obj, b.ctype, false, b.reason, &b.message, now);
+            }
+            if !s.ready
+                && now >= s.seen_ms + sim.scaled(lat.nodepool_ready)
+                && crate::guest::image_usable(&obj)
+                && reach.is_ok()
             {
                 s.ready = true;
                 let replicas = obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
@@ -865,6 +1234,14 @@ fn node_pools(sim: &Simulator, st: &mut State, now: u64) -> bool {
                     true,
                     "AsExpected",
                     "All nodes are ready",
+                    now,
+                );
+                dirty |= set_condition(
+                    &mut obj,
+                    "AllNodesHealthy",
+                    true,
+                    "AsExpected",
+                    "All is well",
                     now,
                 );
             }

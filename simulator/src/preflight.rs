@@ -97,6 +97,12 @@ pub struct Scenario {
     /// release never rolls out, and the HostedCluster's `ClusterVersion*` conditions say
     /// which (issue 22 §4).
     pub failing_cluster_operators: Vec<String>,
+    /// The simulated cluster does not check its workload-identity chain
+    /// (`workload_identity.rs`). Only for tests of the Kubernetes API mechanics that apply
+    /// HostedClusters naming identities that exist nowhere (activities' `kube_mgmt`); no
+    /// create or delete test sets it.
+    #[serde(default)]
+    pub unchecked_identities: bool,
 }
 
 /// One denied ARM action.

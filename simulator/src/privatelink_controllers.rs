@@ -14,7 +14,8 @@
 //!   creates zone `<name>.hypershift.local` + link `private-router-vnet-link` + `api` and
 //!   `*.apps` A records (TTL 300), and the base-domain zone `<baseDomain>` + link
 //!   `private-router-basedomain-vnet-link` + `api-<name>`/`oauth-<name>`; on HCP deletion it
-//!   deletes records → link → zone → PE, removes every CR finalizer, then the HCP finalizer;
+//!   deletes records → link → zone → PE, then removes the HCP finalizer (`main` also removes
+//!   the CR finalizer there; `release-4.22`, the default `--hypershift-version`, does not);
 //! - `hypershift-operator/controllers/platform/azure/controller.go` — the HyperShift
 //!   operator's PLS controller (only with `--private-platform Azure`): finalizer
 //!   [`HO_FINALIZER`]; finds the ILB by frontend IP in the management resource group;
@@ -81,6 +82,13 @@ fn cr_key() -> String {
 
 fn cpo_runs(sim: &Simulator, s: &PlsCtrlSim) -> bool {
     sim.config().management_platform == ManagementPlatform::OpenShift && !s.hcp_gone
+}
+
+/// Whether the CPO's `reconcileHCPDeletion` also removes the CR's finalizer: `main` only
+/// (4.23 on); `release-4.22`'s leaves it
+/// (`control-plane-operator/controllers/azureprivatelinkservice/controller.go`).
+fn removes_cr_finalizer_on_hcp_deletion(sim: &Simulator) -> bool {
+    crate::config::minor_version(&sim.config().hypershift_version).unwrap_or((4, 22)) > (4, 22)
 }
 
 fn ho_runs(sim: &Simulator) -> bool {
@@ -700,7 +708,12 @@ pub(crate) fn teardown(
                 st.pls_ctrl.insert(k, s);
                 return (false, true);
             }
-            if let Some(mut obj) = cr(st, &cp_ns) {
+            // `main` (4.23 on, commit 30d6ce523b) removes the CR's own finalizer here;
+            // `release-4.22`'s `reconcileHCPDeletion` removes only the HCP finalizer, so on
+            // a 4.22 operator the CR keeps [`CPO_FINALIZER`] after the CPO is gone.
+            if removes_cr_finalizer_on_hcp_deletion(sim)
+                && let Some(mut obj) = cr(st, &cp_ns)
+            {
                 let mut f = store::finalizers(&obj);
                 f.retain(|x| x != CPO_FINALIZER);
                 store::set_finalizers(&mut obj, &f);

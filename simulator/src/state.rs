@@ -112,6 +112,17 @@ pub(crate) struct HcSim {
     pub seen_ms: u64,
     pub router_ip: Option<String>,
     pub lb_id: Option<String>,
+    /// The private router's frontend on the shared internal load balancer (`None` in
+    /// state written before the load balancer was shared: then `lb_id` is this cluster's own).
+    #[serde(default)]
+    pub fe_id: Option<String>,
+    /// The control plane's Services exist (router, private router, API server).
+    #[serde(default)]
+    pub services: bool,
+    /// Public IP of the public `router` Service (a Route API server with a hostname) or of
+    /// the `kube-apiserver` LoadBalancer Service (public topologies).
+    #[serde(default)]
+    pub public_ip: Option<String>,
     pub available: bool,
     pub delete_seen_ms: Option<u64>,
     /// Since when every NodePool of the cluster is Ready (the rollout clock).
@@ -147,6 +158,9 @@ pub(crate) struct GuestCloudSim {
     pub rules: Vec<String>,
     /// The cleanup ran (rules removed, `CloudResourcesDestroyed=True`).
     pub cleaned: bool,
+    /// Lower-cased id of a Private guest's ingress internal load balancer.
+    #[serde(default)]
+    pub ilb: Option<String>,
 }
 
 /// Per-NodePool bookkeeping.

@@ -34,6 +34,13 @@ async fn apply(sim: &Simulator, path: &str, obj: &Value) -> Resp {
 }
 
 pub fn hosted_cluster(name: &str, topology: &str) -> Value {
+    // As hcp-workflow renders it: a LoadBalancer API server on a Public cluster, a Route
+    // (behind the private router) on a Private one.
+    let kas = if topology == "Public" {
+        "LoadBalancer"
+    } else {
+        "Route"
+    };
     json!({
         "apiVersion": "hypershift.openshift.io/v1beta1", "kind": "HostedCluster",
         "metadata": {"name": name, "namespace": "clusters", "labels": {"team": "a"}},
@@ -46,7 +53,7 @@ pub fn hosted_cluster(name: &str, topology: &str) -> Value {
                 "azureAuthenticationConfig": {"azureAuthenticationConfigType": "WorkloadIdentities"}}},
             "pullSecret": {"name": format!("{name}-pull-secret")},
             "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64"},
-            "services": [{"service": "APIServer", "servicePublishingStrategy": {"type": "LoadBalancer"}}],
+            "services": [{"service": "APIServer", "servicePublishingStrategy": {"type": kas}}],
             "dns": {"baseDomain": "example.com"},
         }
     })
@@ -383,14 +390,23 @@ async fn operator_public_cluster_and_nodepool() {
             .iter()
             .any(|f| f == hcp_simulator::FINALIZER)
     );
+    // A Public cluster's LoadBalancer API server; no private router.
     let svc = call(
+        &sim,
+        "GET",
+        "/api/v1/namespaces/clusters-pub/services/kube-apiserver",
+        None,
+    )
+    .await;
+    assert!(svc.body["status"]["loadBalancer"]["ingress"][0]["ip"].is_string());
+    let none = call(
         &sim,
         "GET",
         "/api/v1/namespaces/clusters-pub/services/private-router",
         None,
     )
     .await;
-    assert!(svc.body["status"]["loadBalancer"]["ingress"][0]["ip"].is_string());
+    assert_eq!(none.status, 404);
     let np = json!({"apiVersion": "hypershift.openshift.io/v1beta1", "kind": "NodePool", "metadata": {"name": "pub-1"},
         "spec": {"clusterName": "pub", "replicas": 2, "management": {"upgradeType": "Replace"}, "platform": {"type": "Azure"}, "release": {"image": "x"}}});
     assert_eq!(apply(&sim, &format!("{NP}/pub-1"), &np).await.status, 201);
@@ -411,7 +427,7 @@ async fn operator_public_cluster_and_nodepool() {
 }
 
 #[tokio::test]
-async fn operator_private_cluster_waits_for_pe_and_dns_and_lb_blocks_delete() {
+async fn operator_private_cluster_nodes_wait_for_pe_and_dns_and_lb_blocks_delete() {
     let sim = sim();
     let c = sim.config().clone();
     ensure_ns(&sim, "clusters").await;
@@ -500,10 +516,19 @@ async fn operator_private_cluster_waits_for_pe_and_dns_and_lb_blocks_delete() {
         .as_str()
         .unwrap()
         .to_string();
-    // Not available yet: no DNS.
+    // The control plane is Available (HyperShift's `Available` follows the HCP only), but
+    // without the `api` record no node reaches the API server: the pool is not Ready.
+    let np = json!({"apiVersion": "hypershift.openshift.io/v1beta1", "kind": "NodePool", "metadata": {"name": "priv-1"},
+        "spec": {"clusterName": "priv", "replicas": 1, "management": {"upgradeType": "Replace"}, "platform": {"type": "Azure"}, "release": {"image": "x"}}});
+    assert_eq!(apply(&sim, &format!("{NP}/priv-1"), &np).await.status, 201);
     tokio::time::sleep(Duration::from_millis(800)).await;
     let hc = call(&sim, "GET", &format!("{HC}/priv"), None).await;
-    assert_eq!(condition(&hc, "Available").as_deref(), Some("False"));
+    assert_eq!(condition(&hc, "Available").as_deref(), Some("True"));
+    let pool = wait_for(&sim, &format!("{NP}/priv-1"), |r| {
+        condition(r, "AllNodesHealthy").as_deref() == Some("False")
+    })
+    .await;
+    assert_eq!(condition(&pool, "Ready").as_deref(), Some("False"));
     let zone = format!(
         "{}/providers/Microsoft.Network/privateDnsZones/priv.hypershift.local",
         rg_path("guest")
@@ -520,8 +545,8 @@ async fn operator_private_cluster_waits_for_pe_and_dns_and_lb_blocks_delete() {
         json!({"properties": {"ttl": 300, "aRecords": [{"ipv4Address": pe_ip}]}}),
     )
     .await;
-    wait_for(&sim, &format!("{HC}/priv"), |r| {
-        condition(r, "Available").as_deref() == Some("True")
+    wait_for(&sim, &format!("{NP}/priv-1"), |r| {
+        condition(r, "Ready").as_deref() == Some("True")
     })
     .await;
     // Deleting the HostedCluster waits while the PLS still references its LB.

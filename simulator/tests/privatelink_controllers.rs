@@ -16,11 +16,63 @@ const CR: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters-pl/a
 const FOREIGN: &str = "22222222-2222-2222-2222-222222222222";
 const DNS: &str = "api-version=2024-06-01";
 
+/// HyperShift `main` (4.23): its CPO removes the CR's finalizer itself on HCP deletion.
 fn sim_with(pp: PrivatePlatform, mp: ManagementPlatform) -> Simulator {
+    sim_at(pp, mp, "4.23")
+}
+
+fn sim_at(pp: PrivatePlatform, mp: ManagementPlatform, version: &str) -> Simulator {
     let mut c: SimConfig = config();
     c.private_platform = pp;
     c.management_platform = mp;
+    c.hypershift_version = version.to_string();
     Simulator::new(c).unwrap()
+}
+
+/// Issue 22 §7: on `release-4.22` the CPO's `reconcileHCPDeletion` cleans up its PE and
+/// zones and removes the HCP's finalizer, but not the CR's own: once the CPO is gone the CR
+/// keeps it, and with it the HostedCluster waits. Removing it (what hcp-workflow does once
+/// ARM proves the PE and zones gone) lets the deletion finish.
+#[tokio::test]
+async fn on_4_22_the_cr_finalizer_outlives_the_cpo() {
+    let sim = sim_at(
+        PrivatePlatform::Azure,
+        ManagementPlatform::OpenShift,
+        "4.22",
+    );
+    setup(&sim).await;
+    let cr = wait_for(&sim, CR, |r| {
+        r.body["status"]["privateEndpointID"].is_string()
+    })
+    .await;
+    let pe_id = cr.body["status"]["privateEndpointID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    call(&sim, "DELETE", &format!("{HC}/pl"), None).await;
+    wait_for(&sim, &format!("{pe_id}?{NET}"), |r| r.status == 404).await;
+    let held = wait_for(&sim, CR, |r| {
+        r.body["metadata"]["deletionTimestamp"].is_string()
+            && finalizers(&r.body)
+                == vec!["hypershift.openshift.io/azure-private-link-service".to_string()]
+    })
+    .await;
+    assert!(held.body["metadata"]["deletionTimestamp"].is_string());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        call(&sim, "GET", &format!("{HC}/pl"), None).await.status,
+        200,
+        "the HostedCluster waits for the CR"
+    );
+    call_with(
+        &sim,
+        "PATCH",
+        CR,
+        Some(json!({"metadata": {"finalizers": null}})),
+        &[("content-type", "application/merge-patch+json")],
+    )
+    .await;
+    wait_for(&sim, &format!("{HC}/pl"), |r| r.status == 404).await;
 }
 
 fn guest(p: &str) -> String {

@@ -2,7 +2,7 @@
 //! outlives killed workers), cluster files, and the simulator's control API.
 
 use crate::{Proc, bin};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -156,6 +156,30 @@ impl Sim {
         let r = self
             .http
             .put(format!("{}{path}", self.base))
+            .header("authorization", "Bearer test")
+            .json(body)
+            .send()
+            .unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().unwrap_or(Value::Null))
+    }
+
+    /// Any DELETE on the simulator; the status.
+    pub fn delete(&self, path: &str) -> u16 {
+        self.http
+            .delete(format!("{}{path}", self.base))
+            .header("authorization", "Bearer test")
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    /// Any POST on the simulator (a Kubernetes create).
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
             .header("authorization", "Bearer test")
             .json(body)
             .send()
@@ -439,4 +463,119 @@ pub fn assert_connections_rejected_before_pls_delete(reqs: &[Value], pls_name: &
             "{c}: not deleted before the PLS DELETE"
         );
     }
+}
+
+/// PUT and wait (polling GET) until the resource answers 200 and is not provisioning.
+pub fn put_ready_at(env: &Env, id: &str, api: &str, body: Value) -> Value {
+    let (s, b) = env.sim.put(&format!("{id}?api-version={api}"), &body);
+    assert!((200..300).contains(&s), "PUT {id}: {s} {b}");
+    for _ in 0..500 {
+        let v = env.sim.get(&format!("{id}?api-version={api}"));
+        let state = v
+            .pointer("/properties/provisioningState")
+            .and_then(Value::as_str);
+        if v.get("id").is_some() && state.is_none_or(|p| p == "Succeeded") {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{id} never became ready");
+}
+
+/// Rewrite the cluster file's `from` block with `to`.
+pub fn edit_file(path: &Path, from: &str, to: &str) {
+    let s = std::fs::read_to_string(path).unwrap();
+    assert!(s.contains(from), "{from} not in {}", path.display());
+    std::fs::write(path, s.replacen(from, to, 1)).unwrap();
+}
+
+/// HyperShift's workload identities and their service-account subjects
+/// (`cmd/infra/azure/identities.go`), as a user's own `hypershift create iam azure` makes
+/// them.
+pub const IDENTITIES: &[(&str, &[&str])] = &[
+    (
+        "disk",
+        &[
+            "openshift-cluster-csi-drivers:azure-disk-csi-driver-node-sa",
+            "openshift-cluster-csi-drivers:azure-disk-csi-driver-operator",
+            "openshift-cluster-csi-drivers:azure-disk-csi-driver-controller-sa",
+        ],
+    ),
+    (
+        "file",
+        &[
+            "openshift-cluster-csi-drivers:azure-file-csi-driver-node-sa",
+            "openshift-cluster-csi-drivers:azure-file-csi-driver-operator",
+            "openshift-cluster-csi-drivers:azure-file-csi-driver-controller-sa",
+        ],
+    ),
+    (
+        "imageRegistry",
+        &[
+            "openshift-image-registry:registry",
+            "openshift-image-registry:cluster-image-registry-operator",
+        ],
+    ),
+    ("ingress", &["openshift-ingress-operator:ingress-operator"]),
+    ("cloudProvider", &["kube-system:azure-cloud-provider"]),
+    ("nodePoolManagement", &["kube-system:capi-provider"]),
+    (
+        "network",
+        &["openshift-cloud-network-config-controller:cloud-network-config-controller"],
+    ),
+    (
+        "controlPlaneOperator",
+        &["kube-system:control-plane-operator"],
+    ),
+];
+
+/// Bring-your-own identities with federated credentials for `issuer`; `wrong` replaces one
+/// subject (its exact text) by another. Writes `workload-identities.json` and points the
+/// cluster file at it and at a storage account of a known name (so the issuer URL is known
+/// before the run).
+pub fn byo_identities(env: &Env, cfg: &Path, account: &str, wrong: Option<(&str, &str)>) {
+    let ids_rg = format!("/subscriptions/{GUEST_SUB}/resourceGroups/my-identities");
+    put_ready_at(env, &ids_rg, "2021-04-01", json!({"location": "eastus"}));
+    let issuer = format!("https://{account}.blob.core.windows.net/oidc");
+    let mut file = serde_json::Map::new();
+    for (field, subjects) in IDENTITIES {
+        let id = format!(
+            "{ids_rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/mine-{}",
+            field.to_ascii_lowercase()
+        );
+        let v = put_ready_at(env, &id, "2024-11-30", json!({"location": "eastus"}));
+        file.insert(
+            (*field).into(),
+            json!({"clientID": v["properties"]["clientId"]}),
+        );
+        for (i, s) in subjects.iter().enumerate() {
+            let mut subject = format!("system:serviceaccount:{s}");
+            if let Some((from, to)) = wrong
+                && subject == from
+            {
+                subject = to.to_string();
+            }
+            put_ready_at(
+                env,
+                &format!("{id}/federatedIdentityCredentials/fic-{i}"),
+                "2024-11-30",
+                json!({"properties": {"issuer": issuer, "subject": subject, "audiences": ["openshift"]}}),
+            );
+        }
+    }
+    std::fs::write(
+        env.dir.join("workload-identities.json"),
+        serde_json::to_vec_pretty(&Value::Object(file)).unwrap(),
+    )
+    .unwrap();
+    edit_file(
+        cfg,
+        "identities:\n  create: {}\n",
+        "identities:\n  existing:\n    file: workload-identities.json\n",
+    );
+    edit_file(
+        cfg,
+        "oidcIssuer:\n  create: {}\n",
+        &format!("oidcIssuer:\n  create:\n    storageAccount: {account}\n"),
+    );
 }

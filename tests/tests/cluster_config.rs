@@ -165,41 +165,21 @@ fn byo_network_gets_both_zone_ids_and_apps_records() {
 #[test]
 fn byo_identities_get_18_role_assignments_and_keep_their_identities() {
     let env = Env::new("cfg-byo-ids", FAST);
-    let ids_rg = rg("my-identities");
-    put_ready(&env, &ids_rg, "2021-04-01", json!({"location": "eastus"}));
-    let fields = [
-        "disk",
-        "file",
-        "imageRegistry",
-        "ingress",
-        "cloudProvider",
-        "nodePoolManagement",
-        "network",
-        "controlPlaneOperator",
-    ];
-    let mut file = serde_json::Map::new();
-    let mut identity_ids = Vec::new();
-    for f in fields {
-        let id = format!(
-            "{ids_rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/mine-{}",
-            f.to_ascii_lowercase()
-        );
-        let v = put_ready(&env, &id, "2024-11-30", json!({"location": "eastus"}));
-        let client = v["properties"]["clientId"].as_str().unwrap().to_string();
-        file.insert(f.into(), json!({"clientID": client}));
-        identity_ids.push(id.to_ascii_lowercase());
-    }
-    std::fs::write(
-        env.dir.join("workload-identities.json"),
-        serde_json::to_vec_pretty(&Value::Object(file)).unwrap(),
-    )
-    .unwrap();
     let cfg = cluster_file(&env.dir, "byoids", "byoids-a1b2c", "Public", "");
-    edit(
-        &cfg,
-        "identities:\n  create: {}\n",
-        "identities:\n  existing:\n    file: workload-identities.json\n",
-    );
+    // The user's identities, each with its federated credentials for the cluster's issuer
+    // (the simulated cluster checks the whole chain, issue 22 §6).
+    hcp_e2e_tests::cluster::byo_identities(&env, &cfg, "byoidsoidc1", None);
+    let identity_ids: Vec<String> = hcp_e2e_tests::cluster::IDENTITIES
+        .iter()
+        .map(|(f, _)| {
+            format!(
+                "{}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/mine-{}",
+                rg("my-identities"),
+                f.to_ascii_lowercase()
+            )
+            .to_ascii_lowercase()
+        })
+        .collect();
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}\n{err}");
     let roles = ids_of(&env, "Microsoft.Authorization/roleAssignments");

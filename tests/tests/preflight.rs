@@ -690,8 +690,21 @@ fn reachability_timeout_visibility_and_delete_rows() {
     );
     env.sim.clear_faults();
 
-    // A PLS of this name already exists, visible only to another subscription.
+    // A PLS of this name already exists, visible only to another subscription (in front of
+    // a frontend of an internal LB of the management VNet: Azure refuses a PLS whose
+    // frontend does not exist, issue 22 §10).
     let mgmt_subnet = format!("{}/subnets/other-pls-subnet", subnet.trim_end_matches('/'));
+    let lb = format!("{MGMT_RG}/providers/Microsoft.Network/loadBalancers/kube-internal");
+    let (status, body) = env.sim.put(
+        &format!("{lb}?api-version=2023-11-01"),
+        &json!({
+            "location": "eastus",
+            "sku": {"name": "Standard"},
+            "properties": {"frontendIPConfigurations": [{"name": "fe", "properties": {
+                "subnet": {"id": mgmt_subnet}, "privateIPAllocationMethod": "Dynamic"}}]}
+        }),
+    );
+    assert!(status < 300, "{status} {body}");
     let (status, body) = env.sim.put(
         &format!("{pls_id}?api-version=2023-11-01"),
         &json!({
@@ -807,4 +820,36 @@ fn a_public_cluster_without_the_route_api_is_refused() {
         ),
         "{c}"
     );
+}
+
+/// Issue 22 §10: the Private Link Service is created in the cluster's location, in front of
+/// the management cluster's internal load balancer (in the management VNet's region). A
+/// cluster in another region than the management cluster is refused by preflight (exit 2,
+/// nothing journaled or created), not by Azure after the control plane exists.
+#[test]
+fn a_private_link_service_away_from_its_load_balancers_region_is_refused() {
+    let env = Env::new("pf-pls-region", FAST);
+    let cfg = cluster_file(&env.dir, "far", "far-r3g10", "Private", "");
+    edit(&cfg, "location: eastus\n", "location: westus\n");
+    let rows = refused(&env, &cfg, &[]);
+    let row = rows
+        .iter()
+        .find(|r| r["check"] == "azure.pls-region")
+        .unwrap_or_else(|| panic!("no azure.pls-region row: {rows:#?}"));
+    assert_eq!(row["status"], "fail", "{row}");
+    let detail = row["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("eastus") && detail.contains("westus"),
+        "{detail}"
+    );
+    assert!(detail.contains("InvalidResourceReference"), "{detail}");
+    start_refused(&env, "create-cluster", &cfg, "azure.pls-region");
+    // In the management cluster's region the same row passes.
+    let ok = cluster_file(&env.dir, "near", "near-r3g10", "Private", "");
+    let (_, rows, _) = preflight(&env, &ok, &[]);
+    let row = rows
+        .iter()
+        .find(|r| r["check"] == "azure.pls-region")
+        .unwrap();
+    assert_eq!(row["status"], "pass", "{row}");
 }

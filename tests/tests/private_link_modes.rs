@@ -223,6 +223,27 @@ fn hypershift_mode(topology: &str, tag: &str, managed_by: &str) {
         hc_delete < pe_delete && pe_delete < pls_delete,
         "pe {pe_delete}, pls {pls_delete}"
     );
+    // Issue 22 §7: HyperShift 4.22 (the simulator's default operator) leaves the CPO's
+    // finalizer on the CR once its cleanup is done. hcp-workflow releases it, and only
+    // after its own ARM GETs answered 404 for the PE and the zone the CR names.
+    let gone = |id: &str| {
+        pos(&reqs, |m, p, a, s| {
+            m == "GET" && a.is_none() && p.starts_with(&format!("{id}?")) && s == 404
+        })
+    };
+    let release = pos(&reqs, |m, p, a, s| {
+        m == "PATCH"
+            && a.is_none()
+            && p.contains("/azureprivatelinkservices/private-router")
+            && s < 300
+    })
+    .expect("hcp-workflow released the 4.22 CPO's CR finalizer");
+    let pe_gone = gone(&pe_id).expect("a 404 GET of HyperShift's PE by hcp-workflow");
+    let zone_gone = gone(&zone_id).expect("a 404 GET of HyperShift's zone by hcp-workflow");
+    assert!(
+        pe_delete < pe_gone && pe_gone < release && zone_gone < release,
+        "PE delete {pe_delete}, PE 404 {pe_gone}, zone 404 {zone_gone}, release {release}"
+    );
     // hcp-workflow deleted none of HyperShift's resources itself.
     assert!(
         pos(&reqs, |m, p, a, _| m == "DELETE"

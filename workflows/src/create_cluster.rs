@@ -20,7 +20,9 @@ use hcp_activities::steps::cluster::{
     EnsureIssuerKey, ExistingIssuerKey, HostedClusterNodeInput, IssuerKeyInput, NodePoolNodeInput,
     RolloutInput, SecretsInput, WaitCondition, WaitRollout,
 };
-use hcp_activities::steps::dns::{FindPublicZone, PublicZoneInput};
+use hcp_activities::steps::dns::{
+    EnsurePublicRecords, FindPublicZone, PublicRecordsInput, PublicZoneInput,
+};
 use hcp_activities::steps::hypershift_link::{
     HyperShiftLink, HyperShiftLinkInput, WaitHyperShiftEndpoint, WaitHyperShiftPls,
 };
@@ -65,6 +67,15 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         shared: false,
     };
     let loc = || json!({"location": l.location});
+    // Resource groups carry the user's tags too (`resourceGroupTags`; ownership tags are
+    // merged over them when the body is sent).
+    let rg_body = || {
+        let mut body = loc();
+        if !cfg.resource_group_tags.is_empty() {
+            body["tags"] = json!(cfg.resource_group_tags);
+        }
+        body
+    };
 
     // ---- preflight: read-only lookups before anything is created ------------------------
     // The public DNS zone of baseDomain must exist (HyperShift: `GetBaseDomainID`), and
@@ -112,7 +123,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 "Microsoft.Resources/resourceGroups",
                 &l.persistent_rg,
                 api::RESOURCES,
-                loc(),
+                rg_body(),
             )
         },
         o(),
@@ -243,7 +254,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 "Microsoft.Resources/resourceGroups",
                 id,
                 api::RESOURCES,
-                loc(),
+                rg_body(),
             ),
             o(),
         )
@@ -451,6 +462,13 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         }
     }
     let hc_name = l.name.clone();
+    // PublicAndPrivate: the API server and OAuth have public hostnames whose A records
+    // hcp-workflow writes (issue 22 §1; `kube::render::hosted_cluster`).
+    let public_hostnames = hcp_activities::kube::render::public_hostnames(
+        &hc_name,
+        &cfg.base_domain,
+        render_topology(cfg.topology),
+    );
     let mut hc_opts = o().after(&secrets);
     if let Some(nat) = &nat {
         hc_opts = hc_opts.after(nat);
@@ -479,7 +497,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 vnet_id: l.vnet_id.clone(),
                 subnet_id: l.subnet_id.clone(),
                 nsg_id: l.nsg_id.clone(),
-                topology: topology(cfg.topology),
+                topology: render_topology(cfg.topology),
                 workload_identities: BTreeMap::new(),
                 nat_subnet_id: private.then(|| l.nat_subnet_id.clone()),
                 pull_secret_name: l.secret("pull-secret"),
@@ -487,7 +505,21 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 etcd_key_secret_name: l.secret("etcd-encryption-key"),
                 sa_signing_key_secret_name: l.secret("sa-token-issuer-key"),
                 cloud: hosted_cluster_cloud(&cfg.cloud),
-                highly_available: false,
+                highly_available: cfg.control_plane.availability_policy
+                    == crate::config::AvailabilityPolicy::HighlyAvailable,
+                infrastructure_highly_available: cfg
+                    .control_plane
+                    .infrastructure_availability_policy
+                    == crate::config::AvailabilityPolicy::HighlyAvailable,
+                fips: cfg.control_plane.fips,
+                etcd_storage_class: cfg.control_plane.etcd.storage_class.clone(),
+                etcd_size: cfg.control_plane.etcd.size.clone(),
+                image_content_sources: cfg
+                    .control_plane
+                    .image_content_sources
+                    .iter()
+                    .map(|i| (i.source.clone(), i.mirrors.clone()))
+                    .collect(),
                 cluster_network: Some(cfg.networking.cluster_network.clone()),
                 service_network: Some(cfg.networking.service_network.clone()),
                 machine_network: match &cfg.network {
@@ -502,6 +534,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             },
             client_ids,
             wait_router: private,
+            wait_public_router: public_hostnames.is_some(),
             // A failed create's undo asks the guest to clean up too (destroy.go does).
             cleanup_cloud_resources: true,
             public_zone: Some(public_zone.clone()),
@@ -600,18 +633,39 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         b.stage("pe-dns");
         b.add::<WaitHyperShiftEndpoint>(n("pe-dns.hypershift"), &input, o())?;
     }
+    if let Some(h) = &public_hostnames {
+        b.stage("public-dns");
+        b.add::<EnsurePublicRecords>(
+            n("public-dns.records"),
+            &PublicRecordsInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                zone: public_zone.clone(),
+                names: h.relative(&cfg.base_domain),
+                hosted_cluster: hc.clone(),
+            },
+            o().after(&hc),
+        )?;
+    }
     b.stage("available");
-    b.add::<WaitCondition>(
-        n("available.hosted-cluster"),
-        &ConditionInput {
-            mgmt: l.mgmt.clone(),
-            kind: hcp_activities::kube::mgmt::Kind::HostedCluster,
-            namespace: CLUSTERS_NAMESPACE.into(),
-            name: hc_name.clone(),
-            condition: "Available".into(),
-        },
-        o(),
-    )?;
+    let wait = |condition: &str| ConditionInput {
+        mgmt: l.mgmt.clone(),
+        kind: hcp_activities::kube::mgmt::Kind::HostedCluster,
+        namespace: CLUSTERS_NAMESPACE.into(),
+        name: hc_name.clone(),
+        condition: condition.into(),
+    };
+    b.add::<WaitCondition>(n("available.hosted-cluster"), &wait("Available"), o())?;
+    if public_hostnames.is_some() {
+        // The control-plane operator resolves the API server's public hostname
+        // (`hostedcontrolplane_controller.go`: `ExternalDNSReachable`, bubbled up to the
+        // HostedCluster): the record just written is what users' kubeconfigs will use.
+        b.add::<WaitCondition>(
+            n("available.external-dns"),
+            &wait("ExternalDNSReachable"),
+            o(),
+        )?;
+    }
 
     // ---- node pools ---------------------------------------------------------------------
     b.stage("nodepools");
@@ -639,6 +693,16 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     )
                     .ok()
                     .flatten(),
+                    node_volume_detach_timeout: crate::config::drain_timeout(
+                        p.node_volume_detach_timeout.as_deref(),
+                    )
+                    .ok()
+                    .flatten(),
+                    arch: p.arch.clone(),
+                    upgrade_type: p.upgrade_type.clone(),
+                    encryption_at_host: p.encryption_at_host.clone(),
+                    disk_encryption_set_id: p.disk_encryption_set_id.clone(),
+                    os_disk_storage_account_type: p.os_disk_storage_account_type.clone(),
                 },
             },
             o(),
@@ -715,7 +779,8 @@ fn node_image(p: &crate::config::NodePool) -> NodePoolImage {
     }
 }
 
-fn topology(t: Topology) -> hcp_activities::kube::render::Topology {
+/// The rendering topology of a configured one.
+pub(crate) fn render_topology(t: Topology) -> hcp_activities::kube::render::Topology {
     use hcp_activities::kube::render::Topology as T;
     match t {
         Topology::Public => T::Public,

@@ -23,7 +23,8 @@ use hcp_activities::steps::arm::{
 };
 use hcp_activities::steps::cluster::{DeleteObject, DeleteObjectInput};
 use hcp_activities::steps::dns::{
-    DeleteDnsScopeRoleAssignment, DnsScopeRoleDeleteInput, FindPublicZone,
+    DeleteDnsScopeRoleAssignment, DeletePublicRecords, DnsScopeRoleDeleteInput, FindPublicZone,
+    PublicRecordsDeleteInput,
 };
 use hcp_activities::steps::hypershift_link::{
     HyperShiftLink, HyperShiftLinkInput, ReleaseHyperShiftLink, VerifyGoneInput,
@@ -78,11 +79,18 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         names,
         persistent: false,
         cleanup_cloud_resources: false,
+        hypershift_private_link: None,
     };
 
     // Read only: the public DNS zone's group names the ingress role assignment when
     // `dnsZoneResourceGroup` does not (a zone that is gone is no error here).
-    let public_zone = if l.dns_zone_rg.is_none() {
+    // PublicAndPrivate: the public hostnames' records live in the public zone too.
+    let public_hostnames = hcp_activities::kube::render::public_hostnames(
+        &l.name,
+        &cfg.base_domain,
+        crate::create_cluster::render_topology(cfg.topology),
+    );
+    let public_zone = if l.dns_zone_rg.is_none() || public_hostnames.is_some() {
         b.stage("preflight");
         Some(b.add::<FindPublicZone>(
             n("preflight.public-dns-zone"),
@@ -117,6 +125,20 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
             },
             o(),
         )?);
+    }
+    if let (Some(h), Some(zone)) = (&public_hostnames, &public_zone) {
+        // Only the record sets marked as this cluster's: the zone is shared.
+        b.stage("public-dns");
+        b.add::<DeletePublicRecords>(
+            n("public-dns.records"),
+            &PublicRecordsDeleteInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                zone: zone.clone(),
+                names: h.relative(&cfg.base_domain),
+            },
+            o(),
+        )?;
     }
     if private && !hypershift_link {
         b.stage("pe-dns");
@@ -183,6 +205,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         n("control-plane.hosted-cluster"),
         &DeleteObjectInput {
             cleanup_cloud_resources: !opts.skip_cloud_cleanup,
+            hypershift_private_link: (private && hypershift_link).then(|| hs_link.clone()),
             ..kube(Kind::HostedCluster, vec![l.name.clone()])
         },
         o(),
@@ -335,7 +358,28 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         ),
         o().after(&link),
     )?;
+    // Without the guest's cloud cleanup, what the guest's cloud provider made stays in the
+    // managed group — for a Private cluster its ingress internal load balancer, whose
+    // frontend holds an IP of our subnet, so Azure refuses the VNet's deletion
+    // (`InUseSubnetCannotBeDeleted`) until that group is gone: the group goes first then.
+    let managed_first = (opts.skip_cloud_cleanup && l.network_created).then(|| {
+        b.add::<DeleteResourceGroup>(
+            n("network.rg.managed"),
+            &del(
+                "Microsoft.Resources/resourceGroups",
+                &l.managed_rg,
+                api::RESOURCES,
+                true,
+            ),
+            o().after(&lb),
+        )
+    });
+    let managed_first = managed_first.transpose()?;
     if l.network_created {
+        let mut vo = o().after(&link);
+        if let Some(m) = &managed_first {
+            vo = vo.after(m);
+        }
         let vnet = b.add::<DeleteVnet>(
             n("network.vnet"),
             &del(
@@ -344,7 +388,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
                 api::NETWORK,
                 true,
             ),
-            o().after(&link),
+            vo,
         )?;
         b.add::<DeleteNsg>(
             n("network.nsg"),
@@ -359,7 +403,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     }
 
     b.stage("resource-groups");
-    let rgs: Vec<(&str, &str)> = if l.network_created {
+    let mut rgs: Vec<(&str, &str)> = if l.network_created {
         vec![
             ("managed", &l.managed_rg),
             ("vnet", &l.vnet_rg),
@@ -368,6 +412,9 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     } else {
         vec![("managed", &l.managed_rg)]
     };
+    if managed_first.is_some() {
+        rgs.retain(|(what, _)| *what != "managed");
+    }
     for (what, id) in rgs {
         b.add::<DeleteResourceGroup>(
             n(&format!("network.rg.{what}")),

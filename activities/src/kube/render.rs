@@ -161,6 +161,21 @@ pub struct HostedClusterInput {
     /// `SingleReplica` as HyperShift's CLI does. Immutable once the cluster exists.
     #[serde(default)]
     pub highly_available: bool,
+    /// `spec.infrastructureAvailabilityPolicy: HighlyAvailable` (else SingleReplica).
+    #[serde(default)]
+    pub infrastructure_highly_available: bool,
+    /// `spec.fips`.
+    #[serde(default)]
+    pub fips: bool,
+    /// etcd volume storage class (`None`: the management cluster's default).
+    #[serde(default)]
+    pub etcd_storage_class: Option<String>,
+    /// etcd volume size (`None`: 8Gi).
+    #[serde(default)]
+    pub etcd_size: Option<String>,
+    /// `spec.imageContentSources`: (source, mirrors).
+    #[serde(default)]
+    pub image_content_sources: Vec<(String, Vec<String>)>,
     /// DOMAIN.md §4 component (`disk`, `node-pool-mgmt`, ...) → identity client id.
     #[serde(default)]
     pub workload_identities: BTreeMap<String, String>,
@@ -262,6 +277,24 @@ pub struct NodePoolInput {
     /// (drain until done, HyperShift's default).
     #[serde(default)]
     pub node_drain_timeout: Option<String>,
+    /// `spec.nodeVolumeDetachTimeout` (a Go duration).
+    #[serde(default)]
+    pub node_volume_detach_timeout: Option<String>,
+    /// `spec.arch` (`amd64`, `arm64`); `None`: amd64.
+    #[serde(default)]
+    pub arch: Option<String>,
+    /// `spec.management.upgradeType` (`Replace`, `InPlace`); `None`: Replace.
+    #[serde(default)]
+    pub upgrade_type: Option<String>,
+    /// `platform.azure.encryptionAtHost` (`Enabled`, `Disabled`); `None`: the CRD default.
+    #[serde(default)]
+    pub encryption_at_host: Option<String>,
+    /// `platform.azure.osDisk.encryptionSetID`.
+    #[serde(default)]
+    pub disk_encryption_set_id: Option<String>,
+    /// `platform.azure.osDisk.diskStorageAccountType`; `None`: Premium_LRS.
+    #[serde(default)]
+    pub os_disk_storage_account_type: Option<String>,
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> RenderError {
@@ -437,6 +470,44 @@ fn metadata(name: &str, namespace: &str, labels: &BTreeMap<String, String>) -> V
     Value::Object(m)
 }
 
+/// The public hostnames of a PublicAndPrivate cluster's API server and OAuth server, which
+/// hcp-workflow publishes as A records in the base domain's public zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublicHostnames {
+    /// `api-<name>.<baseDomain>`.
+    pub api: String,
+    /// `oauth-<name>.<baseDomain>`.
+    pub oauth: String,
+}
+
+impl PublicHostnames {
+    /// The records' names relative to the zone `base_domain` (`api-<name>`, `oauth-<name>`).
+    pub fn relative(&self, base_domain: &str) -> Vec<String> {
+        [&self.api, &self.oauth]
+            .iter()
+            .map(|h| {
+                h.strip_suffix(&format!(".{base_domain}"))
+                    .unwrap_or(h)
+                    .to_string()
+            })
+            .collect()
+    }
+}
+
+/// The public hostnames for `topology` (only PublicAndPrivate has them), named as
+/// `hypershift create cluster azure --external-dns-domain` names them
+/// (`cmd/cluster/azure/create.go`: `api-%s.%s`, `oauth-%s.%s`).
+pub fn public_hostnames(
+    name: &str,
+    base_domain: &str,
+    topology: Topology,
+) -> Option<PublicHostnames> {
+    (topology == Topology::PublicAndPrivate).then(|| PublicHostnames {
+        api: format!("api-{name}.{base_domain}"),
+        oauth: format!("oauth-{name}.{base_domain}"),
+    })
+}
+
 /// The HostedCluster for `input` (see the module docs for the shape and
 /// [`HostedClusterInput::validate`] for the rules it assumes).
 ///
@@ -444,8 +515,9 @@ fn metadata(name: &str, namespace: &str, labels: &BTreeMap<String, String>) -> V
 /// `highly_available`), managed etcd on an 8 GiB
 /// volume, OVN-Kubernetes with the default cluster/service networks, aescbc secret
 /// encryption with the etcd key Secret, OLM catalogs on the management cluster, the
-/// APIServer published by a LoadBalancer (Public, PublicAndPrivate) or a Route through the
-/// private router (Private), and Ignition, Konnectivity and OAuthServer by Route.
+/// APIServer published by a LoadBalancer (Public) or a Route (Private; PublicAndPrivate
+/// with public hostnames for it and OAuth), and Ignition, Konnectivity and OAuthServer by
+/// Route.
 pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     let identities: Map<String, Value> = WORKLOAD_IDENTITY_FIELDS
         .iter()
@@ -493,18 +565,42 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     if let Some(z) = &input.public_zone_id {
         dns["publicZoneID"] = json!(z);
     }
-    // HyperShift's CLI publishes the API server by a LoadBalancer unless the topology is
-    // Private (openshift/hypershift `cmd/cluster/core/create.go`
-    // `GetIngressServicePublishingStrategyMapping`, `cmd/cluster/azure/create.go`). A
-    // PublicAndPrivate cluster with a Route has no hostname for it, and the CPO fails with
-    // "route hostname is required for service APIServer"
-    // (`control-plane-operator/controllers/hostedcontrolplane/kas/service.go`).
-    let api_server = if input.topology == Topology::Private {
-        "Route"
-    } else {
+    // How the API server is published decides whether nodes can reach it (issue 22 §1):
+    // - Public: a LoadBalancer, as HyperShift's CLI renders without external DNS
+    //   (`cmd/cluster/core/create.go` `GetIngressServicePublishingStrategyMapping`).
+    // - Private and PublicAndPrivate: nodes dial `api.<name>.hypershift.local`, on 443 for
+    //   a Route KAS and 6443 for a LoadBalancer one (`support/util/networking.go`
+    //   `APIPortForLocalZone`), through the private endpoint; on Azure the Private Link
+    //   Service fronts only the `private-router` (443), which reaches the API server only
+    //   through the `kube-apiserver-internal` Route a Route KAS gets
+    //   (`control-plane-operator/controllers/hostedcontrolplane/infra/infra.go`
+    //   `reconcileAPIServerService`). So both private topologies publish it by Route.
+    // - PublicAndPrivate's public side: a Route needs a hostname there ("route hostname is
+    //   required for service APIServer", `kas/service.go`). As `create cluster azure
+    //   --external-dns-domain` does (`cmd/cluster/azure/create.go`), the API server and
+    //   OAuth get `api-<name>.<domain>` / `oauth-<name>.<domain>`; the hostname makes the
+    //   CPO create the public `router` Service (`infra.go` `reconcileHCPRouterServices`,
+    //   `support/util/visibility.go` `LabelHCPRoutes`), and hcp-workflow writes the two A
+    //   records in the base domain's public zone (there is no external-dns here).
+    //   Konnectivity and Ignition stay hostname-less Routes on the private router.
+    let api_server = if input.topology == Topology::Public {
         "LoadBalancer"
+    } else {
+        "Route"
     };
-    let service = |name: &str, kind: &str| json!({"service": name, "servicePublishingStrategy": {"type": kind}});
+    let hostnames = public_hostnames(&input.name, &input.base_domain, input.topology);
+    let service = |name: &str, kind: &str| {
+        let mut s = json!({"service": name, "servicePublishingStrategy": {"type": kind}});
+        let host = match (&hostnames, name) {
+            (Some(h), "APIServer") => Some(&h.api),
+            (Some(h), "OAuthServer") => Some(&h.oauth),
+            _ => None,
+        };
+        if let Some(host) = host {
+            s["servicePublishingStrategy"]["route"] = json!({"hostname": host});
+        }
+        s
+    };
     let mut networking = json!({
         "clusterNetwork": [{"cidr": input.cluster_network.as_deref().unwrap_or(DEFAULT_CLUSTER_NETWORK)}],
         "networkType": "OVNKubernetes",
@@ -513,14 +609,26 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     if let Some(m) = &input.machine_network {
         networking["machineNetwork"] = json!([{"cidr": m}]);
     }
+    let mut pv = json!({"size": input.etcd_size.as_deref().unwrap_or("8Gi")});
+    if let Some(class) = &input.etcd_storage_class {
+        pv["storageClassName"] = json!(class);
+    }
+    let policy = |ha: bool| {
+        if ha {
+            "HighlyAvailable"
+        } else {
+            "SingleReplica"
+        }
+    };
     let mut spec = json!({
-        "controllerAvailabilityPolicy": if input.highly_available { "HighlyAvailable" } else { "SingleReplica" },
+        "controllerAvailabilityPolicy": policy(input.highly_available),
+        "infrastructureAvailabilityPolicy": policy(input.infrastructure_highly_available),
         "dns": dns,
         "etcd": {
             "managementType": "Managed",
-            "managed": {"storage": {"type": "PersistentVolume", "persistentVolume": {"size": "8Gi"}}},
+            "managed": {"storage": {"type": "PersistentVolume", "persistentVolume": pv}},
         },
-        "fips": false,
+        "fips": input.fips,
         "infraID": input.infra_id,
         "issuerURL": input.issuer_url,
         "networking": networking,
@@ -539,6 +647,15 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     });
     if let Some(ssh) = &input.ssh_key_secret_name {
         spec["sshKey"] = json!({"name": ssh});
+    }
+    if !input.image_content_sources.is_empty() {
+        spec["imageContentSources"] = json!(
+            input
+                .image_content_sources
+                .iter()
+                .map(|(source, mirrors)| json!({"source": source, "mirrors": mirrors}))
+                .collect::<Vec<_>>()
+        );
     }
     json!({
         "apiVersion": HYPERSHIFT_API_VERSION,
@@ -575,20 +692,29 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
     let mut azure = json!({
         "vmSize": vm_size,
         "image": image,
-        "osDisk": {"sizeGiB": input.os_disk_size_gib, "diskStorageAccountType": "Premium_LRS"},
+        "osDisk": {
+            "sizeGiB": input.os_disk_size_gib,
+            "diskStorageAccountType": input.os_disk_storage_account_type.as_deref().unwrap_or("Premium_LRS"),
+        },
         "subnetID": input.subnet_id,
     });
     if let Some(z) = &input.availability_zone {
         azure["availabilityZone"] = json!(z);
+    }
+    if let Some(des) = &input.disk_encryption_set_id {
+        azure["osDisk"]["encryptionSetID"] = json!(des);
+    }
+    if let Some(e) = &input.encryption_at_host {
+        azure["encryptionAtHost"] = json!(e);
     }
     let mut pool = json!({
         "apiVersion": HYPERSHIFT_API_VERSION,
         "kind": "NodePool",
         "metadata": metadata(&input.name, &input.namespace, &input.labels),
         "spec": {
-            "arch": "amd64",
+            "arch": input.arch.as_deref().unwrap_or("amd64"),
             "clusterName": input.cluster_name,
-            "management": {"autoRepair": false, "upgradeType": "Replace"},
+            "management": {"autoRepair": false, "upgradeType": input.upgrade_type.as_deref().unwrap_or("Replace")},
             "platform": {"type": "Azure", "azure": azure},
             "release": {"image": input.release_image},
             "replicas": input.replicas,
@@ -596,6 +722,9 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
     });
     if let Some(t) = &input.node_drain_timeout {
         pool["spec"]["nodeDrainTimeout"] = json!(t);
+    }
+    if let Some(t) = &input.node_volume_detach_timeout {
+        pool["spec"]["nodeVolumeDetachTimeout"] = json!(t);
     }
     pool
 }

@@ -1041,6 +1041,7 @@ async fn private_link(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
     };
     if let Some(vnet) = &vnet {
         rows.push(nat_subnet(&marm, pl, vnet).await);
+        rows.push(pls_region(&pl.vnet_id, vnet, &inputs.location));
     }
     match pls {
         Ok(Some(p)) => {
@@ -1105,6 +1106,47 @@ async fn private_link(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
         )),
     }
     rows
+}
+
+/// Issue 22 §10: the Private Link Service is created in the cluster's `location` (as
+/// HyperShift's does: `azurePLS.Spec.Location = azurePlatform.Location`,
+/// `control-plane-operator/controllers/azureprivatelinkservice/observer.go`), in front of
+/// the management cluster's internal load balancer, which lives in the management VNet's
+/// region. Azure refuses a PLS whose frontend is in another region (`InvalidResourceReference`:
+/// "… was not found. Please make sure that the referenced resource exists, and that both
+/// resources are in the same region."), and would only say so after the control plane
+/// exists. (The NAT subnet's VNet is checked against `managementCluster.vnetId` when the file
+/// is read.)
+fn pls_region(vnet_id: &str, vnet: &Value, location: &str) -> CheckResult {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(' ', "");
+    let Some(mloc) = vnet.get("location").and_then(Value::as_str) else {
+        return CheckResult::warn(
+            "azure.pls-region",
+            vnet_id,
+            "the management VNet's answer has no location: the Private Link Service's region could not be checked",
+            Some("check that the management cluster runs in the cluster's location".to_string()),
+        );
+    };
+    if norm(mloc) == norm(location) {
+        CheckResult::pass(
+            "azure.pls-region",
+            vnet_id,
+            format!(
+                "the management cluster's load balancer and the Private Link Service are both in {location}"
+            ),
+        )
+    } else {
+        CheckResult::fail(
+            "azure.pls-region",
+            vnet_id,
+            format!(
+                "the management VNet (and its internal load balancer) is in {mloc}, but the cluster's Private Link Service would be created in location {location}: Azure refuses a Private Link Service whose load balancer is in another region (InvalidResourceReference)"
+            ),
+            format!(
+                "set location to {mloc} (the guest VNet may still peer elsewhere), or use a management cluster in {location}"
+            ),
+        )
+    }
 }
 
 async fn nat_subnet(arm: &ArmClient, pl: &super::PrivateLinkInputs, vnet: &Value) -> CheckResult {

@@ -270,6 +270,7 @@ async fn undo_object(
     owner: &Owner,
     ctx: &StepContext,
     cloud_cleanup: bool,
+    link: Option<(&Clients, &super::hypershift_link::HyperShiftLink)>,
 ) -> Result<UndoOutcome, StepError> {
     let labelled = labelled_this_run(m, kind, ns, name, owner, ctx).await?;
     let journaled = match ObjectJournal::of_undo(ctx)? {
@@ -299,8 +300,9 @@ async fn undo_object(
                         String::new()
                     };
                     if kind == Kind::HostedCluster {
-                        cleanup += &super::hypershift_link::release_stuck_cr_finalizer(m, ns, name)
-                            .await?;
+                        cleanup +=
+                            &super::hypershift_link::release_stuck_cr_finalizer(link, m, ns, name)
+                                .await?;
                     }
                     Ok(ctx.undo_wait(
                         poll,
@@ -575,6 +577,7 @@ impl Action for EnsureIssuerKey {
             &input.owner,
             ctx,
             false,
+            None,
         )
         .await
     }
@@ -712,6 +715,7 @@ impl Action for EnsureClusterSecrets {
                 &input.owner,
                 ctx,
                 false,
+                None,
             )
             .await?
             {
@@ -748,6 +752,10 @@ pub struct HostedClusterNodeInput {
     pub client_ids: BTreeMap<String, ClientId>,
     /// Wait for the `private-router` Service's internal load balancer IP (private topologies).
     pub wait_router: bool,
+    /// Wait for the public `router` Service's load balancer IP (PublicAndPrivate: the
+    /// public hostnames' A records point at it). Absent (false) in runs journaled before.
+    #[serde(default)]
+    pub wait_public_router: bool,
     /// The undo sets [`CLEANUP_CLOUD_RESOURCES`] before deleting the HostedCluster, as
     /// `hypershift destroy cluster` does. Absent (false) in runs journaled before it.
     #[serde(default)]
@@ -771,6 +779,9 @@ pub struct HostedClusterOutput {
     pub name: String,
     /// Internal load balancer IP of the private router.
     pub router_ip: Option<String>,
+    /// Public load balancer IP of the public `router` Service (PublicAndPrivate).
+    #[serde(default)]
+    pub public_router_ip: Option<String>,
     /// Ledger.
     pub ledger: Vec<LedgerRecord>,
 }
@@ -849,11 +860,27 @@ impl Action for ApplyHostedCluster {
                 }
             }
         }
+        let mut public_router_ip = None;
+        if input.wait_public_router {
+            let hcp_ns = format!("{ns}-{name}");
+            match m.service_lb_ip(&hcp_ns, "router").await? {
+                Some(ip) => public_router_ip = Some(ip),
+                None => {
+                    return Ok(ctx.wait(
+                        self.0.poll(),
+                        format!(
+                            "waiting for Service {hcp_ns}/router to get its public load balancer IP"
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(Outcome::Done(HostedClusterOutput {
             ledger: vec![record],
             namespace: ns,
             name,
             router_ip,
+            public_router_ip,
         }))
     }
 
@@ -889,6 +916,7 @@ impl Action for ApplyHostedCluster {
             &input.owner,
             ctx,
             input.cleanup_cloud_resources,
+            link.map(|l| (self.0.as_ref(), l)),
         )
         .await?;
         match (undone, link) {
@@ -1162,9 +1190,24 @@ impl Action for ApplyNodePool {
         }
         let ready = m.condition(Kind::NodePool, &ns, &name, "Ready").await?;
         if ready.as_ref().is_none_or(|c| c.status != "True") {
+            // Why not, as HyperShift reports it: the machines' and nodes' conditions carry
+            // Azure's error when CAPZ or the cloud provider cannot authenticate or is
+            // refused (AADSTS…, AuthorizationFailed), or that nodes never registered.
+            let mut why = String::new();
+            for ctype in ["AllMachinesReady", "AllNodesHealthy"] {
+                if let Some(c) = m.condition(Kind::NodePool, &ns, &name, ctype).await?
+                    && c.status == "False"
+                {
+                    why.push_str(&format!(
+                        "; {ctype}=False ({}): {}",
+                        c.reason.unwrap_or_default(),
+                        c.message.unwrap_or_default().trim_end()
+                    ));
+                }
+            }
             return Ok(ctx.wait(
                 self.0.poll(),
-                format!("waiting for NodePool {ns}/{name} Ready=True"),
+                format!("waiting for NodePool {ns}/{name} Ready=True{why}"),
             ));
         }
         Ok(Outcome::Done(NodePoolOutput {
@@ -1190,6 +1233,7 @@ impl Action for ApplyNodePool {
             &input.owner,
             ctx,
             false,
+            None,
         )
         .await
     }
@@ -1218,6 +1262,11 @@ pub struct DeleteObjectInput {
     /// (`delete-cluster --skip-cloud-cleanup` leaves it unset).
     #[serde(default)]
     pub cleanup_cloud_resources: bool,
+    /// `privateLinkManagedBy: hypershift` (HostedCluster only): a 4.22 CPO leaves its
+    /// finalizer on the AzurePrivateLinkService; it is released once ARM proves the PE and
+    /// zones the CR names are gone ([`super::hypershift_link::release_stuck_cr_finalizer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypershift_private_link: Option<super::hypershift_link::HyperShiftLink>,
 }
 
 /// Output.
@@ -1269,6 +1318,10 @@ impl Action for DeleteObject {
                             };
                             if input.kind == Kind::HostedCluster {
                                 progress += &super::hypershift_link::release_stuck_cr_finalizer(
+                                    input
+                                        .hypershift_private_link
+                                        .as_ref()
+                                        .map(|l| (self.0.as_ref(), l)),
                                     &m,
                                     &input.namespace,
                                     name,

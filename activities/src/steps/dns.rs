@@ -1,5 +1,7 @@
-//! The public DNS zone of the base domain: found (read only) before anything is created,
-//! never written or deleted by us.
+//! The public DNS zone of the base domain: found (read only) before anything is created;
+//! the zone itself is never written or deleted by us. The only records we write in it are
+//! a PublicAndPrivate cluster's two public hostnames ([`EnsurePublicRecords`]), marked as
+//! ours in their metadata and deleted only when so marked.
 //!
 //! HyperShift's `hypershift create infra azure` requires an Azure DNS zone named exactly
 //! `baseDomain` in the guest subscription (openshift/hypershift
@@ -18,7 +20,7 @@ use crate::azure::names;
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// ARM type of a public DNS zone.
@@ -275,6 +277,241 @@ impl Action for DeleteDnsScopeRoleAssignment {
                 }))
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A PublicAndPrivate cluster's public hostnames (issue 22 §1).
+
+/// ARM type of a public DNS A record set.
+pub const PUBLIC_A_TYPE: &str = "Microsoft.Network/dnszones/A";
+
+/// Record-set `metadata` keys that mark a record in the (shared, not ours) public zone as
+/// this cluster's: a record set takes no tags, and the zone holds other people's records,
+/// so delete-cluster deletes a record only when these say it is ours. Plain alphanumeric
+/// names (Azure DNS metadata names are restricted; these are valid everywhere).
+pub const META_CLUSTER: &str = "hcpworkflowcluster";
+/// Infra id, see [`META_CLUSTER`].
+pub const META_INFRA_ID: &str = "hcpworkflowinfraid";
+/// The run that wrote the record, see [`META_CLUSTER`].
+pub const META_RUN: &str = "hcpworkflowrun";
+
+/// Input of `azure.public-dns-a-record.ensure`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PublicRecordsInput {
+    /// Azure target.
+    pub azure: AzureEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// The public zone lookup (the base domain's zone).
+    pub zone: Ref<PublicZoneOutput>,
+    /// Record names relative to the zone (`api-<name>`, `oauth-<name>`).
+    pub names: Vec<String>,
+    /// The HostedCluster node: its public `router` Service IP.
+    pub hosted_cluster: Ref<super::cluster::HostedClusterOutput>,
+}
+
+/// Output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PublicRecordsOutput {
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+}
+
+/// `azure.public-dns-a-record.ensure`: the A records of a PublicAndPrivate cluster's public
+/// API and OAuth hostnames, pointing at the public `router` Service's load balancer (what
+/// external-dns does for `hypershift create cluster azure --external-dns-domain`).
+///
+/// The zone is not ours: a record set of the same name that is not marked as this
+/// cluster's (`metadata`, [`META_CLUSTER`]) is refused, never overwritten or adopted; one
+/// of ours pointing elsewhere (a re-created router) is updated. Creation is journaled
+/// before each PUT ([`super::arm::ensure_children`]), and the undo deletes only the record
+/// sets this run created.
+#[derive(Clone, Debug)]
+pub struct EnsurePublicRecords(pub Arc<Clients>);
+
+fn metadata_is_ours(owner: &Owner, body: &Value) -> bool {
+    let meta = body.pointer("/properties/metadata");
+    let get = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
+    get(META_CLUSTER) == Some(owner.cluster.as_str())
+        && get(META_INFRA_ID) == Some(owner.infra_id.as_str())
+}
+
+fn public_record_ids(zone_id: &str, names: &[String]) -> Vec<String> {
+    names.iter().map(|n| format!("{zone_id}/A/{n}")).collect()
+}
+
+impl Action for EnsurePublicRecords {
+    const NAME: &'static str = "azure.public-dns-a-record.ensure";
+    type Input = PublicRecordsInput;
+    type Output = PublicRecordsOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: PublicRecordsInput,
+    ) -> Result<Outcome<PublicRecordsOutput>, StepError> {
+        let zone_id = ctx.output(&input.zone)?.id.ok_or_else(missing_output)?;
+        let ip = ctx
+            .output(&input.hosted_cluster)?
+            .public_router_ip
+            .ok_or_else(|| {
+                StepError::permanent(
+                    hcp_runtime::error::kind::DEFINITION,
+                    "the HostedCluster step recorded no public router IP",
+                )
+            })?;
+        let arm = self.0.arm(&input.azure).await?;
+        let own = input.owner.ownership(ctx);
+        let body = json!({"properties": {
+            "TTL": 300,
+            "ARecords": [{"ipv4Address": ip}],
+            "metadata": {
+                META_CLUSTER: input.owner.cluster,
+                META_INFRA_ID: input.owner.infra_id,
+                META_RUN: own.tags.get(durable::TAG_RUN).cloned().unwrap_or_default(),
+            },
+        }});
+        let ids = public_record_ids(&zone_id, &input.names);
+        for id in &ids {
+            let existing = arm
+                .get_value(id, API_DNS)
+                .await
+                .map_err(|e| StepError::from(e.with_resource(id)))?;
+            let Some(existing) = existing else { continue };
+            if !metadata_is_ours(&input.owner, &existing) {
+                return Err(StepError::permanent(
+                    "Conflict",
+                    format!(
+                        "the public zone already has a record set {id} that is not this cluster's (no metadata {META_CLUSTER}={} / {META_INFRA_ID}={}): it is left as is; remove it or pick another cluster name",
+                        input.owner.cluster, input.owner.infra_id
+                    ),
+                ));
+            }
+            let points_here = existing
+                .pointer("/properties/ARecords")
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.len() == 1 && a[0].get("ipv4Address").and_then(Value::as_str) == Some(&ip)
+                });
+            if !points_here {
+                // Ours, pointing at an older router: follow the router.
+                arm.put(id, API_DNS, &body)
+                    .await
+                    .map_err(|e| StepError::from(e.with_resource(id)))?;
+            }
+        }
+        let children = ids.into_iter().map(|id| (id, body.clone())).collect();
+        match super::arm::ensure_children(
+            ctx,
+            &arm,
+            &input.owner,
+            PUBLIC_A_TYPE,
+            API_DNS,
+            children,
+            false,
+        )
+        .await?
+        {
+            Outcome::Wait { until, reason } => Ok(Outcome::Wait { until, reason }),
+            Outcome::Done(ledger) => Ok(Outcome::Done(PublicRecordsOutput { ledger })),
+        }
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: PublicRecordsInput,
+        output: Option<PublicRecordsOutput>,
+    ) -> Result<hcp_runtime::UndoOutcome, StepError> {
+        let Some(zone_id) = ctx.output(&input.zone).ok().and_then(|z| z.id) else {
+            return Ok(hcp_runtime::UndoOutcome::Done);
+        };
+        let arm = self.0.arm(&input.azure).await?;
+        super::arm::delete_children(
+            ctx,
+            &arm,
+            PUBLIC_A_TYPE,
+            API_DNS,
+            &public_record_ids(&zone_id, &input.names),
+            output.as_ref().map(|o| o.ledger.as_slice()),
+            false,
+        )
+        .await
+    }
+}
+
+/// Input of `azure.public-dns-a-record.delete` (delete-cluster).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PublicRecordsDeleteInput {
+    /// Azure target.
+    pub azure: AzureEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// The public zone lookup (optional: the zone may be gone).
+    pub zone: Ref<PublicZoneOutput>,
+    /// Record names relative to the zone.
+    pub names: Vec<String>,
+}
+
+/// `azure.public-dns-a-record.delete`: delete the public hostnames' record sets that are
+/// marked as this cluster's ([`META_CLUSTER`], [`META_INFRA_ID`]); any other record set of
+/// that name is kept (the zone is shared). Nothing to do when the zone is gone.
+#[derive(Clone, Debug)]
+pub struct DeletePublicRecords(pub Arc<Clients>);
+
+impl Action for DeletePublicRecords {
+    const NAME: &'static str = "azure.public-dns-a-record.delete";
+    const HAS_UNDO: bool = false;
+    type Input = PublicRecordsDeleteInput;
+    type Output = DeleteOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: PublicRecordsDeleteInput,
+    ) -> Result<Outcome<DeleteOutput>, StepError> {
+        let Some(zone_id) = ctx.output(&input.zone)?.id else {
+            return Ok(Outcome::Done(DeleteOutput { ledger: Vec::new() }));
+        };
+        let arm = self.0.arm(&input.azure).await?;
+        let mut ledger = Vec::new();
+        for id in public_record_ids(&zone_id, &input.names) {
+            let existing = arm
+                .get_value(&id, API_DNS)
+                .await
+                .map_err(|e| StepError::from(e.with_resource(&id)))?;
+            let (action, note) = match existing {
+                None => (LedgerAction::Gone, None),
+                Some(body) if metadata_is_ours(&input.owner, &body) => {
+                    arm.delete(&id, API_DNS)
+                        .await
+                        .map_err(|e| StepError::from(e.with_resource(&id)))?;
+                    (LedgerAction::Deleted, None)
+                }
+                Some(_) => (
+                    LedgerAction::Kept,
+                    Some(
+                        "not marked as this cluster's (record-set metadata): left in place"
+                            .to_string(),
+                    ),
+                ),
+            };
+            ledger.push(record(PUBLIC_A_TYPE, &id, action, false, note));
+        }
+        Ok(Outcome::Done(DeleteOutput { ledger }))
     }
 }
 

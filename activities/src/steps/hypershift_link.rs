@@ -320,15 +320,28 @@ pub async fn after_hosted_cluster_undo(
 /// it destroys nothing and orphans nothing it recorded. (A PE the CPO created but failed
 /// to record — a status write lost after the PUT — is the one case this cannot see; it
 /// needs an alias first, which hcp-workflow mode never gives.) A CR whose status names
-/// Azure resources is left to HyperShift. Returns a note for the wait message.
+/// Azure resources is left to HyperShift — unless `link` is given (hypershift mode) and
+/// ARM proves what the CPO's cleanup owns is gone.
+///
+/// **HyperShift 4.22** (issue 22 §7): on `release-4.22` the CPO's `reconcileHCPDeletion`
+/// deletes the PE, the records, links and zones, then removes only the *HostedControlPlane*
+/// finalizer (`control-plane-operator/controllers/azureprivatelinkservice/controller.go`);
+/// removing the CR's own finalizer there is `main`-only (commit `30d6ce523b`). So on a real
+/// 4.22 management cluster every hypershift-mode delete ends with the CR held by
+/// [`CPO_CR_FINALIZER`] after the CPO is gone. With `link`, that finalizer is released once
+/// an ARM GET of the private endpoint and of every zone the CR's status names answers 404:
+/// the CPO's cleanup is then provably done, and the finalizer guards nothing. (The PLS is
+/// the HyperShift operator's, behind its own finalizer, which stays.) Returns a note for
+/// the wait message.
 ///
 /// # Errors
-/// Kubernetes API errors.
+/// Kubernetes API and ARM errors.
 pub async fn release_stuck_cr_finalizer(
+    link: Option<(&Clients, &HyperShiftLink)>,
     m: &Mgmt,
     ns: &str,
     name: &str,
-) -> Result<String, KubeError> {
+) -> Result<String, StepError> {
     let Some(cr) = read_cr(m, ns, name).await? else {
         return Ok(String::new());
     };
@@ -349,13 +362,32 @@ pub async fn release_stuck_cr_finalizer(
         return Ok(String::new());
     }
     let cp = control_plane_namespace(ns, name);
-    let names_azure = !HyperShiftLinkIds::of(&cr).is_empty()
-        || status_str(&cr, "privateLinkServiceAlias").is_some();
+    let ids = HyperShiftLinkIds::of(&cr);
+    let names_azure = !ids.is_empty() || status_str(&cr, "privateLinkServiceAlias").is_some();
+    let mut why = "its status names no Azure resource".to_string();
     if names_azure {
-        return Ok(format!(
-            "; AzurePrivateLinkService {cp}/{CR_NAME} is held by {} (left to HyperShift: it names Azure resources)",
-            finalizers.join(", ")
-        ));
+        let Some((clients, link)) = link else {
+            return Ok(format!(
+                "; AzurePrivateLinkService {cp}/{CR_NAME} is held by {} (left to HyperShift: it names Azure resources)",
+                finalizers.join(", ")
+            ));
+        };
+        // What the CPO's cleanup deletes: its PE and the zones (records and links go with
+        // a zone). The PLS is not its to delete.
+        let cpo_owned = HyperShiftLinkIds {
+            pls_id: None,
+            pe_id: ids.pe_id.clone(),
+            zone_ids: ids.zone_ids.clone(),
+        };
+        let left = remaining(clients, link, &cpo_owned).await?;
+        if !left.is_empty() {
+            return Ok(format!(
+                "; AzurePrivateLinkService {cp}/{CR_NAME} is held by {} until HyperShift's cleanup removes {}",
+                finalizers.join(", "),
+                left.join(", ")
+            ));
+        }
+        why = "ARM answers 404 for the private endpoint and zones its status names".into();
     }
     let rest: Vec<&String> = finalizers
         .iter()
@@ -378,12 +410,13 @@ pub async fn release_stuck_cr_finalizer(
                 "remove finalizer",
                 &format!("AzurePrivateLinkService {cp}/{CR_NAME}"),
                 e,
-            ));
+            )
+            .into());
         }
     }
-    tracing::info!(cr = %format!("{cp}/{CR_NAME}"), "released the CPO's finalizer of an AzurePrivateLinkService that names no Azure resource");
+    tracing::info!(cr = %format!("{cp}/{CR_NAME}"), %why, "released the CPO's finalizer of an AzurePrivateLinkService");
     Ok(format!(
-        "; released {CPO_CR_FINALIZER} of AzurePrivateLinkService {cp}/{CR_NAME} (its status names no Azure resource)"
+        "; released {CPO_CR_FINALIZER} of AzurePrivateLinkService {cp}/{CR_NAME} ({why})"
     ))
 }
 

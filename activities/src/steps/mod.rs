@@ -84,7 +84,12 @@ pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError>
         ResolveIdentities
     );
     use dns::*;
-    reg!(FindPublicZone, DeleteDnsScopeRoleAssignment);
+    reg!(
+        FindPublicZone,
+        DeleteDnsScopeRoleAssignment,
+        EnsurePublicRecords,
+        DeletePublicRecords
+    );
     use hypershift_link::*;
     reg!(
         WaitHyperShiftPls,

@@ -180,6 +180,15 @@ pub fn arm_actions(action: &str) -> Option<&'static [&'static str]> {
             "Microsoft.Network/privateEndpoints/delete",
         ],
         "azure.public-dns-zone.find" => &["Microsoft.Network/dnszones/read"],
+        "azure.public-dns-a-record.ensure" => &[
+            "Microsoft.Network/dnszones/A/read",
+            "Microsoft.Network/dnszones/A/write",
+            "Microsoft.Network/dnszones/A/delete",
+        ],
+        "azure.public-dns-a-record.delete" => &[
+            "Microsoft.Network/dnszones/A/read",
+            "Microsoft.Network/dnszones/A/delete",
+        ],
         // Kubernetes steps and HyperShift waits make no ARM call of their own
         // (SelfSubjectAccessReview covers them).
         "k8s.issuer-key.ensure"
@@ -233,17 +242,19 @@ fn str_field<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 }
 
 /// The ARM id a node's input targets: `id`, `scope`, `vnet_id`, `zone_id`, `account_id`,
-/// the `identity` a `$ref` names (its input's `id`), or `subscription`.
+/// the `identity` or `zone` a `$ref` names (that node's target), or `subscription`.
 fn target_of(dag: &SagaDag, input: &Value) -> Option<String> {
     for k in ["id", "scope", "vnet_id", "zone_id", "account_id"] {
         if let Some(s) = str_field(input, k) {
             return Some(s.to_string());
         }
     }
-    if let Some(node) = input.pointer("/identity/$ref").and_then(Value::as_str)
-        && let Some(n) = dag.node(node)
-    {
-        return target_of(dag, &n.input);
+    for via in ["/identity/$ref", "/zone/$ref"] {
+        if let Some(node) = input.pointer(via).and_then(Value::as_str)
+            && let Some(n) = dag.node(node)
+        {
+            return target_of(dag, &n.input);
+        }
     }
     if let Some(rg) = str_field(input, "resource_group")
         && let Some(sub) = str_field(input, "subscription")

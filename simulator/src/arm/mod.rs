@@ -51,6 +51,7 @@ use crate::http::{Req, json as json_resp, set_header};
 use crate::sim::{InventoryItem, Simulator, lock};
 use crate::state::State;
 
+pub(crate) use prepare::privatelink::pls_referencing_frontend as prepare_pls_referencing_frontend;
 pub(crate) use prepare::privatelink::pls_referencing_lb as prepare_pls_referencing_lb;
 pub(crate) use store::find_storage_account;
 

@@ -29,6 +29,8 @@ pub enum ArmKind {
     Subnet,
     /// `Microsoft.Network/networkSecurityGroups`
     NetworkSecurityGroup,
+    /// `Microsoft.Compute/diskEncryptionSets`
+    DiskEncryptionSet,
 }
 
 impl ArmKind {
@@ -37,6 +39,14 @@ impl ArmKind {
             ArmKind::VirtualNetwork => &["virtualNetworks"],
             ArmKind::Subnet => &["virtualNetworks", "subnets"],
             ArmKind::NetworkSecurityGroup => &["networkSecurityGroups"],
+            ArmKind::DiskEncryptionSet => &["diskEncryptionSets"],
+        }
+    }
+
+    fn namespace(self) -> &'static str {
+        match self {
+            ArmKind::DiskEncryptionSet => "Microsoft.Compute",
+            _ => "Microsoft.Network",
         }
     }
 
@@ -45,6 +55,7 @@ impl ArmKind {
             ArmKind::VirtualNetwork => "a virtual network",
             ArmKind::Subnet => "a subnet",
             ArmKind::NetworkSecurityGroup => "a network security group",
+            ArmKind::DiskEncryptionSet => "a disk encryption set",
         }
     }
 
@@ -58,6 +69,9 @@ impl ArmKind {
             }
             ArmKind::NetworkSecurityGroup => {
                 "/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.Network/networkSecurityGroups/<name>"
+            }
+            ArmKind::DiskEncryptionSet => {
+                "/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.Compute/diskEncryptionSets/<name>"
             }
         }
     }
@@ -130,7 +144,7 @@ impl ArmResourceId {
             )
         })?;
         let expected = kind.types();
-        let matches = parsed.namespace.eq_ignore_ascii_case("Microsoft.Network")
+        let matches = parsed.namespace.eq_ignore_ascii_case(kind.namespace())
             && parsed.types.len() == expected.len()
             && parsed
                 .types

@@ -34,12 +34,12 @@ pub use arm_id::{ArmKind, ArmResourceId};
 pub use error::{ConfigError, ConfigErrors, FileError};
 pub use files::{IdentityComponent, WorkloadIdentities, WorkloadIdentity};
 pub use model::{
-    AuthMode, Cloud, CloudEndpoints, ClusterConfig, CustomCloud, DEFAULT_OIDC_CONTAINER,
-    DEFAULT_OS_DISK_SIZE_GIB, DEFAULT_SUBNET_CIDR, DEFAULT_VM_SIZE, DEFAULT_VNET_CIDR, Identities,
-    IdentitiesCreate, IdentitiesExisting, ImageGeneration, ImageType, ManagementCluster,
-    MarketplaceImage, NatSubnet, Network, NetworkCreate, NetworkExisting, NodePool, NodePoolImage,
-    OidcIssuer, OidcIssuerCreate, OidcIssuerExisting, PrivateLink, PrivateLinkManager, Topology,
-    WaitBudgets,
+    AuthMode, AvailabilityPolicy, Cloud, CloudEndpoints, ClusterConfig, ControlPlane, CustomCloud,
+    DEFAULT_OIDC_CONTAINER, DEFAULT_OS_DISK_SIZE_GIB, DEFAULT_SUBNET_CIDR, DEFAULT_VM_SIZE,
+    DEFAULT_VNET_CIDR, Etcd, Identities, IdentitiesCreate, IdentitiesExisting, ImageContentSource,
+    ImageGeneration, ImageType, ManagementCluster, MarketplaceImage, NatSubnet, Network,
+    NetworkCreate, NetworkExisting, NodePool, NodePoolImage, OidcIssuer, OidcIssuerCreate,
+    OidcIssuerExisting, PrivateLink, PrivateLinkManager, Topology, WaitBudgets,
 };
 pub use names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_storage_account, generate_infra_id};
 pub use regions::{CHINA_REGIONS, PUBLIC_REGIONS, US_GOVERNMENT_REGIONS, regions_for};

@@ -14,6 +14,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// JSON Schema pattern of a canonical UUID (the form Azure prints).
@@ -122,6 +123,22 @@ pub struct ClusterConfig {
     /// Default: clusterNetwork 10.132.0.0/14, serviceNetwork 172.31.0.0/16 (HyperShift's).
     #[serde(default, skip_serializing_if = "Networking::is_default")]
     pub networking: Networking,
+
+    /// The hosted control plane's options, as `hypershift create cluster azure` takes them
+    /// (`--control-plane-availability-policy`, `--infra-availability-policy`, `--fips`,
+    /// `--etcd-storage-class`, `--etcd-storage-size`, `--image-content-sources`). Default:
+    /// HyperShift's CLI defaults (single replica, no FIPS, an 8Gi etcd volume of the
+    /// management cluster's default storage class, no mirrors).
+    #[serde(default, skip_serializing_if = "ControlPlane::is_default")]
+    pub control_plane: ControlPlane,
+
+    /// Extra tags on every resource group hcp-workflow creates (`--resource-group-tags`),
+    /// e.g. `{costCenter: "4711"}`. At most 47 (Azure allows 50 per resource; hcp-workflow's
+    /// own three ownership tags are always set, and keys starting `hcp-workflow.io/` are
+    /// reserved for them). Keys ≤ 512 characters without `<>%&\?/`, values ≤ 256.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resource_group_tags: BTreeMap<String, String>,
 
     /// API endpoint exposure. `Private` and `PublicAndPrivate` wire a Private Link Service in
     /// the management cluster and a Private Endpoint in the guest VNet.
@@ -298,6 +315,83 @@ impl Default for NetworkCreate {
             subnet_cidr: default_subnet_cidr(),
         }
     }
+}
+
+/// The hosted control plane's options (HostedCluster `spec`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlPlane {
+    /// `SingleReplica` or `HighlyAvailable` (three replicas of each control-plane component,
+    /// spread over zones; `spec.controllerAvailabilityPolicy`). Immutable once the cluster
+    /// exists. Default: `SingleReplica`, as HyperShift's CLI.
+    #[serde(default, skip_serializing_if = "AvailabilityPolicy::is_single")]
+    pub availability_policy: AvailabilityPolicy,
+    /// The same for the guest's infrastructure services (ingress, monitoring, ...;
+    /// `spec.infrastructureAvailabilityPolicy`). Default: `SingleReplica`.
+    #[serde(default, skip_serializing_if = "AvailabilityPolicy::is_single")]
+    pub infrastructure_availability_policy: AvailabilityPolicy,
+    /// FIPS mode on the nodes (`spec.fips`; immutable). Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fips: bool,
+    /// etcd's data volume.
+    #[serde(default, skip_serializing_if = "Etcd::is_default")]
+    pub etcd: Etcd,
+    /// Registry mirrors for disconnected installs (`spec.imageContentSources`, HyperShift's
+    /// `--image-content-sources`): each `{source, mirrors: [...]}`. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_content_sources: Vec<ImageContentSource>,
+}
+
+impl ControlPlane {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// HyperShift's `AvailabilityPolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AvailabilityPolicy {
+    /// One replica of each component.
+    #[default]
+    SingleReplica,
+    /// Three replicas, spread.
+    HighlyAvailable,
+}
+
+impl AvailabilityPolicy {
+    fn is_single(&self) -> bool {
+        *self == Self::SingleReplica
+    }
+}
+
+/// etcd's persistent volume (`spec.etcd.managed.storage.persistentVolume`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Etcd {
+    /// Storage class of the management cluster (a DNS-1123 subdomain). Default: the
+    /// management cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// Volume size, a Kubernetes quantity in binary units like `8Gi` or `32Gi` (at least
+    /// `1Gi`). Default: `8Gi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+}
+
+impl Etcd {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// One mirrored source (`spec.imageContentSources[]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImageContentSource {
+    /// The repository mirrored, e.g. `quay.io/openshift-release-dev/ocp-release`.
+    pub source: String,
+    /// Its mirrors, in order of preference; at least one.
+    pub mirrors: Vec<String>,
 }
 
 /// The guest's pod and service networks (HyperShift `spec.networking`).
@@ -512,6 +606,41 @@ pub struct NodePool {
     /// with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_drain_timeout: Option<String>,
+
+    /// How long a deleted node waits for its volumes to detach (`--node-volume-detach-timeout`,
+    /// NodePool `spec.nodeVolumeDetachTimeout`), a duration like `5m`. Default: none (wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_volume_detach_timeout: Option<String>,
+
+    /// CPU architecture of the nodes: `amd64` or `arm64` (`--arch`; an arm64 pool needs an
+    /// Arm VM size such as `Standard_D4ps_v5`). Default: `amd64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["amd64", "arm64"]))]
+    pub arch: Option<String>,
+
+    /// How nodes take a new release or configuration: `Replace` (new machines) or
+    /// `InPlace` (`--node-upgrade-type`). Default: `Replace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Replace", "InPlace"]))]
+    pub upgrade_type: Option<String>,
+
+    /// Encryption at host (`--encryption-at-host`): `Enabled` or `Disabled`; the
+    /// subscription needs the `Microsoft.Compute/EncryptionAtHost` feature for `Enabled`.
+    /// Default: HyperShift's (`Enabled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Enabled", "Disabled"]))]
+    pub encryption_at_host: Option<String>,
+
+    /// ARM id of a disk encryption set (`Microsoft.Compute/diskEncryptionSets`) for the OS
+    /// disks (`--disk-encryption-set-id`), in `subscription`. Default: platform-managed keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_encryption_set_id: Option<String>,
+
+    /// OS disk type (`--disk-storage-account-type`): `Premium_LRS`, `PremiumV2_LRS`,
+    /// `Standard_LRS` or `StandardSSD_LRS`. Default: `Premium_LRS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Premium_LRS", "PremiumV2_LRS", "Standard_LRS", "StandardSSD_LRS"]))]
+    pub os_disk_storage_account_type: Option<String>,
 }
 
 /// A node pool's boot image (HyperShift's `AzureVMImage`).

@@ -175,7 +175,8 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
     check_network(&mut r, &config.network, &config.subscription);
     check_networking(&mut r, config);
     check_management(&mut r, config);
-    check_node_pools(&mut r, &config.node_pools);
+    check_node_pools(&mut r, &config.node_pools, &config.subscription);
+    check_control_plane(&mut r, config);
     if image_valid {
         check_node_pool_images(&mut r, config);
     }
@@ -309,6 +310,89 @@ const OVN_INTERNAL: [(&str, &str); 3] = [
 /// internal ranges. HyperShift's own check (`hostedcluster_controller.go`
 /// `validateNetworks` → `compareCIDREntries`) compares machine, service and cluster
 /// networks only when `machineNetwork` is set; ours runs before anything is created.
+/// Azure's tag limits (50 per resource, keys ≤ 512 without `<>%&\?/`, values ≤ 256;
+/// "Use tags to organize your Azure resources") less the three ownership tags.
+const MAX_USER_TAGS: usize = 47;
+
+fn check_control_plane(r: &mut Report<'_>, config: &ClusterConfig) {
+    let cp = &config.control_plane;
+    // A Kubernetes object name: a DNS-1123 subdomain (lowercase alphanumerics, '-' and
+    // '.', ≤ 253 characters, alphanumeric at both ends of each label).
+    let subdomain =
+        |s: &str| !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| is_dns_label(l, false));
+    if let Some(class) = &cp.etcd.storage_class
+        && !subdomain(class)
+    {
+        r.push(
+            "controlPlane.etcd.storageClass",
+            "dns-name",
+            format!(
+                "{class:?} is not a storage class name (lowercase letters, digits, '-' and '.')"
+            ),
+        );
+    }
+    if let Some(size) = &cp.etcd.size {
+        let ok = size
+            .strip_suffix("Gi")
+            .or_else(|| size.strip_suffix("Ti"))
+            .is_some_and(|n| {
+                !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                    && n != "0"
+                    && !n.starts_with('0')
+            });
+        if !ok {
+            r.push(
+                "controlPlane.etcd.size",
+                "quantity",
+                format!("{size:?} is not a size like 8Gi or 1Ti (whole Gi or Ti, at least 1Gi)"),
+            );
+        }
+    }
+    for (i, ics) in cp.image_content_sources.iter().enumerate() {
+        if ics.source.trim().is_empty() {
+            r.push(
+                format!("controlPlane.imageContentSources[{i}].source"),
+                "required",
+                "must name the mirrored repository",
+            );
+        }
+        if ics.mirrors.is_empty() || ics.mirrors.iter().any(|m| m.trim().is_empty()) {
+            r.push(
+                format!("controlPlane.imageContentSources[{i}].mirrors"),
+                "required",
+                "needs at least one mirror, none empty",
+            );
+        }
+    }
+    if config.resource_group_tags.len() > MAX_USER_TAGS {
+        r.push(
+            "resourceGroupTags",
+            "too-many",
+            format!("{} tags; Azure allows 50 per resource group and hcp-workflow sets 3, so at most {MAX_USER_TAGS}", config.resource_group_tags.len()),
+        );
+    }
+    for (k, v) in &config.resource_group_tags {
+        let at = format!("resourceGroupTags.{k}");
+        if k.starts_with("hcp-workflow.io/") {
+            r.push(
+                at,
+                "reserved",
+                "keys starting hcp-workflow.io/ are hcp-workflow's ownership tags",
+            );
+        } else if k.is_empty() || k.len() > 512 || k.contains(['<', '>', '%', '&', '\\', '?', '/'])
+        {
+            r.push(
+                at,
+                "tag-key",
+                "a tag key has 1–512 characters and none of < > % & \\ ? /",
+            );
+        } else if v.len() > 256 {
+            r.push(at, "tag-value", "a tag value has at most 256 characters");
+        }
+    }
+}
+
 fn check_networking(r: &mut Report<'_>, config: &ClusterConfig) {
     let n = &config.networking;
     let mut ranges: Vec<(String, Ipv4Net)> = Vec::new();
@@ -575,10 +659,33 @@ pub fn drain_timeout(v: Option<&str>) -> Result<Option<String>, String> {
     }
 }
 
-fn check_node_pools(r: &mut Report<'_>, pools: &[NodePool]) {
+fn check_node_pools(r: &mut Report<'_>, pools: &[NodePool], subscription: &str) {
     for (i, p) in pools.iter().enumerate() {
         if let Err(e) = drain_timeout(p.node_drain_timeout.as_deref()) {
             r.push(format!("nodePools[{i}].nodeDrainTimeout"), "duration", e);
+        }
+        if let Err(e) = drain_timeout(p.node_volume_detach_timeout.as_deref()) {
+            r.push(
+                format!("nodePools[{i}].nodeVolumeDetachTimeout"),
+                "duration",
+                e,
+            );
+        }
+        if let Some(des) = &p.disk_encryption_set_id {
+            // HyperShift's API: the set must be in the HostedCluster's subscription
+            // (NodePool `osDisk.encryptionSetID`).
+            match ArmResourceId::parse_kind(des, ArmKind::DiskEncryptionSet) {
+                Err(e) => r.push(format!("nodePools[{i}].diskEncryptionSetId"), "arm-id", e),
+                Ok(id) if !id.subscription().eq_ignore_ascii_case(subscription) => r.push(
+                    format!("nodePools[{i}].diskEncryptionSetId"),
+                    "subscription-mismatch",
+                    format!(
+                        "is in subscription {} but the cluster's subscription is {subscription}: HyperShift needs the disk encryption set in the cluster's subscription",
+                        id.subscription()
+                    ),
+                ),
+                Ok(_) => {}
+            }
         }
     }
     if pools.is_empty() {

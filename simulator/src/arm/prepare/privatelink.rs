@@ -49,6 +49,55 @@ fn pls(
             "A private link service needs at least one loadBalancerFrontendIpConfigurations entry.",
         ));
     }
+    // Issue 22 §10: each frontend must exist *in the PLS's region*; Azure answers a
+    // frontend of a load balancer in another region as a missing reference
+    // (`InvalidResourceReference`, message as ARM prints it, seen in a real deployment's
+    // output: Azure/ResourceModules#1803).
+    let pls_loc = str_at(body, "/location")
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .replace(' ', "");
+    let mut fe_vnets = Vec::new();
+    for fe in fes.into_iter().flatten() {
+        let fe_id = str_at(fe, "/id").unwrap_or_default().to_string();
+        let lb_id = fe_id
+            .split_once("/frontendIPConfigurations/")
+            .map(|(lb, _)| lb.to_ascii_lowercase())
+            .unwrap_or_default();
+        let lb = ctx.st.arm.get(&lb_id);
+        let in_region = lb.is_some_and(|lb| {
+            str_at(&lb.body, "/location")
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+                .replace(' ', "")
+                == pls_loc
+        });
+        let fe_body = lb.and_then(|lb| {
+            lb.body
+                .pointer("/properties/frontendIPConfigurations")
+                .and_then(Value::as_array)
+                .and_then(|a| {
+                    a.iter()
+                        .find(|f| str_at(f, "/id").is_some_and(|i| i.eq_ignore_ascii_case(&fe_id)))
+                })
+                .cloned()
+        });
+        if !in_region || fe_body.is_none() {
+            return Err(ArmError::bad_request(
+                "InvalidResourceReference",
+                format!(
+                    "Resource {fe_id} referenced by resource {} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region.",
+                    rid.id
+                ),
+            ));
+        }
+        if let Some(sub) = fe_body
+            .as_ref()
+            .and_then(|f| str_at(f, "/properties/subnet/id"))
+        {
+            fe_vnets.push(vnet_of(sub));
+        }
+    }
     let ipcs = body
         .pointer("/properties/ipConfigurations")
         .and_then(Value::as_array)
@@ -67,6 +116,21 @@ fn pls(
                 "Every ipConfigurations entry needs properties.subnet.id.",
             ));
         };
+        // The NAT subnet must be in the load balancer frontend's VNet ("The NAT subnet must
+        // be in the same VNet as the ILB (Azure requirement)", HyperShift's
+        // `hypershift-operator/controllers/platform/azure/controller.go`). No published
+        // error code for this refusal was found: ours is Network's generic
+        // `InvalidRequestFormat` (a modelling choice, not a quote).
+        if let Some(fe_vnet) = fe_vnets.first()
+            && vnet_of(subnet) != *fe_vnet
+        {
+            return Err(ArmError::bad_request(
+                "InvalidRequestFormat",
+                format!(
+                    "Private link service ip configuration subnet {subnet} must be in the virtual network of the load balancer frontend ip configuration ({fe_vnet})."
+                ),
+            ));
+        }
         if let Some(s) = ctx.st.arm.get(&subnet.to_ascii_lowercase()) {
             let policies = str_at(&s.body, "/properties/privateLinkServiceNetworkPolicies")
                 .unwrap_or("Enabled");
@@ -144,6 +208,15 @@ fn pls(
     default_field(p, "fqdns", json!([]));
     default_field(p, "enableProxyProtocol", json!(false));
     Ok(())
+}
+
+/// The VNet id of a subnet id, lower-cased.
+fn vnet_of(subnet: &str) -> String {
+    subnet
+        .to_ascii_lowercase()
+        .split_once("/subnets/")
+        .map(|(v, _)| v.to_string())
+        .unwrap_or_default()
 }
 
 /// PUT on an existing connection: approve or reject (the connection itself is created by
@@ -423,7 +496,15 @@ pub(crate) fn connection_blocks(sim: &Simulator, c: &ArmResource) -> bool {
 
 /// The PLS (key) fronting a frontend of this load balancer, if any.
 pub(crate) fn pls_referencing_lb(st: &State, lb_key: &str) -> Option<String> {
-    let prefix = format!("{lb_key}/frontendipconfigurations/");
+    pls_referencing(st, &format!("{lb_key}/frontendipconfigurations/"))
+}
+
+/// The PLS (lower-cased id) in front of one frontend (`fe_key`, lower-cased), if any.
+pub(crate) fn pls_referencing_frontend(st: &State, fe_key: &str) -> Option<String> {
+    pls_referencing(st, fe_key)
+}
+
+fn pls_referencing(st: &State, prefix: &str) -> Option<String> {
     store::of_type(st, types::PLS)
         .into_iter()
         .find(|p| {
@@ -431,7 +512,7 @@ pub(crate) fn pls_referencing_lb(st: &State, lb_key: &str) -> Option<String> {
                 p.body
                     .pointer("/properties/loadBalancerFrontendIpConfigurations")
                     .unwrap_or(&Value::Null),
-                &prefix,
+                prefix,
             )
         })
         .map(|p| p.id.to_ascii_lowercase())
