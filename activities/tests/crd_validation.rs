@@ -114,6 +114,19 @@ pub fn hc_input(topology: Topology) -> HostedClusterInput {
         etcd_storage_class: None,
         etcd_size: None,
         image_content_sources: Vec::new(),
+        node_selector: BTreeMap::new(),
+        tolerations: Vec::new(),
+        pod_labels: BTreeMap::new(),
+        user_labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        kube_api_server_dns_name: None,
+        feature_set: None,
+        capabilities_enabled: Vec::new(),
+        capabilities_disabled: Vec::new(),
+        control_plane_operator_image: None,
+        ovn_kubernetes_mtu: None,
+        disable_multi_network: false,
+        kms: None,
         cluster_network: None,
         service_network: None,
         machine_network: None,
@@ -156,6 +169,9 @@ fn np_input(image: NodePoolImage, zone: Option<&str>) -> NodePoolInput {
         encryption_at_host: None,
         disk_encryption_set_id: None,
         os_disk_storage_account_type: None,
+        auto_repair: false,
+        ephemeral_os_disk: false,
+        diagnostics: None,
     }
 }
 
@@ -609,6 +625,25 @@ fn enterprise_options_render_and_validate() {
         "quay.io/openshift-release-dev/ocp-release".into(),
         vec!["mirror.example.com/ocp/release".into()],
     )];
+    hc.node_selector = BTreeMap::from([("role".into(), "hcp".into())]);
+    hc.tolerations = vec![
+        serde_json::json!({"key": "role", "operator": "Equal", "value": "hcp", "effect": "NoSchedule"}),
+    ];
+    hc.pod_labels = BTreeMap::from([("team".into(), "platform".into())]);
+    hc.user_labels = BTreeMap::from([("team".into(), "platform".into())]);
+    hc.annotations = BTreeMap::from([("owner".into(), "platform@example.com".into())]);
+    hc.kube_api_server_dns_name = Some("api.corp.example.com".into());
+    hc.feature_set = Some("TechPreviewNoUpgrade".into());
+    hc.capabilities_disabled = vec!["Insights".into()];
+    hc.control_plane_operator_image = Some("quay.io/example/hypershift:custom".into());
+    hc.kms = Some(hcp_activities::kube::render::KmsInput {
+        vault: "corp-kv".into(),
+        key: "etcd".into(),
+        version: "0123456789abcdef0123456789abcdef".into(),
+        credentials_secret_name: "kms-credentials".into(),
+    });
+    hc.ovn_kubernetes_mtu = Some(1400);
+    hc.disable_multi_network = true;
     hc.validate().unwrap();
     let obj = render::hosted_cluster(&hc);
     let v = validator("hostedclusters-Hypershift-Default.crd.yaml");
@@ -624,6 +659,30 @@ fn enterprise_options_render_and_validate() {
         spec["imageContentSources"][0]["mirrors"][0],
         "mirror.example.com/ocp/release"
     );
+    assert_eq!(spec["nodeSelector"]["role"], "hcp");
+    assert_eq!(spec["tolerations"][0]["effect"], "NoSchedule");
+    assert_eq!(spec["labels"]["team"], "platform");
+    assert_eq!(obj["metadata"]["labels"]["team"], "platform");
+    assert_eq!(
+        obj["metadata"]["annotations"]["hypershift.openshift.io/control-plane-operator-image"],
+        "quay.io/example/hypershift:custom"
+    );
+    assert_eq!(spec["kubeAPIServerDNSName"], "api.corp.example.com");
+    assert_eq!(
+        spec["configuration"]["featureGate"]["featureSet"],
+        "TechPreviewNoUpgrade"
+    );
+    assert_eq!(spec["capabilities"]["disabled"][0], "Insights");
+    let kms = &spec["secretEncryption"];
+    assert_eq!(kms["type"], "kms");
+    assert_eq!(kms["kms"]["azure"]["activeKey"]["keyVaultName"], "corp-kv");
+    assert_eq!(
+        kms["kms"]["azure"]["kms"]["credentialsSecretName"],
+        "kms-credentials"
+    );
+    let cno = &spec["operatorConfiguration"]["clusterNetworkOperator"];
+    assert_eq!(cno["disableMultiNetwork"], true);
+    assert_eq!(cno["ovnKubernetesConfig"]["mtu"], 1400);
 
     let mut np = np_input(
         NodePoolImage::FromRelease {
@@ -640,6 +699,12 @@ fn enterprise_options_render_and_validate() {
         "/subscriptions/{SUB}/resourceGroups/keys/providers/Microsoft.Compute/diskEncryptionSets/des"
     ));
     np.os_disk_storage_account_type = Some("StandardSSD_LRS".into());
+    np.auto_repair = true;
+    np.ephemeral_os_disk = true;
+    np.diagnostics = Some((
+        "UserManaged".into(),
+        Some("https://diag.blob.core.windows.net/".into()),
+    ));
     let obj = render::node_pool(&np);
     let v = validator("nodepools-Default.crd.yaml");
     assert!(errors(&v, &obj).is_empty(), "{:#?}", errors(&v, &obj));
@@ -656,4 +721,10 @@ fn enterprise_options_render_and_validate() {
             .ends_with("/diskEncryptionSets/des")
     );
     assert_eq!(az["osDisk"]["diskStorageAccountType"], "StandardSSD_LRS");
+    assert_eq!(az["osDisk"]["persistence"], "Ephemeral");
+    assert_eq!(spec["management"]["autoRepair"], true);
+    assert_eq!(
+        az["diagnostics"]["userManaged"]["storageAccountURI"],
+        "https://diag.blob.core.windows.net/"
+    );
 }

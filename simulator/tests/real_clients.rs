@@ -221,7 +221,7 @@ fn hosted_cluster(name: &str) -> Value {
                 "azureAuthenticationConfig": {"azureAuthenticationConfigType": "WorkloadIdentities"}}},
             "pullSecret": {"name": "ps"},
             "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64"},
-            "services": [],
+            "services": [{"service": "APIServer", "servicePublishingStrategy": {"type": "LoadBalancer"}}],
         }
     })
 }
@@ -270,9 +270,10 @@ async fn kube_rs_apply_wait_and_delete_with_finalizer() {
     .await
     .unwrap()
     .unwrap();
-    // Typed core objects deserialize: the private-router Service has its LB IP.
+    // Typed core objects deserialize: a Public cluster's `kube-apiserver` LoadBalancer
+    // Service has its IP.
     let svcs: Api<Service> = Api::namespaced(client.clone(), "clusters-demo");
-    let svc = svcs.get("private-router").await.unwrap();
+    let svc = svcs.get("kube-apiserver").await.unwrap();
     assert!(
         svc.status.unwrap().load_balancer.unwrap().ingress.unwrap()[0]
             .ip

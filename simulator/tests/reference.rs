@@ -521,9 +521,56 @@ async fn ensure_group(sim: &Simulator, path: &str) {
     }
 }
 
+/// A PLS needs its load balancer frontends to exist, in its region (Azure answers
+/// `InvalidResourceReference` otherwise): creates each LB a PLS body names, with that
+/// frontend on the body's NAT subnet's VNet (the VNet a real frontend shares with it).
+async fn ensure_pls_frontends(sim: &Simulator, body: &Value) {
+    let location = body["location"].as_str().unwrap_or("eastus").to_string();
+    let nat = body
+        .pointer("/properties/ipConfigurations/0/properties/subnet/id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let fes = body
+        .pointer("/properties/loadBalancerFrontendIpConfigurations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for fe in fes {
+        let Some(id) = fe["id"].as_str() else {
+            continue;
+        };
+        let Some((lb, name)) = id.split_once("/frontendIPConfigurations/") else {
+            continue;
+        };
+        let mut props = json!({"privateIPAllocationMethod": "Dynamic"});
+        if let Some(nat) = &nat {
+            props["subnet"] = json!({"id": nat});
+        }
+        let path = format!("{lb}?api-version=2023-11-01");
+        ensure_group(sim, &path).await;
+        let r = call(
+            sim,
+            "PUT",
+            &path,
+            Some(
+                json!({"location": location, "sku": {"name": "Standard"}, "properties": {
+                "frontendIPConfigurations": [{"name": name, "properties": props}]}}),
+            ),
+        )
+        .await;
+        assert!(r.status < 300, "seeding {path} failed: {r:?}");
+        if let Some(op) = r.header("azure-asyncoperation") {
+            assert_eq!(wait_op(sim, &op).await, "Succeeded");
+        }
+    }
+}
+
 /// PUT and wait; panics on failure.
 async fn seed(sim: &Simulator, path: &str, body: Value) {
     ensure_group(sim, path).await;
+    if path.contains("/privateLinkServices/") {
+        ensure_pls_frontends(sim, &body).await;
+    }
     let r = call(sim, "PUT", path, Some(body)).await;
     assert!(r.status < 300, "seeding {path} failed: {r:?}");
     if let Some(op) = r.header("azure-asyncoperation") {
@@ -652,6 +699,11 @@ async fn every_reference_example_is_accepted_and_shaped_alike() {
         let mut path = with_api(&fill(template, params), params);
         ensure_group(&sim, &path).await;
         ensure_parents(&sim, &dir, stem, &path).await;
+        if stem.starts_with("PrivateLinkService")
+            && let Some(body) = body_param(params)
+        {
+            ensure_pls_frontends(&sim, &body).await;
+        }
         if path.contains("{peConnectionName}")
             || path.contains("privateEndpointConnections/")
                 && !path.contains("privateEndpointConnections?")

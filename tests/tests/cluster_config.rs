@@ -18,28 +18,14 @@ fn rg(name: &str) -> String {
     format!("/subscriptions/{GUEST_SUB}/resourceGroups/{name}")
 }
 
-/// PUT and wait (polling GET) until the resource answers 200 and is not provisioning.
+/// PUT and wait until the resource is ready.
 fn put_ready(env: &Env, id: &str, api: &str, body: Value) -> Value {
-    let (s, b) = env.sim.put(&format!("{id}?api-version={api}"), &body);
-    assert!((200..300).contains(&s), "PUT {id}: {s} {b}");
-    for _ in 0..500 {
-        let v = env.sim.get(&format!("{id}?api-version={api}"));
-        let state = v
-            .pointer("/properties/provisioningState")
-            .and_then(Value::as_str);
-        if v.get("id").is_some() && state.is_none_or(|p| p == "Succeeded") {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{id} never became ready");
+    hcp_e2e_tests::cluster::put_ready_at(env, id, api, body)
 }
 
 /// Rewrite the cluster file's `from` block with `to`.
 fn edit(path: &Path, from: &str, to: &str) {
-    let s = std::fs::read_to_string(path).unwrap();
-    assert!(s.contains(from), "{from} not in {}", path.display());
-    std::fs::write(path, s.replacen(from, to, 1)).unwrap();
+    hcp_e2e_tests::cluster::edit_file(path, from, to)
 }
 
 fn inventory_of(env: &Env, rtype: &str) -> Vec<Value> {

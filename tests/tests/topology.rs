@@ -452,6 +452,18 @@ fn the_enterprise_example_creates_with_every_option_rendered() {
         "10.20.0.0/16"
     );
     assert_eq!(spec["imageContentSources"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        spec["tolerations"][0]["key"],
+        "hypershift.openshift.io/control-plane"
+    );
+    assert_eq!(spec["capabilities"]["disabled"][0], "Insights");
+    assert_eq!(spec["secretEncryption"]["type"], "kms");
+    assert_eq!(
+        spec["secretEncryption"]["kms"]["azure"]["activeKey"]["keyName"],
+        "etcd"
+    );
+    assert_eq!(hc["metadata"]["labels"]["team"], "platform");
+    assert_eq!(hc["metadata"]["labels"]["hcp-workflow.io/cluster"], "corp");
     let np = env.sim.get(&format!("{NP}/corp-workers"));
     let az = &np["spec"]["platform"]["azure"];
     assert_eq!(az["encryptionAtHost"], "Enabled", "{np}");
@@ -462,6 +474,8 @@ fn the_enterprise_example_creates_with_every_option_rendered() {
             .ends_with("/diskEncryptionSets/corp-des")
     );
     assert_eq!(np["spec"]["nodeVolumeDetachTimeout"], "300s");
+    assert_eq!(np["spec"]["management"]["autoRepair"], true);
+    assert_eq!(az["diagnostics"]["storageAccountType"], "Managed");
     let rg = env.sim.get(&format!(
         "/subscriptions/{GUEST_SUB}/resourceGroups/corp-{}?api-version=2021-04-01",
         hc["spec"]["infraID"].as_str().unwrap()

@@ -520,6 +520,37 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     .iter()
                     .map(|i| (i.source.clone(), i.mirrors.clone()))
                     .collect(),
+                kms: cfg.control_plane.kms.as_ref().and_then(|k| {
+                    // Validated with the file (exit 2 before anything is journaled).
+                    let (vault, key, version) = crate::config::kms_key(&k.key_id).ok()?;
+                    Some(hcp_activities::kube::render::KmsInput {
+                        vault,
+                        key,
+                        version,
+                        credentials_secret_name: k.credentials_secret_name.clone(),
+                    })
+                }),
+                ovn_kubernetes_mtu: cfg.networking.ovn_kubernetes_mtu,
+                disable_multi_network: cfg.networking.disable_multi_network,
+                node_selector: cfg.control_plane.placement.node_selector.clone(),
+                tolerations: cfg
+                    .control_plane
+                    .placement
+                    .tolerations
+                    .iter()
+                    .filter_map(|t| serde_json::to_value(t).ok())
+                    .collect(),
+                pod_labels: cfg.control_plane.placement.pod_labels.clone(),
+                user_labels: cfg.control_plane.labels.clone(),
+                annotations: cfg.control_plane.annotations.clone(),
+                kube_api_server_dns_name: cfg.control_plane.kube_api_server_dns_name.clone(),
+                feature_set: cfg.control_plane.feature_set.clone(),
+                capabilities_enabled: cfg.control_plane.capabilities.enabled.clone(),
+                capabilities_disabled: cfg.control_plane.capabilities.disabled.clone(),
+                control_plane_operator_image: cfg
+                    .control_plane
+                    .control_plane_operator_image
+                    .clone(),
                 cluster_network: Some(cfg.networking.cluster_network.clone()),
                 service_network: Some(cfg.networking.service_network.clone()),
                 machine_network: match &cfg.network {
@@ -684,7 +715,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     vm_size: p.vm_size.clone(),
                     os_disk_size_gib: i32::try_from(p.os_disk_size_gib).unwrap_or(i32::MAX),
                     image: node_image(p),
-                    subnet_id: l.subnet_id.clone(),
+                    subnet_id: p.subnet_id.clone().unwrap_or_else(|| l.subnet_id.clone()),
                     availability_zone: p.zone.clone(),
                     labels: BTreeMap::new(),
                     // Validated with the file (exit 2 before anything is journaled).
@@ -703,6 +734,14 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     encryption_at_host: p.encryption_at_host.clone(),
                     disk_encryption_set_id: p.disk_encryption_set_id.clone(),
                     os_disk_storage_account_type: p.os_disk_storage_account_type.clone(),
+                    auto_repair: p.auto_repair,
+                    ephemeral_os_disk: p.ephemeral_os_disk,
+                    diagnostics: p.diagnostics.as_ref().map(|d| {
+                        (
+                            d.storage_account_type.clone(),
+                            d.storage_account_uri.clone(),
+                        )
+                    }),
                 },
             },
             o(),

@@ -176,6 +176,46 @@ pub struct HostedClusterInput {
     /// `spec.imageContentSources`: (source, mirrors).
     #[serde(default)]
     pub image_content_sources: Vec<(String, Vec<String>)>,
+    /// Azure KMS (`spec.secretEncryption` type kms): vault, key, version and the Key
+    /// Vault secret of its credentials; `None`: aescbc with the etcd key Secret.
+    #[serde(default)]
+    pub kms: Option<KmsInput>,
+    /// `operatorConfiguration.clusterNetworkOperator.ovnKubernetesConfig.mtu`.
+    #[serde(default)]
+    pub ovn_kubernetes_mtu: Option<i64>,
+    /// `operatorConfiguration.clusterNetworkOperator.disableMultiNetwork`.
+    #[serde(default)]
+    pub disable_multi_network: bool,
+    /// `spec.nodeSelector` of the control-plane pods.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// `spec.tolerations` (Kubernetes tolerations, as JSON).
+    #[serde(default)]
+    pub tolerations: Vec<Value>,
+    /// `spec.labels` (labels on the control-plane pods).
+    #[serde(default)]
+    pub pod_labels: BTreeMap<String, String>,
+    /// The user's labels on the HostedCluster object (ours are merged over them).
+    #[serde(default)]
+    pub user_labels: BTreeMap<String, String>,
+    /// Annotations on the HostedCluster object.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.kubeAPIServerDNSName`.
+    #[serde(default)]
+    pub kube_api_server_dns_name: Option<String>,
+    /// `spec.configuration.featureGate.featureSet`.
+    #[serde(default)]
+    pub feature_set: Option<String>,
+    /// `spec.capabilities.enabled`.
+    #[serde(default)]
+    pub capabilities_enabled: Vec<String>,
+    /// `spec.capabilities.disabled`.
+    #[serde(default)]
+    pub capabilities_disabled: Vec<String>,
+    /// Annotation `hypershift.openshift.io/control-plane-operator-image`.
+    #[serde(default)]
+    pub control_plane_operator_image: Option<String>,
     /// DOMAIN.md §4 component (`disk`, `node-pool-mgmt`, ...) → identity client id.
     #[serde(default)]
     pub workload_identities: BTreeMap<String, String>,
@@ -295,6 +335,15 @@ pub struct NodePoolInput {
     /// `platform.azure.osDisk.diskStorageAccountType`; `None`: Premium_LRS.
     #[serde(default)]
     pub os_disk_storage_account_type: Option<String>,
+    /// `spec.management.autoRepair`.
+    #[serde(default)]
+    pub auto_repair: bool,
+    /// `platform.azure.osDisk.persistence: Ephemeral`.
+    #[serde(default)]
+    pub ephemeral_os_disk: bool,
+    /// `platform.azure.diagnostics`: (storageAccountType, storageAccountURI).
+    #[serde(default)]
+    pub diagnostics: Option<(String, Option<String>)>,
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> RenderError {
@@ -470,6 +519,20 @@ fn metadata(name: &str, namespace: &str, labels: &BTreeMap<String, String>) -> V
     Value::Object(m)
 }
 
+/// Azure KMS for etcd, as `hypershift create cluster azure --encryption-key-id
+/// --kms-credentials-secret-name` renders it (`cmd/cluster/azure/create.go`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KmsInput {
+    /// Key Vault name.
+    pub vault: String,
+    /// Key name.
+    pub key: String,
+    /// Key version.
+    pub version: String,
+    /// Key Vault secret with the KMS identity's credentials.
+    pub credentials_secret_name: String,
+}
+
 /// The public hostnames of a PublicAndPrivate cluster's API server and OAuth server, which
 /// hcp-workflow publishes as A records in the base domain's public zone.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -636,7 +699,14 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
         "platform": {"type": "Azure", "azure": azure},
         "pullSecret": {"name": input.pull_secret_name},
         "release": {"image": input.release_image},
-        "secretEncryption": {"type": "aescbc", "aescbc": {"activeKey": {"name": input.etcd_key_secret_name}}},
+        "secretEncryption": match &input.kms {
+            None => json!({"type": "aescbc", "aescbc": {"activeKey": {"name": input.etcd_key_secret_name}}}),
+            Some(k) => json!({"type": "kms", "kms": {"provider": "Azure", "azure": {
+                "activeKey": {"keyVaultName": k.vault, "keyName": k.key, "keyVersion": k.version},
+                // `cmd/cluster/azure/create.go` `ObjectEncoding`.
+                "kms": {"credentialsSecretName": k.credentials_secret_name, "objectEncoding": "utf-8"},
+            }}}),
+        },
         "serviceAccountSigningKey": {"name": input.sa_signing_key_secret_name},
         "services": [
             service("APIServer", api_server),
@@ -648,6 +718,42 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     if let Some(ssh) = &input.ssh_key_secret_name {
         spec["sshKey"] = json!({"name": ssh});
     }
+    if input.disable_multi_network || input.ovn_kubernetes_mtu.is_some() {
+        // As `cmd/cluster/core/create.go` sets them.
+        let mut cno = Map::new();
+        if input.disable_multi_network {
+            cno.insert("disableMultiNetwork".into(), json!(true));
+        }
+        if let Some(mtu) = input.ovn_kubernetes_mtu {
+            cno.insert("ovnKubernetesConfig".into(), json!({"mtu": mtu}));
+        }
+        spec["operatorConfiguration"] = json!({"clusterNetworkOperator": cno});
+    }
+    if !input.node_selector.is_empty() {
+        spec["nodeSelector"] = json!(input.node_selector);
+    }
+    if !input.tolerations.is_empty() {
+        spec["tolerations"] = json!(input.tolerations);
+    }
+    if !input.pod_labels.is_empty() {
+        spec["labels"] = json!(input.pod_labels);
+    }
+    if let Some(n) = &input.kube_api_server_dns_name {
+        spec["kubeAPIServerDNSName"] = json!(n);
+    }
+    if let Some(f) = &input.feature_set {
+        spec["configuration"] = json!({"featureGate": {"featureSet": f}});
+    }
+    if !input.capabilities_enabled.is_empty() || !input.capabilities_disabled.is_empty() {
+        let mut caps = Map::new();
+        if !input.capabilities_enabled.is_empty() {
+            caps.insert("enabled".into(), json!(input.capabilities_enabled));
+        }
+        if !input.capabilities_disabled.is_empty() {
+            caps.insert("disabled".into(), json!(input.capabilities_disabled));
+        }
+        spec["capabilities"] = Value::Object(caps);
+    }
     if !input.image_content_sources.is_empty() {
         spec["imageContentSources"] = json!(
             input
@@ -657,10 +763,23 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
                 .collect::<Vec<_>>()
         );
     }
+    let mut labels = input.user_labels.clone();
+    labels.extend(input.labels.clone());
+    let mut meta = metadata(&input.name, &input.namespace, &labels);
+    let mut annotations = input.annotations.clone();
+    if let Some(image) = &input.control_plane_operator_image {
+        annotations.insert(
+            "hypershift.openshift.io/control-plane-operator-image".into(),
+            image.clone(),
+        );
+    }
+    if !annotations.is_empty() {
+        meta["annotations"] = json!(annotations);
+    }
     json!({
         "apiVersion": HYPERSHIFT_API_VERSION,
         "kind": "HostedCluster",
-        "metadata": metadata(&input.name, &input.namespace, &input.labels),
+        "metadata": meta,
         "spec": spec,
     })
 }
@@ -707,6 +826,16 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
     if let Some(e) = &input.encryption_at_host {
         azure["encryptionAtHost"] = json!(e);
     }
+    if input.ephemeral_os_disk {
+        azure["osDisk"]["persistence"] = json!("Ephemeral");
+    }
+    if let Some((kind, uri)) = &input.diagnostics {
+        let mut d = json!({"storageAccountType": kind});
+        if let Some(uri) = uri {
+            d["userManaged"] = json!({"storageAccountURI": uri});
+        }
+        azure["diagnostics"] = d;
+    }
     let mut pool = json!({
         "apiVersion": HYPERSHIFT_API_VERSION,
         "kind": "NodePool",
@@ -714,7 +843,7 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
         "spec": {
             "arch": input.arch.as_deref().unwrap_or("amd64"),
             "clusterName": input.cluster_name,
-            "management": {"autoRepair": false, "upgradeType": input.upgrade_type.as_deref().unwrap_or("Replace")},
+            "management": {"autoRepair": input.auto_repair, "upgradeType": input.upgrade_type.as_deref().unwrap_or("Replace")},
             "platform": {"type": "Azure", "azure": azure},
             "release": {"image": input.release_image},
             "replicas": input.replicas,

@@ -43,7 +43,7 @@ pub use model::{
 };
 pub use names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_storage_account, generate_infra_id};
 pub use regions::{CHINA_REGIONS, PUBLIC_REGIONS, US_GOVERNMENT_REGIONS, regions_for};
-pub use validate::drain_timeout;
+pub use validate::{drain_timeout, kms_key};
 
 use serde_path_to_error::Segment;
 use std::path::Path;

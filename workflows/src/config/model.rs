@@ -340,6 +340,125 @@ pub struct ControlPlane {
     /// `--image-content-sources`): each `{source, mirrors: [...]}`. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_content_sources: Vec<ImageContentSource>,
+    /// Where the control plane's pods run on the management cluster and how they are
+    /// labelled (`--node-selector`, `--toleration`, `--pods-labels`).
+    #[serde(default, skip_serializing_if = "Placement::is_default")]
+    pub placement: Placement,
+    /// Labels and annotations on the HostedCluster object itself (`--labels`,
+    /// `--annotations`); keys starting `hcp-workflow.io/` are reserved. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// See `labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// A custom DNS name for the API server (`--kas-dns-name`,
+    /// `spec.kubeAPIServerDNSName`), e.g. `api.corp.example.com`. Default: none.
+    #[serde(
+        default,
+        rename = "kubeAPIServerDNSName",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kube_api_server_dns_name: Option<String>,
+    /// `TechPreviewNoUpgrade` or `DevPreviewNoUpgrade` (`--feature-set`). Default: none
+    /// (the default feature set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["TechPreviewNoUpgrade", "DevPreviewNoUpgrade"]))]
+    pub feature_set: Option<String>,
+    /// Optional capabilities to enable or disable at install (`--enable-cluster-capabilities`,
+    /// `--disable-cluster-capabilities`; `spec.capabilities`, immutable): any of
+    /// `ImageRegistry`, `openshift-samples`, `Insights`, `baremetal`, `Console`,
+    /// `NodeTuning`, `Ingress`. Default: HyperShift's.
+    #[serde(default, skip_serializing_if = "Capabilities::is_default")]
+    pub capabilities: Capabilities,
+    /// Override of the control-plane operator's image (`--control-plane-operator-image`;
+    /// annotation `hypershift.openshift.io/control-plane-operator-image`). Default: the
+    /// release's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_operator_image: Option<String>,
+    /// KMS encryption of etcd with an Azure Key Vault key (`--encryption-key-id`,
+    /// `--kms-credentials-secret-name`), rendered as `hypershift create cluster azure`
+    /// does: `{keyId: https://<vault>.vault.azure.net/keys/<key>/<version>,
+    /// credentialsSecretName: <Key Vault secret with the UserAssignedIdentityCredentials
+    /// JSON>}`. On HyperShift 4.22 the KMS plugin reads those credentials through the
+    /// management cluster's Secrets Store CSI driver (the ARO HCP identity model).
+    /// Default: none (aescbc with the cluster's own key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms: Option<Kms>,
+}
+
+/// Azure KMS for etcd (HostedCluster `spec.secretEncryption.kms.azure`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Kms {
+    /// Key identifier `https://<vault>.vault.azure.net/keys/<key>/<version>`.
+    pub key_id: String,
+    /// Name of the Key Vault secret holding the KMS identity's credentials.
+    pub credentials_secret_name: String,
+}
+
+/// Placement of the control plane's pods (HostedCluster `spec.nodeSelector`,
+/// `spec.tolerations`, `spec.labels`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Placement {
+    /// Node labels the control-plane pods must match. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of the control-plane pods, as Kubernetes writes them (`key`, `operator`
+    /// `Exists`|`Equal`, `value`, `effect` `NoSchedule`|`PreferNoSchedule`|`NoExecute`,
+    /// `tolerationSeconds`). Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Extra labels on the control-plane pods. Default: none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_labels: BTreeMap<String, String>,
+}
+
+impl Placement {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A Kubernetes toleration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Toleration {
+    /// Taint key; empty with `operator: Exists` tolerates everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `Exists` or `Equal`. Default: `Equal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Exists", "Equal"]))]
+    pub operator: Option<String>,
+    /// Taint value (with `Equal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; none: all effects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["NoSchedule", "PreferNoSchedule", "NoExecute"]))]
+    pub effect: Option<String>,
+    /// How long a `NoExecute` taint is tolerated, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+/// Optional cluster capabilities (`spec.capabilities`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Capabilities {
+    /// Capabilities to enable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub enabled: Vec<String>,
+    /// Capabilities to disable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled: Vec<String>,
+}
+
+impl Capabilities {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl ControlPlane {
@@ -406,6 +525,19 @@ pub struct Networking {
     /// `globalconfig.DefaultIPv4ServiceCIDR`).
     #[serde(default = "default_service_network")]
     pub service_network: String,
+    /// MTU of OVN-Kubernetes' tunnel interface on the nodes, 576–9216, 100 below the
+    /// uplink's (`--ovn-kubernetes-mtu`; immutable). Default: auto-detected.
+    #[serde(
+        default,
+        rename = "ovnKubernetesMTU",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 576, max = 9216))]
+    pub ovn_kubernetes_mtu: Option<i64>,
+    /// Disable Multus and its components in the guest (`--disable-multi-network`;
+    /// immutable). Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_multi_network: bool,
 }
 
 fn default_cluster_network() -> String {
@@ -421,6 +553,8 @@ impl Default for Networking {
         Self {
             cluster_network: default_cluster_network(),
             service_network: default_service_network(),
+            ovn_kubernetes_mtu: None,
+            disable_multi_network: false,
         }
     }
 }
@@ -641,6 +775,43 @@ pub struct NodePool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["Premium_LRS", "PremiumV2_LRS", "Standard_LRS", "StandardSSD_LRS"]))]
     pub os_disk_storage_account_type: Option<String>,
+
+    /// Machine health checks replace unhealthy nodes (`--auto-repair`). Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_repair: bool,
+
+    /// Ephemeral OS disks (`--enable-ephemeral-disk`, `osDisk.persistence: Ephemeral`; the
+    /// VM size must support them). Default: false (persistent).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ephemeral_os_disk: bool,
+
+    /// Boot diagnostics (`--diagnostics-storage-account-type`,
+    /// `--diagnostics-storage-account-uri`): `{storageAccountType: Managed | UserManaged |
+    /// Disabled, storageAccountURI: <https URI, with UserManaged only>}`. Default:
+    /// HyperShift's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Diagnostics>,
+
+    /// The pool's subnet (`--nodepool-subnet-id`), an ARM id of a subnet of the cluster's
+    /// VNet. Default: the cluster's subnet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet_id: Option<String>,
+}
+
+/// A node pool's boot diagnostics (NodePool `platform.azure.diagnostics`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Diagnostics {
+    /// `Managed`, `UserManaged` or `Disabled`.
+    #[schemars(extend("enum" = ["Managed", "UserManaged", "Disabled"]))]
+    pub storage_account_type: String,
+    /// The storage account's blob endpoint (with `UserManaged` only).
+    #[serde(
+        default,
+        rename = "storageAccountURI",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub storage_account_uri: Option<String>,
 }
 
 /// A node pool's boot image (HyperShift's `AzureVMImage`).

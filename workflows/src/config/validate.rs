@@ -310,6 +310,32 @@ const OVN_INTERNAL: [(&str, &str); 3] = [
 /// internal ranges. HyperShift's own check (`hostedcluster_controller.go`
 /// `validateNetworks` → `compareCIDREntries`) compares machine, service and cluster
 /// networks only when `machineNetwork` is set; ours runs before anything is created.
+/// (vault, key, version) of a Key Vault key identifier, checked as HyperShift's
+/// `support/azureutil` `GetAzureEncryptionKeyInfo` does (host, `/keys/<name>/<version>`).
+pub fn kms_key(id: &str) -> Result<(String, String, String), String> {
+    let shape = "write it as https://<vault>.vault.azure.net/keys/<key>/<version>";
+    let rest = id
+        .strip_prefix("https://")
+        .ok_or_else(|| format!("{id:?} is not an https URL; {shape}"))?;
+    let (host, path) = rest
+        .split_once('/')
+        .ok_or_else(|| format!("{id:?} has no path; {shape}"))?;
+    let vault = host.split('.').next().unwrap_or_default();
+    let parts: Vec<&str> = path
+        .strip_prefix("keys/")
+        .ok_or_else(|| format!("{id:?}: expected the path to start with /keys/; {shape}"))?
+        .split('/')
+        .collect();
+    match parts.as_slice() {
+        [key, version] if !key.is_empty() && !version.is_empty() && !vault.is_empty() => {
+            Ok((vault.to_string(), key.to_string(), version.to_string()))
+        }
+        _ => Err(format!(
+            "{id:?}: expected /keys/<keyName>/<keyVersion>; {shape}"
+        )),
+    }
+}
+
 /// Azure's tag limits (50 per resource, keys ≤ 512 without `<>%&\?/`, values ≤ 256;
 /// "Use tags to organize your Azure resources") less the three ownership tags.
 const MAX_USER_TAGS: usize = 47;
@@ -363,6 +389,136 @@ fn check_control_plane(r: &mut Report<'_>, config: &ClusterConfig) {
                 "required",
                 "needs at least one mirror, none empty",
             );
+        }
+    }
+    let reserved =
+        |r: &mut Report<'_>, field: &str, map: &std::collections::BTreeMap<String, String>| {
+            for k in map.keys() {
+                if k.starts_with("hcp-workflow.io/") {
+                    r.push(
+                        format!("controlPlane.{field}.{k}"),
+                        "reserved",
+                        "keys starting hcp-workflow.io/ are hcp-workflow's ownership labels",
+                    );
+                }
+            }
+        };
+    reserved(r, "labels", &cp.labels);
+    reserved(r, "annotations", &cp.annotations);
+    if let Some(k) = &cp.kms {
+        if let Err(e) = kms_key(&k.key_id) {
+            r.push("controlPlane.kms.keyId", "key-id", e);
+        }
+        // Key Vault object names: 1–127 alphanumerics and '-'.
+        let n = &k.credentials_secret_name;
+        if n.is_empty()
+            || n.len() > 127
+            || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            r.push(
+                "controlPlane.kms.credentialsSecretName",
+                "key-vault-name",
+                format!("{n:?} is not a Key Vault secret name (1–127 letters, digits and '-')"),
+            );
+        }
+    }
+    if let Some(mtu) = config.networking.ovn_kubernetes_mtu
+        && !(576..=9216).contains(&mtu)
+    {
+        r.push(
+            "networking.ovnKubernetesMTU",
+            "range",
+            format!("{mtu} is outside 576–9216 (HyperShift's API); set it 100 below the nodes' uplink MTU"),
+        );
+    }
+    if let Some(n) = &cp.kube_api_server_dns_name
+        && !(n.split('.').count() >= 2
+            && n.split('.').all(|l| {
+                !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            }))
+    {
+        r.push(
+            "controlPlane.kubeAPIServerDNSName",
+            "dns-name",
+            format!("{n:?} is not a DNS name like api.example.com"),
+        );
+    }
+    if let Some(f) = &cp.feature_set
+        && !["TechPreviewNoUpgrade", "DevPreviewNoUpgrade"].contains(&f.as_str())
+    {
+        r.push(
+            "controlPlane.featureSet",
+            "enum",
+            format!("{f:?} is not one of TechPreviewNoUpgrade, DevPreviewNoUpgrade"),
+        );
+    }
+    const CAPABILITIES: [&str; 7] = [
+        "ImageRegistry",
+        "openshift-samples",
+        "Insights",
+        "baremetal",
+        "Console",
+        "NodeTuning",
+        "Ingress",
+    ];
+    for (field, list) in [
+        ("enabled", &cp.capabilities.enabled),
+        ("disabled", &cp.capabilities.disabled),
+    ] {
+        for (i, c) in list.iter().enumerate() {
+            if !CAPABILITIES.contains(&c.as_str()) {
+                r.push(
+                    format!("controlPlane.capabilities.{field}[{i}]"),
+                    "enum",
+                    format!("{c:?} is not one of {}", CAPABILITIES.join(", ")),
+                );
+            }
+        }
+    }
+    for (i, t) in cp.placement.tolerations.iter().enumerate() {
+        let at = format!("controlPlane.placement.tolerations[{i}]");
+        if let Some(o) = &t.operator
+            && o != "Exists"
+            && o != "Equal"
+        {
+            r.push(
+                format!("{at}.operator"),
+                "enum",
+                format!("{o:?} is not one of Exists, Equal"),
+            );
+        }
+        if let Some(e) = &t.effect
+            && !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e.as_str())
+        {
+            r.push(
+                format!("{at}.effect"),
+                "enum",
+                format!("{e:?} is not one of NoSchedule, PreferNoSchedule, NoExecute"),
+            );
+        }
+        if t.operator.as_deref() == Some("Exists") && t.value.is_some() {
+            r.push(
+                format!("{at}.value"),
+                "forbidden",
+                "a toleration with operator Exists has no value",
+            );
+        }
+    }
+    for (i, p) in config.node_pools.iter().enumerate() {
+        let Some(id) = &p.subnet_id else { continue };
+        let at = format!("nodePools[{i}].subnetId");
+        match (&config.network, ArmResourceId::parse_kind(id, ArmKind::Subnet)) {
+            (_, Err(e)) => r.push(at, "arm-id", e),
+            (Network::Create(_), Ok(_)) => r.push(
+                at,
+                "byo-network-only",
+                "a created network has one subnet; per-pool subnets need network.existing (subnets of its vnetId)",
+            ),
+            (Network::Existing(e), Ok(subnet)) => {
+                if let Ok(vnet) = ArmResourceId::parse_kind(&e.vnet_id, ArmKind::VirtualNetwork) {
+                    check_subnet_under(r, &at, &subnet, &vnet, "network.existing.vnetId");
+                }
+            }
         }
     }
     if config.resource_group_tags.len() > MAX_USER_TAGS {
@@ -670,6 +826,58 @@ fn check_node_pools(r: &mut Report<'_>, pools: &[NodePool], subscription: &str) 
                 "duration",
                 e,
             );
+        }
+        let one_of = |r: &mut Report<'_>, field: &str, v: &Option<String>, allowed: &[&str]| {
+            if let Some(v) = v
+                && !allowed.contains(&v.as_str())
+            {
+                r.push(
+                    format!("nodePools[{i}].{field}"),
+                    "enum",
+                    format!("{v:?} is not one of {}", allowed.join(", ")),
+                );
+            }
+        };
+        one_of(r, "arch", &p.arch, &["amd64", "arm64"]);
+        one_of(r, "upgradeType", &p.upgrade_type, &["Replace", "InPlace"]);
+        one_of(
+            r,
+            "encryptionAtHost",
+            &p.encryption_at_host,
+            &["Enabled", "Disabled"],
+        );
+        one_of(
+            r,
+            "osDiskStorageAccountType",
+            &p.os_disk_storage_account_type,
+            &[
+                "Premium_LRS",
+                "PremiumV2_LRS",
+                "Standard_LRS",
+                "StandardSSD_LRS",
+            ],
+        );
+        if let Some(d) = &p.diagnostics {
+            let at = format!("nodePools[{i}].diagnostics");
+            match (d.storage_account_type.as_str(), &d.storage_account_uri) {
+                ("UserManaged", Some(uri)) if uri.starts_with("https://") => {}
+                ("UserManaged", _) => r.push(
+                    format!("{at}.storageAccountURI"),
+                    "required",
+                    "UserManaged diagnostics need the storage account's https blob endpoint",
+                ),
+                ("Managed" | "Disabled", None) => {}
+                ("Managed" | "Disabled", Some(_)) => r.push(
+                    format!("{at}.storageAccountURI"),
+                    "forbidden",
+                    "only with storageAccountType UserManaged (HyperShift's API refuses it otherwise)",
+                ),
+                (other, _) => r.push(
+                    format!("{at}.storageAccountType"),
+                    "enum",
+                    format!("{other:?} is not one of Managed, UserManaged, Disabled"),
+                ),
+            }
         }
         if let Some(des) = &p.disk_encryption_set_id {
             // HyperShift's API: the set must be in the HostedCluster's subscription
