@@ -656,3 +656,27 @@ async fn subscribe_is_bumped_by_create_and_submit() {
         .unwrap()
         .unwrap();
 }
+
+/// Stores that open one new journal at the same instant all get it. The failure this
+/// guards against was seen once in CI across *processes* (`tests/tests/safety.rs`
+/// `racing_starts_of_one_cluster_have_one_winner_on_sqlite`: the losing `start` was told
+/// "database is locked" while opening the journal, exit 1 instead of 2); opening now
+/// retries a transient failure for up to `BUSY_TIMEOUT`. This in-process version did not
+/// reproduce it before the fix: it is a guard, not a reproduction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_opens_of_one_new_journal_at_once_all_succeed() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.db");
+        let opens: Vec<_> = (0..8)
+            .map(|_| {
+                let p = path.clone();
+                tokio::spawn(async move { SqliteStore::open(&p).await.map(|_| ()) })
+            })
+            .collect();
+        for o in opens {
+            let r = o.await.unwrap();
+            assert!(r.is_ok(), "round {round}: {:?}", r.err());
+        }
+    }
+}

@@ -110,7 +110,29 @@ impl SqliteStore {
     /// [`BUSY_TIMEOUT`]; [`StoreError::Permanent`] if it cannot be opened, is not a journal,
     /// or was migrated by a newer binary.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_path_buf();
+        // Processes that open one new journal at the same instant race for the lock that
+        // switching it to WAL and creating its schema take; the loser can be answered
+        // `SQLITE_BUSY` at once (before a busy handler applies), seen as "database is
+        // locked" from a start racing another start. Opening is idempotent: a transient
+        // failure is retried, for as long as a busy writer would be waited for.
+        let path = path.as_ref();
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut attempt: u32 = 0;
+        loop {
+            match Self::open_once(path).await {
+                Err(e) if e.is_retryable() && std::time::Instant::now() < deadline => {
+                    attempt += 1;
+                    tracing::debug!(error = %e, attempt, "opening the journal failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt.min(10))))
+                        .await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn open_once(path: &Path) -> Result<Self, StoreError> {
+        let path = path.to_path_buf();
         let options = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(true)
