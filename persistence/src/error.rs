@@ -39,6 +39,31 @@ pub fn classify(err: sqlx::Error) -> StoreError {
     }
 }
 
+/// Whether `err` is SQLite lock contention (`SQLITE_BUSY`, `SQLITE_LOCKED`): another
+/// connection holds the lock, and the same call succeeds once it lets go.
+pub fn is_lock_contention(err: &StoreError) -> bool {
+    let StoreError::Transient(source) = err else {
+        return false;
+    };
+    let busy = |e: &sqlx::Error| match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<sqlx::sqlite::SqliteError>()
+            .and_then(|e| e.code())
+            .and_then(|c| c.parse::<i32>().ok())
+            .is_some_and(|c| matches!(c & 0xff, SQLITE_BUSY | SQLITE_LOCKED)),
+        _ => false,
+    };
+    source
+        .downcast_ref::<sqlx::Error>()
+        .is_some_and(|e| match e {
+            sqlx::Error::Migrate(m) => match m.as_ref() {
+                sqlx::migrate::MigrateError::Execute(inner) => busy(inner),
+                _ => false,
+            },
+            other => busy(other),
+        })
+}
+
 /// Whether `err` is worth retrying (see [`classify`]).
 pub fn is_transient(err: &sqlx::Error) -> bool {
     match err {

@@ -113,14 +113,18 @@ impl SqliteStore {
         // Processes that open one new journal at the same instant race for the lock that
         // switching it to WAL and creating its schema take; the loser can be answered
         // `SQLITE_BUSY` at once (before a busy handler applies), seen as "database is
-        // locked" from a start racing another start. Opening is idempotent: a transient
-        // failure is retried, for as long as a busy writer would be waited for.
+        // locked" from a start racing another start. Opening is idempotent: lock
+        // contention (only that: a full disk is the caller's to report and wait out) is
+        // retried, for as long as a busy writer would be waited for.
         let path = path.as_ref();
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         let mut attempt: u32 = 0;
         loop {
             match Self::open_once(path).await {
-                Err(e) if e.is_retryable() && std::time::Instant::now() < deadline => {
+                Err(e)
+                    if crate::error::is_lock_contention(&e)
+                        && std::time::Instant::now() < deadline =>
+                {
                     attempt += 1;
                     tracing::debug!(error = %e, attempt, "opening the journal failed; retrying");
                     tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt.min(10))))
