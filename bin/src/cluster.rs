@@ -1211,9 +1211,16 @@ async fn follow(
                 Some(hcp_runtime::UnwindCause::Cancelled { by, .. }) => {
                     Some(format!("cancelled by {by}"))
                 }
+                Some(hcp_runtime::UnwindCause::PauseExpired { node, deadline }) => Some(format!(
+                    "{node} failed; paused until {deadline} and nobody retried it"
+                )),
                 None => None,
             };
-            if !interrupted || state.is_terminal() {
+            if let Some(p) = view.paused.as_ref().filter(|_| !interrupted) {
+                for line in paused_outcome(&view, p, run, elapsed) {
+                    println!("{line}");
+                }
+            } else if !interrupted || state.is_terminal() {
                 println!(
                     "{}",
                     outcome_line(
@@ -1259,6 +1266,16 @@ async fn follow(
                     }
                     Some(hcp_runtime::UnwindCause::Cancelled { by, reason }) => {
                         println!("unwound because {by} cancelled it: {reason}");
+                    }
+                    Some(hcp_runtime::UnwindCause::PauseExpired { node, deadline }) => {
+                        let err = view
+                            .node(node)
+                            .and_then(|n| n.last_error.as_ref())
+                            .map(ToString::to_string)
+                            .unwrap_or_default();
+                        println!(
+                            "unwound because {node} failed and nobody retried it before the pause's deadline {deadline}: {err}"
+                        );
                     }
                     None => {}
                 }
@@ -1339,6 +1356,8 @@ struct ProgressInner {
     run: String,
     /// [`Progress::finish`] ran: nothing more is drawn or printed.
     finished: bool,
+    /// The pause line was printed (reset by a redrive).
+    pause_announced: bool,
 }
 
 impl ProgressInner {
@@ -1350,6 +1369,26 @@ impl ProgressInner {
         {
             self.unwind_total = unwind_total(v);
             unwinding_event(&self.run, v, cause, self.unwind_total);
+        }
+        if let Some(pz) = &v.paused
+            && !self.pause_announced
+        {
+            self.pause_announced = true;
+            output::event(
+                "progress",
+                &serde_json::json!({
+                    "run_id": self.run,
+                    "at": hcp_runtime::Clock::now(&hcp_runtime::SystemClock).to_rfc3339(),
+                    "state": v.state(), "paused": true, "failed_step": pz.step,
+                    "pause_cause": pz.cause, "on_failure": v.dag.on_failure.to_string(),
+                    "unwinds_at": pz.unwind_at.map(|t| t.to_rfc3339()),
+                    "error": v.node(&pz.step).and_then(|n| n.last_error.as_ref())
+                        .map(crate::views::model::ErrorView::from),
+                }),
+            );
+        }
+        if v.paused.is_none() {
+            self.pause_announced = false;
         }
         let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
@@ -1392,6 +1431,7 @@ impl Progress {
                 created_at,
                 run: run.to_string(),
                 finished: false,
+                pause_announced: false,
             })),
         }
     }
@@ -1470,6 +1510,15 @@ impl Progress {
                 bar.set_prefix("unwind");
                 p.unwind = Some(bar);
             }
+        }
+        if let Some(pz) = &v.paused
+            && !p.pause_announced
+        {
+            p.pause_announced = true;
+            lines.push(pause_line(v, pz));
+        }
+        if v.paused.is_none() {
+            p.pause_announced = false;
         }
         if p.unwind_total > 0 {
             let undone = v
@@ -1579,7 +1628,8 @@ fn unwind_total(v: &RunView) -> u64 {
 /// or who cancelled, and how many steps it undoes.
 fn unwinding_event(run: &str, v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) {
     let (step, by) = match cause {
-        hcp_runtime::UnwindCause::NodeFailed { node } => (Some(node.clone()), None),
+        hcp_runtime::UnwindCause::NodeFailed { node }
+        | hcp_runtime::UnwindCause::PauseExpired { node, .. } => (Some(node.clone()), None),
         hcp_runtime::UnwindCause::Cancelled { by, .. } => (None, Some(by.clone())),
     };
     output::event(
@@ -1592,6 +1642,24 @@ fn unwinding_event(run: &str, v: &RunView, cause: &hcp_runtime::UnwindCause, tot
             "steps_to_undo": total,
         }),
     );
+}
+
+/// `‖ <step> failed: <error> — paused …: nothing undone`, printed the moment a run pauses.
+fn pause_line(v: &RunView, p: &hcp_runtime::Paused) -> String {
+    let err = v
+        .node(&p.step)
+        .and_then(|n| n.last_error.as_ref())
+        .map(|e| format!(": {e}"))
+        .unwrap_or_default();
+    let why = match &p.cause {
+        _ if v.dag.forward_only() => "a delete only goes forward".to_string(),
+        hcp_runtime::PauseCause::Policy => format!("on-failure={}", v.dag.on_failure),
+        hcp_runtime::PauseCause::PastPivot { pivot } => format!("past the pivot {pivot}"),
+    };
+    format!(
+        "‖ {} failed{err} — paused ({why}): nothing was undone",
+        p.step
+    )
 }
 
 /// `✗ <step> failed: <code> <message> — unwinding N steps` (or the cancel), printed the
@@ -1617,6 +1685,9 @@ fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> St
             };
             format!("✗ {node} failed: {what} — unwinding {total} {steps}")
         }
+        hcp_runtime::UnwindCause::PauseExpired { node, deadline } => format!(
+            "✗ the pause after {node} failed ran out at {deadline} with nobody acting — unwinding {total} {steps}"
+        ),
         hcp_runtime::UnwindCause::Cancelled { by, reason } => format!(
             "✗ cancelled by {by}{} — unwinding {total} {steps}",
             if reason.is_empty() {
@@ -1625,6 +1696,78 @@ fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> St
                 format!(": {reason}")
             }
         ),
+    }
+}
+
+/// The outcome block of a run that paused after a step failed for good: what was kept,
+/// why it did not unwind, and the exact commands (issue 23 §1, §2).
+fn paused_outcome(
+    v: &RunView,
+    p: &hcp_runtime::Paused,
+    run: hcp_runtime::RunId,
+    elapsed: Duration,
+) -> Vec<String> {
+    let t = human_elapsed(elapsed);
+    let retry = crate::target::command(None, &format!("retry {run}"));
+    let cancel = crate::target::command(None, &format!("cancel {run}"));
+    let err = v
+        .node(&p.step)
+        .and_then(|n| n.last_error.as_ref())
+        .map(|e| format!(": {e}"))
+        .unwrap_or_default();
+    let done = v
+        .nodes
+        .iter()
+        .filter(|n| n.status == NodeStatus::Succeeded)
+        .count();
+    let total = v.nodes.len();
+    if v.dag.forward_only() {
+        return vec![
+            format!(
+                "✗ Deletion stopped after {t}: partially deleted: {done} of {total} deletions done; the cluster is no longer usable; `retry` continues the delete."
+            ),
+            format!("{} failed{err}", p.step),
+            "nothing is ever undone by a delete (every deletion is a pivot)".into(),
+            format!("continue the delete once the cause is fixed: {retry}"),
+        ];
+    }
+    let mut lines = vec![match &p.cause {
+        hcp_runtime::PauseCause::Policy => format!(
+            "‖ {} paused after {t}: {} failed; nothing was undone ({done} of {total} steps done and kept), paused by policy: on-failure={}.",
+            verb_of(&v.dag.workflow),
+            p.step,
+            v.dag.on_failure
+        ),
+        hcp_runtime::PauseCause::PastPivot { pivot } => format!(
+            "‖ {} paused after {t}: {} failed past the pivot {pivot}, which cannot be undone; nothing was undone.",
+            verb_of(&v.dag.workflow),
+            p.step
+        ),
+    }];
+    lines.push(format!("{} failed{err}", p.step));
+    if let Some(at) = p.unwind_at {
+        lines.push(format!(
+            "it unwinds by itself at {at} unless retried (a worker must be running: {})",
+            crate::target::worker_command(None)
+        ));
+    }
+    lines.push(format!(
+        "fix the cause, then re-run the failed step and go on: {retry}"
+    ));
+    lines.push(match &p.cause {
+        hcp_runtime::PauseCause::PastPivot { pivot } => {
+            format!("or undo only what came after the pivot {pivot}: {cancel}")
+        }
+        hcp_runtime::PauseCause::Policy => format!("or unwind everything it made: {cancel}"),
+    });
+    lines
+}
+
+fn verb_of(workflow: &str) -> &'static str {
+    match workflow {
+        "create-cluster" => "Creation",
+        "delete-cluster" => "Deletion",
+        _ => "Run",
     }
 }
 
@@ -1637,11 +1780,7 @@ fn outcome_line(
     unwound: &hcp_runtime::ledger::UnwindSummary,
 ) -> String {
     let t = human_elapsed(elapsed);
-    let verb = match workflow {
-        "create-cluster" => "Creation",
-        "delete-cluster" => "Deletion",
-        _ => "Run",
-    };
+    let verb = verb_of(workflow);
     match state {
         RunState::Succeeded => format!("✓ {verb} complete after {t}."),
         RunState::RolledBack => format!(
@@ -1649,7 +1788,7 @@ fn outcome_line(
             unwound.sentence(),
             why.map(|w| format!(" ({w})")).unwrap_or_default()
         ),
-        RunState::Cancelled if unwound.resolved.is_empty() && unwound.kept == 0 => {
+        RunState::Cancelled if unwound.complete() => {
             format!("✗ {verb} cancelled after {t}; every started step was undone.")
         }
         RunState::Cancelled => {
@@ -1685,6 +1824,7 @@ pub(crate) fn status_detail(status: &NodeStatus) -> String {
         NodeStatus::Waiting { reason, .. } | NodeStatus::UndoWaiting { reason, .. } => {
             format!(" — {reason}")
         }
+        NodeStatus::Kept { reason } => format!(" — never undone ({reason})"),
         _ => String::new(),
     }
 }

@@ -38,6 +38,13 @@ pub struct SelftestArgs {
     /// Only journal the run; a `worker` executes it.
     #[arg(long)]
     detach: bool,
+    /// What the run does when a step fails for good: `unwind` (default), `pause` (keep the
+    /// work; `retry` or `cancel`), or `pause=DURATION` (unwind by itself after that).
+    #[arg(long, value_name = "unwind|pause[=DURATION]")]
+    on_failure: Option<String>,
+    /// Run the sample with a pivot instead (`a → p → c → d`; `p` cannot be undone).
+    #[arg(long)]
+    pivot: bool,
 }
 
 #[derive(Args, Debug)]
@@ -382,14 +389,24 @@ fn hostname() -> Option<String> {
 }
 
 pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8> {
+    let nodes: &[&str] = if a.pivot {
+        &testkit::PIVOT_NODES
+    } else {
+        &testkit::SAMPLE_NODES
+    };
     for f in &a.fail {
-        if !testkit::SAMPLE_NODES.contains(&f.as_str()) {
+        if !nodes.contains(&f.as_str()) {
             return Err(Refused::input(format!(
                 "--fail {f}: no such step; the self-test steps are {}",
-                testkit::SAMPLE_NODES.join(", ")
+                nodes.join(", ")
             )));
         }
     }
+    let policy = match &a.on_failure {
+        None => hcp_runtime::FailurePolicy::Unwind,
+        Some(p) => hcp_workflows::workflow::parse_on_failure(p)
+            .map_err(|e| Refused::input(format!("--on-failure: {e}\nnothing was journaled")))?,
+    };
     let store = open_store(db).await?;
     let w = world(&a.world, &a.fail)?;
     let e = engine(store, &w);
@@ -398,9 +415,15 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         (None, Some(_)) => String::new(),
         (None, None) => format!("{}-", &uuid::Uuid::new_v4().simple().to_string()[..6]),
     };
+    let mut dag = if a.pivot {
+        testkit::pivot_dag_for(&prefix)
+    } else {
+        testkit::sample_dag_for(&prefix)
+    };
+    dag.on_failure = policy;
     let started = e
         .start(
-            &testkit::sample_dag_for(&prefix),
+            &dag,
             StartOptions {
                 idempotency_key: a.idempotency_key.clone(),
                 labels: std::iter::once(("cluster".to_string(), "selftest".to_string()))

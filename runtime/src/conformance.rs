@@ -886,7 +886,11 @@ macro_rules! conformance_tests {
             corrupt_row_is_returned_raw, claim_executor_is_reentrant,
             load_runs_returns_each_run_whole, concurrent_appends_are_fenced_one_by_one,
             engine_runs_saga_to_completion,
-            engine_parks_corrupt_run_and_others_go_on, engine_unwinds_in_reverse
+            engine_parks_corrupt_run_and_others_go_on, engine_unwinds_in_reverse,
+            engine_pauses_instead_of_unwinding, engine_retry_redrives_a_paused_step,
+            engine_cancel_unwinds_a_paused_run, engine_pause_deadline_unwinds_across_a_restart,
+            engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot,
+            engine_failure_at_the_pivot_follows_the_policy
         );
     };
     (@each $h:expr; $($name:ident),* $(,)?) => {
@@ -909,6 +913,9 @@ pub trait Skip: Sized {
 }
 
 pub use crate::conformance_engine::{
-    engine_parks_corrupt_run_and_others_go_on, engine_runs_saga_to_completion,
-    engine_unwinds_in_reverse,
+    engine_cancel_unwinds_a_paused_run, engine_failure_at_the_pivot_follows_the_policy,
+    engine_parks_corrupt_run_and_others_go_on, engine_pause_deadline_unwinds_across_a_restart,
+    engine_pauses_instead_of_unwinding,
+    engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot,
+    engine_retry_redrives_a_paused_step, engine_runs_saga_to_completion, engine_unwinds_in_reverse,
 };

@@ -9,6 +9,7 @@ use crate::journal::RunState;
 use crate::store::{Append, JournalStore, NewEvent, RunPatch};
 use crate::testkit::{self, World};
 use crate::time::{Clock, SystemClock};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -167,6 +168,295 @@ pub async fn engine_parks_corrupt_run_and_others_go_on(h: &dyn Harness) {
         drive(&e, good).await,
         RunExit::Finished(RunState::Succeeded)
     );
+}
+
+fn with_policy(mut dag: crate::SagaDag, p: crate::FailurePolicy) -> crate::SagaDag {
+    dag.on_failure = p;
+    dag
+}
+
+fn undo_lines(world: &World) -> Vec<String> {
+    world
+        .effects()
+        .into_iter()
+        .filter(|l| l.starts_with("undo"))
+        .collect()
+}
+
+async fn operator(e: &Engine, run: crate::RunId, cmd: crate::OperatorCommand) {
+    e.submit(run, cmd, "alice@host", "test").await.unwrap();
+}
+
+/// `on-failure=pause`: a step that fails for good stops the run in `needs-operator` with
+/// that step's failure; nothing is undone.
+pub async fn engine_pauses_instead_of_unwinding(h: &dyn Harness) {
+    let dir = tempdir();
+    let world = World::new(&dir);
+    world.faults().fail.insert("c".into());
+    let e = engine(h.fresh().await, &world);
+    let dag = with_policy(testkit::sample_dag(), crate::FailurePolicy::pause(None));
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    assert_eq!(
+        world.resources(),
+        vec!["a", "b1", "b2", "c"],
+        "the work is kept"
+    );
+    assert!(
+        undo_lines(&world).is_empty(),
+        "nothing undone: {:?}",
+        world.effects()
+    );
+    let view = e.view(run).await.unwrap();
+    assert_eq!(view.state(), RunState::NeedsOperator);
+    let p = view.paused.clone().expect("paused");
+    assert_eq!((p.step.as_str(), p.unwind_at), ("c", None));
+    assert!(view.unwinding.is_none());
+    let s = e.store().load_run(run).await.unwrap().unwrap().summary;
+    assert_eq!(s.state, RunState::NeedsOperator);
+    assert_eq!(
+        s.wake_at, None,
+        "no deadline: nobody wakes it but an operator"
+    );
+    assert!(
+        s.blocked_on
+            .starts_with("paused by policy: on-failure=pause (waits for an operator"),
+        "{}",
+        s.blocked_on
+    );
+    assert!(
+        s.blocked_on.contains("InvalidParameter"),
+        "{}",
+        s.blocked_on
+    );
+    assert_eq!(s.current_step.as_deref(), Some("c"));
+    // Driving it again changes nothing (a worker restart while paused).
+    let events = view.events;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    assert_eq!(e.view(run).await.unwrap().events, events);
+}
+
+/// `retry` on a paused run re-runs the failed step with a fresh retry budget and goes on.
+pub async fn engine_retry_redrives_a_paused_step(h: &dyn Harness) {
+    let dir = tempdir();
+    let world = World::new(&dir);
+    world.faults().fail.insert("c".into());
+    let e = engine(h.fresh().await, &world);
+    let dag = with_policy(testkit::sample_dag(), crate::FailurePolicy::pause(None));
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    // Only the failed step can be retried while paused; resume is pointed at retry.
+    let refused = e
+        .submit(
+            run,
+            crate::OperatorCommand::Retry {
+                step: Some("a".into()),
+            },
+            "bob",
+            "",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("only its failed step can be retried: c"),
+        "{refused}"
+    );
+    let refused = e
+        .submit(run, crate::OperatorCommand::Resume, "bob", "")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("`retry` re-runs the failed step"),
+        "{refused}"
+    );
+    world.faults().fail.clear();
+    operator(&e, run, crate::OperatorCommand::Retry { step: None }).await;
+    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Succeeded));
+    assert_eq!(world.resources(), vec!["a", "b1", "b2", "c", "d"]);
+    let fx = world.effects();
+    for n in ["a", "b1", "b2", "c", "d"] {
+        let creates = fx
+            .iter()
+            .filter(|l| **l == format!("effect {n} create"))
+            .count();
+        assert_eq!(creates, 1, "{n} created once: {fx:?}");
+    }
+    assert!(
+        fx.contains(&"effect c exists".to_string()),
+        "c re-ran and found its file: {fx:?}"
+    );
+    assert!(undo_lines(&world).is_empty(), "{fx:?}");
+    let c = e.view(run).await.unwrap();
+    let c = c.node("c").unwrap();
+    assert_eq!(
+        (c.redrives, c.attempts),
+        (1, 1),
+        "a fresh budget: attempt 1 again"
+    );
+}
+
+/// `cancel` on a paused run unwinds as today.
+pub async fn engine_cancel_unwinds_a_paused_run(h: &dyn Harness) {
+    let dir = tempdir();
+    let world = World::new(&dir);
+    world.faults().fail.insert("c".into());
+    let e = engine(h.fresh().await, &world);
+    let dag = with_policy(testkit::sample_dag(), crate::FailurePolicy::pause(None));
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    operator(&e, run, crate::OperatorCommand::Cancel).await;
+    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Cancelled));
+    assert!(world.resources().is_empty(), "{:?}", world.resources());
+    let undos = undo_lines(&world);
+    assert_eq!(
+        undos.len(),
+        4,
+        "a, b1, b2 and c undone once each: {undos:?}"
+    );
+}
+
+/// `pause=DURATION`: nobody acts, and the run unwinds by itself at the deadline, which is
+/// a journaled timer: an engine restarted before it keeps waiting, one after it unwinds.
+pub async fn engine_pause_deadline_unwinds_across_a_restart(h: &dyn Harness) {
+    let dir = tempdir();
+    let world = World::new(&dir);
+    world.faults().fail.insert("c".into());
+    let store = h.fresh().await;
+    let e = engine(store.clone(), &world);
+    let dag = with_policy(
+        testkit::sample_dag(),
+        crate::FailurePolicy::pause(Some(Duration::from_secs(2))),
+    );
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    let s = store.load_run(run).await.unwrap().unwrap().summary;
+    let deadline = e
+        .view(run)
+        .await
+        .unwrap()
+        .paused
+        .unwrap()
+        .unwind_at
+        .unwrap();
+    assert_eq!(
+        s.wake_at,
+        Some(deadline),
+        "the deadline is the run's wake-up"
+    );
+    assert!(
+        s.blocked_on
+            .contains(&format!("unwinds at {deadline} unless retried")),
+        "{}",
+        s.blocked_on
+    );
+    drop(e);
+    // A restarted engine, before the deadline: nothing happens.
+    let e = engine(store.clone(), &world);
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    assert!(undo_lines(&world).is_empty());
+    drop(e);
+    let wait = deadline.duration_since(SystemClock.now()) + Duration::from_millis(100);
+    tokio::time::sleep(wait).await;
+    // Restarted after it: unwinds at once.
+    let e = engine(store.clone(), &world);
+    assert_eq!(
+        drive(&e, run).await,
+        RunExit::Finished(RunState::RolledBack)
+    );
+    assert!(world.resources().is_empty(), "{:?}", world.resources());
+    let s = store.load_run(run).await.unwrap().unwrap().summary;
+    assert!(
+        s.blocked_on.contains("nobody retried it"),
+        "{}",
+        s.blocked_on
+    );
+}
+
+/// A failure after a pivot pauses whatever the policy; `cancel` then undoes only what came
+/// after the pivot and keeps the pivot and everything before it.
+pub async fn engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot(h: &dyn Harness) {
+    let dir = tempdir();
+    let world = World::new(&dir);
+    world.faults().fail.insert("d".into());
+    let e = engine(h.fresh().await, &world);
+    // The default policy (unwind) does not apply past the pivot.
+    let run = e
+        .start(&testkit::pivot_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    let view = e.view(run).await.unwrap();
+    assert_eq!(
+        view.paused.as_ref().map(|p| &p.cause),
+        Some(&crate::PauseCause::PastPivot { pivot: "p".into() })
+    );
+    assert!(
+        view.blocked_on().contains("past the pivot p"),
+        "{}",
+        view.blocked_on()
+    );
+    assert!(undo_lines(&world).is_empty());
+    operator(&e, run, crate::OperatorCommand::Cancel).await;
+    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Cancelled));
+    assert_eq!(
+        world.resources(),
+        vec!["a", "p"],
+        "the pivot and what came before stay"
+    );
+    let undos = undo_lines(&world);
+    assert_eq!(
+        undos,
+        vec!["undo d delete", "undo c delete"],
+        "only what came after, in reverse"
+    );
+    let view = e.view(run).await.unwrap();
+    for n in ["a", "p"] {
+        assert!(
+            matches!(view.node(n).unwrap().status, crate::NodeStatus::Kept { .. }),
+            "{n}: {:?}",
+            view.node(n).unwrap().status
+        );
+    }
+    assert!(
+        view.blocked_on().contains("2 steps kept"),
+        "{}",
+        view.blocked_on()
+    );
+}
+
+/// A pivot that fails itself is a failure before the pivot: the run's policy applies (here
+/// unwind), and the pivot, which has no undo, is kept, never reported undone.
+pub async fn engine_failure_at_the_pivot_follows_the_policy(h: &dyn Harness) {
+    let dir = tempdir();
+    let world = World::new(&dir);
+    world.faults().fail.insert("p".into());
+    let e = engine(h.fresh().await, &world);
+    let run = e
+        .start(&testkit::pivot_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
+    assert_eq!(
+        drive(&e, run).await,
+        RunExit::Finished(RunState::RolledBack)
+    );
+    assert_eq!(
+        world.resources(),
+        vec!["p"],
+        "a undone, the pivot's effect kept"
+    );
+    let view = e.view(run).await.unwrap();
+    assert!(matches!(
+        view.node("p").unwrap().status,
+        crate::NodeStatus::Kept { .. }
+    ));
+    assert!(matches!(
+        view.node("a").unwrap().status,
+        crate::NodeStatus::Undone { .. }
+    ));
 }
 
 fn tempdir() -> std::path::PathBuf {

@@ -49,6 +49,81 @@ pub enum DagError {
     /// A DAG with no nodes.
     #[error("workflow `{0}` has no nodes")]
     Empty(String),
+    /// A node marked as a pivot runs an action that declares an undo: a pivot's effect is
+    /// the point of no return, so it has none.
+    #[error("node `{0}` is marked as a pivot but its action declares an undo")]
+    PivotWithUndo(String),
+}
+
+/// What a run does when one of its steps fails for good (after its retries).
+///
+/// Persisted with the DAG, so a run keeps the policy it was started with whatever a later
+/// binary's default is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum FailurePolicy {
+    /// Undo every started step in reverse order (the classic saga).
+    #[default]
+    Unwind,
+    /// Keep every step's work and wait for an operator (`retry` redrives the failed step,
+    /// `cancel` unwinds). With a deadline: unwind by itself once the deadline passes with
+    /// nobody having acted (a journaled timer, so it survives restarts).
+    Pause {
+        /// Seconds after the failure at which the run unwinds by itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline_secs: Option<u64>,
+    },
+}
+
+impl FailurePolicy {
+    /// `pause`, unwinding by itself `deadline` after the failure (`None`: never).
+    pub fn pause(deadline: Option<std::time::Duration>) -> Self {
+        Self::Pause {
+            deadline_secs: deadline.map(|d| d.as_secs().max(1)),
+        }
+    }
+
+    /// The pause deadline, if any.
+    pub fn deadline(self) -> Option<std::time::Duration> {
+        match self {
+            Self::Pause {
+                deadline_secs: Some(s),
+            } => Some(std::time::Duration::from_secs(s)),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the default (`unwind`): not serialized then, so DAGs persisted
+    /// before policies existed read back unchanged.
+    pub fn is_unwind(&self) -> bool {
+        *self == Self::Unwind
+    }
+}
+
+impl fmt::Display for FailurePolicy {
+    /// `unwind`, `pause` or `pause=24h` (the flag's own syntax).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unwind => f.write_str("unwind"),
+            Self::Pause {
+                deadline_secs: None,
+            } => f.write_str("pause"),
+            Self::Pause {
+                deadline_secs: Some(s),
+            } => write!(f, "pause={}", short_duration(*s)),
+        }
+    }
+}
+
+/// `90` → `90s`, `3600` → `1h`, `86400` → `1d`, `5400` → `90m`: the largest unit that
+/// divides exactly.
+pub fn short_duration(secs: u64) -> String {
+    for (unit, n) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
+        if secs >= n && secs.is_multiple_of(n) {
+            return format!("{}{unit}", secs / n);
+        }
+    }
+    format!("{secs}s")
 }
 
 /// One node as persisted with the run.
@@ -70,6 +145,10 @@ pub struct NodeSpec {
     pub undo_retry: RetryPolicy,
     /// Whether the action declares an undo.
     pub has_undo: bool,
+    /// Set on a pivot: the step cannot be undone, and once it has succeeded the run never
+    /// unwinds past it. The text says why (shown by `plan` and `show`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pivot: Option<String>,
 }
 
 /// A built saga: what gets persisted with a run.
@@ -83,6 +162,9 @@ pub struct SagaDag {
     pub stages: Vec<String>,
     /// Nodes in a topological order (every node after its deps).
     pub nodes: Vec<NodeSpec>,
+    /// What the run does when a step fails for good.
+    #[serde(default, skip_serializing_if = "FailurePolicy::is_unwind")]
+    pub on_failure: FailurePolicy,
 }
 
 impl SagaDag {
@@ -101,6 +183,40 @@ impl SagaDag {
             }
         }
         m
+    }
+
+    /// Whether `node` (an index) is a strict descendant of `of`: it depends on it, directly
+    /// or through other nodes.
+    pub fn descends_from(&self, node: usize, of: usize) -> bool {
+        let Some(target) = self.nodes.get(of).map(|n| n.name.as_str()) else {
+            return false;
+        };
+        let mut stack: Vec<&str> = match self.nodes.get(node) {
+            Some(n) => n.deps.iter().map(String::as_str).collect(),
+            None => return false,
+        };
+        let mut seen = BTreeSet::new();
+        while let Some(d) = stack.pop() {
+            if d == target {
+                return true;
+            }
+            if seen.insert(d)
+                && let Some(n) = self.node(d)
+            {
+                stack.extend(n.deps.iter().map(String::as_str));
+            }
+        }
+        false
+    }
+
+    /// Whether any node is a pivot.
+    pub fn has_pivots(&self) -> bool {
+        self.nodes.iter().any(|n| n.pivot.is_some())
+    }
+
+    /// Whether every node is a pivot: the workflow only goes forward (a delete).
+    pub fn forward_only(&self) -> bool {
+        !self.nodes.is_empty() && self.nodes.iter().all(|n| n.pivot.is_some())
     }
 }
 
@@ -173,6 +289,8 @@ pub struct NodeOptions {
     pub undo_retry: Option<RetryPolicy>,
     /// Extra predecessors inside the current stage.
     pub after: Vec<String>,
+    /// Mark the node as a pivot (why it cannot be undone); its action must have no undo.
+    pub pivot: Option<String>,
 }
 
 impl NodeOptions {
@@ -191,6 +309,13 @@ impl NodeOptions {
     /// Use this undo retry policy.
     pub fn undo_retry(mut self, p: RetryPolicy) -> Self {
         self.undo_retry = Some(p);
+        self
+    }
+
+    /// Mark the node as a pivot: its effect is the point of no return. `why` is shown to
+    /// operators (`⚑ pivot: <why>`).
+    pub fn pivot(mut self, why: impl Into<String>) -> Self {
+        self.pivot = Some(why.into());
         self
     }
 }
@@ -215,11 +340,18 @@ impl SagaBuilder {
                 version,
                 stages: Vec::new(),
                 nodes: Vec::new(),
+                on_failure: FailurePolicy::Unwind,
             },
             barrier: Vec::new(),
             current: Vec::new(),
             ancestors: HashMap::new(),
         }
+    }
+
+    /// The workflow's default failure policy (a start may override it).
+    pub fn on_failure(&mut self, policy: FailurePolicy) -> &mut Self {
+        self.dag.on_failure = policy;
+        self
     }
 
     /// Open a new stage: nodes added from now on depend on every node of the previous
@@ -249,6 +381,9 @@ impl SagaBuilder {
         };
         if self.ancestors.contains_key(&name) {
             return Err(DagError::DuplicateNode(name));
+        }
+        if opts.pivot.is_some() && A::HAS_UNDO {
+            return Err(DagError::PivotWithUndo(name));
         }
         let input = serde_json::to_value(input).map_err(|e| DagError::Input {
             node: name.clone(),
@@ -294,6 +429,7 @@ impl SagaBuilder {
             retry: opts.retry.unwrap_or_else(A::retry_policy),
             undo_retry: opts.undo_retry.unwrap_or_else(A::undo_retry_policy),
             has_undo: A::HAS_UNDO,
+            pivot: opts.pivot,
         });
         Ok(Ref {
             node: name,

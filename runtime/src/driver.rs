@@ -7,11 +7,12 @@
 //! runs ahead of the journal for long).
 
 use crate::action::{BoxFuture, CheckpointSink, Phase, StepContext};
-use crate::dag::SagaDag;
+use crate::dag::{FailurePolicy, SagaDag};
 use crate::engine::{Boundary, BoundaryPoint, RunExit, Shared};
 use crate::error::{StepError, kind};
 use crate::journal::{
-    Event, NodeStatus, OPERATOR_APPLIED, OperatorCommand, RunState, RunView, UnwindCause,
+    Event, NodeStatus, OPERATOR_APPLIED, OperatorCommand, PauseCause, RunState, RunView,
+    UnwindCause,
 };
 use crate::retry::RetryDecision;
 use crate::store::{Append, CommandRecord, Lease, NewEvent, RunPatch, RunRecord, StoreError};
@@ -77,8 +78,29 @@ pub(crate) fn check_command(view: &RunView, cmd: &OperatorCommand) -> Result<(),
             Some(UnwindCause::NodeFailed { node }) => Err(format!(
                 "the run is already unwinding because {node} failed"
             )),
+            Some(UnwindCause::PauseExpired { node, .. }) => Err(format!(
+                "the run is already unwinding: it was paused after {node} failed and its deadline passed"
+            )),
             None => Ok(()),
         },
+        OperatorCommand::Retry { step } if view.paused.is_some() => {
+            let failed: Vec<&str> = view
+                .dag
+                .nodes
+                .iter()
+                .zip(&view.nodes)
+                .filter(|(_, st)| matches!(st.status, NodeStatus::Failed { .. }))
+                .map(|(n, _)| n.name.as_str())
+                .collect();
+            match step {
+                Some(s) if !failed.contains(&s.as_str()) => Err(format!(
+                    "the run is paused after a failure; only its failed step{} can be retried: {}",
+                    if failed.len() == 1 { "" } else { "s" },
+                    failed.join(", ")
+                )),
+                _ => Ok(()),
+            }
+        }
         OperatorCommand::Retry { step: Some(step) } => {
             let n = view.node(step).ok_or_else(|| {
                 format!(
@@ -117,6 +139,9 @@ pub(crate) fn check_command(view: &RunView, cmd: &OperatorCommand) -> Result<(),
                 )),
             }
         }
+        OperatorCommand::Resume if view.paused.is_some() => Err(
+            "the run is paused after a step failed: `retry` re-runs the failed step and goes on, `cancel` unwinds".into(),
+        ),
         OperatorCommand::Resume => match view.state() {
             RunState::Failed | RunState::NeedsOperator => Ok(()),
             s => Err(format!(
@@ -153,7 +178,10 @@ impl Writer {
         let state = self.view.state();
         let wake_at = match state {
             s if s.is_terminal() => None,
-            RunState::NeedsOperator | RunState::Failed => None,
+            // A paused run with a deadline is due at its deadline (then it unwinds).
+            RunState::NeedsOperator | RunState::Failed => {
+                self.view.paused.as_ref().and_then(|p| p.unwind_at)
+            }
             RunState::Waiting => self.view.next_timer(),
             _ => Some(now),
         };
@@ -577,8 +605,13 @@ impl RunDriver {
             let now = sh.clock.now();
             if inflight.is_empty() {
                 if state == RunState::NeedsOperator {
-                    info!(%run_id, "an undo gave up: the run needs an operator");
-                    return Ok(RunExit::NeedsOperator);
+                    // A paused run is never held, even with a near deadline: the lease is
+                    // given back with the deadline as its wake-up (any worker unwinds it).
+                    info!(%run_id, "the run needs an operator");
+                    return Ok(match next_timer {
+                        None => RunExit::NeedsOperator,
+                        Some(t) => RunExit::Released(Some(t)),
+                    });
                 }
                 match next_timer {
                     None => return Ok(RunExit::Released(None)),
@@ -1006,16 +1039,45 @@ fn plan(
     };
     match &view.unwinding {
         None => {
+            if let Some(p) = &view.paused {
+                // Nothing moves while paused; the deadline (a journaled timer) unwinds it.
+                if let Some(deadline) = p.unwind_at
+                    && deadline <= now
+                {
+                    events.push(Event::UnwindStarted {
+                        cause: UnwindCause::PauseExpired {
+                            node: p.step.clone(),
+                            deadline,
+                        },
+                    });
+                }
+                return (events, starts);
+            }
             if let Some(i) = view
                 .nodes
                 .iter()
                 .position(|n| matches!(n.status, NodeStatus::Failed { .. }))
             {
-                events.push(Event::UnwindStarted {
-                    cause: UnwindCause::NodeFailed {
-                        node: view.dag.nodes[i].name.clone(),
+                let step = view.dag.nodes[i].name.clone();
+                // Past a pivot the run can never unwind: it pauses whatever its policy.
+                let ev = match (view.passed_pivot(), view.dag.on_failure) {
+                    (Some(pivot), _) => Event::RunPaused {
+                        step,
+                        cause: PauseCause::PastPivot {
+                            pivot: pivot.to_string(),
+                        },
+                        unwind_at: None,
                     },
-                });
+                    (None, FailurePolicy::Unwind) => Event::UnwindStarted {
+                        cause: UnwindCause::NodeFailed { node: step },
+                    },
+                    (None, policy @ FailurePolicy::Pause { .. }) => Event::RunPaused {
+                        step,
+                        cause: PauseCause::Policy,
+                        unwind_at: policy.deadline().map(|d| now.plus(d)),
+                    },
+                };
+                events.push(ev);
                 return (events, starts);
             }
             if view.nodes.iter().all(|n| n.status == NodeStatus::Succeeded) {
@@ -1091,9 +1153,13 @@ fn plan(
         }
         Some(cause) => {
             let dependents = view.dag.dependents();
+            let pivots = view.dag.has_pivots();
             let mut done = true;
             for (idx, (spec, st)) in view.dag.nodes.iter().zip(&view.nodes).enumerate() {
-                if !matches!(st.status, NodeStatus::Pending | NodeStatus::Undone { .. }) {
+                if !matches!(
+                    st.status,
+                    NodeStatus::Pending | NodeStatus::Undone { .. } | NodeStatus::Kept { .. }
+                ) {
                     done = false;
                 }
                 if inflight.contains_key(&idx) {
@@ -1108,7 +1174,9 @@ fn plan(
                                 !inflight.contains_key(&di)
                                     && matches!(
                                         view.nodes[di].status,
-                                        NodeStatus::Pending | NodeStatus::Undone { .. }
+                                        NodeStatus::Pending
+                                            | NodeStatus::Undone { .. }
+                                            | NodeStatus::Kept { .. }
                                     )
                             })
                         })
@@ -1123,6 +1191,14 @@ fn plan(
                     | NodeStatus::Succeeded
                     | NodeStatus::Failed { .. } => {
                         if !children_clear() {
+                            None
+                        } else if let Some(reason) =
+                            pivots.then(|| view.kept_by_pivot(idx)).flatten()
+                        {
+                            events.push(Event::NodeKept {
+                                node: name.clone(),
+                                reason,
+                            });
                             None
                         } else if !spec.has_undo {
                             events.push(Event::NodeUndone {
@@ -1179,7 +1255,9 @@ fn plan(
             if done && inflight.is_empty() && events.is_empty() && starts.is_empty() {
                 let state = match cause {
                     UnwindCause::Cancelled { .. } => RunState::Cancelled,
-                    UnwindCause::NodeFailed { .. } => RunState::RolledBack,
+                    UnwindCause::NodeFailed { .. } | UnwindCause::PauseExpired { .. } => {
+                        RunState::RolledBack
+                    }
                 };
                 events.push(Event::RunFinished { state });
             }

@@ -583,7 +583,12 @@ impl Engine {
                 let idle = s.lease_owner.is_none() && !s.commands_pending;
                 match s.state {
                     st if st.is_terminal() => return Ok(RunExit::Finished(st)),
-                    RunState::NeedsOperator if idle => return Ok(RunExit::NeedsOperator),
+                    // A paused run whose deadline passed is due: drive its unwind.
+                    RunState::NeedsOperator
+                        if idle && s.wake_at.is_none_or(|t| t > sh.clock.now()) =>
+                    {
+                        return Ok(RunExit::NeedsOperator);
+                    }
                     RunState::Failed if idle => return Ok(RunExit::Parked(s.blocked_on.clone())),
                     _ => {}
                 }

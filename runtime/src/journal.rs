@@ -52,6 +52,40 @@ pub enum UnwindCause {
         /// Why.
         reason: String,
     },
+    /// The run was paused by its failure policy after `node` failed, and nobody retried or
+    /// cancelled it before the policy's deadline.
+    PauseExpired {
+        /// The failed node.
+        node: String,
+        /// The deadline that passed.
+        deadline: Timestamp,
+    },
+}
+
+/// Why a run stopped for an operator instead of unwinding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum PauseCause {
+    /// The run's failure policy is `pause` (possibly with a deadline).
+    Policy,
+    /// A pivot has succeeded: the run can never unwind past it.
+    PastPivot {
+        /// The last pivot that succeeded.
+        pivot: String,
+    },
+}
+
+/// A paused run: a step failed for good and nothing was undone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Paused {
+    /// The step whose failure paused the run.
+    pub step: String,
+    /// Why the run paused instead of unwinding.
+    pub cause: PauseCause,
+    /// When it unwinds by itself unless an operator acts first.
+    pub unwind_at: Option<Timestamp>,
+    /// When it paused.
+    pub since: Timestamp,
 }
 
 /// Operator commands, journaled with who, when and why.
@@ -171,6 +205,17 @@ pub enum Event {
         reason: String,
         outcome: String,
     },
+    /// A step failed for good and the run stops for an operator, keeping every step's
+    /// work (its failure policy, or a pivot behind it). `unwind_at`: the journaled timer
+    /// at which it unwinds by itself.
+    RunPaused {
+        step: String,
+        cause: PauseCause,
+        unwind_at: Option<Timestamp>,
+    },
+    /// While unwinding: the node's effects stay, because it is a pivot or came before one
+    /// that succeeded (it is never undone).
+    NodeKept { node: String, reason: String },
     /// The run cannot be executed by this binary; it waits for an operator.
     RunParked { reason: String },
     /// A parked run is tried again.
@@ -196,7 +241,8 @@ impl Event {
             | Self::UndoRetryScheduled { node, .. }
             | Self::NodeUndone { node, .. }
             | Self::UndoFailed { node, .. }
-            | Self::UndoResolved { node, .. } => Some(node),
+            | Self::UndoResolved { node, .. }
+            | Self::NodeKept { node, .. } => Some(node),
             _ => None,
         }
     }
@@ -220,6 +266,8 @@ impl Event {
             Self::UndoFailed { .. } => "undo_failed",
             Self::UndoResolved { .. } => "undo_resolved",
             Self::Operator { .. } => "operator",
+            Self::RunPaused { .. } => "run_paused",
+            Self::NodeKept { .. } => "node_kept",
             Self::RunParked { .. } => "run_parked",
             Self::RunUnparked => "run_unparked",
             Self::RunFinished { .. } => "run_finished",
@@ -343,6 +391,9 @@ pub enum NodeStatus {
     Undone { skipped: bool, resolved: bool },
     /// Undo gave up.
     UndoFailed { error: StepError },
+    /// Never undone: a pivot, or a step at or before a pivot that succeeded. `reason` says
+    /// which.
+    Kept { reason: String },
 }
 
 impl NodeStatus {
@@ -361,6 +412,7 @@ impl NodeStatus {
             Self::UndoRetryScheduled { .. } => "undo-retry-scheduled",
             Self::Undone { .. } => "undone",
             Self::UndoFailed { .. } => "undo-failed",
+            Self::Kept { .. } => "kept",
         }
     }
 
@@ -449,6 +501,10 @@ pub struct NodeState {
     /// the portal`); the ledger keeps the node's resources visible as resolved, not
     /// deleted, because nobody here saw them go.
     pub resolved_by: Option<String>,
+    /// How often an operator re-ran this step after it failed for good in a paused run
+    /// (each redrive starts a fresh retry budget).
+    #[serde(default)]
+    pub redrives: u32,
 }
 
 impl NodeState {
@@ -476,6 +532,28 @@ impl NodeState {
             undo_wait_since: None,
             quiet_polls: 0,
             resolved_by: None,
+            redrives: 0,
+        }
+    }
+
+    /// An operator's `retry` of a step that failed for good in a paused run: it is
+    /// scheduled to run again at once, with a fresh retry and wait budget. It stays
+    /// "started" (its failed attempt may have left effects its undo must clean up).
+    fn redrive(&mut self, at: Timestamp) {
+        if let NodeStatus::Failed { error } = &self.status {
+            self.status = NodeStatus::RetryScheduled {
+                attempt: 0,
+                next_at: at,
+                error: error.clone(),
+            };
+            self.redrives += 1;
+            self.attempts = 0;
+            self.interruptions = 0;
+            self.soft_failures = 0;
+            self.soft_since = None;
+            self.wait_since = None;
+            self.quiet_polls = 0;
+            self.finished_at = None;
         }
     }
 
@@ -687,6 +765,17 @@ impl NodeState {
                     resolved: true,
                 }
             }
+            (
+                S::Running { .. }
+                | S::Waiting { .. }
+                | S::RetryScheduled { .. }
+                | S::Stalled { .. }
+                | S::Succeeded
+                | S::Failed { .. },
+                Event::NodeKept { reason, .. },
+            ) => S::Kept {
+                reason: reason.clone(),
+            },
             (from, _) => return Err(illegal(from)),
         };
         if let Event::NodeStarted { attempt, .. } = ev {
@@ -720,6 +809,8 @@ pub struct RunView {
     pub unwind_error: Option<StepError>,
     /// Set while parked.
     pub parked: Option<String>,
+    /// Set while paused after a step failed for good (its failure policy, or a pivot).
+    pub paused: Option<Paused>,
     /// Set once finished.
     pub finished: Option<RunState>,
     /// Number of events applied.
@@ -743,6 +834,7 @@ impl RunView {
             unwinding: None,
             unwind_error: None,
             parked: None,
+            paused: None,
             finished: None,
             events: 0,
         }
@@ -778,9 +870,43 @@ impl RunView {
                     return Err(run_illegal("unwinding"));
                 }
                 self.unwinding = Some(cause.clone());
-                if let UnwindCause::NodeFailed { node } = cause {
+                self.paused = None;
+                if let UnwindCause::NodeFailed { node } | UnwindCause::PauseExpired { node, .. } =
+                    cause
+                {
                     self.unwind_error = self.node(node).and_then(|n| n.last_error.clone());
                 }
+            }
+            Event::RunPaused {
+                step,
+                cause,
+                unwind_at,
+            } => {
+                if self.unwinding.is_some() {
+                    return Err(run_illegal("unwinding"));
+                }
+                if self.paused.is_some() {
+                    return Err(run_illegal("paused"));
+                }
+                if !self
+                    .node(step)
+                    .is_some_and(|n| matches!(n.status, NodeStatus::Failed { .. }))
+                {
+                    return Err(IllegalTransition {
+                        subject: step.clone(),
+                        from: self
+                            .node(step)
+                            .map_or("unknown-node", |n| n.status.name())
+                            .into(),
+                        event: ev.kind().into(),
+                    });
+                }
+                self.paused = Some(Paused {
+                    step: step.clone(),
+                    cause: cause.clone(),
+                    unwind_at: *unwind_at,
+                    since: at,
+                });
             }
             Event::RunParked { reason } => self.parked = Some(reason.clone()),
             Event::RunUnparked => {
@@ -797,7 +923,12 @@ impl RunView {
                     RunState::RolledBack | RunState::Cancelled => {
                         self.unwinding.is_some()
                             && self.nodes.iter().all(|n| {
-                                matches!(n.status, NodeStatus::Pending | NodeStatus::Undone { .. })
+                                matches!(
+                                    n.status,
+                                    NodeStatus::Pending
+                                        | NodeStatus::Undone { .. }
+                                        | NodeStatus::Kept { .. }
+                                )
                             })
                     }
                     _ => false,
@@ -829,11 +960,15 @@ impl RunView {
                 // backwards from there (an in-flight attempt may still report its result).
                 // Re-entering a waiting attempt (a quiet poll with news) continues an
                 // attempt already journaled: not new progress.
-                if self.unwinding.is_some()
+                if (self.unwinding.is_some() || self.paused.is_some())
                     && let Event::NodeStarted { attempt, .. } = ev
                     && !matches!(self.nodes[i].status, NodeStatus::Waiting { attempt: a, .. } if a == *attempt)
                 {
-                    return Err(run_illegal("unwinding"));
+                    return Err(run_illegal(if self.unwinding.is_some() {
+                        "unwinding"
+                    } else {
+                        "paused"
+                    }));
                 }
                 self.nodes[i].apply(name, ev, at)?;
             }
@@ -848,6 +983,22 @@ impl RunView {
             OperatorCommand::Resume => (None, true),
             _ => return,
         };
+        if self.paused.is_some() && !stuck_only {
+            // Redrive: the failed step(s) run again with a fresh budget, then the run goes
+            // on forward. Work that succeeded is kept.
+            for (spec, st) in self.dag.nodes.iter().zip(self.nodes.iter_mut()) {
+                if step.is_none_or(|s| s == spec.name) {
+                    st.redrive(at);
+                }
+            }
+            if !self
+                .nodes
+                .iter()
+                .any(|n| matches!(n.status, NodeStatus::Failed { .. }))
+            {
+                self.paused = None;
+            }
+        }
         for (spec, st) in self.dag.nodes.iter().zip(self.nodes.iter_mut()) {
             if step.is_some_and(|s| s != spec.name) {
                 continue;
@@ -888,6 +1039,9 @@ impl RunView {
             }
             return RunState::Unwinding;
         }
+        if self.paused.is_some() {
+            return RunState::NeedsOperator;
+        }
         if self.nodes.iter().all(|n| n.status == NodeStatus::Pending) {
             return RunState::Pending;
         }
@@ -921,6 +1075,9 @@ impl RunView {
     /// The step operators should look at first: a stuck undo, an active undo, a waiting or
     /// running step, in that order.
     pub fn current_step(&self) -> Option<&str> {
+        if let Some(p) = &self.paused {
+            return Some(&p.step);
+        }
         let pick = |f: &dyn Fn(&NodeStatus) -> bool| {
             self.dag
                 .nodes
@@ -964,14 +1121,25 @@ impl RunView {
                     (Some(UnwindCause::NodeFailed { node }), None) => {
                         format!("nothing: rolled back after {node} failed")
                     }
+                    (Some(UnwindCause::PauseExpired { node, deadline }), e) => format!(
+                        "nothing: rolled back after {node} failed{}; it was paused until {deadline} and nobody retried it",
+                        e.as_ref()
+                            .map(|e| format!(": {}", e.code.as_deref().unwrap_or(&e.kind)))
+                            .unwrap_or_default()
+                    ),
                     _ => "nothing: rolled back".into(),
                 };
             }
             RunState::Cancelled => {
-                return match &self.unwinding {
-                    Some(UnwindCause::Cancelled { by, .. }) => {
+                let kept = self.kept_count();
+                return match (&self.unwinding, kept) {
+                    (Some(UnwindCause::Cancelled { by, .. }), 0) => {
                         format!("nothing: cancelled by {by} and unwound")
                     }
+                    (Some(UnwindCause::Cancelled { by, .. }), k) => format!(
+                        "nothing: cancelled by {by}; unwound back to the pivot, {k} step{} kept (cannot be undone)",
+                        if k == 1 { "" } else { "s" }
+                    ),
                     _ => "nothing: cancelled and unwound".into(),
                 };
             }
@@ -983,6 +1151,9 @@ impl RunView {
                 );
             }
             _ => {}
+        }
+        if let Some(p) = &self.paused {
+            return self.paused_line(p);
         }
         let Some(step) = self.current_step() else {
             return "between steps".into();
@@ -1070,8 +1241,88 @@ impl RunView {
         }
     }
 
-    /// The earliest durable timer among nodes that are waiting (poll or retry).
+    /// The one-line reason of a paused run: why it paused, the failed step and its error,
+    /// and when (if ever) it unwinds by itself.
+    fn paused_line(&self, p: &Paused) -> String {
+        let error = self
+            .node(&p.step)
+            .and_then(|n| n.last_error.as_ref())
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
+        match &p.cause {
+            PauseCause::Policy => {
+                let policy = self.dag.on_failure;
+                let when = match p.unwind_at {
+                    Some(t) => format!("unwinds at {t} unless retried"),
+                    None => "waits for an operator: retry or cancel".into(),
+                };
+                format!(
+                    "paused by policy: on-failure={policy} ({when}); {} failed{error}",
+                    p.step
+                )
+            }
+            PauseCause::PastPivot { pivot } if self.dag.forward_only() => {
+                let done = self
+                    .nodes
+                    .iter()
+                    .filter(|n| n.status == NodeStatus::Succeeded)
+                    .count();
+                format!(
+                    "partially done, forward-only: {done} of {} steps done and none can be undone; {} failed{error}; `retry` continues",
+                    self.nodes.len(),
+                    p.step
+                )
+            }
+            PauseCause::PastPivot { pivot } => format!(
+                "paused past the pivot {pivot} (it cannot be undone): retry, or cancel to undo only what came after it; {} failed{error}",
+                p.step
+            ),
+        }
+    }
+
+    /// Nodes kept (never undone) by the unwind: pivots and what came before them.
+    pub fn kept_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| matches!(n.status, NodeStatus::Kept { .. }))
+            .count()
+    }
+
+    /// The last pivot (in DAG order) that has succeeded: the run's point of no return.
+    pub fn passed_pivot(&self) -> Option<&str> {
+        self.dag
+            .nodes
+            .iter()
+            .zip(&self.nodes)
+            .filter(|(spec, st)| spec.pivot.is_some() && st.status == NodeStatus::Succeeded)
+            .map(|(spec, _)| spec.name.as_str())
+            .next_back()
+    }
+
+    /// Whether an unwind must keep node `idx` (never undo it): it is a pivot, or it is not
+    /// a strict descendant of every pivot that succeeded (so it came at or before one).
+    pub fn kept_by_pivot(&self, idx: usize) -> Option<String> {
+        let spec = self.dag.nodes.get(idx)?;
+        if let Some(why) = &spec.pivot {
+            return Some(format!("pivot: {why}"));
+        }
+        self.dag
+            .nodes
+            .iter()
+            .enumerate()
+            .zip(&self.nodes)
+            // Succeeded (its output is journaled), even if already marked kept.
+            .filter(|((_, p), st)| p.pivot.is_some() && st.output.is_some())
+            .find(|((pi, _), _)| !self.dag.descends_from(idx, *pi))
+            .map(|((_, p), _)| format!("at or before the pivot {}", p.name))
+    }
+
+    /// The earliest durable timer among nodes that are waiting (poll or retry); while
+    /// paused, only the pause's deadline (nothing else moves).
     pub fn next_timer(&self) -> Option<Timestamp> {
+        if let Some(p) = &self.paused {
+            return p.unwind_at;
+        }
         self.nodes
             .iter()
             .filter_map(|n| match &n.status {
@@ -1113,12 +1364,14 @@ mod tests {
             retry: RetryPolicy::default(),
             undo_retry: RetryPolicy::default(),
             has_undo: true,
+            pivot: None,
         };
         SagaDag {
             workflow: "w".into(),
             version: 1,
             stages: vec!["s".into()],
             nodes: vec![n("a", &[]), n("b", &["a"])],
+            on_failure: Default::default(),
         }
     }
 

@@ -239,6 +239,9 @@ pub struct UnwindSummary {
     pub kept: usize,
     /// Undos an operator resolved by hand: (step, "who: note").
     pub resolved: Vec<(String, String)>,
+    /// Steps the unwind kept because they are pivots or came at or before one that
+    /// succeeded (never undone): their resources stay.
+    pub kept_steps: usize,
 }
 
 impl UnwindSummary {
@@ -258,16 +261,29 @@ impl UnwindSummary {
                 s.resolved.push((spec.name.clone(), who.clone()));
             }
         }
+        s.kept_steps = view.kept_count();
         s
+    }
+
+    /// Whether the unwind undid everything the run did (nothing kept, nothing by hand).
+    pub fn complete(&self) -> bool {
+        self.resolved.is_empty() && self.kept == 0 && self.kept_steps == 0
     }
 
     /// "nothing it made is left", or what else is true: kept adopted resources, undos
     /// resolved by hand (which nobody here saw finish).
     pub fn sentence(&self) -> String {
         let mut parts = Vec::new();
-        if self.resolved.is_empty() {
+        if self.kept_steps > 0 {
+            parts.push(format!(
+                "what came after the pivot was undone; {} step{} at or before it kept (cannot be undone)",
+                self.kept_steps,
+                if self.kept_steps == 1 { "" } else { "s" }
+            ));
+        } else if self.resolved.is_empty() {
             parts.push("nothing it made is left".to_string());
-        } else {
+        }
+        if !self.resolved.is_empty() {
             let n = self.resolved.len();
             let which: Vec<String> = self
                 .resolved

@@ -38,13 +38,16 @@ pub mod time;
 pub use action::{
     Action, CheckpointCell, Outcome, Phase, Registry, RegistryError, StepContext, UndoOutcome,
 };
-pub use dag::{DagError, NodeOptions, NodeSpec, Ref, SagaBuilder, SagaDag};
+pub use dag::{DagError, FailurePolicy, NodeOptions, NodeSpec, Ref, SagaBuilder, SagaDag};
 pub use engine::{
     Boundary, BoundaryPoint, Engine, EngineConfig, EngineError, EngineHooks, NoHooks, RunExit,
     StartOptions, Started,
 };
 pub use error::StepError;
-pub use journal::{Event, NodeState, NodeStatus, OperatorCommand, RunState, RunView, UnwindCause};
+pub use journal::{
+    Event, NodeState, NodeStatus, OperatorCommand, PauseCause, Paused, RunState, RunView,
+    UnwindCause,
+};
 pub use memory::MemoryStore;
 pub use retry::RetryPolicy;
 pub use store::{ExecutorHolder, JournalStore, RunFilter, RunId, RunSummary, StoreError};

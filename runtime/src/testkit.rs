@@ -261,6 +261,30 @@ impl Action for TestStep {
     }
 }
 
+/// Creates resource `key` like [`TestStep`], but has no undo: a pivot (the point of no
+/// return, like a control plane upgrade).
+#[derive(Debug, Clone)]
+pub struct PivotStep(pub Arc<World>);
+
+impl Action for PivotStep {
+    const NAME: &'static str = "test.pivot";
+    const HAS_UNDO: bool = false;
+    type Input = StepInput;
+    type Output = StepOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        TestStep::retry_policy()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: StepInput,
+    ) -> Result<Outcome<StepOutput>, StepError> {
+        TestStep(self.0.clone()).run(ctx, input).await
+    }
+}
+
 /// A no-op step (engine overhead benchmarks).
 #[derive(Debug, Clone, Copy)]
 pub struct NoOp;
@@ -280,6 +304,7 @@ impl Action for NoOp {
 pub fn registry(world: &Arc<World>) -> Registry {
     let mut r = Registry::new();
     let _ = r.register(TestStep(world.clone()));
+    let _ = r.register(PivotStep(world.clone()));
     let _ = r.register(NoOp);
     r
 }
@@ -312,6 +337,42 @@ pub fn sample_dag_for(prefix: &str) -> SagaDag {
     let _ = c.map(|c| b.add::<TestStep>("d", &step("d", vec![]), NodeOptions::default().after(&c)));
     b.build()
         .unwrap_or_else(|e| panic!("sample DAG is valid: {e}"))
+}
+
+/// Node names of [`pivot_dag`], in order.
+pub const PIVOT_NODES: [&str; 4] = ["a", "p", "c", "d"];
+
+/// `a → p (pivot) → c → d`: a workflow with a point of no return.
+pub fn pivot_dag() -> SagaDag {
+    pivot_dag_for("")
+}
+
+/// [`pivot_dag`] whose resources are named `<prefix><node>`.
+pub fn pivot_dag_for(prefix: &str) -> SagaDag {
+    let mut b = SagaBuilder::new("sample-pivot", 1);
+    let step = |key: &str| StepInput {
+        key: format!("{prefix}{key}"),
+        needs: vec![],
+    };
+    let built = (|| {
+        b.stage("before");
+        b.add::<TestStep>("a", &step("a"), NodeOptions::default())?;
+        b.stage("pivot");
+        b.add::<PivotStep>(
+            "p",
+            &step("p"),
+            NodeOptions::default().pivot("the sample's point of no return"),
+        )?;
+        b.stage("after");
+        b.add::<TestStep>("c", &step("c"), NodeOptions::default())?;
+        b.stage("last");
+        b.add::<TestStep>("d", &step("d"), NodeOptions::default())
+    })();
+    if let Err(e) = built {
+        panic!("pivot DAG is valid: {e}");
+    }
+    b.build()
+        .unwrap_or_else(|e| panic!("pivot DAG is valid: {e}"))
 }
 
 /// `steps` no-op nodes in sequence.

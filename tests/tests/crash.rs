@@ -19,6 +19,12 @@ enum Scenario {
     Forward,
     /// `c` fails permanently (after its effect): a, b1, b2, c are undone; d never starts.
     UnwindAtC,
+    /// `c` fails permanently with `--on-failure pause`: the run stops in needs-operator
+    /// and nothing is undone (issue 23).
+    PauseAtC,
+    /// `c` fails with `--on-failure pause=2s`, nobody acts: once the deadline passed, the
+    /// next process unwinds it (the kills fall in that unwind). Ends like `UnwindAtC`.
+    DeadlineAtC,
 }
 
 impl Scenario {
@@ -26,8 +32,32 @@ impl Scenario {
         match self {
             Self::Forward => vec![],
             Self::UnwindAtC => vec!["--fail", "c"],
+            Self::PauseAtC => vec!["--fail", "c", "--on-failure", "pause"],
+            Self::DeadlineAtC => vec!["--fail", "c", "--on-failure", "pause=2s"],
         }
     }
+}
+
+/// The deadline of [`Scenario::DeadlineAtC`], and a little more.
+const DEADLINE: Duration = Duration::from_millis(2_300);
+
+/// [`Scenario::DeadlineAtC`]'s first process: runs the saga until it pauses (exit 1), then
+/// waits out the deadline. Nothing was undone yet.
+fn pause_then_wait(dir: &Path, db: &str) {
+    let p = selftest(dir, db, Scenario::DeadlineAtC, &envs(&[]));
+    let (code, out, err) = p.finish(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "paused: {out:?} {err}");
+    assert!(
+        out.iter()
+            .any(|l| l.contains("paused (on-failure=pause=2s)")),
+        "the pause was announced: {out:?}"
+    );
+    let fx = read_lines(&dir.join("world/effects.log"));
+    assert!(
+        !fx.iter().any(|l| l.starts_with("undo")),
+        "nothing undone while paused: {fx:?}"
+    );
+    std::thread::sleep(DEADLINE);
 }
 
 fn envs(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
@@ -83,7 +113,19 @@ fn assert_converged(dir: &Path, s: Scenario, ctx: &str) {
                 "{ctx}: nothing undone: {fx:?}"
             );
         }
-        Scenario::UnwindAtC => {
+        Scenario::PauseAtC => {
+            assert_eq!(res, ["a", "b1", "b2", "c"], "{ctx}: the work is kept");
+            for n in ["a", "b1", "b2", "c"] {
+                let c = count(format!("effect {n} create"));
+                assert!(c <= 1, "{ctx}: {n} created {c} times: {fx:?}");
+            }
+            assert!(
+                !fx.iter()
+                    .any(|l| l.starts_with("undo") || l.contains(" d ")),
+                "{ctx}: nothing undone, d never started: {fx:?}"
+            );
+        }
+        Scenario::UnwindAtC | Scenario::DeadlineAtC => {
             assert!(res.is_empty(), "{ctx}: everything undone: {res:?}");
             let mut lines = 0;
             for n in ["a", "b1", "b2", "c"] {
@@ -114,11 +156,14 @@ async fn run_scenario(
     // 1. A traced, uninterrupted run tells how many boundaries there are.
     let dir = scratch("trace");
     let db = fresh_db(&dir).await;
+    if let Scenario::DeadlineAtC = s {
+        pause_then_wait(&dir, &db);
+    }
     let p = selftest(&dir, &db, s, &envs(&[("HCP_TRACE_BOUNDARIES", "1".into())]));
     let (code, out, err) = p.finish(Duration::from_secs(60));
     let expected = match s {
         Scenario::Forward => 0,
-        Scenario::UnwindAtC => 1,
+        _ => 1,
     };
     assert_eq!(code, Some(expected), "trace run: {out:?} {err}");
     let boundaries: Vec<&String> = out
@@ -128,15 +173,29 @@ async fn run_scenario(
     let min = match s {
         Scenario::Forward => 15,
         Scenario::UnwindAtC => 24,
+        Scenario::PauseAtC => 12,
+        Scenario::DeadlineAtC => 12,
     };
     assert_eq!(boundaries.len(), min, "{boundaries:?}");
-    assert!(boundaries.iter().any(|b| b.contains(" undo ")) == matches!(s, Scenario::UnwindAtC));
+    assert!(
+        boundaries.iter().any(|b| b.contains(" undo "))
+            == matches!(s, Scenario::UnwindAtC | Scenario::DeadlineAtC)
+    );
+    if let Scenario::DeadlineAtC = s {
+        assert!(
+            boundaries.iter().all(|b| b.contains(" undo ")),
+            "after the deadline only the unwind runs: {boundaries:?}"
+        );
+    }
     assert_converged(&dir, s, "uninterrupted");
 
     // 2. Kill at each boundary, restart, converge.
     for i in 1..=boundaries.len() {
         let dir = scratch("crash");
         let db = fresh_db(&dir).await;
+        if let Scenario::DeadlineAtC = s {
+            pause_then_wait(&dir, &db);
+        }
         let mut p = selftest(&dir, &db, s, &envs(&[("HCP_CRASH_AT", i.to_string())]));
         let hit = p.wait_line("HCP_CRASHPOINT", Duration::from_secs(60));
         let Some(hit) = hit else {
@@ -180,6 +239,28 @@ fn pg_db(
         let base = base.clone();
         Box::pin(async move { fresh_postgres(&base).await })
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_pause_survives_sigkill_at_every_boundary() {
+    run_scenario(Scenario::PauseAtC, sqlite_db).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_deadline_unwind_survives_sigkill_at_every_boundary() {
+    run_scenario(Scenario::DeadlineAtC, sqlite_db).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_pause_survives_sigkill_at_every_boundary() {
+    let Some(base) = postgres_url() else { return };
+    run_scenario(Scenario::PauseAtC, pg_db(base)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_deadline_unwind_survives_sigkill_at_every_boundary() {
+    let Some(base) = postgres_url() else { return };
+    run_scenario(Scenario::DeadlineAtC, pg_db(base)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

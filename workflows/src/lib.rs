@@ -5,6 +5,8 @@
 //! - [`create_cluster`], [`delete_cluster`]: the DAGs (one file per workflow, like omicron's
 //!   sagas), built from a validated config and persisted with each run.
 //! - [`plan`]: what a DAG will create and how it would unwind, touching nothing.
+//! - [`workflow`]: each workflow as one self-describing unit ([`workflow::WorkflowDef`]):
+//!   what `start`, `plan`, `preflight` and `drive` use instead of knowing workflows by name.
 //! - [`registry`]: every action a worker must know to run or recover these workflows.
 
 pub mod budgets;
@@ -13,6 +15,7 @@ pub mod create_cluster;
 pub mod delete_cluster;
 pub mod layout;
 pub mod plan;
+pub mod workflow;
 
 use hcp_activities::steps::Clients;
 use hcp_runtime::{Registry, RegistryError};

@@ -286,6 +286,8 @@ pub struct StepView {
     pub current: bool,
     /// Whether the action declares an undo.
     pub has_undo: bool,
+    /// Set on a pivot: why it cannot be undone (`⚑ pivot: …`).
+    pub pivot: Option<String>,
 }
 
 /// A stage and its steps, in DAG order.
@@ -500,6 +502,67 @@ pub struct RunDetail {
     pub target: Option<String>,
     /// Set when no worker has held the run for over a minute while it is due.
     pub no_worker: Option<String>,
+    /// The run's failure policy (`unwind`, `pause`, `pause=24h`), as journaled with it.
+    pub on_failure: String,
+    /// Every step is a pivot: the run only goes forward (a delete).
+    pub forward_only: bool,
+    /// Set while the run is paused after a step failed for good.
+    pub paused: Option<PausedView>,
+}
+
+/// A paused run, as every view shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PausedView {
+    /// The step that failed for good.
+    pub step: String,
+    /// `policy` (its on-failure policy) or `past-pivot`.
+    pub cause: String,
+    /// The pivot it cannot unwind past.
+    pub pivot: Option<String>,
+    /// When it unwinds by itself unless retried (RFC 3339).
+    pub unwinds_at: Option<String>,
+    /// When it paused (RFC 3339).
+    pub since: String,
+    /// One line: `paused by policy: on-failure=pause (unwinds at … unless retried)`.
+    pub text: String,
+}
+
+impl PausedView {
+    fn of(v: &RunView) -> Option<Self> {
+        let p = v.paused.as_ref()?;
+        let (cause, pivot, text) = match &p.cause {
+            _ if v.dag.forward_only() => (
+                "forward-only",
+                None,
+                "stopped: a delete only goes forward; `retry` continues it".to_string(),
+            ),
+            hcp_runtime::PauseCause::Policy => (
+                "policy",
+                None,
+                format!(
+                    "paused by policy: on-failure={} ({})",
+                    v.dag.on_failure,
+                    match p.unwind_at {
+                        Some(t) => format!("unwinds at {t} unless retried"),
+                        None => "waits for an operator".to_string(),
+                    }
+                ),
+            ),
+            hcp_runtime::PauseCause::PastPivot { pivot } => (
+                "past-pivot",
+                Some(pivot.clone()),
+                format!("paused past the pivot {pivot}: it cannot be undone"),
+            ),
+        };
+        Some(Self {
+            step: p.step.clone(),
+            cause: cause.into(),
+            pivot,
+            unwinds_at: p.unwind_at.map(ts),
+            since: ts(p.since),
+            text,
+        })
+    }
 }
 
 /// The `why` answer: a paragraph and the commands it suggests.
@@ -531,6 +594,9 @@ fn unwind_cause_text(c: &UnwindCause) -> String {
             format!("{by} cancelled it")
         }
         UnwindCause::Cancelled { by, reason } => format!("{by} cancelled it: {reason}"),
+        UnwindCause::PauseExpired { node, deadline } => format!(
+            "step {node} failed and nobody retried it before its pause ran out at {deadline}"
+        ),
     }
 }
 
@@ -583,6 +649,9 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
         },
         target: s.target.clone(),
         no_worker: no_worker(s, now),
+        on_failure: "unwind".into(),
+        forward_only: false,
+        paused: None,
     };
     let f = match folded {
         Ok(f) => f,
@@ -605,6 +674,9 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
         .and_then(|n| v.dag.node(n))
         .map(|n| n.stage.clone());
     d.parked = v.parked.clone();
+    d.on_failure = v.dag.on_failure.to_string();
+    d.forward_only = v.dag.forward_only();
+    d.paused = PausedView::of(v);
     let current = d.step.clone();
     let mut by_stage: Vec<StageView> = v
         .dag
@@ -639,6 +711,7 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
             last_error: st.last_error.as_ref().map(ErrorView::from),
             current: current.as_deref() == Some(spec.name.as_str()),
             has_undo: spec.has_undo,
+            pivot: spec.pivot.clone(),
         };
         match by_stage.iter_mut().find(|g| g.name == spec.stage) {
             Some(g) => g.steps.push(step),
@@ -718,10 +791,15 @@ fn failure_card(
     v: &RunView,
     events: &[(StoredEvent, Event)],
 ) -> Option<FailureCard> {
-    let cause = v.unwinding.as_ref()?;
     let id = &d.id;
-    let (step, code, kind, message, at) = match cause {
-        UnwindCause::NodeFailed { node } => {
+    let failed_node = v.paused.as_ref().map(|p| p.step.clone());
+    let cause = match (&v.unwinding, failed_node) {
+        (Some(c), _) => c.clone(),
+        (None, Some(node)) => UnwindCause::NodeFailed { node },
+        (None, None) => return None,
+    };
+    let (step, code, kind, message, at) = match &cause {
+        UnwindCause::NodeFailed { node } | UnwindCause::PauseExpired { node, .. } => {
             let (at, err) = events.iter().rev().find_map(|(se, e)| match e {
                 Event::NodeFailed { node: n, error, .. } if n == node => Some((se.at, error)),
                 _ => None,
@@ -754,10 +832,11 @@ fn failure_card(
         }
     };
     let hint = match d.state {
+        RunState::NeedsOperator if v.paused.is_some() => paused_hint(v, id),
         RunState::RolledBack | RunState::Cancelled => {
             // What the ledger proves, not a stock sentence (issue 21 §2).
             let summary = ledger::UnwindSummary::of(v);
-            let first = if summary.resolved.is_empty() && summary.kept == 0 {
+            let first = if summary.complete() {
                 "Every step this run started was undone; nothing of it is left to clean up."
                     .to_string()
             } else {
@@ -812,6 +891,36 @@ fn failure_card(
         at,
         hint,
     })
+}
+
+/// What to do about a paused run: the exact `retry` and `cancel` commands, and what each
+/// does to the work it kept.
+fn paused_hint(v: &RunView, id: &str) -> String {
+    let Some(p) = &v.paused else {
+        return String::new();
+    };
+    let retry = cli(&format!("retry {id}"));
+    let cancel = cli(&format!("cancel {id} --reason '…'"));
+    if v.dag.forward_only() {
+        return format!(
+            "Nothing was undone, and a delete never undoes anything: the steps that ran are deleted for good. Fix the cause, then `{retry}` continues the delete from {}.",
+            p.step
+        );
+    }
+    let deadline = p
+        .unwind_at
+        .map(|t| format!(" If nobody acts, it unwinds by itself at {t}."))
+        .unwrap_or_default();
+    match &p.cause {
+        hcp_runtime::PauseCause::Policy => format!(
+            "Paused by policy: on-failure={}; nothing was undone.{deadline} Fix the cause, then `{retry}` re-runs {} with a fresh retry budget and goes on; or `{cancel}` unwinds every started step.",
+            v.dag.on_failure, p.step
+        ),
+        hcp_runtime::PauseCause::PastPivot { pivot } => format!(
+            "Paused past the pivot {pivot}, which cannot be undone; nothing was undone. Fix the cause, then `{retry}` re-runs {} and goes on; or `{cancel}` undoes only the steps that came after the pivot and keeps the rest.",
+            p.step
+        ),
+    }
 }
 
 /// Per node, the time of its latest event (for "since when").
@@ -926,7 +1035,9 @@ fn undo_stack(f: &Folded) -> UndoStack {
                 resolved.insert(node.as_str(), (by.as_str(), note.as_str()));
                 order.push((se.at, se.seq, node.as_str()));
             }
-            Event::NodeUndone { node, .. } => order.push((se.at, se.seq, node.as_str())),
+            Event::NodeUndone { node, .. } | Event::NodeKept { node, .. } => {
+                order.push((se.at, se.seq, node.as_str()))
+            }
             _ => {}
         }
     }
@@ -939,6 +1050,7 @@ fn undo_stack(f: &Folded) -> UndoStack {
         let note = match (&st.status, resolved.get(node)) {
             (_, Some((by, note))) => format!("resolved by {by}: {note}"),
             (NodeStatus::Undone { skipped: true, .. }, _) => "nothing to undo".to_string(),
+            (NodeStatus::Kept { reason }, _) => format!("kept, never undone ({reason})"),
             _ => {
                 let (d, k) = ledger::undo_counts(&entries, node);
                 ledger::undone_word(d, k)
@@ -956,7 +1068,12 @@ fn undo_stack(f: &Folded) -> UndoStack {
     let deps = v.dag.dependents();
     let mut next = Vec::new();
     for (spec, st) in v.dag.nodes.iter().zip(&v.nodes).rev() {
-        if !st.status.started() || matches!(st.status, NodeStatus::Undone { .. }) {
+        if !st.status.started()
+            || matches!(
+                st.status,
+                NodeStatus::Undone { .. } | NodeStatus::Kept { .. }
+            )
+        {
             continue;
         }
         let blockers: Vec<&str> = deps
@@ -982,6 +1099,16 @@ fn undo_stack(f: &Folded) -> UndoStack {
             }
             NodeStatus::UndoWaiting { until, reason, .. } => {
                 format!("undo waits until {until}: {reason}")
+            }
+            _ if spec.pivot.is_some() => format!(
+                "⚑ pivot: {}; never undone",
+                spec.pivot.as_deref().unwrap_or_default()
+            ),
+            _ if v
+                .kept_by_pivot(v.index_of(&spec.name).unwrap_or(usize::MAX))
+                .is_some() =>
+            {
+                "kept: at or before a pivot that succeeded; never undone".into()
             }
             _ if !spec.has_undo => "no undo declared: nothing to do".into(),
             _ if !blockers.is_empty() => format!("after {}", blockers.join(", ")),
@@ -1325,6 +1452,44 @@ fn why(
                 cancel.command
             )
         }
+        RunState::NeedsOperator if v.paused.is_some() => {
+            let p = d.paused.as_ref();
+            let step = p.map(|p| p.step.clone()).unwrap_or_default();
+            actions.push(suggest(
+                "retry",
+                None,
+                cli(&format!("retry {id}")),
+                if d.forward_only {
+                    "re-run the failed deletion and continue the delete"
+                } else {
+                    "re-run the failed step with a fresh retry budget, then go on"
+                },
+            ));
+            if !d.forward_only {
+                actions.push(suggest(
+                    "cancel",
+                    None,
+                    cli(&format!("cancel {id} --reason '…'")),
+                    match p.and_then(|p| p.pivot.as_deref()) {
+                        Some(_) => "undo only the steps after the pivot; keep the rest",
+                        None => "unwind: every started step is undone",
+                    },
+                ));
+            }
+            format!(
+                "{head} {} since {}: {}.{}",
+                p.map(|p| p.text.clone()).unwrap_or_default(),
+                since(&step),
+                d.failure
+                    .as_ref()
+                    .map(failure_text)
+                    .unwrap_or_else(|| format!("{step} failed")),
+                d.failure
+                    .as_ref()
+                    .map(|f| format!(" {}", f.hint))
+                    .unwrap_or_default()
+            )
+        }
         RunState::NeedsOperator if v.unwinding.is_none() => {
             // A forward wait ran past its budget (a stalled step).
             let stalled: Vec<(&str, &str)> = v
@@ -1565,6 +1730,21 @@ pub fn event_summary(ev: &Event) -> String {
             };
             format!("#{command_id} `{command}` by {by}{why}: {outcome}")
         }
+        Event::RunPaused {
+            step,
+            cause,
+            unwind_at,
+        } => {
+            let why = match cause {
+                hcp_runtime::PauseCause::Policy => "by policy".to_string(),
+                hcp_runtime::PauseCause::PastPivot { pivot } => format!("past the pivot {pivot}"),
+            };
+            let until = unwind_at
+                .map(|t| format!("; unwinds at {t} unless retried"))
+                .unwrap_or_default();
+            format!("paused {why} after {step} failed: nothing undone{until}")
+        }
+        Event::NodeKept { reason, .. } => format!("kept, never undone ({reason})"),
         Event::RunParked { reason } => format!("parked: {reason}"),
         Event::RunUnparked => "unparked".into(),
         Event::RunFinished { state } => format!("finished: {state}"),

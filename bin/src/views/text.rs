@@ -133,6 +133,20 @@ pub fn show(d: &RunDetail) -> String {
         crate::style::paint_state(d.state.as_str(), d.state.as_str())
     );
     let _ = writeln!(o, "blocked on {}", d.blocked_on);
+    if let Some(p) = &d.paused {
+        let _ = writeln!(o, "PAUSED     {} (since {})", p.text, p.since);
+    }
+    if d.on_failure != "unwind" || d.forward_only {
+        let _ = writeln!(
+            o,
+            "on-failure {}",
+            if d.forward_only {
+                "forward-only: every step is a pivot, nothing is ever undone".to_string()
+            } else {
+                d.on_failure.clone()
+            }
+        );
+    }
     if let Some(nw) = &d.no_worker {
         let _ = writeln!(o, "           {nw}");
     }
@@ -197,6 +211,12 @@ pub fn show(d: &RunDetail) -> String {
             "ATTEMPTS",
             "DURATION"
         );
+        let pivots: Vec<&crate::views::model::StepView> = d
+            .stages
+            .iter()
+            .flat_map(|g| g.steps.iter())
+            .filter(|s| s.pivot.is_some())
+            .collect();
         for g in &d.stages {
             let _ = writeln!(o, "  {}", g.name);
             for s in &g.steps {
@@ -205,7 +225,9 @@ pub fn show(d: &RunDetail) -> String {
                 } else {
                     format!("{}/{}", s.attempts, max_text(s.max_attempts))
                 };
-                let undo = if s.undo_attempts > 0 {
+                let undo = if s.pivot.is_some() {
+                    "⚑ pivot".to_string()
+                } else if s.undo_attempts > 0 {
                     format!("{}/{}", s.undo_attempts, max_text(s.undo_max_attempts))
                 } else if !s.has_undo {
                     "none".into()
@@ -226,6 +248,14 @@ pub fn show(d: &RunDetail) -> String {
                     s.last_error.as_ref().map(|e| e.text.as_str()).unwrap_or("")
                 );
             }
+        }
+        for s in &pivots {
+            let _ = writeln!(
+                o,
+                "  ⚑ pivot: {}: {}",
+                s.name,
+                s.pivot.as_deref().unwrap_or_default()
+            );
         }
     }
     if let Some(p) = &d.pending {
@@ -263,7 +293,12 @@ pub fn show(d: &RunDetail) -> String {
         );
     }
     let u = &d.undo;
-    if d.unreadable.is_none() {
+    if d.unreadable.is_none() && d.forward_only {
+        let _ = writeln!(
+            o,
+            "\nUNDO STACK  none: this workflow only goes forward (every step is a pivot); nothing is ever undone"
+        );
+    } else if d.unreadable.is_none() {
         let started = d
             .stages
             .iter()
@@ -287,6 +322,11 @@ pub fn show(d: &RunDetail) -> String {
                 o,
                 "\nUNDO STACK  nothing will be undone: the run {} and is finished",
                 d.state
+            );
+        } else if let Some(pivot) = d.paused.as_ref().and_then(|p| p.pivot.as_deref()) {
+            let _ = writeln!(
+                o,
+                "\nUNDO STACK  not unwinding; a cancel now would undo only what came after the pivot {pivot}, in this order:"
             );
         } else {
             let _ = writeln!(

@@ -43,6 +43,7 @@ pub fn cluster_dag(workflow: &str) -> SagaDag {
         retry: retry.clone(),
         undo_retry: RetryPolicy::default().with_max_attempts(3),
         has_undo: true,
+        pivot: None,
     };
     SagaDag {
         workflow: workflow.into(),
@@ -64,6 +65,7 @@ pub fn cluster_dag(workflow: &str) -> SagaDag {
             ),
             n("pls.ensure", "private-link", &["hostedcluster.apply"]),
         ],
+        on_failure: Default::default(),
     }
 }
 
@@ -588,7 +590,9 @@ pub async fn fixture(dir: &Path) -> String {
             retry: RetryPolicy::default(),
             undo_retry: RetryPolicy::default(),
             has_undo: false,
+            pivot: None,
         }],
+        on_failure: Default::default(),
     };
     let mut j = J::start(&store, 4, del, "alpha", 1000).await;
     j.ev(

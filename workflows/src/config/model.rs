@@ -185,6 +185,16 @@ pub struct ClusterConfig {
     /// Azure cloud. Default: `public`.
     #[serde(default)]
     pub cloud: Cloud,
+
+    /// What a run does when a step fails for good (after its retries): `unwind` undoes
+    /// every started step in reverse order (create-cluster's default); `pause` keeps all
+    /// the work and waits in `needs-operator` (`hcp-workflow retry` re-runs the failed step
+    /// and goes on, `cancel` unwinds); `pause=24h` pauses, then unwinds by itself if nobody
+    /// acted by then. `start --on-failure` wins over this key. delete-cluster only goes
+    /// forward (`pause`, always).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(unwind|pause(=[0-9][0-9a-z ]*)?)$"))]
+    pub on_failure: Option<String>,
 }
 
 /// Where the OIDC issuer comes from.

@@ -110,6 +110,11 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
             }
         }
     }
+    if let Some(v) = &config.on_failure
+        && let Err(e) = crate::workflow::parse_on_failure(v)
+    {
+        r.push("onFailure", "on-failure", e);
+    }
     let name_ok = check_name(&mut r, &config.name);
     if let Some(infra_id) = &config.infra_id {
         let infra_ok = !infra_id.is_empty() && is_dns_label(infra_id, false);
