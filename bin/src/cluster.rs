@@ -174,6 +174,31 @@ pub enum Workflow {
     DeleteCluster,
 }
 
+impl Workflow {
+    /// What the workflow declares about itself (issue 23 §3).
+    pub fn def(self) -> &'static hcp_workflows::workflow::WorkflowDef {
+        let name = match self {
+            Self::CreateCluster => create_cluster::WORKFLOW,
+            Self::DeleteCluster => delete_cluster::WORKFLOW,
+        };
+        hcp_workflows::workflow::lookup(name).unwrap_or(hcp_workflows::workflow::ALL[0])
+    }
+}
+
+/// The run's failure policy from `--on-failure` and the file's `onFailure:` (the flag
+/// wins); a bad one is refused naming the field (exit 2, nothing journaled).
+fn failure_policy(
+    wf: Workflow,
+    flag: Option<&str>,
+    cfg: &ClusterConfig,
+) -> Result<hcp_runtime::FailurePolicy> {
+    wf.def()
+        .failure_policy(flag, cfg.on_failure.as_deref())
+        .map_err(|(field, why)| {
+            Refused::input(format!("{field}: {why}\nnothing was journaled or created"))
+        })
+}
+
 /// `start`.
 #[derive(Args, Debug)]
 pub struct StartArgs {
@@ -210,6 +235,12 @@ pub struct StartArgs {
     /// delete-cluster: delete without asking. Required when stdin is not a terminal (CI, pipes, cron): without it such a delete is refused (exit 2).
     #[arg(long, short = 'y')]
     yes: bool,
+    /// What the run does when a step fails for good: `unwind` undoes every started step
+    /// (create-cluster's default); `pause` keeps the work and waits for `retry` or
+    /// `cancel`; `pause=24h` unwinds by itself if nobody acted by then. Wins over the
+    /// file's `onFailure:`. delete-cluster only goes forward: always `pause`.
+    #[arg(long, value_name = "unwind|pause[=DURATION]")]
+    on_failure: Option<String>,
 }
 
 /// A destructive command with nobody to ask (stdin is not a terminal: a pipe, CI, cron)
@@ -313,6 +344,9 @@ pub struct PlanArgs {
     /// delete-cluster: without the guest's cloud cleanup (see `start --help`).
     #[arg(long)]
     skip_cloud_cleanup: bool,
+    /// The failure policy to plan with (see `start --help`).
+    #[arg(long, value_name = "unwind|pause[=DURATION]")]
+    on_failure: Option<String>,
 }
 
 /// Load and validate; print every problem and return `None` on failure (exit code 2).
@@ -418,10 +452,16 @@ fn build(
     layout: &Layout,
     opts: DeleteOptions,
 ) -> Result<hcp_runtime::SagaDag> {
-    Ok(match wf {
-        Workflow::CreateCluster => create_cluster::build(cfg, layout)?,
-        Workflow::DeleteCluster => delete_cluster::build(cfg, layout, opts)?,
-    })
+    let def = wf.def();
+    Ok(def.dag(
+        cfg,
+        layout,
+        hcp_workflows::workflow::BuildOptions {
+            purge_persistent: opts.purge_persistent,
+            skip_cloud_cleanup: opts.skip_cloud_cleanup,
+        },
+        def.default_on_failure,
+    )?)
 }
 
 /// The DAG of `wf` for `cfg` (for `preflight`, which derives permissions from it).
@@ -438,6 +478,7 @@ pub fn build_dag(
 /// unless a delete needs the infra id a create run recorded).
 pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanArgs) -> Result<u8> {
     let cfg = load_config(&a.config)?;
+    let policy = failure_policy(a.workflow, a.on_failure.as_deref(), &cfg)?;
     let infra = match &cfg.infra_id {
         Some(i) => i.clone(),
         None => match a.workflow {
@@ -466,7 +507,7 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
     }
     let simulated = reach_args.simulate || reach_args.simulator.is_some();
     let layout = Layout::new(&cfg, &infra, simulated);
-    let dag = build(
+    let mut dag = build(
         a.workflow,
         &cfg,
         &layout,
@@ -475,6 +516,7 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             skip_cloud_cleanup: a.skip_cloud_cleanup,
         },
     )?;
+    dag.on_failure = policy;
     let mut p = plan::plan(&dag);
     p.cluster = Some(cfg.name.clone());
     p.infra_id = Some(infra.clone());
@@ -555,13 +597,6 @@ pub fn dns_zone_seed(c: &ClusterConfig) -> hcp_simulator::DnsZoneSeed {
 
 /// The cluster's exclusive key: at most one unfinished run of any workflow per key.
 ///
-/// Subscription and name, not the infra id: the management cluster's objects (the
-/// HostedCluster, its namespace and Secrets) are named by the cluster name alone, so two
-/// runs for one name must never overlap even if they were given different infra ids.
-pub fn cluster_key(cfg: &ClusterConfig) -> String {
-    format!("cluster/{}/{}", cfg.subscription, cfg.name)
-}
-
 fn cloud_name(cfg: &ClusterConfig) -> &'static str {
     match cfg.cloud {
         config::Cloud::Public => "public",
@@ -758,6 +793,7 @@ pub async fn start(
     a: StartArgs,
 ) -> Result<u8> {
     let mut cfg = load_config(&a.config)?;
+    let policy = failure_policy(a.workflow, a.on_failure.as_deref(), &cfg)?;
     let (config_path, config_digest) = config_identity(&a.config)?;
     if a.detach {
         refuse_simulate_without_shared_state(reach_args, db, "a detached run")?;
@@ -786,14 +822,11 @@ pub async fn start(
     let simulated = !matches!(reach, Reach::Direct);
     let layout = Layout::new(&cfg, &infra, simulated);
     // The DAG is built once, below, with the resolved private-link mode.
-    let workflow_name = match a.workflow {
-        Workflow::CreateCluster => create_cluster::WORKFLOW,
-        Workflow::DeleteCluster => delete_cluster::WORKFLOW,
-    };
+    let workflow_name = a.workflow.def().name;
     let clients = Clients::new(reach.clone());
     let target = crate::target::of_run(reach_args, &reach, cloud_name(&cfg));
     refuse_foreign_executor(&store, &target, "nothing was journaled or created").await?;
-    let exclusive = cluster_key(&cfg);
+    let exclusive = a.workflow.def().exclusive_key(&cfg);
     // Refused now rather than after the checks below (the store decides again at create).
     let holder = store
         .list_runs(&hcp_runtime::RunFilter {
@@ -880,7 +913,7 @@ pub async fn start(
         },
     };
     cfg.private_link.managed_by = managed_by;
-    let dag = build(
+    let mut dag = build(
         a.workflow,
         &cfg,
         &layout,
@@ -889,6 +922,7 @@ pub async fn start(
             skip_cloud_cleanup: a.skip_cloud_cleanup,
         },
     )?;
+    dag.on_failure = policy;
     // Issue 13: every check that applies to this workflow (the permissions derived from
     // this very DAG), read-only, before anything is journaled.
     let preflight_label = if a.skip_preflight {

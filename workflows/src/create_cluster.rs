@@ -9,7 +9,10 @@
 use crate::config::PrivateLinkManager;
 use crate::config::{ClusterConfig, Identities, Topology};
 use crate::layout::{CLUSTERS_NAMESPACE, COMPONENTS, Layout, Scope, api};
-use hcp_activities::kube::render::{HostedClusterInput, NodePoolImage, NodePoolInput};
+use crate::workflow::{PreflightKind, WorkflowDef};
+use hcp_activities::kube::render::{
+    HostedClusterInput, NodePoolImage, NodePoolInput, PublicHostnames,
+};
 use hcp_activities::steps::arm::{
     EnsureContainer, EnsureDnsLink, EnsureDnsZone, EnsureIdentity, EnsureLoadBalancer, EnsureNsg,
     EnsurePublicIp, EnsureResourceGroup, EnsureStorageAccount, EnsureVnet, ResourceInput,
@@ -17,24 +20,24 @@ use hcp_activities::steps::arm::{
 };
 use hcp_activities::steps::cluster::{
     ApplyHostedCluster, ApplyNodePool, ClientId, ConditionInput, EnsureClusterSecrets,
-    EnsureIssuerKey, ExistingIssuerKey, HostedClusterNodeInput, IssuerKeyInput, NodePoolNodeInput,
-    RolloutInput, SecretsInput, WaitCondition, WaitRollout,
+    EnsureIssuerKey, ExistingIssuerKey, HostedClusterNodeInput, HostedClusterOutput,
+    IssuerKeyInput, NodePoolNodeInput, RolloutInput, SecretsInput, WaitCondition, WaitRollout,
 };
 use hcp_activities::steps::dns::{
-    EnsurePublicRecords, FindPublicZone, PublicRecordsInput, PublicZoneInput,
+    EnsurePublicRecords, FindPublicZone, PublicRecordsInput, PublicZoneInput, PublicZoneOutput,
 };
 use hcp_activities::steps::hypershift_link::{
     HyperShiftLink, HyperShiftLinkInput, WaitHyperShiftEndpoint, WaitHyperShiftPls,
 };
 use hcp_activities::steps::identity::{
     EnsureFederatedCredentials, EnsureRoleAssignment, FederatedInput, IdentitySource,
-    ResolveIdentities, ResolveInput, RoleInput, Subject,
+    ResolveIdentities, ResolveInput, ResolvedIdentities, RoleInput, Subject,
 };
 use hcp_activities::steps::private_link::{
     ARecordInput, EnsureARecords, EnsureNatSubnet, EnsurePrivateEndpoint, EnsurePrivateLinkService,
     NatSubnetInput, OidcDocsInput, PeInput, PlsInput, PublishOidcDocuments, SubnetRef,
 };
-use hcp_runtime::{DagError, NodeOptions, Ref, SagaBuilder, SagaDag};
+use hcp_runtime::{DagError, FailurePolicy, NodeOptions, Ref, SagaBuilder, SagaDag};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -47,41 +50,180 @@ fn n(s: &str) -> String {
     format!("{WORKFLOW}.{s}")
 }
 
-/// Build the DAG for `cfg` with the resolved `layout`.
+/// Build the DAG for `cfg` with the resolved `layout`, one function per stage, in order:
+///
+/// - `preflight`: read-only lookups (public DNS zone, bring-your-own identities).
+/// - `identities`: the persistent group, identities and their federated credentials.
+/// - `oidc`: the issuer's signing key and, for a created issuer, its storage and documents.
+/// - `network`: resource groups, NSG and VNet, infra DNS zone and link, egress IP and load
+///   balancer, role assignments.
+/// - `control-plane` (`control_plane`): Secrets, NAT subnet, HostedCluster.
+/// - `pls`, `pe-dns` (private topologies): `pls` and `pe_dns`, or `hypershift_pls` and
+///   `hypershift_pe_dns` when HyperShift makes the private link.
+/// - `public-dns` (`public_dns`, PublicAndPrivate): the public hostnames' records.
+/// - `available`: the HostedCluster's conditions.
+/// - `nodepools`: one NodePool per pool.
+/// - `rollout`: the guest's release rollout.
 ///
 /// # Errors
 /// A definition error (a bug: caught by the unit tests).
 pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
+    let c = Ctx::new(cfg, l);
     let mut b = SagaBuilder::new(WORKFLOW, VERSION);
-    let o = NodeOptions::default;
-    let res = |resource_type: &str, id: &str, api: &str, body: serde_json::Value| ResourceInput {
-        azure: l.azure.clone(),
-        owner: l.owner.clone(),
-        resource_type: resource_type.into(),
-        id: id.into(),
-        api: api.into(),
-        body,
-        tagged: true,
-        persistent: false,
-        byo: false,
-        shared: false,
-    };
-    let loc = || json!({"location": l.location});
-    // Resource groups carry the user's tags too (`resourceGroupTags`; ownership tags are
-    // merged over them when the body is sent).
-    let rg_body = || {
-        let mut body = loc();
-        if !cfg.resource_group_tags.is_empty() {
-            body["tags"] = json!(cfg.resource_group_tags);
+    b.stage("preflight");
+    let pre = preflight(&mut b, &c)?;
+    b.stage("identities");
+    let idents = identities(&mut b, &c)?;
+    b.stage("oidc");
+    oidc(&mut b, &c)?;
+    b.stage("network");
+    network(&mut b, &c, &pre, &idents)?;
+    b.stage("control-plane");
+    let cp = control_plane(&mut b, &c, &pre, &idents)?;
+    if c.private && !c.hypershift_link {
+        b.stage("pls");
+        let pls_ref = pls(&mut b, &c, &cp)?;
+        b.stage("pe-dns");
+        pe_dns(&mut b, &c, &pls_ref)?;
+    }
+    if c.private && c.hypershift_link {
+        b.stage("pls");
+        hypershift_pls(&mut b, &c, &cp)?;
+        b.stage("pe-dns");
+        hypershift_pe_dns(&mut b, &c)?;
+    }
+    if let Some(h) = &c.public_hostnames {
+        b.stage("public-dns");
+        public_dns(&mut b, &c, h, &pre, &cp)?;
+    }
+    b.stage("available");
+    available(&mut b, &c)?;
+    b.stage("nodepools");
+    nodepools(&mut b, &c)?;
+    b.stage("rollout");
+    rollout(&mut b, &c)?;
+    let mut dag = b.build()?;
+    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
+    Ok(dag)
+}
+
+fn o() -> NodeOptions {
+    NodeOptions::default()
+}
+
+/// create-cluster as `start`, `plan`, `preflight` and `drive` see it. It has no pivots:
+/// every step has an undo that removes what the run made (ARCHITECTURE.md, "Pivots").
+pub static DEF: WorkflowDef = WorkflowDef {
+    name: WORKFLOW,
+    noun: "Creation",
+    default_on_failure: FailurePolicy::Unwind,
+    forward_only: false,
+    destructive: false,
+    needs_recorded_infra_id: false,
+    preflight: PreflightKind::Create,
+    build: |c, l, _| build(c, l),
+};
+
+/// What every stage reads: the config, its layout, and what follows from them.
+struct Ctx<'a> {
+    cfg: &'a ClusterConfig,
+    l: &'a Layout,
+    /// The private-link stages run (Private, PublicAndPrivate).
+    private: bool,
+    /// HyperShift makes the private link. Resolved before the run is journaled (bin:
+    /// `auto` reads the operator's args); an unresolved `auto` builds today's hcp-workflow
+    /// stages (e.g. `plan` offline).
+    hypershift_link: bool,
+    /// PublicAndPrivate: the API server and OAuth have public hostnames whose A records
+    /// hcp-workflow writes (issue 22 §1; `kube::render::hosted_cluster`).
+    public_hostnames: Option<PublicHostnames>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(cfg: &'a ClusterConfig, l: &'a Layout) -> Self {
+        Ctx {
+            cfg,
+            l,
+            private: cfg.topology.uses_private_link(),
+            hypershift_link: cfg.private_link.managed_by == PrivateLinkManager::Hypershift,
+            public_hostnames: hcp_activities::kube::render::public_hostnames(
+                &l.name,
+                &cfg.base_domain,
+                render_topology(cfg.topology),
+            ),
+        }
+    }
+
+    /// A resource of ours in the guest subscription (tagged, not persistent).
+    fn res(
+        &self,
+        resource_type: &str,
+        id: &str,
+        api: &str,
+        body: serde_json::Value,
+    ) -> ResourceInput {
+        ResourceInput {
+            azure: self.l.azure.clone(),
+            owner: self.l.owner.clone(),
+            resource_type: resource_type.into(),
+            id: id.into(),
+            api: api.into(),
+            body,
+            tagged: true,
+            persistent: false,
+            byo: false,
+            shared: false,
+        }
+    }
+
+    fn loc(&self) -> serde_json::Value {
+        json!({"location": self.l.location})
+    }
+
+    /// Resource groups carry the user's tags too (`resourceGroupTags`; ownership tags are
+    /// merged over them when the body is sent).
+    fn rg_body(&self) -> serde_json::Value {
+        let mut body = self.loc();
+        if !self.cfg.resource_group_tags.is_empty() {
+            body["tags"] = json!(self.cfg.resource_group_tags);
         }
         body
-    };
+    }
 
-    // ---- preflight: read-only lookups before anything is created ------------------------
-    // The public DNS zone of baseDomain must exist (HyperShift: `GetBaseDomainID`), and
-    // bring-your-own identities must resolve to principals (their role assignments need
-    // them). A miss fails the run for good before anything is written.
-    b.stage("preflight");
+    fn hs_link(&self) -> HyperShiftLink {
+        HyperShiftLink {
+            mgmt_azure: self.l.mgmt_azure.clone(),
+            guest_azure: self.l.azure.clone(),
+        }
+    }
+}
+
+/// What the preflight lookups give later stages.
+struct Preflight {
+    /// The public DNS zone of `baseDomain`.
+    public_zone: Ref<PublicZoneOutput>,
+    /// Bring-your-own identities' principals.
+    resolved: Option<Ref<ResolvedIdentities>>,
+}
+
+/// The identities created, by component name (none when they are brought).
+type IdentityRefs = BTreeMap<&'static str, Ref<ResourceOutput>>;
+
+/// What the control-plane stage gives later stages.
+struct ControlPlaneRefs {
+    /// The NAT subnet, when ours.
+    nat: Option<Ref<ResourceOutput>>,
+    /// The HostedCluster.
+    hc: Ref<HostedClusterOutput>,
+}
+
+/// `preflight`: read-only lookups before anything is created.
+///
+/// The public DNS zone of baseDomain must exist (HyperShift: `GetBaseDomainID`), and
+/// bring-your-own identities must resolve to principals (their role assignments need
+/// them). A miss fails the run for good before anything is written.
+fn preflight(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<Preflight, DagError> {
+    let (cfg, l) = (c.cfg, c.l);
     let public_zone = b.add::<FindPublicZone>(
         n("preflight.public-dns-zone"),
         &public_zone_input(cfg, l, false),
@@ -96,10 +238,10 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     subscription: l.sub.clone(),
                     client_ids: COMPONENTS
                         .iter()
-                        .map(|c| {
+                        .map(|comp| {
                             (
-                                c.component.name().to_string(),
-                                w.get(c.component).client_id.clone(),
+                                comp.component.name().to_string(),
+                                w.get(comp.component).client_id.clone(),
                             )
                         })
                         .collect(),
@@ -109,9 +251,16 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         ),
         _ => None,
     };
+    Ok(Preflight {
+        public_zone,
+        resolved,
+    })
+}
 
-    // ---- identities -------------------------------------------------------------------
-    b.stage("identities");
+/// `identities`: the persistent resource group, then (when created) one identity per
+/// component in parallel, each with its federated credentials as one node.
+fn identities(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<IdentityRefs, DagError> {
+    let l = c.l;
     let prg = b.add::<EnsureResourceGroup>(
         n("identities.persistent-rg"),
         &ResourceInput {
@@ -119,46 +268,46 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             // Shared by many clusters (HyperShift's `os4-common`): adopted whoever made
             // it, deleted only when empty (issue 12, finding 11).
             shared: true,
-            ..res(
+            ..c.res(
                 "Microsoft.Resources/resourceGroups",
                 &l.persistent_rg,
                 api::RESOURCES,
-                rg_body(),
+                c.rg_body(),
             )
         },
         o(),
     )?;
-    let mut identities: BTreeMap<&'static str, Ref<ResourceOutput>> = BTreeMap::new();
-    if Layout::identities_created(cfg) {
-        for c in &COMPONENTS {
-            let id = l.identity_id(c.component);
+    let mut identities: IdentityRefs = BTreeMap::new();
+    if Layout::identities_created(c.cfg) {
+        for comp in &COMPONENTS {
+            let id = l.identity_id(comp.component);
             let r = b.add::<EnsureIdentity>(
-                n(&format!("identities.{}", c.component.name())),
+                n(&format!("identities.{}", comp.component.name())),
                 &ResourceInput {
                     persistent: true,
-                    ..res(
+                    ..c.res(
                         "Microsoft.ManagedIdentity/userAssignedIdentities",
                         &id,
                         api::MSI,
-                        loc(),
+                        c.loc(),
                     )
                 },
                 o().after(&prg),
             )?;
-            identities.insert(c.component.name(), r);
+            identities.insert(comp.component.name(), r);
         }
-        for c in &COMPONENTS {
-            let Some(ident) = identities.get(c.component.name()) else {
+        for comp in &COMPONENTS {
+            let Some(ident) = identities.get(comp.component.name()) else {
                 continue;
             };
             b.add::<EnsureFederatedCredentials>(
-                n(&format!("identities.{}.federated", c.component.name())),
+                n(&format!("identities.{}.federated", comp.component.name())),
                 &FederatedInput {
                     azure: l.azure.clone(),
                     owner: l.owner.clone(),
                     identity: ident.clone(),
                     issuer: l.issuer_url.clone(),
-                    subjects: c
+                    subjects: comp
                         .subjects
                         .iter()
                         .map(|s| Subject {
@@ -172,12 +321,15 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             )?;
         }
     }
+    Ok(identities)
+}
 
-    // ---- OIDC ---------------------------------------------------------------------------
-    // The service-account signing key is always ours (kept in a Secret on the management
-    // cluster); with an existing issuer, publishing its JWKS (the node's output) is the
-    // issuer owner's job.
-    b.stage("oidc");
+/// `oidc`: the service-account signing key is always ours (kept in a Secret on the
+/// management cluster); with an existing issuer, publishing its JWKS (the node's output) is
+/// the issuer owner's job. A created issuer gets its storage account, container and
+/// documents.
+fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    let (cfg, l) = (c.cfg, c.l);
     let key = b.add::<EnsureIssuerKey>(
         n("oidc.key"),
         &IssuerKeyInput {
@@ -201,7 +353,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             n("oidc.storage-account"),
             &ResourceInput {
                 persistent: true,
-                ..res(
+                ..c.res(
                     "Microsoft.Storage/storageAccounts",
                     account_id,
                     api::STORAGE,
@@ -220,7 +372,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             &ResourceInput {
                 tagged: false,
                 persistent: true,
-                ..res(
+                ..c.res(
                     "Microsoft.Storage/storageAccounts/blobServices/containers",
                     &format!(
                         "{account_id}/blobServices/default/containers/{}",
@@ -244,48 +396,57 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             o().after(&container).after(&key),
         )?;
     }
+    Ok(())
+}
 
-    // ---- network ------------------------------------------------------------------------
-    b.stage("network");
+/// `network`: the managed group; when the network is ours, its groups, NSG and VNet; the
+/// infra private DNS zone and link; the egress IP and load balancer; then the role
+/// assignments (`role_assignments`).
+fn network(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    pre: &Preflight,
+    identities: &IdentityRefs,
+) -> Result<(), DagError> {
+    let (cfg, l) = (c.cfg, c.l);
     let rg = |b: &mut SagaBuilder, what: &str, id: &str| {
         b.add::<EnsureResourceGroup>(
             n(&format!("network.rg.{what}")),
-            &res(
+            &c.res(
                 "Microsoft.Resources/resourceGroups",
                 id,
                 api::RESOURCES,
-                rg_body(),
+                c.rg_body(),
             ),
             o(),
         )
     };
-    let managed = rg(&mut b, "managed", &l.managed_rg)?;
-    let mut net_done: Vec<Ref<ResourceOutput>> = Vec::new();
+    let managed = rg(b, "managed", &l.managed_rg)?;
     // Role assignments wait for the group they are scoped to.
     let mut scope_rgs: Vec<(Scope, Ref<ResourceOutput>)> = vec![(Scope::Managed, managed.clone())];
     let mut vnet_node: Option<Ref<ResourceOutput>> = None;
     if l.network_created {
-        let vnet_rg = rg(&mut b, "vnet", &l.vnet_rg)?;
-        let nsg_rg = rg(&mut b, "nsg", &l.nsg_rg)?;
+        let vnet_rg = rg(b, "vnet", &l.vnet_rg)?;
+        let nsg_rg = rg(b, "nsg", &l.nsg_rg)?;
         scope_rgs.push((Scope::Vnet, vnet_rg.clone()));
         scope_rgs.push((Scope::Nsg, nsg_rg.clone()));
         let nsg = b.add::<EnsureNsg>(
             n("network.nsg"),
-            &res(
+            &c.res(
                 "Microsoft.Network/networkSecurityGroups",
                 &l.nsg_id,
                 api::NETWORK,
-                loc(),
+                c.loc(),
             ),
             o().after(&nsg_rg),
         )?;
         let (vnet_cidr, subnet_cidr) = match &cfg.network {
-            crate::config::Network::Create(c) => (c.vnet_cidr.clone(), c.subnet_cidr.clone()),
+            crate::config::Network::Create(net) => (net.vnet_cidr.clone(), net.subnet_cidr.clone()),
             crate::config::Network::Existing(_) => Default::default(),
         };
         let vnet = b.add::<EnsureVnet>(
             n("network.vnet"),
-            &res(
+            &c.res(
                 "Microsoft.Network/virtualNetworks",
                 &l.vnet_id,
                 api::NETWORK,
@@ -302,7 +463,6 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             ),
             o().after(&vnet_rg).after(&nsg),
         )?;
-        net_done.push(vnet.clone());
         vnet_node = Some(vnet);
     }
     // The infra private DNS zone `<name>.<baseDomain>` and its link to the guest VNet are
@@ -311,7 +471,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
     // group; the link only names the VNet, which is never modified.
     let zone = b.add::<EnsureDnsZone>(
         n("network.dns-zone"),
-        &res(
+        &c.res(
             "Microsoft.Network/privateDnsZones",
             &l.infra_zone_id,
             api::PRIVATE_DNS,
@@ -319,9 +479,9 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         ),
         o().after(&managed),
     )?;
-    let link = b.add::<EnsureDnsLink>(
+    b.add::<EnsureDnsLink>(
         n("network.dns-link"),
-        &res(
+        &c.res(
             "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
             &l.infra_link_id,
             api::PRIVATE_DNS,
@@ -335,10 +495,9 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             None => o().after(&zone),
         },
     )?;
-    net_done.push(link);
     let ip = b.add::<EnsurePublicIp>(
         n("network.public-ip"),
-        &res(
+        &c.res(
             "Microsoft.Network/publicIPAddresses",
             &l.public_ip_id,
             api::NETWORK,
@@ -354,9 +513,9 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         ),
         o().after(&managed),
     )?;
-    let lb = b.add::<EnsureLoadBalancer>(
+    b.add::<EnsureLoadBalancer>(
         n("network.load-balancer"),
-        &res(
+        &c.res(
             "Microsoft.Network/loadBalancers",
             &l.lb_id,
             api::NETWORK,
@@ -364,35 +523,46 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         ),
         o().after(&ip),
     )?;
-    net_done.push(lb);
-    // Role assignments need the groups as scopes (and the identities' principals).
-    let mut roles = Vec::new();
-    // Bring-your-own identities get the same 18 assignments (HyperShift:
-    // `handleIdentitiesAndRBAC`); their principals come from the preflight lookup.
-    for c in &COMPONENTS {
-        let identity: IdentitySource = match (identities.get(c.component.name()), &resolved) {
+    role_assignments(b, c, pre, identities, &scope_rgs)
+}
+
+/// The `network` stage's role assignments: they need the groups as scopes (`scope_rgs`)
+/// and the identities' principals. Bring-your-own identities get the same 18 assignments
+/// (HyperShift: `handleIdentitiesAndRBAC`); their principals come from the preflight
+/// lookup.
+fn role_assignments(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    pre: &Preflight,
+    identities: &IdentityRefs,
+    scope_rgs: &[(Scope, Ref<ResourceOutput>)],
+) -> Result<(), DagError> {
+    let l = c.l;
+    for comp in &COMPONENTS {
+        let identity: IdentitySource = match (identities.get(comp.component.name()), &pre.resolved)
+        {
             (Some(ident), _) => ident.clone().into(),
             (None, Some(r)) => IdentitySource::Resolved {
                 resolved: r.clone(),
-                component: c.component.name().to_string(),
+                component: comp.component.name().to_string(),
             },
             (None, None) => continue,
         };
-        for s in c.scopes {
+        for s in comp.scopes {
             // The DNS scope is the public zone's group, known once the zone is found.
             let (scope, scope_from) = match l.scope_id(*s) {
                 Some(id) => (id.to_string(), None),
-                None => (String::new(), Some(public_zone.clone())),
+                None => (String::new(), Some(pre.public_zone.clone())),
             };
             let what = format!("{s:?}").to_lowercase();
-            let r = b.add::<EnsureRoleAssignment>(
-                n(&format!("network.role.{}.{what}", c.component.name())),
+            b.add::<EnsureRoleAssignment>(
+                n(&format!("network.role.{}.{what}", comp.component.name())),
                 &RoleInput {
                     azure: l.azure.clone(),
                     owner: l.owner.clone(),
-                    component: c.component.name().into(),
+                    component: comp.component.name().into(),
                     scope,
-                    role: c.role.into(),
+                    role: comp.role.into(),
                     identity: identity.clone(),
                     scope_from,
                 },
@@ -401,12 +571,20 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                     None => o(),
                 },
             )?;
-            roles.push(r);
         }
     }
+    Ok(())
+}
 
-    // ---- control plane --------------------------------------------------------------------
-    b.stage("control-plane");
+/// `control-plane`: the cluster's Secrets, the NAT subnet (private topologies, when ours),
+/// then the HostedCluster (`hosted_cluster_spec`).
+fn control_plane(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    pre: &Preflight,
+    identities: &IdentityRefs,
+) -> Result<ControlPlaneRefs, DagError> {
+    let (cfg, l) = (c.cfg, c.l);
     let secrets = b.add::<EnsureClusterSecrets>(
         n("control-plane.secrets"),
         &SecretsInput {
@@ -421,16 +599,10 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         },
         o(),
     )?;
-    let private = cfg.topology.uses_private_link();
-    // Resolved before the run is journaled (bin: `auto` reads the operator's args); an
-    // unresolved `auto` builds today's hcp-workflow stages (e.g. `plan` offline).
-    let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
-    let hs_link = HyperShiftLink {
-        mgmt_azure: l.mgmt_azure.clone(),
-        guest_azure: l.azure.clone(),
-    };
     let mut nat = None;
-    if private && let Some(cidr) = &l.nat_subnet_create {
+    if c.private
+        && let Some(cidr) = &l.nat_subnet_create
+    {
         nat = Some(b.add::<EnsureNatSubnet>(
             n("control-plane.nat-subnet"),
             &NatSubnetInput {
@@ -446,29 +618,21 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
     let mut client_ids = BTreeMap::new();
     match &cfg.identities {
         Identities::Create(_) => {
-            for (k, r) in &identities {
+            for (k, r) in identities {
                 client_ids.insert((*k).to_string(), ClientId::Identity(r.clone()));
             }
         }
         Identities::Existing(_) => {
             if let Ok(Some(w)) = cfg.read_workload_identities() {
-                for c in &COMPONENTS {
+                for comp in &COMPONENTS {
                     client_ids.insert(
-                        c.component.name().to_string(),
-                        ClientId::Literal(w.get(c.component).client_id.clone()),
+                        comp.component.name().to_string(),
+                        ClientId::Literal(w.get(comp.component).client_id.clone()),
                     );
                 }
             }
         }
     }
-    let hc_name = l.name.clone();
-    // PublicAndPrivate: the API server and OAuth have public hostnames whose A records
-    // hcp-workflow writes (issue 22 §1; `kube::render::hosted_cluster`).
-    let public_hostnames = hcp_activities::kube::render::public_hostnames(
-        &hc_name,
-        &cfg.base_domain,
-        render_topology(cfg.topology),
-    );
     let mut hc_opts = o().after(&secrets);
     if let Some(nat) = &nat {
         hc_opts = hc_opts.after(nat);
@@ -478,216 +642,255 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         &HostedClusterNodeInput {
             mgmt: l.mgmt.clone(),
             owner: l.owner.clone(),
-            spec: HostedClusterInput {
-                name: hc_name.clone(),
-                namespace: CLUSTERS_NAMESPACE.into(),
-                infra_id: l.infra_id.clone(),
-                release_image: cfg.release_image.clone(),
-                base_domain: cfg.base_domain.clone(),
-                issuer_url: l.issuer_url.clone(),
-                location: l.location.clone(),
-                subscription_id: l.sub.clone(),
-                tenant_id: cfg.tenant.clone(),
-                resource_group: l
-                    .managed_rg
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
-                vnet_id: l.vnet_id.clone(),
-                subnet_id: l.subnet_id.clone(),
-                nsg_id: l.nsg_id.clone(),
-                topology: render_topology(cfg.topology),
-                workload_identities: BTreeMap::new(),
-                nat_subnet_id: private.then(|| l.nat_subnet_id.clone()),
-                pull_secret_name: l.secret("pull-secret"),
-                ssh_key_secret_name: Some(l.secret("ssh-key")),
-                etcd_key_secret_name: l.secret("etcd-encryption-key"),
-                sa_signing_key_secret_name: l.secret("sa-token-issuer-key"),
-                cloud: hosted_cluster_cloud(&cfg.cloud),
-                highly_available: cfg.control_plane.availability_policy
-                    == crate::config::AvailabilityPolicy::HighlyAvailable,
-                infrastructure_highly_available: cfg
-                    .control_plane
-                    .infrastructure_availability_policy
-                    == crate::config::AvailabilityPolicy::HighlyAvailable,
-                fips: cfg.control_plane.fips,
-                etcd_storage_class: cfg.control_plane.etcd.storage_class.clone(),
-                etcd_size: cfg.control_plane.etcd.size.clone(),
-                image_content_sources: cfg
-                    .control_plane
-                    .image_content_sources
-                    .iter()
-                    .map(|i| (i.source.clone(), i.mirrors.clone()))
-                    .collect(),
-                kms: cfg.control_plane.kms.as_ref().and_then(|k| {
-                    // Validated with the file (exit 2 before anything is journaled).
-                    let (vault, key, version) = crate::config::kms_key(&k.key_id).ok()?;
-                    Some(hcp_activities::kube::render::KmsInput {
-                        vault,
-                        key,
-                        version,
-                        credentials_secret_name: k.credentials_secret_name.clone(),
-                    })
-                }),
-                ovn_kubernetes_mtu: cfg.networking.ovn_kubernetes_mtu,
-                disable_multi_network: cfg.networking.disable_multi_network,
-                node_selector: cfg.control_plane.placement.node_selector.clone(),
-                tolerations: cfg
-                    .control_plane
-                    .placement
-                    .tolerations
-                    .iter()
-                    .filter_map(|t| serde_json::to_value(t).ok())
-                    .collect(),
-                pod_labels: cfg.control_plane.placement.pod_labels.clone(),
-                user_labels: cfg.control_plane.labels.clone(),
-                annotations: cfg.control_plane.annotations.clone(),
-                kube_api_server_dns_name: cfg.control_plane.kube_api_server_dns_name.clone(),
-                feature_set: cfg.control_plane.feature_set.clone(),
-                capabilities_enabled: cfg.control_plane.capabilities.enabled.clone(),
-                capabilities_disabled: cfg.control_plane.capabilities.disabled.clone(),
-                control_plane_operator_image: cfg
-                    .control_plane
-                    .control_plane_operator_image
-                    .clone(),
-                cluster_network: Some(cfg.networking.cluster_network.clone()),
-                service_network: Some(cfg.networking.service_network.clone()),
-                machine_network: match &cfg.network {
-                    crate::config::Network::Create(c) => Some(c.vnet_cidr.clone()),
-                    crate::config::Network::Existing(e) => e.machine_cidr.clone(),
-                },
-                additional_allowed_subscriptions: cfg.allowed_subscriptions.clone(),
-                private_zone_id: Some(l.infra_zone_id.clone()),
-                // Filled at run time from the preflight lookup.
-                public_zone_id: None,
-                labels: BTreeMap::new(),
-            },
+            spec: hosted_cluster_spec(c),
             client_ids,
-            wait_router: private,
-            wait_public_router: public_hostnames.is_some(),
+            wait_router: c.private,
+            wait_public_router: c.public_hostnames.is_some(),
             // A failed create's undo asks the guest to clean up too (destroy.go does).
             cleanup_cloud_resources: true,
-            public_zone: Some(public_zone.clone()),
-            hypershift_private_link: (private && hypershift_link).then(|| hs_link.clone()),
+            public_zone: Some(pre.public_zone.clone()),
+            hypershift_private_link: (c.private && c.hypershift_link).then(|| c.hs_link()),
         },
         hc_opts,
     )?;
+    Ok(ControlPlaneRefs { nat, hc })
+}
 
-    // ---- private link -------------------------------------------------------------------
-    if private && !hypershift_link {
-        b.stage("pls");
-        let mut subs = vec![l.sub.clone()];
-        for s in &cfg.allowed_subscriptions {
-            if !subs.contains(s) {
-                subs.push(s.clone());
-            }
+/// The HostedCluster rendered by the `control-plane` stage.
+fn hosted_cluster_spec(c: &Ctx<'_>) -> HostedClusterInput {
+    let (cfg, l) = (c.cfg, c.l);
+    HostedClusterInput {
+        name: l.name.clone(),
+        namespace: CLUSTERS_NAMESPACE.into(),
+        infra_id: l.infra_id.clone(),
+        release_image: cfg.release_image.clone(),
+        base_domain: cfg.base_domain.clone(),
+        issuer_url: l.issuer_url.clone(),
+        location: l.location.clone(),
+        subscription_id: l.sub.clone(),
+        tenant_id: cfg.tenant.clone(),
+        resource_group: l
+            .managed_rg
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+        vnet_id: l.vnet_id.clone(),
+        subnet_id: l.subnet_id.clone(),
+        nsg_id: l.nsg_id.clone(),
+        topology: render_topology(cfg.topology),
+        workload_identities: BTreeMap::new(),
+        nat_subnet_id: c.private.then(|| l.nat_subnet_id.clone()),
+        pull_secret_name: l.secret("pull-secret"),
+        ssh_key_secret_name: Some(l.secret("ssh-key")),
+        etcd_key_secret_name: l.secret("etcd-encryption-key"),
+        sa_signing_key_secret_name: l.secret("sa-token-issuer-key"),
+        cloud: hosted_cluster_cloud(&cfg.cloud),
+        highly_available: cfg.control_plane.availability_policy
+            == crate::config::AvailabilityPolicy::HighlyAvailable,
+        infrastructure_highly_available: cfg.control_plane.infrastructure_availability_policy
+            == crate::config::AvailabilityPolicy::HighlyAvailable,
+        fips: cfg.control_plane.fips,
+        etcd_storage_class: cfg.control_plane.etcd.storage_class.clone(),
+        etcd_size: cfg.control_plane.etcd.size.clone(),
+        image_content_sources: cfg
+            .control_plane
+            .image_content_sources
+            .iter()
+            .map(|i| (i.source.clone(), i.mirrors.clone()))
+            .collect(),
+        kms: cfg.control_plane.kms.as_ref().and_then(|k| {
+            // Validated with the file (exit 2 before anything is journaled).
+            let (vault, key, version) = crate::config::kms_key(&k.key_id).ok()?;
+            Some(hcp_activities::kube::render::KmsInput {
+                vault,
+                key,
+                version,
+                credentials_secret_name: k.credentials_secret_name.clone(),
+            })
+        }),
+        ovn_kubernetes_mtu: cfg.networking.ovn_kubernetes_mtu,
+        disable_multi_network: cfg.networking.disable_multi_network,
+        node_selector: cfg.control_plane.placement.node_selector.clone(),
+        tolerations: cfg
+            .control_plane
+            .placement
+            .tolerations
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect(),
+        pod_labels: cfg.control_plane.placement.pod_labels.clone(),
+        user_labels: cfg.control_plane.labels.clone(),
+        annotations: cfg.control_plane.annotations.clone(),
+        kube_api_server_dns_name: cfg.control_plane.kube_api_server_dns_name.clone(),
+        feature_set: cfg.control_plane.feature_set.clone(),
+        capabilities_enabled: cfg.control_plane.capabilities.enabled.clone(),
+        capabilities_disabled: cfg.control_plane.capabilities.disabled.clone(),
+        control_plane_operator_image: cfg.control_plane.control_plane_operator_image.clone(),
+        cluster_network: Some(cfg.networking.cluster_network.clone()),
+        service_network: Some(cfg.networking.service_network.clone()),
+        machine_network: match &cfg.network {
+            crate::config::Network::Create(net) => Some(net.vnet_cidr.clone()),
+            crate::config::Network::Existing(e) => e.machine_cidr.clone(),
+        },
+        additional_allowed_subscriptions: cfg.allowed_subscriptions.clone(),
+        private_zone_id: Some(l.infra_zone_id.clone()),
+        // Filled at run time from the preflight lookup.
+        public_zone_id: None,
+        labels: BTreeMap::new(),
+    }
+}
+
+/// `pls` (private topologies, hcp-workflow's private link): the Private Link Service on the
+/// management cluster's load balancer, open to the guest and allowed subscriptions.
+fn pls(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    cp: &ControlPlaneRefs,
+) -> Result<Ref<ResourceOutput>, DagError> {
+    let (cfg, l) = (c.cfg, c.l);
+    let mut subs = vec![l.sub.clone()];
+    for s in &cfg.allowed_subscriptions {
+        if !subs.contains(s) {
+            subs.push(s.clone());
         }
-        let pls = b.add::<EnsurePrivateLinkService>(
-            n("pls.service"),
-            &PlsInput {
-                azure: l.mgmt_azure.clone(),
-                owner: l.owner.clone(),
-                id: l.pls_id.clone(),
-                location: l.location.clone(),
-                lb_resource_group: l.mgmt_lb_rg.clone(),
-                hosted_cluster: hc.clone(),
-                nat_subnet: match &nat {
-                    Some(r) => SubnetRef::Node(r.clone()),
-                    None => SubnetRef::Id(l.nat_subnet_id.clone()),
-                },
-                subscriptions: subs,
-            },
-            o(),
-        )?;
-
-        b.stage("pe-dns");
-        let pe = b.add::<EnsurePrivateEndpoint>(
-            n("pe-dns.endpoint"),
-            &PeInput {
-                azure: l.azure.clone(),
-                owner: l.owner.clone(),
-                id: l.pe_id.clone(),
-                location: l.location.clone(),
-                subnet_id: l.subnet_id.clone(),
-                pls: pls.clone(),
-            },
-            o(),
-        )?;
-        let zone = b.add::<EnsureDnsZone>(
-            n("pe-dns.zone"),
-            &res(
-                "Microsoft.Network/privateDnsZones",
-                &l.pl_zone_id,
-                api::PRIVATE_DNS,
-                json!({"location": "global"}),
-            ),
-            o(),
-        )?;
-        let link = b.add::<EnsureDnsLink>(
-            n("pe-dns.link"),
-            &res(
-                "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
-                &l.pl_link_id,
-                api::PRIVATE_DNS,
-                json!({"location": "global", "properties": {
-                    "virtualNetwork": {"id": l.vnet_id},
-                    "registrationEnabled": false,
-                }}),
-            ),
-            o().after(&zone),
-        )?;
-        b.add::<EnsureARecords>(
-            n("pe-dns.records"),
-            &ARecordInput {
-                azure: l.azure.clone(),
-                owner: l.owner.clone(),
-                zone_id: l.pl_zone_id.clone(),
-                names: vec!["api".into(), "*.apps".into()],
-                endpoint: pe.clone(),
-            },
-            o().after(&zone).after(&link).after(&pe),
-        )?;
     }
-    if private && hypershift_link {
-        // HyperShift's controllers make PLS, PE and DNS: wait for what its
-        // AzurePrivateLinkService reports, verify and record it (hypershift_link.rs).
-        let input = HyperShiftLinkInput {
-            mgmt: l.mgmt.clone(),
+    b.add::<EnsurePrivateLinkService>(
+        n("pls.service"),
+        &PlsInput {
+            azure: l.mgmt_azure.clone(),
             owner: l.owner.clone(),
-            namespace: CLUSTERS_NAMESPACE.into(),
-            name: hc_name.clone(),
-            link: hs_link.clone(),
-        };
-        b.stage("pls");
-        b.add::<WaitHyperShiftPls>(n("pls.hypershift"), &input, o().after(&hc))?;
-        b.stage("pe-dns");
-        b.add::<WaitHyperShiftEndpoint>(n("pe-dns.hypershift"), &input, o())?;
-    }
-    if let Some(h) = &public_hostnames {
-        b.stage("public-dns");
-        b.add::<EnsurePublicRecords>(
-            n("public-dns.records"),
-            &PublicRecordsInput {
-                azure: l.azure.clone(),
-                owner: l.owner.clone(),
-                zone: public_zone.clone(),
-                names: h.relative(&cfg.base_domain),
-                hosted_cluster: hc.clone(),
+            id: l.pls_id.clone(),
+            location: l.location.clone(),
+            lb_resource_group: l.mgmt_lb_rg.clone(),
+            hosted_cluster: cp.hc.clone(),
+            nat_subnet: match &cp.nat {
+                Some(r) => SubnetRef::Node(r.clone()),
+                None => SubnetRef::Id(l.nat_subnet_id.clone()),
             },
-            o().after(&hc),
-        )?;
+            subscriptions: subs,
+        },
+        o(),
+    )
+}
+
+/// `pe-dns` (private topologies, hcp-workflow's private link): the Private Endpoint to
+/// `pls`, the private-link DNS zone, its link to the guest VNet, and the A records.
+fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>, pls: &Ref<ResourceOutput>) -> Result<(), DagError> {
+    let l = c.l;
+    let pe = b.add::<EnsurePrivateEndpoint>(
+        n("pe-dns.endpoint"),
+        &PeInput {
+            azure: l.azure.clone(),
+            owner: l.owner.clone(),
+            id: l.pe_id.clone(),
+            location: l.location.clone(),
+            subnet_id: l.subnet_id.clone(),
+            pls: pls.clone(),
+        },
+        o(),
+    )?;
+    let zone = b.add::<EnsureDnsZone>(
+        n("pe-dns.zone"),
+        &c.res(
+            "Microsoft.Network/privateDnsZones",
+            &l.pl_zone_id,
+            api::PRIVATE_DNS,
+            json!({"location": "global"}),
+        ),
+        o(),
+    )?;
+    let link = b.add::<EnsureDnsLink>(
+        n("pe-dns.link"),
+        &c.res(
+            "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+            &l.pl_link_id,
+            api::PRIVATE_DNS,
+            json!({"location": "global", "properties": {
+                "virtualNetwork": {"id": l.vnet_id},
+                "registrationEnabled": false,
+            }}),
+        ),
+        o().after(&zone),
+    )?;
+    b.add::<EnsureARecords>(
+        n("pe-dns.records"),
+        &ARecordInput {
+            azure: l.azure.clone(),
+            owner: l.owner.clone(),
+            zone_id: l.pl_zone_id.clone(),
+            names: vec!["api".into(), "*.apps".into()],
+            endpoint: pe.clone(),
+        },
+        o().after(&zone).after(&link).after(&pe),
+    )?;
+    Ok(())
+}
+
+/// HyperShift's controllers make PLS, PE and DNS: wait for what its
+/// AzurePrivateLinkService reports, verify and record it (hypershift_link.rs).
+fn hypershift_link_input(c: &Ctx<'_>) -> HyperShiftLinkInput {
+    HyperShiftLinkInput {
+        mgmt: c.l.mgmt.clone(),
+        owner: c.l.owner.clone(),
+        namespace: CLUSTERS_NAMESPACE.into(),
+        name: c.l.name.clone(),
+        link: c.hs_link(),
     }
-    b.stage("available");
+}
+
+/// `pls` (private topologies, HyperShift's private link): wait for HyperShift's Private
+/// Link Service (`hypershift_link_input`).
+fn hypershift_pls(b: &mut SagaBuilder, c: &Ctx<'_>, cp: &ControlPlaneRefs) -> Result<(), DagError> {
+    b.add::<WaitHyperShiftPls>(
+        n("pls.hypershift"),
+        &hypershift_link_input(c),
+        o().after(&cp.hc),
+    )?;
+    Ok(())
+}
+
+/// `pe-dns` (private topologies, HyperShift's private link): wait for HyperShift's
+/// Private Endpoint and DNS (`hypershift_link_input`).
+fn hypershift_pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    b.add::<WaitHyperShiftEndpoint>(n("pe-dns.hypershift"), &hypershift_link_input(c), o())?;
+    Ok(())
+}
+
+/// `public-dns` (PublicAndPrivate): the public hostnames' A records in the public zone.
+fn public_dns(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    h: &PublicHostnames,
+    pre: &Preflight,
+    cp: &ControlPlaneRefs,
+) -> Result<(), DagError> {
+    b.add::<EnsurePublicRecords>(
+        n("public-dns.records"),
+        &PublicRecordsInput {
+            azure: c.l.azure.clone(),
+            owner: c.l.owner.clone(),
+            zone: pre.public_zone.clone(),
+            names: h.relative(&c.cfg.base_domain),
+            hosted_cluster: cp.hc.clone(),
+        },
+        o().after(&cp.hc),
+    )?;
+    Ok(())
+}
+
+/// `available`: the HostedCluster is Available (and, with public hostnames, its API
+/// server's public name resolves).
+fn available(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
     let wait = |condition: &str| ConditionInput {
-        mgmt: l.mgmt.clone(),
+        mgmt: c.l.mgmt.clone(),
         kind: hcp_activities::kube::mgmt::Kind::HostedCluster,
         namespace: CLUSTERS_NAMESPACE.into(),
-        name: hc_name.clone(),
+        name: c.l.name.clone(),
         condition: condition.into(),
     };
     b.add::<WaitCondition>(n("available.hosted-cluster"), &wait("Available"), o())?;
-    if public_hostnames.is_some() {
+    if c.public_hostnames.is_some() {
         // The control-plane operator resolves the API server's public hostname
         // (`hostedcontrolplane_controller.go`: `ExternalDNSReachable`, bubbled up to the
         // HostedCluster): the record just written is what users' kubeconfigs will use.
@@ -697,9 +900,12 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             o(),
         )?;
     }
+    Ok(())
+}
 
-    // ---- node pools ---------------------------------------------------------------------
-    b.stage("nodepools");
+/// `nodepools`: one NodePool per configured pool, in parallel.
+fn nodepools(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    let (cfg, l) = (c.cfg, c.l);
     for p in &cfg.node_pools {
         b.add::<ApplyNodePool>(
             n(&format!("nodepools.{}", p.name)),
@@ -709,7 +915,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
                 spec: NodePoolInput {
                     name: format!("{}-{}", l.name, p.name),
                     namespace: CLUSTERS_NAMESPACE.into(),
-                    cluster_name: hc_name.clone(),
+                    cluster_name: l.name.clone(),
                     replicas: i32::try_from(p.replicas).unwrap_or(i32::MAX),
                     release_image: cfg.release_image.clone(),
                     vm_size: p.vm_size.clone(),
@@ -747,23 +953,23 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
             o(),
         )?;
     }
-    // ---- rollout ---------------------------------------------------------------------
-    // As `hypershift create cluster --wait`: the cluster is created once its release has
-    // rolled out (console, ingress, registry, CSI available), not at Available + Ready pools.
-    b.stage("rollout");
+    Ok(())
+}
+
+/// `rollout`: as `hypershift create cluster --wait`, the cluster is created once its
+/// release has rolled out (console, ingress, registry, CSI available), not at Available +
+/// Ready pools.
+fn rollout(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
     b.add::<WaitRollout>(
         n("rollout.guest"),
         &RolloutInput {
-            mgmt: l.mgmt.clone(),
+            mgmt: c.l.mgmt.clone(),
             namespace: CLUSTERS_NAMESPACE.into(),
-            name: hc_name.clone(),
+            name: c.l.name.clone(),
         },
         o(),
     )?;
-    let _ = (net_done, roles);
-    let mut dag = b.build()?;
-    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
-    Ok(dag)
+    Ok(())
 }
 
 /// The public DNS zone lookup of `cfg` (`optional`: delete-cluster, where it may be gone).

@@ -14,24 +14,26 @@
 use crate::config::ClusterConfig;
 use crate::config::PrivateLinkManager;
 use crate::layout::{CLUSTERS_NAMESPACE, COMPONENTS, Layout, api};
+use crate::workflow::{PreflightKind, WorkflowDef};
 use hcp_activities::kube::mgmt::Kind;
+use hcp_activities::kube::render::PublicHostnames;
 use hcp_activities::steps::arm::{
     DeleteContainer, DeleteDnsLink, DeleteDnsRecord, DeleteDnsZone, DeleteFederatedCredential,
-    DeleteIdentity, DeleteInput, DeleteLoadBalancer, DeleteNsg, DeletePrivateEndpoint,
-    DeletePublicIp, DeleteResourceGroup, DeleteRoleAssignment, DeleteStorageAccount, DeleteSubnet,
-    DeleteVnet,
+    DeleteIdentity, DeleteInput, DeleteLoadBalancer, DeleteNsg, DeleteOutput,
+    DeletePrivateEndpoint, DeletePublicIp, DeleteResourceGroup, DeleteRoleAssignment,
+    DeleteStorageAccount, DeleteSubnet, DeleteVnet,
 };
 use hcp_activities::steps::cluster::{DeleteObject, DeleteObjectInput};
 use hcp_activities::steps::dns::{
     DeleteDnsScopeRoleAssignment, DeletePublicRecords, DnsScopeRoleDeleteInput, FindPublicZone,
-    PublicRecordsDeleteInput,
+    PublicRecordsDeleteInput, PublicZoneOutput,
 };
 use hcp_activities::steps::hypershift_link::{
-    HyperShiftLink, HyperShiftLinkInput, ReleaseHyperShiftLink, VerifyGoneInput,
+    HyperShiftLink, HyperShiftLinkInput, ReleaseHyperShiftLink, ReleaseOutput, VerifyGoneInput,
     VerifyHyperShiftLinkGone,
 };
 use hcp_activities::steps::private_link::{DeletePrivateLinkService, PlsDeleteInput};
-use hcp_runtime::{DagError, NodeOptions, SagaBuilder, SagaDag};
+use hcp_runtime::{DagError, FailurePolicy, NodeOptions, Ref, SagaBuilder, SagaDag};
 
 /// Workflow name.
 pub const WORKFLOW: &str = "delete-cluster";
@@ -54,165 +56,321 @@ pub struct DeleteOptions {
     pub skip_cloud_cleanup: bool,
 }
 
-/// Build the delete DAG.
+/// Build the delete DAG, one function per stage, in order:
+///
+/// - `preflight` (unless `dnsZoneResourceGroup` names the public zone's group and there are
+///   no public hostnames): the public DNS zone lookup.
+/// - `pls` (`hypershift_pls`, HyperShift's private link): release the connections that
+///   are ours to remove.
+/// - `public-dns` (`public_dns`, PublicAndPrivate): the public hostnames' records.
+/// - `pe-dns`, `pe-dns-zone`, `pls` (`pe_dns`, `pe_dns_zone`, `pls`; hcp-workflow's
+///   private link): A records; link, zone and Private Endpoint; Private Link Service.
+/// - `control-plane` (`control_plane`): HostedCluster, Secrets, NAT subnet.
+/// - `nodepools`: what is left of the NodePools.
+/// - `role-assignments` (`role_assignments`): all 18, also for bring-your-own identities.
+/// - `network`: load balancer, IP, infra DNS link and zone, VNet, NSG.
+/// - `resource-groups` (`resource_groups`): the cluster's groups.
+/// - `persistent`, `persistent-rg` (`persistent`, `persistent_rg`; with
+///   `--purge-persistent`): identities, OIDC storage and key; the persistent group.
 ///
 /// # Errors
 /// A definition error (a bug: caught by the unit tests).
 pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<SagaDag, DagError> {
+    let c = Ctx::new(cfg, l, opts);
     let mut b = SagaBuilder::new(WORKFLOW, VERSION);
-    let o = NodeOptions::default;
-    let del = |resource_type: &str, id: &str, api: &str, tagged: bool| DeleteInput {
-        azure: l.azure.clone(),
-        owner: l.owner.clone(),
-        resource_type: resource_type.into(),
-        id: id.into(),
-        api: api.into(),
-        tagged,
-        persistent: false,
-        shared: false,
-    };
-    let kube = |kind: Kind, names: Vec<String>| DeleteObjectInput {
-        mgmt: l.mgmt.clone(),
-        owner: l.owner.clone(),
-        kind,
-        namespace: CLUSTERS_NAMESPACE.into(),
-        names,
-        persistent: false,
-        cleanup_cloud_resources: false,
-        hypershift_private_link: None,
-    };
-
+    b.on_failure(DEF.default_on_failure);
     // Read only: the public DNS zone's group names the ingress role assignment when
     // `dnsZoneResourceGroup` does not (a zone that is gone is no error here).
     // PublicAndPrivate: the public hostnames' records live in the public zone too.
-    let public_hostnames = hcp_activities::kube::render::public_hostnames(
-        &l.name,
-        &cfg.base_domain,
-        crate::create_cluster::render_topology(cfg.topology),
-    );
-    let public_zone = if l.dns_zone_rg.is_none() || public_hostnames.is_some() {
+    let public_zone = if l.dns_zone_rg.is_none() || c.public_hostnames.is_some() {
         b.stage("preflight");
-        Some(b.add::<FindPublicZone>(
-            n("preflight.public-dns-zone"),
-            &crate::create_cluster::public_zone_input(cfg, l, true),
-            o(),
-        )?)
+        Some(preflight(&mut b, &c)?)
     } else {
         None
     };
-
-    let private = cfg.topology.uses_private_link();
-    // `privateLink.managedBy` as resolved before journaling (see create_cluster).
-    let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
-    let hs_link = HyperShiftLink {
-        mgmt_azure: l.mgmt_azure.clone(),
-        guest_azure: l.azure.clone(),
+    let release = if c.private && c.hypershift_link {
+        b.stage("pls");
+        Some(hypershift_pls(&mut b, &c)?)
+    } else {
+        None
     };
-    let mut release = None;
-    if private && hypershift_link {
-        // HyperShift's PLS, PE and zone are its own (its finalizers remove them with the
-        // HostedCluster); only the connections its own endpoint did not make are ours to
-        // reject and remove, before the HostedCluster goes (hypershift_link.rs).
-        b.stage("pls");
-        release = Some(b.add::<ReleaseHyperShiftLink>(
-            n("pls.hypershift-release"),
-            &HyperShiftLinkInput {
-                mgmt: l.mgmt.clone(),
-                owner: l.owner.clone(),
-                namespace: CLUSTERS_NAMESPACE.into(),
-                name: l.name.clone(),
-                link: hs_link.clone(),
-            },
-            o(),
-        )?);
-    }
-    if let (Some(h), Some(zone)) = (&public_hostnames, &public_zone) {
-        // Only the record sets marked as this cluster's: the zone is shared.
+    if let (Some(h), Some(zone)) = (&c.public_hostnames, &public_zone) {
         b.stage("public-dns");
-        b.add::<DeletePublicRecords>(
-            n("public-dns.records"),
-            &PublicRecordsDeleteInput {
-                azure: l.azure.clone(),
-                owner: l.owner.clone(),
-                zone: zone.clone(),
-                names: h.relative(&cfg.base_domain),
-            },
-            o(),
-        )?;
+        public_dns(&mut b, &c, h, zone)?;
     }
-    if private && !hypershift_link {
+    if c.private && !c.hypershift_link {
         b.stage("pe-dns");
-        for rec in ["api", "*.apps"] {
-            b.add::<DeleteDnsRecord>(
-                n(&format!("pe-dns.record.{}", rec.trim_start_matches("*."))),
-                &del(
-                    "Microsoft.Network/privateDnsZones/A",
-                    &format!("{}/A/{rec}", l.pl_zone_id),
-                    api::PRIVATE_DNS,
-                    false,
-                ),
-                o(),
-            )?;
-        }
+        pe_dns(&mut b, &c)?;
         b.stage("pe-dns-zone");
-        let link = b.add::<DeleteDnsLink>(
-            n("pe-dns.link"),
-            &del(
-                "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
-                &l.pl_link_id,
-                api::PRIVATE_DNS,
-                true,
-            ),
-            o(),
-        )?;
-        b.add::<DeleteDnsZone>(
-            n("pe-dns.zone"),
-            &del(
-                "Microsoft.Network/privateDnsZones",
-                &l.pl_zone_id,
-                api::PRIVATE_DNS,
-                true,
-            ),
-            o().after(&link),
-        )?;
-        b.add::<DeletePrivateEndpoint>(
-            n("pe-dns.endpoint"),
-            &del(
-                "Microsoft.Network/privateEndpoints",
-                &l.pe_id,
-                api::NETWORK,
-                true,
-            ),
-            o(),
-        )?;
+        pe_dns_zone(&mut b, &c)?;
         b.stage("pls");
-        b.add::<DeletePrivateLinkService>(
-            n("pls.service"),
-            &PlsDeleteInput {
-                azure: l.mgmt_azure.clone(),
-                owner: l.owner.clone(),
-                id: l.pls_id.clone(),
+        pls(&mut b, &c)?;
+    }
+    b.stage("control-plane");
+    control_plane(&mut b, &c, release.as_ref())?;
+    b.stage("nodepools");
+    nodepools(&mut b, &c)?;
+    b.stage("role-assignments");
+    role_assignments(&mut b, &c, public_zone.as_ref())?;
+    b.stage("network");
+    let managed_first = network(&mut b, &c)?;
+    b.stage("resource-groups");
+    resource_groups(&mut b, &c, managed_first.is_some())?;
+    if opts.purge_persistent {
+        b.stage("persistent");
+        persistent(&mut b, &c)?;
+        b.stage("persistent-rg");
+        persistent_rg(&mut b, &c)?;
+    }
+    let mut dag = b.build()?;
+    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
+    Ok(dag)
+}
+
+/// Every deletion is a pivot (issue 23 §2): what it deleted cannot be brought back, so a
+/// delete only goes forward. A failed delete pauses for `retry`; it never claims to have
+/// rolled anything back.
+fn o() -> NodeOptions {
+    NodeOptions::default().pivot(PIVOT)
+}
+
+/// Why a deletion cannot be undone (shown as `⚑ pivot: …`).
+pub const PIVOT: &str = "a deletion cannot be undone";
+
+/// delete-cluster as `start`, `plan`, `preflight` and `drive` see it.
+pub static DEF: WorkflowDef = WorkflowDef {
+    name: WORKFLOW,
+    noun: "Deletion",
+    default_on_failure: FailurePolicy::Pause {
+        deadline_secs: None,
+    },
+    forward_only: true,
+    destructive: true,
+    needs_recorded_infra_id: true,
+    preflight: PreflightKind::Delete,
+    build: |c, l, o| {
+        build(
+            c,
+            l,
+            DeleteOptions {
+                purge_persistent: o.purge_persistent,
+                skip_cloud_cleanup: o.skip_cloud_cleanup,
             },
-            o(),
-        )?;
+        )
+    },
+};
+
+/// What every stage reads: the config, its layout, the options, and what follows.
+struct Ctx<'a> {
+    cfg: &'a ClusterConfig,
+    l: &'a Layout,
+    opts: DeleteOptions,
+    /// The private-link stages ran (Private, PublicAndPrivate).
+    private: bool,
+    /// `privateLink.managedBy` as resolved before journaling (see create_cluster).
+    hypershift_link: bool,
+    /// PublicAndPrivate: the public hostnames whose records are ours.
+    public_hostnames: Option<PublicHostnames>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(cfg: &'a ClusterConfig, l: &'a Layout, opts: DeleteOptions) -> Self {
+        Ctx {
+            cfg,
+            l,
+            opts,
+            private: cfg.topology.uses_private_link(),
+            hypershift_link: cfg.private_link.managed_by == PrivateLinkManager::Hypershift,
+            public_hostnames: hcp_activities::kube::render::public_hostnames(
+                &l.name,
+                &cfg.base_domain,
+                crate::create_cluster::render_topology(cfg.topology),
+            ),
+        }
     }
 
-    b.stage("control-plane");
-    // As `hypershift destroy cluster` (cmd/cluster/core/destroy.go): ask HyperShift to
-    // remove the guest's cloud resources, then delete and wait until the HostedCluster is
-    // gone (its finalizer is released once the cleanup is done or given up on).
+    /// The delete of an ARM resource in the guest subscription (not persistent).
+    fn del(&self, resource_type: &str, id: &str, api: &str, tagged: bool) -> DeleteInput {
+        DeleteInput {
+            azure: self.l.azure.clone(),
+            owner: self.l.owner.clone(),
+            resource_type: resource_type.into(),
+            id: id.into(),
+            api: api.into(),
+            tagged,
+            persistent: false,
+            shared: false,
+        }
+    }
+
+    /// The delete of management-cluster objects in the clusters namespace.
+    fn kube(&self, kind: Kind, names: Vec<String>) -> DeleteObjectInput {
+        DeleteObjectInput {
+            mgmt: self.l.mgmt.clone(),
+            owner: self.l.owner.clone(),
+            kind,
+            namespace: CLUSTERS_NAMESPACE.into(),
+            names,
+            persistent: false,
+            cleanup_cloud_resources: false,
+            hypershift_private_link: None,
+        }
+    }
+
+    fn hs_link(&self) -> HyperShiftLink {
+        HyperShiftLink {
+            mgmt_azure: self.l.mgmt_azure.clone(),
+            guest_azure: self.l.azure.clone(),
+        }
+    }
+}
+
+/// `d`, marked persistent (deleted only with `--purge-persistent`).
+fn persist(mut d: DeleteInput) -> DeleteInput {
+    d.persistent = true;
+    d
+}
+
+/// `preflight`: the public DNS zone lookup (optional: the zone may be gone).
+fn preflight(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<Ref<PublicZoneOutput>, DagError> {
+    b.add::<FindPublicZone>(
+        n("preflight.public-dns-zone"),
+        &crate::create_cluster::public_zone_input(c.cfg, c.l, true),
+        o(),
+    )
+}
+
+/// `pls` (HyperShift's private link): HyperShift's PLS, PE and zone are its own (its
+/// finalizers remove them with the HostedCluster); only the connections its own endpoint
+/// did not make are ours to reject and remove, before the HostedCluster goes
+/// (hypershift_link.rs).
+fn hypershift_pls(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<Ref<ReleaseOutput>, DagError> {
+    let l = c.l;
+    b.add::<ReleaseHyperShiftLink>(
+        n("pls.hypershift-release"),
+        &HyperShiftLinkInput {
+            mgmt: l.mgmt.clone(),
+            owner: l.owner.clone(),
+            namespace: CLUSTERS_NAMESPACE.into(),
+            name: l.name.clone(),
+            link: c.hs_link(),
+        },
+        o(),
+    )
+}
+
+/// `public-dns`: only the record sets marked as this cluster's (the zone is shared).
+fn public_dns(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    h: &PublicHostnames,
+    zone: &Ref<PublicZoneOutput>,
+) -> Result<(), DagError> {
+    b.add::<DeletePublicRecords>(
+        n("public-dns.records"),
+        &PublicRecordsDeleteInput {
+            azure: c.l.azure.clone(),
+            owner: c.l.owner.clone(),
+            zone: zone.clone(),
+            names: h.relative(&c.cfg.base_domain),
+        },
+        o(),
+    )?;
+    Ok(())
+}
+
+/// `pe-dns` (hcp-workflow's private link): the private-link zone's A records.
+fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    for rec in ["api", "*.apps"] {
+        b.add::<DeleteDnsRecord>(
+            n(&format!("pe-dns.record.{}", rec.trim_start_matches("*."))),
+            &c.del(
+                "Microsoft.Network/privateDnsZones/A",
+                &format!("{}/A/{rec}", c.l.pl_zone_id),
+                api::PRIVATE_DNS,
+                false,
+            ),
+            o(),
+        )?;
+    }
+    Ok(())
+}
+
+/// `pe-dns-zone` (hcp-workflow's private link): the zone's link, the zone, and the
+/// Private Endpoint.
+fn pe_dns_zone(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    let l = c.l;
+    let link = b.add::<DeleteDnsLink>(
+        n("pe-dns.link"),
+        &c.del(
+            "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+            &l.pl_link_id,
+            api::PRIVATE_DNS,
+            true,
+        ),
+        o(),
+    )?;
+    b.add::<DeleteDnsZone>(
+        n("pe-dns.zone"),
+        &c.del(
+            "Microsoft.Network/privateDnsZones",
+            &l.pl_zone_id,
+            api::PRIVATE_DNS,
+            true,
+        ),
+        o().after(&link),
+    )?;
+    b.add::<DeletePrivateEndpoint>(
+        n("pe-dns.endpoint"),
+        &c.del(
+            "Microsoft.Network/privateEndpoints",
+            &l.pe_id,
+            api::NETWORK,
+            true,
+        ),
+        o(),
+    )?;
+    Ok(())
+}
+
+/// `pls` (hcp-workflow's private link): the Private Link Service (connections rejected
+/// and removed first).
+fn pls(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    b.add::<DeletePrivateLinkService>(
+        n("pls.service"),
+        &PlsDeleteInput {
+            azure: c.l.mgmt_azure.clone(),
+            owner: c.l.owner.clone(),
+            id: c.l.pls_id.clone(),
+        },
+        o(),
+    )?;
+    Ok(())
+}
+
+/// `control-plane`: as `hypershift destroy cluster` (cmd/cluster/core/destroy.go), ask
+/// HyperShift to remove the guest's cloud resources, then delete and wait until the
+/// HostedCluster is gone (its finalizer is released once the cleanup is done or given up
+/// on); then the Secrets, the check that HyperShift's private link is gone (`release`),
+/// and our NAT subnet.
+fn control_plane(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    release: Option<&Ref<ReleaseOutput>>,
+) -> Result<(), DagError> {
+    let l = c.l;
     let hc = b.add::<DeleteObject>(
         n("control-plane.hosted-cluster"),
         &DeleteObjectInput {
-            cleanup_cloud_resources: !opts.skip_cloud_cleanup,
-            hypershift_private_link: (private && hypershift_link).then(|| hs_link.clone()),
-            ..kube(Kind::HostedCluster, vec![l.name.clone()])
+            cleanup_cloud_resources: !c.opts.skip_cloud_cleanup,
+            hypershift_private_link: (c.private && c.hypershift_link).then(|| c.hs_link()),
+            ..c.kube(Kind::HostedCluster, vec![l.name.clone()])
         },
         o(),
     )?;
     b.add::<DeleteObject>(
         n("control-plane.secrets"),
-        &kube(
+        &c.kube(
             Kind::Secret,
             vec![
                 l.secret("pull-secret"),
@@ -222,22 +380,22 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         ),
         o().after(&hc),
     )?;
-    if let Some(release) = &release {
+    if let Some(release) = release {
         b.add::<VerifyHyperShiftLinkGone>(
             n("pls.hypershift-gone"),
             &VerifyGoneInput {
-                link: hs_link.clone(),
+                link: c.hs_link(),
                 release: release.clone(),
             },
             o().after(&hc),
         )?;
     }
-    if private && l.nat_subnet_create.is_some() {
+    if c.private && l.nat_subnet_create.is_some() {
         b.add::<DeleteSubnet>(
             n("control-plane.nat-subnet"),
             &DeleteInput {
                 azure: l.mgmt_azure.clone(),
-                ..del(
+                ..c.del(
                     "Microsoft.Network/virtualNetworks/subnets",
                     &l.nat_subnet_id,
                     api::NETWORK,
@@ -247,78 +405,88 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
             o().after(&hc),
         )?;
     }
+    Ok(())
+}
 
-    // Ours also for bring-your-own identities (create assigns the same 18 roles to them);
-    // the identities themselves are never deleted here.
-    // Issue 22 §5: the NodePools go with the HostedCluster, as HyperShift deletes them
-    // (`hostedcluster_controller.go` `delete` → `deleteNodePools`, with the CAPI Cluster:
-    // cluster-api does not drain the nodes of a Cluster being deleted). Deleting them first,
-    // as this workflow did, drained every node, and a PodDisruptionBudget could block the
-    // delete for ever. What is left after the HostedCluster is gone (none, normally) is
-    // deleted here.
-    b.stage("nodepools");
-    for p in &cfg.node_pools {
+/// `nodepools`: issue 22 §5, the NodePools go with the HostedCluster, as HyperShift
+/// deletes them (`hostedcluster_controller.go` `delete` → `deleteNodePools`, with the CAPI
+/// Cluster: cluster-api does not drain the nodes of a Cluster being deleted). Deleting them
+/// first, as this workflow did, drained every node, and a PodDisruptionBudget could block
+/// the delete for ever. What is left after the HostedCluster is gone (none, normally) is
+/// deleted here.
+fn nodepools(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    for p in &c.cfg.node_pools {
         b.add::<DeleteObject>(
             n(&format!("nodepools.{}", p.name)),
-            &kube(Kind::NodePool, vec![format!("{}-{}", l.name, p.name)]),
+            &c.kube(Kind::NodePool, vec![format!("{}-{}", c.l.name, p.name)]),
             o(),
         )?;
     }
+    Ok(())
+}
 
-    b.stage("role-assignments");
-    {
-        for c in &COMPONENTS {
-            for s in c.scopes {
-                let Some(scope) = l.scope_id(*s) else {
-                    // The public zone's group, found by the preflight lookup (if the zone is
-                    // gone, so is nothing we could name).
-                    if let Some(zone) = &public_zone {
-                        b.add::<DeleteDnsScopeRoleAssignment>(
-                            n(&format!(
-                                "network.role.{}.{}",
-                                c.component.name(),
-                                format!("{s:?}").to_lowercase()
-                            )),
-                            &DnsScopeRoleDeleteInput {
-                                azure: l.azure.clone(),
-                                owner: l.owner.clone(),
-                                component: c.component.name().into(),
-                                zone: zone.clone(),
-                            },
-                            o(),
-                        )?;
-                    }
-                    continue;
-                };
-                let guid = hcp_activities::azure::names::role_assignment_name(
-                    &l.infra_id,
-                    c.component.name(),
-                    scope,
-                );
-                b.add::<DeleteRoleAssignment>(
-                    n(&format!(
-                        "network.role.{}.{}",
-                        c.component.name(),
-                        format!("{s:?}").to_lowercase()
-                    )),
-                    &del(
-                        "Microsoft.Authorization/roleAssignments",
-                        &format!(
-                            "{scope}/providers/Microsoft.Authorization/roleAssignments/{guid}"
-                        ),
-                        api::AUTHORIZATION,
-                        false,
-                    ),
-                    o(),
-                )?;
-            }
+/// `role-assignments`: ours also for bring-your-own identities (create assigns the same
+/// 18 roles to them); the identities themselves are never deleted here.
+fn role_assignments(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    public_zone: Option<&Ref<PublicZoneOutput>>,
+) -> Result<(), DagError> {
+    let l = c.l;
+    for comp in &COMPONENTS {
+        for s in comp.scopes {
+            let Some(scope) = l.scope_id(*s) else {
+                // The public zone's group, found by the preflight lookup (if the zone is
+                // gone, so is nothing we could name).
+                if let Some(zone) = public_zone {
+                    b.add::<DeleteDnsScopeRoleAssignment>(
+                        n(&format!(
+                            "network.role.{}.{}",
+                            comp.component.name(),
+                            format!("{s:?}").to_lowercase()
+                        )),
+                        &DnsScopeRoleDeleteInput {
+                            azure: l.azure.clone(),
+                            owner: l.owner.clone(),
+                            component: comp.component.name().into(),
+                            zone: zone.clone(),
+                        },
+                        o(),
+                    )?;
+                }
+                continue;
+            };
+            let guid = hcp_activities::azure::names::role_assignment_name(
+                &l.infra_id,
+                comp.component.name(),
+                scope,
+            );
+            b.add::<DeleteRoleAssignment>(
+                n(&format!(
+                    "network.role.{}.{}",
+                    comp.component.name(),
+                    format!("{s:?}").to_lowercase()
+                )),
+                &c.del(
+                    "Microsoft.Authorization/roleAssignments",
+                    &format!("{scope}/providers/Microsoft.Authorization/roleAssignments/{guid}"),
+                    api::AUTHORIZATION,
+                    false,
+                ),
+                o(),
+            )?;
         }
     }
+    Ok(())
+}
 
-    b.stage("network");
+/// `network`: load balancer, public IP, the infra zone's link and zone, then (when ours)
+/// the VNet and NSG. Returns the managed group's delete when it has to go before the VNet.
+fn network(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<Option<Ref<DeleteOutput>>, DagError> {
+    let l = c.l;
     let lb = b.add::<DeleteLoadBalancer>(
         n("network.load-balancer"),
-        &del(
+        &c.del(
             "Microsoft.Network/loadBalancers",
             &l.lb_id,
             api::NETWORK,
@@ -328,7 +496,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     )?;
     b.add::<DeletePublicIp>(
         n("network.public-ip"),
-        &del(
+        &c.del(
             "Microsoft.Network/publicIPAddresses",
             &l.public_ip_id,
             api::NETWORK,
@@ -340,7 +508,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     // names the user's VNet; deleting it leaves the VNet alone). Never the public zone.
     let link = b.add::<DeleteDnsLink>(
         n("network.dns-link"),
-        &del(
+        &c.del(
             "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
             &l.infra_link_id,
             api::PRIVATE_DNS,
@@ -350,7 +518,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     )?;
     b.add::<DeleteDnsZone>(
         n("network.dns-zone"),
-        &del(
+        &c.del(
             "Microsoft.Network/privateDnsZones",
             &l.infra_zone_id,
             api::PRIVATE_DNS,
@@ -362,10 +530,10 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     // managed group — for a Private cluster its ingress internal load balancer, whose
     // frontend holds an IP of our subnet, so Azure refuses the VNet's deletion
     // (`InUseSubnetCannotBeDeleted`) until that group is gone: the group goes first then.
-    let managed_first = (opts.skip_cloud_cleanup && l.network_created).then(|| {
+    let managed_first = (c.opts.skip_cloud_cleanup && l.network_created).then(|| {
         b.add::<DeleteResourceGroup>(
             n("network.rg.managed"),
-            &del(
+            &c.del(
                 "Microsoft.Resources/resourceGroups",
                 &l.managed_rg,
                 api::RESOURCES,
@@ -382,7 +550,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         }
         let vnet = b.add::<DeleteVnet>(
             n("network.vnet"),
-            &del(
+            &c.del(
                 "Microsoft.Network/virtualNetworks",
                 &l.vnet_id,
                 api::NETWORK,
@@ -392,7 +560,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
         )?;
         b.add::<DeleteNsg>(
             n("network.nsg"),
-            &del(
+            &c.del(
                 "Microsoft.Network/networkSecurityGroups",
                 &l.nsg_id,
                 api::NETWORK,
@@ -401,8 +569,13 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
             o().after(&vnet),
         )?;
     }
+    Ok(managed_first)
+}
 
-    b.stage("resource-groups");
+/// `resource-groups`: the managed group (unless `managed_gone`: the `network` stage deleted
+/// it first) and, when the network is ours, the VNet and NSG groups.
+fn resource_groups(b: &mut SagaBuilder, c: &Ctx<'_>, managed_gone: bool) -> Result<(), DagError> {
+    let l = c.l;
     let mut rgs: Vec<(&str, &str)> = if l.network_created {
         vec![
             ("managed", &l.managed_rg),
@@ -412,13 +585,13 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     } else {
         vec![("managed", &l.managed_rg)]
     };
-    if managed_first.is_some() {
+    if managed_gone {
         rgs.retain(|(what, _)| *what != "managed");
     }
     for (what, id) in rgs {
         b.add::<DeleteResourceGroup>(
             n(&format!("network.rg.{what}")),
-            &del(
+            &c.del(
                 "Microsoft.Resources/resourceGroups",
                 id,
                 api::RESOURCES,
@@ -427,103 +600,104 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
             o(),
         )?;
     }
+    Ok(())
+}
 
-    if opts.purge_persistent {
-        b.stage("persistent");
-        let persist = |mut d: DeleteInput| {
-            d.persistent = true;
-            d
-        };
-        if Layout::identities_created(cfg) {
-            for c in &COMPONENTS {
-                let ident = l.identity_id(c.component);
-                let mut fic = Vec::new();
-                for s in c.subjects {
-                    fic.push(b.add::<DeleteFederatedCredential>(
-                        n(&format!(
-                            "identities.{}.federated.{}",
-                            c.component.name(),
-                            l.fic_name(s)
-                        )),
-                        &persist(del(
-                            "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials",
-                            &format!("{ident}/federatedIdentityCredentials/{}", l.fic_name(s)),
-                            api::MSI,
-                            false,
-                        )),
-                        // One at a time per identity (Azure refuses concurrent writes).
-                        match fic.last() {
-                            Some(prev) => o().after(prev),
-                            None => o(),
-                        },
-                    )?);
-                }
-                let mut io = o();
-                for f in &fic {
-                    io = io.after(f);
-                }
-                b.add::<DeleteIdentity>(
-                    n(&format!("identities.{}", c.component.name())),
-                    &persist(del(
-                        "Microsoft.ManagedIdentity/userAssignedIdentities",
-                        &ident,
-                        api::MSI,
-                        true,
+/// `persistent` (`--purge-persistent`): the identities (each after its federated
+/// credentials, those one at a time) and the OIDC issuer's storage and key.
+fn persistent(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    let l = c.l;
+    if Layout::identities_created(c.cfg) {
+        for comp in &COMPONENTS {
+            let ident = l.identity_id(comp.component);
+            let mut fic = Vec::new();
+            for s in comp.subjects {
+                fic.push(b.add::<DeleteFederatedCredential>(
+                    n(&format!(
+                        "identities.{}.federated.{}",
+                        comp.component.name(),
+                        l.fic_name(s)
                     )),
-                    io,
-                )?;
+                    &persist(c.del(
+                        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials",
+                        &format!("{ident}/federatedIdentityCredentials/{}", l.fic_name(s)),
+                        api::MSI,
+                        false,
+                    )),
+                    // One at a time per identity (Azure refuses concurrent writes).
+                    match fic.last() {
+                        Some(prev) => o().after(prev),
+                        None => o(),
+                    },
+                )?);
             }
-        }
-        if let Some(account) = &l.storage_account_id {
-            let c = b.add::<DeleteContainer>(
-                n("oidc.container"),
-                &persist(del(
-                    "Microsoft.Storage/storageAccounts/blobServices/containers",
-                    &format!("{account}/blobServices/default/containers/{}", l.container),
-                    api::STORAGE,
-                    false,
-                )),
-                o(),
-            )?;
-            b.add::<DeleteStorageAccount>(
-                n("oidc.storage-account"),
-                &persist(del(
-                    "Microsoft.Storage/storageAccounts",
-                    account,
-                    api::STORAGE,
+            let mut io = o();
+            for f in &fic {
+                io = io.after(f);
+            }
+            b.add::<DeleteIdentity>(
+                n(&format!("identities.{}", comp.component.name())),
+                &persist(c.del(
+                    "Microsoft.ManagedIdentity/userAssignedIdentities",
+                    &ident,
+                    api::MSI,
                     true,
                 )),
-                o().after(&c),
-            )?;
-            b.add::<DeleteObject>(
-                n("oidc.key"),
-                &DeleteObjectInput {
-                    persistent: true,
-                    ..kube(Kind::Secret, vec![l.secret("sa-token-issuer-key")])
-                },
-                o(),
+                io,
             )?;
         }
-        b.stage("persistent-rg");
-        // Shared by many clusters: deleted only when hcp-workflow made it and nothing is
-        // left inside once this cluster's own persistent resources are gone (finding 11).
-        b.add::<DeleteResourceGroup>(
-            n("identities.persistent-rg"),
-            &DeleteInput {
-                shared: true,
-                ..persist(del(
-                    "Microsoft.Resources/resourceGroups",
-                    &l.persistent_rg,
-                    api::RESOURCES,
-                    true,
-                ))
+    }
+    if let Some(account) = &l.storage_account_id {
+        let container = b.add::<DeleteContainer>(
+            n("oidc.container"),
+            &persist(c.del(
+                "Microsoft.Storage/storageAccounts/blobServices/containers",
+                &format!("{account}/blobServices/default/containers/{}", l.container),
+                api::STORAGE,
+                false,
+            )),
+            o(),
+        )?;
+        b.add::<DeleteStorageAccount>(
+            n("oidc.storage-account"),
+            &persist(c.del(
+                "Microsoft.Storage/storageAccounts",
+                account,
+                api::STORAGE,
+                true,
+            )),
+            o().after(&container),
+        )?;
+        b.add::<DeleteObject>(
+            n("oidc.key"),
+            &DeleteObjectInput {
+                persistent: true,
+                ..c.kube(Kind::Secret, vec![l.secret("sa-token-issuer-key")])
             },
             o(),
         )?;
     }
-    let mut dag = b.build()?;
-    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
-    Ok(dag)
+    Ok(())
+}
+
+/// `persistent-rg` (`--purge-persistent`): shared by many clusters, deleted only when
+/// hcp-workflow made it and nothing is left inside once this cluster's own persistent
+/// resources are gone (finding 11).
+fn persistent_rg(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    b.add::<DeleteResourceGroup>(
+        n("identities.persistent-rg"),
+        &DeleteInput {
+            shared: true,
+            ..persist(c.del(
+                "Microsoft.Resources/resourceGroups",
+                &c.l.persistent_rg,
+                api::RESOURCES,
+                true,
+            ))
+        },
+        o(),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

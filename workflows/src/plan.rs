@@ -23,6 +23,9 @@ pub struct PlannedStep {
     pub resources: Vec<String>,
     /// Whether unwinding would undo it.
     pub has_undo: bool,
+    /// Set on a pivot: why it cannot be undone (the undo plan stops at it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pivot: Option<String>,
 }
 
 /// A plan.
@@ -40,8 +43,13 @@ pub struct Plan {
     pub stages: Vec<String>,
     /// Steps in DAG order.
     pub steps: Vec<PlannedStep>,
-    /// Undo order if everything had run and then failed (reverse dependency order).
+    /// Undo order if everything had run and then failed (reverse dependency order),
+    /// stopping at the last pivot: nothing at or before it is ever undone.
     pub undo: Vec<String>,
+    /// The run's failure policy (`unwind`, `pause`, `pause=24h`).
+    pub on_failure: String,
+    /// Every step is a pivot: the workflow only goes forward.
+    pub forward_only: bool,
 }
 
 fn resources(input: &Value) -> Vec<String> {
@@ -133,15 +141,21 @@ pub fn plan(dag: &SagaDag) -> Plan {
             after: n.deps.clone(),
             resources: resources(&n.input),
             has_undo: n.has_undo,
+            pivot: n.pivot.clone(),
         })
         .collect();
     // Reverse of a topological order: nodes are added in dependency order by the builder.
+    // Past the last pivot nothing is undone: only what descends from every pivot is.
+    let pivots: Vec<usize> = (0..dag.nodes.len())
+        .filter(|&i| dag.nodes[i].pivot.is_some())
+        .collect();
     let undo = dag
         .nodes
         .iter()
+        .enumerate()
         .rev()
-        .filter(|n| n.has_undo)
-        .map(|n| n.name.clone())
+        .filter(|(i, n)| n.has_undo && pivots.iter().all(|&p| dag.descends_from(*i, p)))
+        .map(|(_, n)| n.name.clone())
         .collect();
     Plan {
         workflow: dag.workflow.clone(),
@@ -150,6 +164,8 @@ pub fn plan(dag: &SagaDag) -> Plan {
         stages: dag.stages.clone(),
         steps,
         undo,
+        on_failure: dag.on_failure.to_string(),
+        forward_only: dag.forward_only(),
     }
 }
 
@@ -178,7 +194,11 @@ impl Plan {
         for stage in &self.stages {
             let _ = writeln!(s, "\n[{stage}]");
             for st in self.steps.iter().filter(|x| &x.stage == stage) {
-                let undo = if st.has_undo { "" } else { "  (no undo)" };
+                let undo = match &st.pivot {
+                    Some(why) => format!("  ⚑ pivot: {why}"),
+                    None if st.has_undo => String::new(),
+                    None => "  (no undo)".into(),
+                };
                 let _ = writeln!(s, "  {}  ({}){undo}", st.node, st.action);
                 for r in &st.resources {
                     match exists(r) {
@@ -192,17 +212,34 @@ impl Plan {
                 }
             }
         }
-        if self.undo.is_empty() {
+        if self.forward_only {
             let _ = writeln!(
                 s,
-                "\nNo step of {} has an undo: it only deletes. If a step fails for good the run ends there; what is already deleted stays deleted, and a new run deletes what is left.",
+                "\n{} only goes forward: every step is a pivot (a deletion cannot be undone). If a step fails for good the run pauses there; what is already deleted stays deleted, and `hcp-workflow retry RUN` continues the delete.",
+                self.workflow
+            );
+        } else if self.undo.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nNo step of {} has an undo. If a step fails for good the run ends there.",
                 self.workflow
             );
         } else {
-            let _ = writeln!(
-                s,
-                "\nIf a step fails, completed steps are undone in this order:"
-            );
+            let when = match self.on_failure.as_str() {
+                "unwind" => {
+                    "If a step fails (on-failure=unwind), completed steps are undone in this order"
+                        .to_string()
+                }
+                p => format!(
+                    "If a step fails (on-failure={p}) the run pauses and keeps its work; `cancel` (or the deadline) undoes completed steps in this order"
+                ),
+            };
+            let stops = if self.steps.iter().any(|x| x.pivot.is_some()) {
+                " (it stops at the last pivot that succeeded: nothing at or before it is undone)"
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "\n{when}{stops}:");
             for (i, u) in self.undo.iter().enumerate() {
                 let _ = writeln!(s, "  {:>2}. {u}", i + 1);
             }

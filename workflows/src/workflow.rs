@@ -112,39 +112,7 @@ impl WorkflowDef {
 }
 
 /// Every workflow this binary can start (and so run and recover).
-pub static ALL: [&WorkflowDef; 2] = [&CREATE_DEF_TMP, &DELETE_DEF_TMP];
-
-static CREATE_DEF_TMP: WorkflowDef = WorkflowDef {
-    name: crate::create_cluster::WORKFLOW,
-    noun: "Creation",
-    default_on_failure: FailurePolicy::Unwind,
-    forward_only: false,
-    destructive: false,
-    needs_recorded_infra_id: false,
-    preflight: PreflightKind::Create,
-    build: |c, l, _| crate::create_cluster::build(c, l),
-};
-static DELETE_DEF_TMP: WorkflowDef = WorkflowDef {
-    name: crate::delete_cluster::WORKFLOW,
-    noun: "Deletion",
-    default_on_failure: FailurePolicy::Pause {
-        deadline_secs: None,
-    },
-    forward_only: true,
-    destructive: true,
-    needs_recorded_infra_id: true,
-    preflight: PreflightKind::Delete,
-    build: |c, l, o| {
-        crate::delete_cluster::build(
-            c,
-            l,
-            crate::delete_cluster::DeleteOptions {
-                purge_persistent: o.purge_persistent,
-                skip_cloud_cleanup: o.skip_cloud_cleanup,
-            },
-        )
-    },
-};
+pub static ALL: [&WorkflowDef; 2] = [&crate::create_cluster::DEF, &crate::delete_cluster::DEF];
 
 /// The workflow named `name`.
 pub fn lookup(name: &str) -> Option<&'static WorkflowDef> {
@@ -172,7 +140,7 @@ pub fn parse_on_failure(s: &str) -> Result<FailurePolicy, String> {
             "pause={d:?}: the deadline must be at least 1s (e.g. pause=24h), or plain `pause` to wait for an operator forever"
         )),
         Ok(d) if d > Duration::from_secs(366 * 86_400) => Err(format!(
-            "pause={}: a deadline over a year is not a deadline; use plain `pause` to wait for an operator forever",
+            "pause={}: a deadline over a year is not a deadline; write one like pause=24h, or plain `pause` to wait for an operator forever",
             humantime::format_duration(d)
         )),
         Ok(d) => Ok(FailurePolicy::pause(Some(d))),
@@ -226,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_forward_only_workflow_refuses_unwind_and_deadlines() {
-        let del = &DELETE_DEF_TMP;
+        let del = &crate::delete_cluster::DEF;
         assert_eq!(
             del.failure_policy(None, None),
             Ok(FailurePolicy::pause(None))
@@ -240,7 +208,7 @@ mod tests {
             assert_eq!(field, "--on-failure");
             assert!(msg.contains("only goes forward"), "{msg}");
         }
-        let create = &CREATE_DEF_TMP;
+        let create = &crate::create_cluster::DEF;
         assert_eq!(create.failure_policy(None, None), Ok(FailurePolicy::Unwind));
         assert_eq!(
             create.failure_policy(Some("pause=3s"), Some("unwind")),

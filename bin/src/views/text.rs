@@ -249,7 +249,17 @@ pub fn show(d: &RunDetail) -> String {
                 );
             }
         }
-        for s in &pivots {
+        if d.forward_only {
+            let _ = writeln!(
+                o,
+                "  ⚑ every step is a pivot: {}",
+                pivots
+                    .first()
+                    .and_then(|s| s.pivot.as_deref())
+                    .unwrap_or_default()
+            );
+        }
+        for s in pivots.iter().filter(|_| !d.forward_only) {
             let _ = writeln!(
                 o,
                 "  ⚑ pivot: {}: {}",
