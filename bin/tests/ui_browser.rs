@@ -29,6 +29,16 @@ impl Drop for Guard {
     }
 }
 
+fn state_of_run(db: &str, run: &str) -> String {
+    let out = bin()
+        .args(["show", run, "--database", db, "--output", "json"])
+        .output()
+        .unwrap();
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .map(|d| d["state"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
 fn missing_prerequisite(browser_dir: &Path) -> Option<String> {
     if !Path::new("/usr/bin/chromium").exists() {
         return Some("/usr/bin/chromium is missing (apt-get install chromium)".into());
@@ -126,6 +136,16 @@ fn resolve_a_stuck_undo_in_the_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rolled_back = first_run_id(&out.stdout);
+    // Paused past a pivot (issue 23): `a → p (pivot) → c → d`, d fails for good.
+    let out = selftest(Some("d")).arg("--pivot").output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let paused = first_run_id(&out.stdout);
+    assert_eq!(state_of_run(&db, &paused), "needs-operator");
     // Its output goes to a file: a pipe nobody reads would kill it on its next line.
     let waiter_out = dir.join("waiting.out");
     let waiter_err = dir.join("waiting.err");
@@ -228,6 +248,7 @@ fn resolve_a_stuck_undo_in_the_browser() {
         "succeeded": succeeded,
         "rolledBack": rolled_back,
         "waiting": waiting,
+        "paused": paused,
     })
     .to_string();
     let status = Command::new("node")

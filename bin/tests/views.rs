@@ -24,6 +24,8 @@ fn golden_text_views() {
     let stuck = run_id(2).to_string();
     let waiting = run_id(3).to_string();
     let done = run_id(1).to_string();
+    let paused = run_id(5).to_string();
+    let stopped = run_id(6).to_string();
     let cases: Vec<(&str, Vec<&str>)> = vec![
         ("list.txt", vec!["list"]),
         (
@@ -46,6 +48,10 @@ fn golden_text_views() {
         ("why_stuck.txt", vec!["why", &stuck]),
         ("why_waiting.txt", vec!["why", &waiting]),
         ("why_succeeded.txt", vec!["why", &done]),
+        ("show_paused.txt", vec!["show", &paused]),
+        ("why_paused.txt", vec!["why", &paused]),
+        ("show_stopped_delete.txt", vec!["show", &stopped]),
+        ("why_stopped_delete.txt", vec!["why", &stopped]),
         ("inventory.txt", vec!["inventory"]),
         ("inventory_orphans.txt", vec!["inventory", "--orphans"]),
     ];
@@ -70,7 +76,7 @@ fn json_views_carry_the_fields_scripts_need() {
     assert_eq!(list["apiVersion"], "hcp-workflow/v1", "{list}");
     assert_eq!(list["kind"], "RunList", "{list}");
     let rows = list["items"].as_array().unwrap();
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 6);
     let stuck = rows
         .iter()
         .find(|r| r["run_id"] == run_id(2).to_string().as_str())
@@ -192,8 +198,17 @@ fn json_views_carry_the_fields_scripts_need() {
     assert!(
         items
             .iter()
-            .all(|r| r["run_id"] == run_id(2).to_string().as_str()),
-        "only the stuck run left orphans, each row names its run: {inv}"
+            .all(|r| r["run_id"] == run_id(2).to_string().as_str()
+                || r["run_id"] == run_id(5).to_string().as_str()),
+        "only the stuck run and the paused one (it kept its work for an operator) hold \
+         what no finished run owns, each row names its run: {inv}"
+    );
+    assert!(
+        items
+            .iter()
+            .any(|r| r["run_id"] == run_id(5).to_string().as_str()
+                && r["run_state"] == "needs-operator"),
+        "the paused run's kept VNet is listed with its run: {inv}"
     );
     let ids: Vec<&str> = items.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert!(

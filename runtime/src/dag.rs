@@ -115,10 +115,10 @@ impl fmt::Display for FailurePolicy {
     }
 }
 
-/// `90` → `90s`, `3600` → `1h`, `86400` → `1d`, `5400` → `90m`: the largest unit that
-/// divides exactly.
+/// `90` → `90s`, `3600` → `1h`, `86400` → `24h`, `5400` → `90m`: the largest unit (up to
+/// hours, the way operators write deadlines) that divides exactly.
 pub fn short_duration(secs: u64) -> String {
-    for (unit, n) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
+    for (unit, n) in [("h", 3_600), ("m", 60)] {
         if secs >= n && secs.is_multiple_of(n) {
             return format!("{}{unit}", secs / n);
         }

@@ -1261,14 +1261,14 @@ impl RunView {
                     p.step
                 )
             }
-            PauseCause::PastPivot { pivot } if self.dag.forward_only() => {
+            PauseCause::PastPivot { .. } if self.dag.forward_only() => {
                 let done = self
                     .nodes
                     .iter()
                     .filter(|n| n.status == NodeStatus::Succeeded)
                     .count();
                 format!(
-                    "partially done, forward-only: {done} of {} steps done and none can be undone; {} failed{error}; `retry` continues",
+                    "stopped partway (forward-only): {done} of {} steps done, none can be undone; {} failed{error}; `retry` continues",
                     self.nodes.len(),
                     p.step
                 )

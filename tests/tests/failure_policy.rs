@@ -303,5 +303,5 @@ fn plan_marks_pivots_and_the_policy() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("⚑"), "create-cluster has no pivots: {out}");
-    assert!(out.contains("on-failure=pause=1d"), "{out}");
+    assert!(out.contains("on-failure=pause=24h"), "{out}");
 }

@@ -159,7 +159,8 @@ mod tests {
         for (text, want) in [
             ("unwind", "unwind"),
             ("pause", "pause"),
-            ("pause=24h", "pause=1d"),
+            ("pause=24h", "pause=24h"),
+            ("pause=2d", "pause=48h"),
             ("pause=90m", "pause=90m"),
             ("pause=3s", "pause=3s"),
             ("pause=1h30m", "pause=90m"),

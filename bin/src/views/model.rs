@@ -994,6 +994,15 @@ fn pending_card(
             None,
             None,
         ),
+        NodeStatus::Failed { .. } if v.paused.is_some() => (
+            if v.dag.forward_only() {
+                "an operator: the run stopped here and undoes nothing; retry re-runs this step and continues".into()
+            } else {
+                "an operator: the run is paused with its work kept; retry re-runs this step with a fresh budget, cancel unwinds".into()
+            },
+            None,
+            None,
+        ),
         other => (other.name().to_string(), None, None),
     };
     Some(PendingCard {
@@ -1013,6 +1022,19 @@ fn pending_card(
             NodeStatus::Stalled { .. } => {
                 format!("attempt {attempt}: its wait ran past its budget")
             }
+            NodeStatus::Failed { .. } => format!(
+                "failed for good at attempt {attempt} of {}{}",
+                max_text(max),
+                if st.redrives > 0 {
+                    format!(
+                        " (after {} redrive{})",
+                        st.redrives,
+                        if st.redrives == 1 { "" } else { "s" }
+                    )
+                } else {
+                    String::new()
+                }
+            ),
             _ => format!("{attempt}/{}", max_text(max)),
         },
         last_error: st.last_error.as_ref().map(ErrorView::from),

@@ -6,7 +6,8 @@
 // scroll sideways); the paths are printed.
 //
 // Usage: node stuck_undo.mjs <base-url> <run-id> <screenshot-dir> [<other runs as JSON>]
-//   other runs: {"succeeded": id, "rolledBack": id, "waiting": id} (each optional)
+//   other runs: {"succeeded": id, "rolledBack": id, "waiting": id, "paused": id} (each
+//   optional; `paused`: a run paused past a pivot, issue 23)
 // Exit 0 on success; any failed expectation throws (exit 1) after a last screenshot.
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
@@ -108,7 +109,8 @@ try {
   expect(await settled(async () => (await idLink.innerText()).trim() === shortId), `the list shows the distinctive short id ${shortId}`);
   const counts = page.locator('#state-counts');
   const countText = (await counts.innerText()).replace(/\s+/g, ' ');
-  expect(countText.includes('needs-operator 1'), `state counts at the top (${countText})`);
+  const needsOperator = others.paused ? 2 : 1;
+  expect(countText.includes(`needs-operator ${needsOperator}`), `state counts at the top (${countText})`);
   for (const [key, state] of [['succeeded', 'succeeded'], ['rolledBack', 'rolled-back'], ['waiting', 'waiting']]) {
     if (others[key]) expect(countText.includes(`${state} 1`), `the ${state} run is counted`);
   }
@@ -137,7 +139,7 @@ try {
   // Each count is a link filtering by its state.
   await counts.locator('a[data-state="needs-operator"]').click();
   await page.waitForURL('**/?state=needs-operator**');
-  expect(await page.locator('tbody tr').count() === 1 && await page.locator(`tr[data-run="${runId}"]`).count() === 1, 'the needs-operator count filters the list to that run');
+  expect(await page.locator('tbody tr').count() === needsOperator && await page.locator(`tr[data-run="${runId}"]`).count() === 1, 'the needs-operator count filters the list to the runs that wait for an operator');
 
   // Search finds terminal runs by failed step and error code.
   if (others.rolledBack) {
@@ -155,6 +157,25 @@ try {
     expect((await page.locator('#pending').innerText()).includes('b2'), 'its pending-step card names the waiting step');
     await checkTimeline('waiting run');
     await shotBoth('run-waiting');
+  }
+  if (others.paused) {
+    // Issue 23: paused past a pivot. Red like every run that waits for an operator, never
+    // the amber of a rolled-back run; the pivot is marked; why offers retry and cancel.
+    await openRun(others.paused);
+    expect((await page.locator('#run-state').innerText()).trim() === 'needs-operator', 'the paused run needs an operator');
+    expect(await colourOf('#run-state') === RED, 'a paused run is red, not amber');
+    expect(await page.locator('#run-paused').count() === 1, 'the header says it is paused');
+    expect((await page.locator('#paused').innerText()).includes('past the pivot p'), 'and why: past the pivot');
+    const pivotRow = await page.locator('tr[data-step="p"]').innerText();
+    expect(pivotRow.includes('⚑ pivot'), `the pivot step is marked (${pivotRow})`);
+    const fcard = await page.locator('#failure').innerText();
+    expect(fcard.includes('Paused') && fcard.includes('retry') && fcard.includes('cancel'), `the failure card says paused and names retry and cancel (${fcard})`);
+    expect(!fcard.includes('rolled back'), 'a paused run never says rolled back');
+    const undo = await page.locator('#undo-stack').innerText();
+    expect(undo.includes('only what came after the pivot p'), `the undo stack stops at the pivot (${undo})`);
+    const actions = await page.locator('#why .actions a').allInnerTexts();
+    expect(actions.some((a) => a.startsWith('retry')) && actions.some((a) => a.startsWith('cancel')), `why offers retry and cancel (${actions})`);
+    await shotBoth('run-paused-past-pivot');
   }
   if (others.succeeded) {
     await openRun(others.succeeded);

@@ -644,6 +644,102 @@ pub async fn fixture(dir: &Path) -> String {
     )
     .await;
     j.release().await;
+
+    // Run 5: create-cluster of `epsilon` with `on-failure: pause=24h`: the control plane
+    // failed for good and the run paused with its work kept (issue 23).
+    let mut paused_dag = cluster_dag("create-cluster");
+    paused_dag.on_failure = hcp_runtime::FailurePolicy::pause(Some(Duration::from_secs(86_400)));
+    let mut j = J::start(&store, 5, paused_dag, "epsilon", 1200).await;
+    j.started(1201, "identity.ensure", 1).await;
+    j.succeeded(1202, "identity.ensure", serde_json::json!({}))
+        .await;
+    j.started(1203, "vnet.ensure", 1).await;
+    j.started(1203, "dns.ensure", 1).await;
+    j.succeeded(
+        1210,
+        "vnet.ensure",
+        vnet(&rg(
+            "epsilon",
+            "/providers/Microsoft.Network/virtualNetworks/epsilon-vnet",
+        )),
+    )
+    .await;
+    j.succeeded(1211, "dns.ensure", serde_json::json!({})).await;
+    j.started(1212, "hostedcluster.apply", 1).await;
+    j.ev(
+        1240,
+        Event::NodeFailed {
+            node: "create-cluster.hostedcluster.apply".into(),
+            error: StepError::permanent("quota", "the subscription's vCPU quota is used up")
+                .with_code("QuotaExceeded"),
+            reason: "permanent error".into(),
+        },
+    )
+    .await;
+    j.ev(
+        1240,
+        Event::RunPaused {
+            step: "create-cluster.hostedcluster.apply".into(),
+            cause: hcp_runtime::PauseCause::Policy,
+            unwind_at: Some(at(1240 + 86_400)),
+        },
+    )
+    .await;
+    j.release().await;
+
+    // Run 6: delete-cluster of `zeta` (every step a pivot): two deletions done, the third
+    // failed; the run stopped partway, nothing undone.
+    let pivot = |name: &str, deps: &[&str]| NodeSpec {
+        name: format!("delete-cluster.{name}"),
+        action: "azure.delete".into(),
+        stage: "delete".into(),
+        input: serde_json::Value::Null,
+        deps: deps.iter().map(|d| format!("delete-cluster.{d}")).collect(),
+        retry: RetryPolicy::default(),
+        undo_retry: RetryPolicy::default(),
+        has_undo: false,
+        pivot: Some("a deletion cannot be undone".into()),
+    };
+    let del = SagaDag {
+        workflow: "delete-cluster".into(),
+        version: 1,
+        stages: vec!["delete".into()],
+        nodes: vec![
+            pivot("hosted-cluster", &[]),
+            pivot("pls", &["hosted-cluster"]),
+            pivot("vnet", &["pls"]),
+        ],
+        on_failure: hcp_runtime::FailurePolicy::pause(None),
+    };
+    let mut j = J::start(&store, 6, del, "zeta", 1300).await;
+    j.started(1301, "hosted-cluster", 1).await;
+    j.succeeded(1330, "hosted-cluster", serde_json::json!({}))
+        .await;
+    j.started(1331, "pls", 1).await;
+    j.succeeded(1340, "pls", serde_json::json!({})).await;
+    j.started(1341, "vnet", 1).await;
+    j.ev(
+        1350,
+        Event::NodeFailed {
+            node: "delete-cluster.vnet".into(),
+            error: StepError::permanent("conflict", "the subnet is still in use by a NIC")
+                .with_code("InUseSubnetCannotBeDeleted"),
+            reason: "permanent error".into(),
+        },
+    )
+    .await;
+    j.ev(
+        1350,
+        Event::RunPaused {
+            step: "delete-cluster.vnet".into(),
+            cause: hcp_runtime::PauseCause::PastPivot {
+                pivot: "delete-cluster.pls".into(),
+            },
+            unwind_at: None,
+        },
+    )
+    .await;
+    j.release().await;
     url
 }
 
