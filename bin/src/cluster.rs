@@ -250,7 +250,7 @@ pub struct StartArgs {
 /// # Errors
 /// [`Refused`] (exit 2), before anything is checked, journaled or deleted.
 pub fn refuse_unconfirmed_delete(workflow: Workflow, yes: bool, purge: bool) -> Result<()> {
-    if workflow != Workflow::DeleteCluster || yes || std::io::stdin().is_terminal() {
+    if !workflow.def().destructive || yes || std::io::stdin().is_terminal() {
         return Ok(());
     }
     Err(Refused::input(format!(
@@ -370,10 +370,10 @@ fn preflight_command(target: &str, config: &Path, wf: Workflow) -> String {
         &format!(
             "preflight --config {}{}",
             config.display(),
-            if wf == Workflow::DeleteCluster {
-                " --workflow delete-cluster"
+            if wf == Workflow::CreateCluster {
+                String::new()
             } else {
-                ""
+                format!(" --workflow {}", wf.def().name)
             }
         ),
     )
@@ -416,10 +416,10 @@ async fn infra_id(
         .iter()
         .filter_map(|r| r.labels.get("infra-id").cloned())
         .next(); // newest first
-    Ok(match (wf, recorded) {
-        (_, Some(r)) => Some(r),
-        (Workflow::CreateCluster, None) => Some(cfg.infra_id_or_generate()),
-        (Workflow::DeleteCluster, None) => None,
+    Ok(match recorded {
+        Some(r) => Some(r),
+        None if wf.def().follows_create => None,
+        None => Some(cfg.infra_id_or_generate()),
     })
 }
 
@@ -481,22 +481,20 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
     let policy = failure_policy(a.workflow, a.on_failure.as_deref(), &cfg)?;
     let infra = match &cfg.infra_id {
         Some(i) => i.clone(),
-        None => match a.workflow {
-            Workflow::CreateCluster => format!("{}-<generated>", cfg.name),
-            Workflow::DeleteCluster => {
-                let store = open_store(db).await?;
-                match infra_id(&cfg, a.workflow, &store).await? {
-                    Some(i) => i,
-                    None => {
-                        return Err(Refused::input(format!(
-                            "infraID: not set in {} and no create-cluster run of `{}` in the journal; set infraID",
-                            a.config.display(),
-                            cfg.name
-                        )));
-                    }
+        None if !a.workflow.def().follows_create => format!("{}-<generated>", cfg.name),
+        None => {
+            let store = open_store(db).await?;
+            match infra_id(&cfg, a.workflow, &store).await? {
+                Some(i) => i,
+                None => {
+                    return Err(Refused::input(format!(
+                        "infraID: not set in {} and no create-cluster run of `{}` in the journal; set infraID",
+                        a.config.display(),
+                        cfg.name
+                    )));
                 }
             }
-        },
+        }
     };
     if cfg.topology.uses_private_link()
         && cfg.private_link.managed_by == config::PrivateLinkManager::Auto
@@ -805,7 +803,7 @@ pub async fn start(
             "--detach: the journal `memory:` ends with this process, so no worker could ever run the detached run; use a SQLite file or Postgres (--database), or drop --detach\nnothing was journaled or created",
         ));
     }
-    if a.cancel_running && a.workflow != Workflow::DeleteCluster {
+    if a.cancel_running && !a.workflow.def().follows_create {
         return Err(Refused::input(
             "--cancel-running: only for delete-cluster\nnothing was journaled or created",
         ));
@@ -893,13 +891,12 @@ pub async fn start(
     // run never resolves again.
     // A delete tears down what the create made: with `auto`, the mode the create run
     // recorded wins over today's install (the operator may have been reinstalled since).
-    let recorded = match a.workflow {
-        Workflow::DeleteCluster
-            if cfg.private_link.managed_by == config::PrivateLinkManager::Auto =>
-        {
-            recorded_private_link(&cfg, &store).await?
-        }
-        _ => None,
+    let recorded = if a.workflow.def().follows_create
+        && cfg.private_link.managed_by == config::PrivateLinkManager::Auto
+    {
+        recorded_private_link(&cfg, &store).await?
+    } else {
+        None
     };
     let managed_by = match recorded {
         Some(m) => m,
@@ -972,7 +969,7 @@ pub async fn start(
     // `terraform destroy` / `az group delete`: a delete lists what goes and what stays,
     // and asks whenever stdin is a terminal (whatever stdout/stderr are piped to); with no
     // terminal to ask on it was refused above unless `--yes`.
-    if a.workflow == Workflow::DeleteCluster && !a.yes && std::io::stdin().is_terminal() {
+    if a.workflow.def().destructive && !a.yes && std::io::stdin().is_terminal() {
         let known = known_resources(&store, &cfg.name).await.unwrap_or_default();
         if !confirm_delete(&cfg, &infra, &dag, &known, a.purge_persistent)? {
             return Err(Refused::refused(
@@ -1251,7 +1248,7 @@ async fn follow(
                 None => None,
             };
             if let Some(p) = view.paused.as_ref().filter(|_| !interrupted) {
-                for line in paused_outcome(&view, p, run, elapsed) {
+                for line in paused_outcome(&view, p, run, elapsed, target) {
                     println!("{line}");
                 }
             } else if !interrupted || state.is_terminal() {
@@ -1740,6 +1737,7 @@ fn paused_outcome(
     p: &hcp_runtime::Paused,
     run: hcp_runtime::RunId,
     elapsed: Duration,
+    target: Option<&str>,
 ) -> Vec<String> {
     let t = human_elapsed(elapsed);
     let retry = crate::target::command(None, &format!("retry {run}"));
@@ -1782,7 +1780,7 @@ fn paused_outcome(
     if let Some(at) = p.unwind_at {
         lines.push(format!(
             "it unwinds by itself at {at} unless retried (a worker must be running: {})",
-            crate::target::worker_command(None)
+            crate::target::worker_command(target)
         ));
     }
     lines.push(format!(

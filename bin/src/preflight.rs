@@ -81,9 +81,9 @@ pub fn inputs(
         _ => None,
     };
     Inputs {
-        workflow: match workflow {
-            Workflow::CreateCluster => preflight::Workflow::Create,
-            Workflow::DeleteCluster => preflight::Workflow::Delete,
+        workflow: match workflow.def().preflight {
+            hcp_workflows::workflow::PreflightKind::Create => preflight::Workflow::Create,
+            hcp_workflows::workflow::PreflightKind::Delete => preflight::Workflow::Delete,
         },
         azure: layout.azure.clone(),
         mgmt: layout.mgmt.clone(),
@@ -193,7 +193,7 @@ pub async fn run_for(
         },
     )
     .await;
-    if workflow == Workflow::CreateCluster {
+    if workflow.def().preflight == hcp_workflows::workflow::PreflightKind::Create {
         report.rows.insert(0, release_row(cfg));
     }
     report
@@ -210,7 +210,7 @@ pub async fn preflight(
     let cfg = crate::cluster::load_config(&a.config)?;
     let infra = match &cfg.infra_id {
         Some(i) => i.clone(),
-        None if a.workflow == Workflow::CreateCluster => cfg.infra_id_or_generate(),
+        None if !a.workflow.def().follows_create => cfg.infra_id_or_generate(),
         None => {
             return Err(crate::output::Refused::input(format!(
                 "infraID: not set in {}; preflight reads no journal: set infraID to the cluster's infra id",

@@ -119,7 +119,7 @@ pub static DEF: WorkflowDef = WorkflowDef {
     default_on_failure: FailurePolicy::Unwind,
     forward_only: false,
     destructive: false,
-    needs_recorded_infra_id: false,
+    follows_create: false,
     preflight: PreflightKind::Create,
     build: |c, l, _| build(c, l),
 };

@@ -146,7 +146,7 @@ pub static DEF: WorkflowDef = WorkflowDef {
     },
     forward_only: true,
     destructive: true,
-    needs_recorded_infra_id: true,
+    follows_create: true,
     preflight: PreflightKind::Delete,
     build: |c, l, o| {
         build(

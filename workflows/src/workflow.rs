@@ -50,9 +50,11 @@ pub struct WorkflowDef {
     pub forward_only: bool,
     /// It deletes: it asks first, and needs `--yes` without a terminal.
     pub destructive: bool,
-    /// It needs the cluster's infra id, from the file or from a create run's journal
-    /// (`false`: it generates one when the file has none).
-    pub needs_recorded_infra_id: bool,
+    /// It tears down what a create made: without `infraID` in the file it takes the infra
+    /// id (and, with `privateLink.managedBy: auto`, the private-link mode) the newest create
+    /// run recorded, and it may cancel an unfinished create (`--cancel-running`). `false`:
+    /// it generates an infra id when the file has none.
+    pub follows_create: bool,
     /// Its preflight checks.
     pub preflight: PreflightKind,
     /// Build its DAG for a validated config (pivots marked, default policy set).
