@@ -13,6 +13,7 @@ use hcp_workflows::layout::Layout;
 use hcp_workflows::{create_cluster, delete_cluster, plan};
 use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -783,14 +784,83 @@ fn refuse_busy(
     Refused::refused(msg)
 }
 
-/// `start`.
+/// `start`: every phase below may refuse, and a refusal journals nothing of this run; only
+/// [`journal`] records it (before that, only `--cancel-running` writes: the cancel of the
+/// create it supersedes). The order is the order of the refusals: what the command line
+/// and the file alone can refuse, then the journal and the cloud, then the cluster's other
+/// runs, then the checks against the cloud, then the person at the keyboard.
 pub async fn start(
     db: &str,
     reach_args: &ReachArgs,
     out: OutputFormat,
     a: StartArgs,
 ) -> Result<u8> {
-    let mut cfg = load_config(&a.config)?;
+    let input = check_input(db, reach_args, &a)?;
+    let mut p = connect(db, reach_args, &a, input).await?;
+    let e = match claim_cluster(&p, reach_args, out, &a).await? {
+        ControlFlow::Continue(e) => e,
+        ControlFlow::Break(code) => return Ok(code),
+    };
+    let checked = prepare_dag(&mut p, &a, out).await?;
+    confirm(&p, &a, &checked.dag).await?;
+    let run = journal(&p, &e, &a, out, checked).await?;
+    if a.detach {
+        if out == OutputFormat::Text {
+            println!(
+                "journaled only; run it with: {}",
+                crate::target::worker_command(Some(&p.target))
+            );
+        }
+        return Ok(0);
+    }
+    follow(&e, run, Some(&p.target), out).await
+}
+
+/// What [`check_input`] read from the command line and the cluster file.
+struct Input {
+    cfg: ClusterConfig,
+    policy: hcp_runtime::FailurePolicy,
+    /// The file's absolute path and the SHA-256 of its bytes, for the audit labels.
+    config_path: PathBuf,
+    config_digest: String,
+}
+
+/// What the later phases of a start need: the cluster, the journal, and how this process
+/// reaches the cloud the run targets.
+struct Prepared {
+    /// The cluster file; [`prepare_dag`] settles its `privateLink.managedBy`.
+    cfg: ClusterConfig,
+    policy: hcp_runtime::FailurePolicy,
+    config_path: PathBuf,
+    config_digest: String,
+    store: Arc<dyn hcp_runtime::JournalStore>,
+    infra: String,
+    /// The run talks to a simulator (`--simulate` or `--simulator`), not to Azure.
+    simulated: bool,
+    layout: Layout,
+    clients: Arc<Clients>,
+    /// The run's target (which cloud, which simulator), as workers match it.
+    target: String,
+    /// At most one unfinished run per key: this cluster in this subscription.
+    exclusive: String,
+    /// The in-process simulator (`--simulate`), kept for as long as the run is followed.
+    _sim: Option<SimHandle>,
+}
+
+/// What [`prepare_dag`] settled: the DAG to journal, with the private-link mode it was
+/// built with and what the preflight found (both recorded as labels).
+struct Checked {
+    dag: hcp_runtime::SagaDag,
+    managed_by: config::PrivateLinkManager,
+    preflight_label: String,
+}
+
+/// Everything that can be refused from the command line and the file alone: an invalid
+/// file or failure policy, an unreadable file, a detached run nobody could ever execute,
+/// a delete with nobody to ask, `--cancel-running` on a create. Exit 2, before the journal
+/// is opened or the cloud is reached.
+fn check_input(db: &str, reach_args: &ReachArgs, a: &StartArgs) -> Result<Input> {
+    let cfg = load_config(&a.config)?;
     let policy = failure_policy(a.workflow, a.on_failure.as_deref(), &cfg)?;
     let (config_path, config_digest) = config_identity(&a.config)?;
     if a.detach {
@@ -808,6 +878,29 @@ pub async fn start(
             "--cancel-running: only for delete-cluster\nnothing was journaled or created",
         ));
     }
+    Ok(Input {
+        cfg,
+        policy,
+        config_path,
+        config_digest,
+    })
+}
+
+/// Open the journal, settle the infra id (a delete without one in the file needs the
+/// create run's), reach the simulator or Azure, and refuse when another process executes
+/// this journal but would never run a run of this target.
+async fn connect(
+    db: &str,
+    reach_args: &ReachArgs,
+    a: &StartArgs,
+    input: Input,
+) -> Result<Prepared> {
+    let Input {
+        cfg,
+        policy,
+        config_path,
+        config_digest,
+    } = input;
     let store = open_store(db).await?;
     let Some(infra) = infra_id(&cfg, a.workflow, &store).await? else {
         return Err(Refused::input(format!(
@@ -816,25 +909,56 @@ pub async fn start(
             cfg.name
         )));
     };
-    let (reach, _sim) = reach_for(reach_args, db, Some(&cfg)).await?;
+    let (reach, sim) = reach_for(reach_args, db, Some(&cfg)).await?;
     let simulated = !matches!(reach, Reach::Direct);
     let layout = Layout::new(&cfg, &infra, simulated);
-    // The DAG is built once, below, with the resolved private-link mode.
-    let workflow_name = a.workflow.def().name;
+    // The DAG is built once, in `prepare_dag`, with the resolved private-link mode.
     let clients = Clients::new(reach.clone());
     let target = crate::target::of_run(reach_args, &reach, cloud_name(&cfg));
     refuse_foreign_executor(&store, &target, "nothing was journaled or created").await?;
     let exclusive = a.workflow.def().exclusive_key(&cfg);
-    // Refused now rather than after the checks below (the store decides again at create).
-    let holder = store
+    Ok(Prepared {
+        cfg,
+        policy,
+        config_path,
+        config_digest,
+        store,
+        infra,
+        simulated,
+        layout,
+        clients,
+        target,
+        exclusive,
+        _sim: sim,
+    })
+}
+
+/// At most one run per cluster works at a time. An unfinished run holding the cluster
+/// refuses the start, unless it is this very start again (same idempotency key: the
+/// engine resumes it), or a delete with `--cancel-running` meets an unfinished create
+/// (cancelled here, and its unwind followed to its end first). Refused now rather than
+/// after the checks against the cloud (the store decides again when the run is created).
+/// `Continue` with the engine that journals the run; `Break` with the exit code when the
+/// create being cancelled did not finish unwinding.
+async fn claim_cluster(
+    p: &Prepared,
+    reach_args: &ReachArgs,
+    out: OutputFormat,
+    a: &StartArgs,
+) -> Result<ControlFlow<u8, hcp_runtime::Engine>> {
+    let workflow_name = a.workflow.def().name;
+    let holder = p
+        .store
         .list_runs(&hcp_runtime::RunFilter {
-            label: Some(("cluster".to_string(), cfg.name.clone())),
+            label: Some(("cluster".to_string(), p.cfg.name.clone())),
             ..Default::default()
         })
         .await?
         .into_iter()
-        .find(|r| !r.state.is_terminal() && r.exclusive_key.as_deref() == Some(exclusive.as_str()));
-    let e = crate::ops::cluster_engine(store.clone(), &clients, Some(vec![target.clone()]))?;
+        .find(|r| {
+            !r.state.is_terminal() && r.exclusive_key.as_deref() == Some(p.exclusive.as_str())
+        });
+    let e = crate::ops::cluster_engine(p.store.clone(), &p.clients, Some(vec![p.target.clone()]))?;
     if let Some(h) = holder {
         let same_key = a.idempotency_key.is_some() && h.idempotency_key == a.idempotency_key;
         if same_key && h.workflow != workflow_name {
@@ -847,60 +971,100 @@ pub async fn start(
         }
         if !same_key {
             if a.cancel_running && h.workflow == create_cluster::WORKFLOW {
-                if let Some(code) = cancel_and_wait(&e, &h, &cfg, reach_args, out).await? {
-                    return Ok(code);
+                if let Some(code) = cancel_and_wait(&e, &h, &p.cfg, reach_args, out).await? {
+                    return Ok(ControlFlow::Break(code));
                 }
             } else {
                 return Err(refuse_busy(
                     h.id,
                     &h.workflow,
                     h.state,
-                    &cfg,
+                    &p.cfg,
                     h.target.as_deref(),
                 ));
             }
         }
     }
-    if !a.skip_preflight
-        && let Err(why) = preflight(&clients, &layout).await
-    {
-        return Err(Refused::refused(format!(
-            "{why}\nchecked before journaling: an ARM token ({} auth) and the management cluster ({}); fix the credentials or the kubeconfig/context in {}, or pass --skip-preflight\nnothing was journaled or created",
-            layout.azure.auth.as_str(),
-            if simulated {
-                "simulator".to_string()
-            } else {
-                format!(
-                    "kubeconfig {} context {}",
-                    cfg.management_cluster
-                        .kubeconfig
-                        .as_ref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "$KUBECONFIG or ~/.kube/config".into()),
-                    cfg.management_cluster
-                        .context
-                        .as_deref()
-                        .unwrap_or("(current)")
-                )
-            },
-            a.config.display()
-        )));
+    Ok(ControlFlow::Continue(e))
+}
+
+/// Everything checked against the cloud before anything is journaled: credentials and the
+/// management cluster, the private-link mode (settled into `p.cfg`, so the DAG is built
+/// with it and a resumed run never resolves it again), the DAG with its failure policy,
+/// and the full preflight of this very DAG.
+async fn prepare_dag(p: &mut Prepared, a: &StartArgs, out: OutputFormat) -> Result<Checked> {
+    if !a.skip_preflight {
+        check_credentials(p, a).await?;
     }
-    // `privateLink.managedBy`: resolved (and checked against the operator's install)
-    // before anything is journaled; the DAG is built with the resolved mode, so a resumed
-    // run never resolves again.
-    // A delete tears down what the create made: with `auto`, the mode the create run
-    // recorded wins over today's install (the operator may have been reinstalled since).
+    let managed_by = private_link_mode(p, a).await?;
+    p.cfg.private_link.managed_by = managed_by;
+    let mut dag = build(
+        a.workflow,
+        &p.cfg,
+        &p.layout,
+        DeleteOptions {
+            purge_persistent: a.purge_persistent,
+            skip_cloud_cleanup: a.skip_cloud_cleanup,
+        },
+    )?;
+    dag.on_failure = p.policy;
+    let preflight_label = if a.skip_preflight {
+        "skipped".to_string()
+    } else {
+        preflight_report(p, a, out, &dag, managed_by).await?
+    };
+    Ok(Checked {
+        dag,
+        managed_by,
+        preflight_label,
+    })
+}
+
+/// The run's first calls must be possible: an ARM token and an answering management
+/// cluster, else refused naming what was tried and where to fix it.
+async fn check_credentials(p: &Prepared, a: &StartArgs) -> Result<()> {
+    let Err(why) = preflight(&p.clients, &p.layout).await else {
+        return Ok(());
+    };
+    let cfg = &p.cfg;
+    Err(Refused::refused(format!(
+        "{why}\nchecked before journaling: an ARM token ({} auth) and the management cluster ({}); fix the credentials or the kubeconfig/context in {}, or pass --skip-preflight\nnothing was journaled or created",
+        p.layout.azure.auth.as_str(),
+        if p.simulated {
+            "simulator".to_string()
+        } else {
+            format!(
+                "kubeconfig {} context {}",
+                cfg.management_cluster
+                    .kubeconfig
+                    .as_ref()
+                    .map(|path| path.display().to_string())
+                    .unwrap_or_else(|| "$KUBECONFIG or ~/.kube/config".into()),
+                cfg.management_cluster
+                    .context
+                    .as_deref()
+                    .unwrap_or("(current)")
+            )
+        },
+        a.config.display()
+    )))
+}
+
+/// `privateLink.managedBy`: resolved (and checked against the operator's install) before
+/// anything is journaled. A delete tears down what the create made: with `auto`, the mode
+/// the create run recorded wins over today's install (the operator may have been
+/// reinstalled since).
+async fn private_link_mode(p: &Prepared, a: &StartArgs) -> Result<config::PrivateLinkManager> {
     let recorded = if a.workflow.def().follows_create
-        && cfg.private_link.managed_by == config::PrivateLinkManager::Auto
+        && p.cfg.private_link.managed_by == config::PrivateLinkManager::Auto
     {
-        recorded_private_link(&cfg, &store).await?
+        recorded_private_link(&p.cfg, &p.store).await?
     } else {
         None
     };
-    let managed_by = match recorded {
+    Ok(match recorded {
         Some(m) => m,
-        None => match resolve_private_link(&cfg, &clients, &layout, a.skip_preflight).await {
+        None => match resolve_private_link(&p.cfg, &p.clients, &p.layout, a.skip_preflight).await {
             Ok(m) => m,
             Err(why) => {
                 return Err(Refused::input(format!(
@@ -908,86 +1072,97 @@ pub async fn start(
                 )));
             }
         },
-    };
-    cfg.private_link.managed_by = managed_by;
-    let mut dag = build(
+    })
+}
+
+/// Issue 13: every check that applies to this workflow (the permissions derived from this
+/// very DAG), read-only, before anything is journaled. A failure prints the failed rows
+/// and refuses; warnings do not stop a start, but are not hidden either (issue 21 §5).
+/// The `preflight` label of the run.
+async fn preflight_report(
+    p: &Prepared,
+    a: &StartArgs,
+    out: OutputFormat,
+    dag: &hcp_runtime::SagaDag,
+    managed_by: config::PrivateLinkManager,
+) -> Result<String> {
+    let report = crate::preflight::run_for(
+        &p.cfg,
+        &p.layout,
+        dag,
+        &p.clients,
         a.workflow,
-        &cfg,
-        &layout,
-        DeleteOptions {
-            purge_persistent: a.purge_persistent,
-            skip_cloud_cleanup: a.skip_cloud_cleanup,
-        },
-    )?;
-    dag.on_failure = policy;
-    // Issue 13: every check that applies to this workflow (the permissions derived from
-    // this very DAG), read-only, before anything is journaled.
-    let preflight_label = if a.skip_preflight {
-        "skipped".to_string()
-    } else {
-        let report = crate::preflight::run_for(
-            &cfg,
-            &layout,
-            &dag,
-            &clients,
-            a.workflow,
-            managed_by,
-            crate::preflight::START_TIMEOUT,
-        )
-        .await;
-        if report.failed() {
-            let failed: Vec<_> = report.failures().collect();
-            eprintln!(
-                "error: preflight: {} of {} checks failed:",
-                failed.len(),
+        managed_by,
+        crate::preflight::START_TIMEOUT,
+    )
+    .await;
+    if report.failed() {
+        let failed: Vec<_> = report.failures().collect();
+        eprintln!(
+            "error: preflight: {} of {} checks failed:",
+            failed.len(),
+            report.rows.len()
+        );
+        eprint!("{}", crate::preflight::table(failed.into_iter()));
+        eprintln!(
+            "full report: {}; or pass --skip-preflight",
+            preflight_command(&p.target, &a.config, a.workflow)
+        );
+        return Err(Refused::refused_with(
+            format!(
+                "preflight: {} of {} checks failed (above)\nnothing was journaled or created",
+                report.failures().count(),
                 report.rows.len()
-            );
-            eprint!("{}", crate::preflight::table(failed.into_iter()));
-            eprintln!(
-                "full report: {}; or pass --skip-preflight",
-                preflight_command(&target, &a.config, a.workflow)
-            );
-            return Err(Refused::refused_with(
-                format!(
-                    "preflight: {} of {} checks failed (above)\nnothing was journaled or created",
-                    report.failures().count(),
-                    report.rows.len()
-                ),
-                crate::preflight::report_json(&report, &cfg.name),
-            ));
-        }
-        let (p, w, _) = report.counts();
-        // Warnings do not stop a start, but are not hidden either (issue 21 §5).
-        if out == OutputFormat::Text && w > 0 {
-            eprintln!(
-                "preflight: {p} pass, {w} warn (`{}` for details)",
-                preflight_command(&target, &a.config, a.workflow)
-            );
-        }
-        format!("passed ({p} pass, {w} warn)")
-    };
-    // `terraform destroy` / `az group delete`: a delete lists what goes and what stays,
-    // and asks whenever stdin is a terminal (whatever stdout/stderr are piped to); with no
-    // terminal to ask on it was refused above unless `--yes`.
+            ),
+            crate::preflight::report_json(&report, &p.cfg.name),
+        ));
+    }
+    let (pass, w, _) = report.counts();
+    if out == OutputFormat::Text && w > 0 {
+        eprintln!(
+            "preflight: {pass} pass, {w} warn (`{}` for details)",
+            preflight_command(&p.target, &a.config, a.workflow)
+        );
+    }
+    Ok(format!("passed ({pass} pass, {w} warn)"))
+}
+
+/// `terraform destroy` / `az group delete`: a delete lists what goes and what stays, and
+/// asks whenever stdin is a terminal (whatever stdout/stderr are piped to); with no
+/// terminal to ask on it was refused in [`check_input`] unless `--yes`.
+async fn confirm(p: &Prepared, a: &StartArgs, dag: &hcp_runtime::SagaDag) -> Result<()> {
     if a.workflow.def().destructive && !a.yes && std::io::stdin().is_terminal() {
-        let known = known_resources(&store, &cfg.name).await.unwrap_or_default();
-        if !confirm_delete(&cfg, &infra, &dag, &known, a.purge_persistent)? {
+        let known = known_resources(&p.store, &p.cfg.name)
+            .await
+            .unwrap_or_default();
+        if !confirm_delete(&p.cfg, &p.infra, dag, &known, a.purge_persistent)? {
             return Err(Refused::refused(
                 "not confirmed: nothing was journaled or deleted",
             ));
         }
     }
+    Ok(())
+}
+
+/// The run's labels: which cluster, which file (and what was in it), which tenant, what
+/// the preflight found, who started it, and the private-link mode the DAG was built with.
+fn run_labels(
+    p: &Prepared,
+    preflight_label: String,
+    managed_by: config::PrivateLinkManager,
+) -> BTreeMap<String, String> {
+    let cfg = &p.cfg;
     let mut labels: BTreeMap<String, String> = [
         ("cluster".to_string(), cfg.name.clone()),
-        ("infra-id".to_string(), infra.clone()),
+        ("infra-id".to_string(), p.infra.clone()),
         (
             "target".to_string(),
-            if simulated { "simulator" } else { "azure" }.to_string(),
+            if p.simulated { "simulator" } else { "azure" }.to_string(),
         ),
         // The absolute path and the file's digest: which file, with what in it (secrets
         // are paths in it, so the file itself holds none).
-        ("config".to_string(), config_path.display().to_string()),
-        ("config-sha256".to_string(), config_digest.clone()),
+        ("config".to_string(), p.config_path.display().to_string()),
+        ("config-sha256".to_string(), p.config_digest.clone()),
         // The Entra tenant (not a secret): the UI links resources into its Azure portal.
         ("tenant".to_string(), cfg.tenant.clone()),
     ]
@@ -997,14 +1172,35 @@ pub async fn start(
     if cfg.topology.uses_private_link() {
         labels.insert("private-link".to_string(), managed_by.as_str().to_string());
     }
+    labels
+}
+
+/// Journal the run with its labels and print the `started` line. A run that took the
+/// cluster (or the idempotency key) since [`claim_cluster`] looked is refused as it would
+/// have been there.
+async fn journal(
+    p: &Prepared,
+    e: &hcp_runtime::Engine,
+    a: &StartArgs,
+    out: OutputFormat,
+    checked: Checked,
+) -> Result<hcp_runtime::RunId> {
+    let Checked {
+        dag,
+        managed_by,
+        preflight_label,
+    } = checked;
+    let cfg = &p.cfg;
+    let infra = &p.infra;
+    let labels = run_labels(p, preflight_label, managed_by);
     let started = match e
         .start(
             &dag,
             StartOptions {
                 idempotency_key: a.idempotency_key.clone(),
                 labels,
-                exclusive_key: Some(exclusive.clone()),
-                target: Some(target.clone()),
+                exclusive_key: Some(p.exclusive.clone()),
+                target: Some(p.target.clone()),
             },
         )
         .await
@@ -1021,7 +1217,7 @@ pub async fn start(
                 .load_run(run)
                 .await?
                 .and_then(|r| r.summary.target);
-            return Err(refuse_busy(run, &workflow, state, &cfg, t.as_deref()));
+            return Err(refuse_busy(run, &workflow, state, cfg, t.as_deref()));
         }
         Err(err @ hcp_runtime::EngineError::KeyReused { .. }) => {
             return Err(refuse_key_reused(&err));
@@ -1035,7 +1231,7 @@ pub async fn start(
             &serde_json::json!({
                 "run_id": run, "short_id": crate::runref::short(&run.to_string()),
                 "workflow": dag.workflow, "cluster": cfg.name, "infra_id": infra,
-                "target": target, "existing": started.existing, "detached": a.detach,
+                "target": p.target, "existing": started.existing, "detached": a.detach,
             }),
         ),
         OutputFormat::Text => println!(
@@ -1049,16 +1245,7 @@ pub async fn start(
             cfg.name
         ),
     }
-    if a.detach {
-        if out == OutputFormat::Text {
-            println!(
-                "journaled only; run it with: {}",
-                crate::target::worker_command(Some(&target))
-            );
-        }
-        return Ok(0);
-    }
-    follow(&e, run, Some(&target), out).await
+    Ok(run)
 }
 
 /// `drive`: execute one existing run in the foreground until it ends, as `start` does.
