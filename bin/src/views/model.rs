@@ -188,10 +188,14 @@ pub fn lease_live(s: &RunSummary, now: Timestamp) -> bool {
 /// "no worker …" when `s` has been due for over a minute and no live lease holds it (no
 /// worker for its target runs, or every one is busy or dead).
 pub fn no_worker(s: &RunSummary, now: Timestamp) -> Option<String> {
-    if !matches!(
-        s.state,
-        RunState::Pending | RunState::Running | RunState::Waiting | RunState::Unwinding
-    ) {
+    // A paused run with a deadline is due at its deadline (then a worker unwinds it).
+    let paused_with_deadline = s.state == RunState::NeedsOperator && s.wake_at.is_some();
+    if !paused_with_deadline
+        && !matches!(
+            s.state,
+            RunState::Pending | RunState::Running | RunState::Waiting | RunState::Unwinding
+        )
+    {
         return None;
     }
     let due = s.wake_at.or(s.commands_pending.then_some(s.updated_at))?;
@@ -2173,4 +2177,44 @@ pub fn journal_words(rec: &RunRecord) -> Vec<String> {
         }
     }
     w
+}
+
+#[cfg(test)]
+mod paused_tests {
+    use super::*;
+
+    fn summary(state: RunState, wake_at: Option<Timestamp>) -> RunSummary {
+        RunSummary {
+            id: uuid::Uuid::nil(),
+            workflow: "create-cluster".into(),
+            workflow_version: 1,
+            labels: Default::default(),
+            idempotency_key: None,
+            exclusive_key: None,
+            target: None,
+            state,
+            blocked_on: String::new(),
+            current_step: None,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+            wake_at,
+            lease_owner: None,
+            lease_epoch: 0,
+            lease_expires_at: None,
+            commands_pending: false,
+        }
+    }
+
+    /// A paused run whose deadline passed with no worker running says so (nothing else
+    /// would unwind it); one without a deadline waits for an operator, not a worker.
+    #[test]
+    fn a_paused_run_past_its_deadline_names_the_missing_worker() {
+        let now = Timestamp(10 * 60_000);
+        let due = summary(RunState::NeedsOperator, Some(Timestamp(0)));
+        assert!(no_worker(&due, now).is_some_and(|s| s.starts_with("no worker")));
+        let future = summary(RunState::NeedsOperator, Some(Timestamp(20 * 60_000)));
+        assert_eq!(no_worker(&future, now), None);
+        let forever = summary(RunState::NeedsOperator, None);
+        assert_eq!(no_worker(&forever, now), None);
+    }
 }
