@@ -580,7 +580,11 @@ impl Engine {
                     return Err(EngineError::NotFound(id));
                 };
                 let s = &rec.summary;
-                let idle = s.lease_owner.is_none() && !s.commands_pending;
+                // Nobody holds it: no lease, or the lease of a process that died (it lapsed;
+                // a run waiting for an operator has no wake-up, so no acquire would ever
+                // take it over just to say so).
+                let lease_lapsed = s.lease_expires_at.is_none_or(|t| t <= sh.clock.now());
+                let idle = (s.lease_owner.is_none() || lease_lapsed) && !s.commands_pending;
                 match s.state {
                     st if st.is_terminal() => return Ok(RunExit::Finished(st)),
                     // A paused run whose deadline passed is due: drive its unwind.
