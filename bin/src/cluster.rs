@@ -2007,6 +2007,9 @@ fn outcome_line(
             unwound.sentence(),
             why.map(|w| format!(" ({w})")).unwrap_or_default()
         ),
+        RunState::Cancelled if unwound.forward_only => {
+            format!("✗ {verb} cancelled after {t}; {}.", unwound.sentence())
+        }
         RunState::Cancelled if unwound.complete() => {
             format!("✗ {verb} cancelled after {t}; every started step was undone.")
         }

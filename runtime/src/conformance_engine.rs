@@ -459,6 +459,59 @@ pub async fn engine_failure_at_the_pivot_follows_the_policy(h: &dyn Harness) {
     ));
 }
 
+/// A forward-only run (every step a pivot, like delete-cluster) pauses on a failure; a
+/// cancel then ends it without undoing anything and says so.
+pub async fn engine_cancel_of_a_forward_only_run_undoes_nothing(h: &dyn Harness) {
+    let dir = tempdir();
+    let world = World::new(&dir);
+    world.faults().fail.insert("y".into());
+    let e = engine(h.fresh().await, &world);
+    let mut b = crate::SagaBuilder::new("forward-only", 1);
+    b.on_failure(crate::FailurePolicy::pause(None));
+    for (i, n) in ["x", "y", "z"].into_iter().enumerate() {
+        b.stage(format!("s{i}"));
+        let input = testkit::StepInput {
+            key: n.into(),
+            needs: vec![],
+        };
+        b.add::<testkit::PivotStep>(
+            n,
+            &input,
+            crate::NodeOptions::default().pivot("gone for good"),
+        )
+        .unwrap();
+    }
+    let dag = b.build().unwrap();
+    assert!(dag.forward_only());
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    let view = e.view(run).await.unwrap();
+    assert!(
+        view.blocked_on()
+            .starts_with("stopped partway (forward-only): 1 of 3 steps done"),
+        "{}",
+        view.blocked_on()
+    );
+    operator(&e, run, crate::OperatorCommand::Cancel).await;
+    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Cancelled));
+    assert_eq!(world.resources(), vec!["x", "y"], "nothing undone");
+    assert!(undo_lines(&world).is_empty(), "{:?}", world.effects());
+    let view = e.view(run).await.unwrap();
+    assert!(
+        view.blocked_on()
+            .contains("a forward-only run undoes nothing"),
+        "{}",
+        view.blocked_on()
+    );
+    assert!(
+        view.nodes
+            .iter()
+            .all(|n| !matches!(n.status, crate::NodeStatus::Undone { .. }))
+    );
+    let sentence = crate::ledger::UnwindSummary::of(&view).sentence();
+    assert!(sentence.starts_with("nothing was undone"), "{sentence}");
+}
+
 fn tempdir() -> std::path::PathBuf {
     testkit::scratch_dir("conformance")
 }

@@ -1133,6 +1133,12 @@ impl RunView {
             RunState::Cancelled => {
                 let kept = self.kept_count();
                 return match (&self.unwinding, kept) {
+                    (Some(UnwindCause::Cancelled { by, .. }), k) if self.dag.forward_only() => {
+                        format!(
+                            "nothing: cancelled by {by}; a forward-only run undoes nothing: {k} step{} done stay done",
+                            if k == 1 { "" } else { "s" }
+                        )
+                    }
                     (Some(UnwindCause::Cancelled { by, .. }), 0) => {
                         format!("nothing: cancelled by {by} and unwound")
                     }

@@ -242,6 +242,8 @@ pub struct UnwindSummary {
     /// Steps the unwind kept because they are pivots or came at or before one that
     /// succeeded (never undone): their resources stay.
     pub kept_steps: usize,
+    /// Every step is a pivot (a delete): nothing was undone at all.
+    pub forward_only: bool,
 }
 
 impl UnwindSummary {
@@ -262,6 +264,7 @@ impl UnwindSummary {
             }
         }
         s.kept_steps = view.kept_count();
+        s.forward_only = view.dag.forward_only();
         s
     }
 
@@ -274,7 +277,13 @@ impl UnwindSummary {
     /// resolved by hand (which nobody here saw finish).
     pub fn sentence(&self) -> String {
         let mut parts = Vec::new();
-        if self.kept_steps > 0 {
+        if self.forward_only {
+            parts.push(format!(
+                "nothing was undone (it only goes forward): {} step{} done stay done",
+                self.kept_steps,
+                if self.kept_steps == 1 { "" } else { "s" }
+            ));
+        } else if self.kept_steps > 0 {
             parts.push(format!(
                 "what came after the pivot was undone; {} step{} at or before it kept (cannot be undone)",
                 self.kept_steps,

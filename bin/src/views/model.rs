@@ -907,7 +907,7 @@ fn paused_hint(v: &RunView, id: &str) -> String {
     let cancel = cli(&format!("cancel {id} --reason '…'"));
     if v.dag.forward_only() {
         return format!(
-            "Nothing was undone, and a delete never undoes anything: the steps that ran are deleted for good. Fix the cause, then `{retry}` continues the delete from {}.",
+            "Nothing was undone, and a delete never undoes anything: the steps that ran are deleted for good. Fix the cause, then `{retry}` continues the delete from {}; `{cancel}` stops it here for good (nothing is undone).",
             p.step
         );
     }
@@ -1491,17 +1491,18 @@ fn why(
                     "re-run the failed step with a fresh retry budget, then go on"
                 },
             ));
-            if !d.forward_only {
-                actions.push(suggest(
-                    "cancel",
-                    None,
-                    cli(&format!("cancel {id} --reason '…'")),
-                    match p.and_then(|p| p.pivot.as_deref()) {
-                        Some(_) => "undo only the steps after the pivot; keep the rest",
-                        None => "unwind: every started step is undone",
-                    },
-                ));
-            }
+            actions.push(suggest(
+                "cancel",
+                None,
+                cli(&format!("cancel {id} --reason '…'")),
+                match p.and_then(|p| p.pivot.as_deref()) {
+                    _ if d.forward_only => {
+                        "stop here for good: nothing is undone, what is deleted stays deleted"
+                    }
+                    Some(_) => "undo only the steps after the pivot; keep the rest",
+                    None => "unwind: every started step is undone",
+                },
+            ));
             format!(
                 "{head} {} since {}: {}.{}",
                 p.map(|p| p.text.clone()).unwrap_or_default(),
