@@ -521,14 +521,35 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
     p.infra_id = Some(infra.clone());
     // What the journal knows exists for this cluster (like `terraform plan` against its
     // state): never creates a journal to find out.
-    let known = match crate::open_existing_store(db).await {
-        Ok(store) => known_resources(&store, &cfg.name).await.unwrap_or_default(),
-        Err(_) => HashMap::new(),
+    let (known, drift) = match crate::open_existing_store(db).await {
+        Ok(store) => {
+            let known = known_resources(&store, &cfg.name).await.unwrap_or_default();
+            // What the file would change on the cluster as its last create left it.
+            let def = a.workflow.def();
+            let drift = if def.applies_config {
+                last_applied(&store, &cfg, def)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|(run, applied)| {
+                        let doc = hcp_workflows::applied::document(&cfg);
+                        (run, hcp_workflows::applied::diff(&applied, &doc))
+                    })
+            } else {
+                None
+            };
+            (known, drift)
+        }
+        Err(_) => (HashMap::new(), None),
     };
     match out {
         OutputFormat::Json => {
             let mut v = serde_json::to_value(&p)?;
             v["existing"] = serde_json::to_value(&known)?;
+            if let Some((run, changes)) = &drift {
+                v["applied_by_run"] = serde_json::to_value(run)?;
+                v["differences"] = serde_json::to_value(changes)?;
+            }
             output::document("Plan", &v);
         }
         OutputFormat::Text => {
@@ -540,6 +561,28 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                     known.len(),
                     crate::target::shown_url(db)
                 );
+            }
+            match &drift {
+                Some((run, changes)) if !changes.is_empty() => {
+                    println!(
+                        "\nThe cluster exists (made by run {}) and differs from this file in {} place{}:",
+                        crate::runref::short(&run.to_string()),
+                        changes.len(),
+                        if changes.len() == 1 { "" } else { "s" }
+                    );
+                    for c in changes {
+                        println!("  {c}");
+                    }
+                    println!(
+                        "`start {}` refuses this: it would adopt what exists and change none of it (update-cluster is not implemented yet).",
+                        a.workflow.def().name
+                    );
+                }
+                Some((run, _)) => println!(
+                    "\nThe cluster exists (made by run {}) exactly as this file says: a start adopts it and changes nothing.",
+                    crate::runref::short(&run.to_string())
+                ),
+                None => {}
             }
         }
     }
@@ -797,11 +840,21 @@ pub async fn start(
 ) -> Result<u8> {
     let input = check_input(db, reach_args, &a)?;
     let mut p = connect(db, reach_args, &a, input).await?;
+    // The file as written (before `auto` is resolved), secrets as hashes.
+    let record = a
+        .workflow
+        .def()
+        .applies_config
+        .then(|| hcp_workflows::applied::document(&p.cfg));
+    if let Some(doc) = &record {
+        refuse_drift(&p, &a, doc).await?;
+    }
     let e = match claim_cluster(&p, reach_args, out, &a).await? {
         ControlFlow::Continue(e) => e,
         ControlFlow::Break(code) => return Ok(code),
     };
-    let checked = prepare_dag(&mut p, &a, out).await?;
+    let mut checked = prepare_dag(&mut p, &a, out).await?;
+    checked.dag.record = record;
     confirm(&p, &a, &checked.dag).await?;
     let run = journal(&p, &e, &a, out, checked).await?;
     if a.detach {
@@ -814,6 +867,65 @@ pub async fn start(
         return Ok(0);
     }
     follow(&e, run, Some(&p.target), out).await
+}
+
+/// The cluster as its newest succeeded create (or update) left it: that run and its
+/// applied configuration. `None` when no such run exists, a later delete succeeded, or the
+/// run was journaled before applied configurations were recorded.
+pub(crate) async fn last_applied(
+    store: &Arc<dyn hcp_runtime::JournalStore>,
+    cfg: &ClusterConfig,
+    def: &hcp_workflows::workflow::WorkflowDef,
+) -> Result<Option<(hcp_runtime::RunId, serde_json::Value)>> {
+    let key = def.exclusive_key(cfg);
+    let runs = store
+        .list_runs(&hcp_runtime::RunFilter {
+            label: Some(("cluster".to_string(), cfg.name.clone())),
+            ..Default::default()
+        })
+        .await?;
+    // Newest first: the first succeeded run of this cluster says what it is now.
+    let Some(r) = runs.iter().find(|r| {
+        r.state == RunState::Succeeded && r.exclusive_key.as_deref() == Some(key.as_str())
+    }) else {
+        return Ok(None);
+    };
+    if !hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|w| w.applies_config) {
+        return Ok(None); // deleted since
+    }
+    let Some(rec) = store.load_run(r.id).await? else {
+        return Ok(None);
+    };
+    let dag: Option<hcp_runtime::SagaDag> = serde_json::from_str(&rec.dag).ok();
+    Ok(dag.and_then(|d| d.record).map(|doc| (r.id, doc)))
+}
+
+/// A create over a cluster that exists and differs from the file would adopt what exists
+/// and change none of it, then say "complete" (issue 24): refused, naming every difference.
+async fn refuse_drift(p: &Prepared, a: &StartArgs, doc: &serde_json::Value) -> Result<()> {
+    let def = a.workflow.def();
+    let Some((run, applied)) = last_applied(&p.store, &p.cfg, def).await? else {
+        return Ok(());
+    };
+    let changes = hcp_workflows::applied::diff(&applied, doc);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = changes.iter().map(|c| format!("  {c}")).collect();
+    Err(Refused::input(format!(
+        "{}: cluster {} exists (made by run {}) and differs from this file in {} place{}:\n{}\n{} over it would adopt what exists and change none of this. hcp-workflow cannot change an existing cluster yet (update-cluster is not implemented); revert the file, or delete the cluster and create it again. The differences: {}\nnothing was journaled or created",
+        a.config.display(),
+        p.cfg.name,
+        crate::runref::short(&run.to_string()),
+        changes.len(),
+        if changes.len() == 1 { "" } else { "s" },
+        list.join("\n"),
+        def.name,
+        crate::target::command(
+            Some(&p.target),
+            &format!("plan {} --config {}", def.name, a.config.display())
+        ),
+    )))
 }
 
 /// What [`check_input`] read from the command line and the cluster file.

@@ -165,6 +165,10 @@ pub struct SagaDag {
     /// What the run does when a step fails for good.
     #[serde(default, skip_serializing_if = "FailurePolicy::is_unwind")]
     pub on_failure: FailurePolicy,
+    /// The workflow's own record of what it applies (a cluster's applied configuration,
+    /// secrets as hashes), journaled with the run. The engine never reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<serde_json::Value>,
 }
 
 impl SagaDag {
@@ -341,6 +345,7 @@ impl SagaBuilder {
                 stages: Vec::new(),
                 nodes: Vec::new(),
                 on_failure: FailurePolicy::Unwind,
+                record: None,
             },
             barrier: Vec::new(),
             current: Vec::new(),

@@ -1378,6 +1378,7 @@ mod tests {
             stages: vec!["s".into()],
             nodes: vec![n("a", &[]), n("b", &["a"])],
             on_failure: Default::default(),
+            record: None,
         }
     }
 

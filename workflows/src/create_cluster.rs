@@ -120,6 +120,7 @@ pub static DEF: WorkflowDef = WorkflowDef {
     forward_only: false,
     destructive: false,
     follows_create: false,
+    applies_config: true,
     preflight: PreflightKind::Create,
     build: |c, l, _| build(c, l),
 };

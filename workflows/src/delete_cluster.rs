@@ -147,6 +147,7 @@ pub static DEF: WorkflowDef = WorkflowDef {
     forward_only: true,
     destructive: true,
     follows_create: true,
+    applies_config: false,
     preflight: PreflightKind::Delete,
     build: |c, l, o| {
         build(

@@ -9,6 +9,7 @@
 //!   what `start`, `plan`, `preflight` and `drive` use instead of knowing workflows by name.
 //! - [`registry`]: every action a worker must know to run or recover these workflows.
 
+pub mod applied;
 pub mod budgets;
 pub mod config;
 pub mod create_cluster;

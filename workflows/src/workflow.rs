@@ -55,6 +55,10 @@ pub struct WorkflowDef {
     /// run recorded, and it may cancel an unfinished create (`--cancel-running`). `false`:
     /// it generates an infra id when the file has none.
     pub follows_create: bool,
+    /// It makes the cluster be what the file says: its runs journal the applied
+    /// configuration ([`crate::applied`]), and a start on a cluster whose last applied
+    /// configuration differs from the file is refused (it would change nothing).
+    pub applies_config: bool,
     /// Its preflight checks.
     pub preflight: PreflightKind,
     /// Build its DAG for a validated config (pivots marked, default policy set).

@@ -66,6 +66,7 @@ pub fn cluster_dag(workflow: &str) -> SagaDag {
             n("pls.ensure", "private-link", &["hostedcluster.apply"]),
         ],
         on_failure: Default::default(),
+        record: None,
     }
 }
 
@@ -593,6 +594,7 @@ pub async fn fixture(dir: &Path) -> String {
             pivot: None,
         }],
         on_failure: Default::default(),
+        record: None,
     };
     let mut j = J::start(&store, 4, del, "alpha", 1000).await;
     j.ev(
@@ -710,6 +712,7 @@ pub async fn fixture(dir: &Path) -> String {
             pivot("vnet", &["pls"]),
         ],
         on_failure: hcp_runtime::FailurePolicy::pause(None),
+        record: None,
     };
     let mut j = J::start(&store, 6, del, "zeta", 1300).await;
     j.started(1301, "hosted-cluster", 1).await;
