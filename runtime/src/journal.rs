@@ -991,12 +991,20 @@ impl RunView {
                     st.redrive(at);
                 }
             }
-            if !self
+            // Paused on until every failed step was retried (a sibling may have failed too
+            // while the first failure's pause was being journaled); the pause then names
+            // one that is still failed.
+            let still_failed = self
+                .dag
                 .nodes
                 .iter()
-                .any(|n| matches!(n.status, NodeStatus::Failed { .. }))
-            {
-                self.paused = None;
+                .zip(&self.nodes)
+                .find(|(_, n)| matches!(n.status, NodeStatus::Failed { .. }))
+                .map(|(spec, _)| spec.name.clone());
+            match (still_failed, self.paused.as_mut()) {
+                (None, _) => self.paused = None,
+                (Some(step), Some(p)) => p.step = step,
+                (Some(_), None) => {}
             }
         }
         for (spec, st) in self.dag.nodes.iter().zip(self.nodes.iter_mut()) {
@@ -1387,6 +1395,69 @@ mod tests {
             node: n.into(),
             attempt: a,
         }
+    }
+
+    /// Two siblings failed (the second while the first's pause was journaled): the run
+    /// stays paused until both are retried, and the pause always names a failed one.
+    #[test]
+    fn a_pause_lasts_until_every_failed_step_was_retried() {
+        let mut d = dag();
+        let mut c = d.nodes[1].clone();
+        c.name = "c".into();
+        d.nodes.push(c);
+        d.on_failure = crate::FailurePolicy::pause(None);
+        let mut v = RunView::new(d);
+        let t = Timestamp(1);
+        let failed = |n: &str| Event::NodeFailed {
+            node: n.into(),
+            error: StepError::permanent("validation", "x"),
+            reason: "permanent".into(),
+        };
+        let retry = |step: &str| Event::Operator {
+            command_id: 1,
+            command: OperatorCommand::Retry {
+                step: Some(step.into()),
+            },
+            by: "alice".into(),
+            reason: String::new(),
+            outcome: OPERATOR_APPLIED.into(),
+        };
+        v.apply(&started("a", 1), t).unwrap();
+        v.apply(
+            &Event::NodeSucceeded {
+                node: "a".into(),
+                output: serde_json::json!({}),
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(&started("b", 1), t).unwrap();
+        v.apply(&started("c", 1), t).unwrap();
+        v.apply(&failed("b"), t).unwrap();
+        v.apply(
+            &Event::RunPaused {
+                step: "b".into(),
+                cause: PauseCause::Policy,
+                unwind_at: None,
+            },
+            t,
+        )
+        .unwrap();
+        v.apply(&failed("c"), t).unwrap();
+        assert_eq!(v.state(), RunState::NeedsOperator);
+        // Nothing starts while paused.
+        assert!(v.apply(&started("b", 2), t).is_err());
+        v.apply(&retry("b"), t).unwrap();
+        assert_eq!(v.paused.as_ref().map(|p| p.step.as_str()), Some("c"));
+        assert!(matches!(
+            v.node("b").unwrap().status,
+            NodeStatus::RetryScheduled { attempt: 0, .. }
+        ));
+        v.apply(&retry("c"), t).unwrap();
+        assert!(v.paused.is_none());
+        assert_ne!(v.state(), RunState::NeedsOperator);
+        v.apply(&started("b", 1), t).unwrap();
+        assert_eq!(v.node("b").unwrap().redrives, 1);
     }
 
     #[test]
