@@ -178,11 +178,10 @@ pub enum Workflow {
 impl Workflow {
     /// What the workflow declares about itself (issue 23 §3).
     pub fn def(self) -> &'static hcp_workflows::workflow::WorkflowDef {
-        let name = match self {
-            Self::CreateCluster => create_cluster::WORKFLOW,
-            Self::DeleteCluster => delete_cluster::WORKFLOW,
-        };
-        hcp_workflows::workflow::lookup(name).unwrap_or(hcp_workflows::workflow::ALL[0])
+        match self {
+            Self::CreateCluster => &create_cluster::DEF,
+            Self::DeleteCluster => &delete_cluster::DEF,
+        }
     }
 }
 
@@ -2094,12 +2093,9 @@ fn paused_outcome(
     lines
 }
 
+/// The noun of a workflow's outcome line (`Creation`), as its definition declares it.
 fn verb_of(workflow: &str) -> &'static str {
-    match workflow {
-        "create-cluster" => "Creation",
-        "delete-cluster" => "Deletion",
-        _ => "Run",
-    }
+    hcp_workflows::workflow::lookup(workflow).map_or("Run", |w| w.noun)
 }
 
 /// The one-line outcome with the elapsed time (terraform's "Creation complete after 8s").

@@ -160,15 +160,7 @@ fn resolve_a_stuck_undo_in_the_browser() {
             .spawn()
             .unwrap(),
     );
-    let state_of = |run: &str| -> String {
-        let out = bin()
-            .args(["show", run, "--database", &db, "--output", "json"])
-            .output()
-            .unwrap();
-        serde_json::from_slice::<serde_json::Value>(&out.stdout)
-            .map(|d| d["state"].as_str().unwrap_or_default().to_string())
-            .unwrap_or_default()
-    };
+    let state_of = |run: &str| state_of_run(&db, run);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut waiting = String::new();
     loop {

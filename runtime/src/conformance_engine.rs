@@ -170,6 +170,21 @@ pub async fn engine_parks_corrupt_run_and_others_go_on(h: &dyn Harness) {
     );
 }
 
+/// A run of `dag` started on a fresh store of `h`, in a fresh world where step `fail`
+/// fails for good (after its side effect).
+async fn started(
+    h: &dyn Harness,
+    fail: &str,
+    dag: crate::SagaDag,
+) -> (Arc<World>, Arc<dyn JournalStore>, Engine, crate::RunId) {
+    let world = World::new(tempdir());
+    world.faults().fail.insert(fail.into());
+    let store = h.fresh().await;
+    let e = engine(store.clone(), &world);
+    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    (world, store, e, run)
+}
+
 fn with_policy(mut dag: crate::SagaDag, p: crate::FailurePolicy) -> crate::SagaDag {
     dag.on_failure = p;
     dag
@@ -190,12 +205,8 @@ async fn operator(e: &Engine, run: crate::RunId, cmd: crate::OperatorCommand) {
 /// `on-failure=pause`: a step that fails for good stops the run in `needs-operator` with
 /// that step's failure; nothing is undone.
 pub async fn engine_pauses_instead_of_unwinding(h: &dyn Harness) {
-    let dir = tempdir();
-    let world = World::new(&dir);
-    world.faults().fail.insert("c".into());
-    let e = engine(h.fresh().await, &world);
     let dag = with_policy(testkit::sample_dag(), crate::FailurePolicy::pause(None));
-    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    let (world, _, e, run) = started(h, "c", dag).await;
     assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
     assert_eq!(
         world.resources(),
@@ -238,12 +249,8 @@ pub async fn engine_pauses_instead_of_unwinding(h: &dyn Harness) {
 
 /// `retry` on a paused run re-runs the failed step with a fresh retry budget and goes on.
 pub async fn engine_retry_redrives_a_paused_step(h: &dyn Harness) {
-    let dir = tempdir();
-    let world = World::new(&dir);
-    world.faults().fail.insert("c".into());
-    let e = engine(h.fresh().await, &world);
     let dag = with_policy(testkit::sample_dag(), crate::FailurePolicy::pause(None));
-    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    let (world, _, e, run) = started(h, "c", dag).await;
     assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
     // Only the failed step can be retried while paused; resume is pointed at retry.
     let refused = e
@@ -299,12 +306,8 @@ pub async fn engine_retry_redrives_a_paused_step(h: &dyn Harness) {
 
 /// `cancel` on a paused run unwinds as today.
 pub async fn engine_cancel_unwinds_a_paused_run(h: &dyn Harness) {
-    let dir = tempdir();
-    let world = World::new(&dir);
-    world.faults().fail.insert("c".into());
-    let e = engine(h.fresh().await, &world);
     let dag = with_policy(testkit::sample_dag(), crate::FailurePolicy::pause(None));
-    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    let (world, _, e, run) = started(h, "c", dag).await;
     assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
     operator(&e, run, crate::OperatorCommand::Cancel).await;
     assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Cancelled));
@@ -320,16 +323,11 @@ pub async fn engine_cancel_unwinds_a_paused_run(h: &dyn Harness) {
 /// `pause=DURATION`: nobody acts, and the run unwinds by itself at the deadline, which is
 /// a journaled timer: an engine restarted before it keeps waiting, one after it unwinds.
 pub async fn engine_pause_deadline_unwinds_across_a_restart(h: &dyn Harness) {
-    let dir = tempdir();
-    let world = World::new(&dir);
-    world.faults().fail.insert("c".into());
-    let store = h.fresh().await;
-    let e = engine(store.clone(), &world);
     let dag = with_policy(
         testkit::sample_dag(),
         crate::FailurePolicy::pause(Some(Duration::from_secs(2))),
     );
-    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    let (world, store, e, run) = started(h, "c", dag).await;
     assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
     let s = store.load_run(run).await.unwrap().unwrap().summary;
     let deadline = e
@@ -377,16 +375,8 @@ pub async fn engine_pause_deadline_unwinds_across_a_restart(h: &dyn Harness) {
 /// A failure after a pivot pauses whatever the policy; `cancel` then undoes only what came
 /// after the pivot and keeps the pivot and everything before it.
 pub async fn engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot(h: &dyn Harness) {
-    let dir = tempdir();
-    let world = World::new(&dir);
-    world.faults().fail.insert("d".into());
-    let e = engine(h.fresh().await, &world);
     // The default policy (unwind) does not apply past the pivot.
-    let run = e
-        .start(&testkit::pivot_dag(), StartOptions::default())
-        .await
-        .unwrap()
-        .run_id;
+    let (world, _, e, run) = started(h, "d", testkit::pivot_dag()).await;
     assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
     let view = e.view(run).await.unwrap();
     assert_eq!(
@@ -430,15 +420,7 @@ pub async fn engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot(h: &dyn
 /// A pivot that fails itself is a failure before the pivot: the run's policy applies (here
 /// unwind), and the pivot, which has no undo, is kept, never reported undone.
 pub async fn engine_failure_at_the_pivot_follows_the_policy(h: &dyn Harness) {
-    let dir = tempdir();
-    let world = World::new(&dir);
-    world.faults().fail.insert("p".into());
-    let e = engine(h.fresh().await, &world);
-    let run = e
-        .start(&testkit::pivot_dag(), StartOptions::default())
-        .await
-        .unwrap()
-        .run_id;
+    let (world, _, e, run) = started(h, "p", testkit::pivot_dag()).await;
     assert_eq!(
         drive(&e, run).await,
         RunExit::Finished(RunState::RolledBack)
@@ -462,10 +444,6 @@ pub async fn engine_failure_at_the_pivot_follows_the_policy(h: &dyn Harness) {
 /// A forward-only run (every step a pivot, like delete-cluster) pauses on a failure; a
 /// cancel then ends it without undoing anything and says so.
 pub async fn engine_cancel_of_a_forward_only_run_undoes_nothing(h: &dyn Harness) {
-    let dir = tempdir();
-    let world = World::new(&dir);
-    world.faults().fail.insert("y".into());
-    let e = engine(h.fresh().await, &world);
     let mut b = crate::SagaBuilder::new("forward-only", 1);
     b.on_failure(crate::FailurePolicy::pause(None));
     for (i, n) in ["x", "y", "z"].into_iter().enumerate() {
@@ -483,7 +461,7 @@ pub async fn engine_cancel_of_a_forward_only_run_undoes_nothing(h: &dyn Harness)
     }
     let dag = b.build().unwrap();
     assert!(dag.forward_only());
-    let run = e.start(&dag, StartOptions::default()).await.unwrap().run_id;
+    let (world, _, e, run) = started(h, "y", dag).await;
     assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
     let view = e.view(run).await.unwrap();
     assert!(

@@ -1184,12 +1184,7 @@ fn plan(
                 };
                 let max = spec.undo_retry.max_attempts;
                 let next = match &st.status {
-                    NodeStatus::Running { .. }
-                    | NodeStatus::Waiting { .. }
-                    | NodeStatus::RetryScheduled { .. }
-                    | NodeStatus::Stalled { .. }
-                    | NodeStatus::Succeeded
-                    | NodeStatus::Failed { .. } => {
+                    s if s.unwind_entry() => {
                         if !children_clear() {
                             None
                         } else if let Some(reason) =

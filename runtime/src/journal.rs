@@ -88,6 +88,18 @@ pub struct Paused {
     pub since: Timestamp,
 }
 
+impl Paused {
+    /// `paused by policy: on-failure=pause=24h (unwinds at <t> unless retried)`: the line
+    /// every view shows for a pause its policy asked for.
+    pub fn policy_text(&self, policy: crate::dag::FailurePolicy) -> String {
+        let when = match self.unwind_at {
+            Some(t) => format!("unwinds at {t} unless retried"),
+            None => "waits for an operator: retry or cancel".into(),
+        };
+        format!("paused by policy: on-failure={policy} ({when})")
+    }
+}
+
 /// Operator commands, journaled with who, when and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
@@ -421,6 +433,20 @@ impl NodeStatus {
         !matches!(self, Self::Pending)
     }
 
+    /// A forward status an unwind acts on (undoes, skips or keeps): started, and neither
+    /// undone nor kept yet, nor in its undo.
+    pub fn unwind_entry(&self) -> bool {
+        matches!(
+            self,
+            Self::Running { .. }
+                | Self::Waiting { .. }
+                | Self::RetryScheduled { .. }
+                | Self::Stalled { .. }
+                | Self::Succeeded
+                | Self::Failed { .. }
+        )
+    }
+
     /// The forward half is in progress (not finished).
     pub fn forward_active(&self) -> bool {
         matches!(
@@ -651,15 +677,7 @@ impl NodeState {
                     error: error.clone(),
                 }
             }
-            (
-                S::Running { .. }
-                | S::Waiting { .. }
-                | S::RetryScheduled { .. }
-                | S::Stalled { .. }
-                | S::Succeeded
-                | S::Failed { .. },
-                Event::UndoStarted { attempt: 1, .. },
-            ) => {
+            (from, Event::UndoStarted { attempt: 1, .. }) if from.unwind_entry() => {
                 self.undo_started_at = Some(at);
                 self.undo_attempts = 1;
                 S::UndoRunning { attempt: 1 }
@@ -729,15 +747,7 @@ impl NodeState {
                     resolved: false,
                 }
             }
-            (
-                S::Running { .. }
-                | S::Waiting { .. }
-                | S::RetryScheduled { .. }
-                | S::Stalled { .. }
-                | S::Succeeded
-                | S::Failed { .. },
-                Event::NodeUndone { skipped: true, .. },
-            ) => {
+            (from, Event::NodeUndone { skipped: true, .. }) if from.unwind_entry() => {
                 self.undone_at = Some(at);
                 S::Undone {
                     skipped: true,
@@ -765,15 +775,7 @@ impl NodeState {
                     resolved: true,
                 }
             }
-            (
-                S::Running { .. }
-                | S::Waiting { .. }
-                | S::RetryScheduled { .. }
-                | S::Stalled { .. }
-                | S::Succeeded
-                | S::Failed { .. },
-                Event::NodeKept { reason, .. },
-            ) => S::Kept {
+            (from, Event::NodeKept { reason, .. }) if from.unwind_entry() => S::Kept {
                 reason: reason.clone(),
             },
             (from, _) => return Err(illegal(from)),
@@ -1264,17 +1266,11 @@ impl RunView {
             .map(|e| format!(": {e}"))
             .unwrap_or_default();
         match &p.cause {
-            PauseCause::Policy => {
-                let policy = self.dag.on_failure;
-                let when = match p.unwind_at {
-                    Some(t) => format!("unwinds at {t} unless retried"),
-                    None => "waits for an operator: retry or cancel".into(),
-                };
-                format!(
-                    "paused by policy: on-failure={policy} ({when}); {} failed{error}",
-                    p.step
-                )
-            }
+            PauseCause::Policy => format!(
+                "{}; {} failed{error}",
+                p.policy_text(self.dag.on_failure),
+                p.step
+            ),
             PauseCause::PastPivot { .. } if self.dag.forward_only() => {
                 let done = self
                     .nodes

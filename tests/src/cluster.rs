@@ -301,6 +301,13 @@ impl Env {
         run(&self.dir, &self.args(args), envs)
     }
 
+    /// `--output json show <run>`: the `Run` document (the command must succeed).
+    pub fn show(&self, run: &str) -> Value {
+        let (code, out, err) = self.cli(&["--output", "json", "show", run], &[]);
+        assert_eq!(code, 0, "show {run}: {err}");
+        crate::document(&out, "Run")
+    }
+
     /// `start <wf> --config <cfg> extra…`.
     pub fn start(
         &self,

@@ -4,17 +4,11 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, cluster_file, request_lines};
-use hcp_e2e_tests::{Proc, document, items, run_id};
+use hcp_e2e_tests::{Proc, items, run_id};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 const FAST: f64 = 0.002;
-
-fn show(env: &Env, run: &str) -> Value {
-    let (code, out, err) = env.cli(&["--output", "json", "show", run], &[]);
-    assert_eq!(code, 0, "{err}");
-    document(&out, "Run")
-}
 
 fn nodepools(env: &Env) -> Vec<String> {
     env.sim
@@ -55,7 +49,7 @@ fn a_failure_at_the_node_pools_pauses_and_retry_finishes_with_one_node_pool() {
     assert!(out.contains(&format!("cancel {run}")), "{out}");
     assert_eq!(deletes(&env), vec![], "nothing deleted while paused");
     let before_retry = env.sim.ids();
-    let v = show(&env, &run);
+    let v = env.show(&run);
     assert_eq!(v["state"], "needs-operator");
     assert_eq!(v["on_failure"], "pause");
     assert_eq!(v["paused"]["step"], "create-cluster.nodepools.workers");
@@ -113,7 +107,7 @@ fn a_failure_at_the_node_pools_pauses_and_retry_finishes_with_one_node_pool() {
         before_retry.iter().all(|id| env.sim.ids().contains(id)),
         "everything kept while paused is still there"
     );
-    let v = show(&env, &run);
+    let v = env.show(&run);
     assert_eq!(v["state"], "succeeded");
 }
 
@@ -136,7 +130,7 @@ fn a_pause_with_a_deadline_unwinds_by_itself_to_the_inventory_from_before() {
         env.sim.ids().len() > before.len(),
         "the work is there while paused"
     );
-    let v = show(&env, &run);
+    let v = env.show(&run);
     assert_eq!(v["state"], "needs-operator");
     let unwinds_at = v["paused"]["unwinds_at"].as_str().unwrap().to_string();
     assert!(
@@ -152,7 +146,7 @@ fn a_pause_with_a_deadline_unwinds_by_itself_to_the_inventory_from_before() {
     let mut worker = Proc::spawn(&env.dir, &args, &[("HCP_POLL_MS", "50")]);
     let until = Instant::now() + Duration::from_secs(90);
     let state = loop {
-        let v = show(&env, &run);
+        let v = env.show(&run);
         let s = v["state"].as_str().unwrap().to_string();
         if s == "rolled-back" || Instant::now() > until {
             break s;
@@ -166,7 +160,7 @@ fn a_pause_with_a_deadline_unwinds_by_itself_to_the_inventory_from_before() {
         before,
         "back to the inventory from before the run"
     );
-    let v = show(&env, &run);
+    let v = env.show(&run);
     assert!(
         v["blocked_on"]
             .as_str()
@@ -207,7 +201,7 @@ fn a_failed_delete_pauses_partially_deleted_and_never_says_undone() {
                 && w[3].starts_with("undone")),
         "no deletion step reads undone: {out}"
     );
-    let v = show(&env, &run);
+    let v = env.show(&run);
     assert_eq!(v["state"], "needs-operator");
     assert_eq!(v["forward_only"], true);
     let steps: Vec<&Value> = v["stages"]

@@ -9,18 +9,12 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, cluster_file};
-use hcp_e2e_tests::{document, items};
-use serde_json::{Value, json};
+use hcp_e2e_tests::items;
+use serde_json::json;
 
 const FAST: f64 = 0.002;
 
 use hcp_e2e_tests::run_id;
-
-fn show(env: &Env, run: &str) -> Value {
-    let (code, out, err) = env.cli(&["--output", "json", "show", run], &[]);
-    assert_eq!(code, 0, "{err}");
-    document(&out, "Run")
-}
 
 #[test]
 fn a_failed_re_create_over_a_live_cluster_keeps_and_says_kept() {
@@ -72,7 +66,7 @@ fn a_failed_re_create_over_a_live_cluster_keeps_and_says_kept() {
         "{outcome}"
     );
     // `show`: every undo of a step that only adopted says kept.
-    let v = show(&env, &second);
+    let v = env.show(&second);
     let undo = v["undo"]["done"].as_array().unwrap();
     let adopted_steps: Vec<String> = v["ledger"]
         .as_array()

@@ -540,18 +540,7 @@ impl PausedView {
                 None,
                 "stopped: a delete only goes forward; `retry` continues it".to_string(),
             ),
-            hcp_runtime::PauseCause::Policy => (
-                "policy",
-                None,
-                format!(
-                    "paused by policy: on-failure={} ({})",
-                    v.dag.on_failure,
-                    match p.unwind_at {
-                        Some(t) => format!("unwinds at {t} unless retried"),
-                        None => "waits for an operator".to_string(),
-                    }
-                ),
-            ),
+            hcp_runtime::PauseCause::Policy => ("policy", None, p.policy_text(v.dag.on_failure)),
             hcp_runtime::PauseCause::PastPivot { pivot } => (
                 "past-pivot",
                 Some(pivot.clone()),
