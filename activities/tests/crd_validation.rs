@@ -155,6 +155,7 @@ fn np_input(image: NodePoolImage, zone: Option<&str>) -> NodePoolInput {
         namespace: "clusters".into(),
         cluster_name: "demo".into(),
         replicas: 2,
+        auto_scaling: None,
         release_image: "quay.io/openshift-release-dev/ocp-release:4.19.0-x86_64".into(),
         vm_size: String::new(),
         image,

@@ -133,6 +133,7 @@ fn np_input(cluster: &str, labels: BTreeMap<String, String>) -> NodePoolInput {
         namespace: "clusters".into(),
         cluster_name: cluster.into(),
         replicas: 2,
+        auto_scaling: None,
         release_image: "quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64".into(),
         vm_size: String::new(),
         image: NodePoolImage::ImageId("rhcos".into()),

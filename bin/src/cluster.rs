@@ -166,11 +166,15 @@ pub async fn reach_for(
     Ok((Reach::Simulator(base), Some(SimHandle { _task: task })))
 }
 
-/// Which cluster workflow.
+/// Which cluster workflow (the variants are the CLI's values: `create-cluster`, …).
+#[allow(clippy::enum_variant_names)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Workflow {
     /// Bring a cluster up.
     CreateCluster,
+    /// Change a cluster that exists into what its file says now: node pools (add, scale,
+    /// autoscale, new machine template, remove), the release, allowed subscriptions.
+    UpdateCluster,
     /// Take it down.
     DeleteCluster,
 }
@@ -180,6 +184,7 @@ impl Workflow {
     pub fn def(self) -> &'static hcp_workflows::workflow::WorkflowDef {
         match self {
             Self::CreateCluster => &create_cluster::DEF,
+            Self::UpdateCluster => &hcp_workflows::update_cluster::DEF,
             Self::DeleteCluster => &delete_cluster::DEF,
         }
     }
@@ -451,6 +456,7 @@ fn build(
     cfg: &ClusterConfig,
     layout: &Layout,
     opts: DeleteOptions,
+    applied: Option<&serde_json::Value>,
 ) -> Result<hcp_runtime::SagaDag> {
     let def = wf.def();
     Ok(def.dag(
@@ -459,6 +465,7 @@ fn build(
         hcp_workflows::workflow::BuildOptions {
             purge_persistent: opts.purge_persistent,
             skip_cloud_cleanup: opts.skip_cloud_cleanup,
+            applied,
         },
         def.default_on_failure,
     )?)
@@ -471,17 +478,18 @@ pub fn build_dag(
     layout: &Layout,
     opts: DeleteOptions,
 ) -> Result<hcp_runtime::SagaDag> {
-    build(wf, cfg, layout, opts)
+    build(wf, cfg, layout, opts, None)
 }
 
 /// `plan`: print the steps and the undo plan; touches nothing (not even the journal,
 /// unless a delete needs the infra id a create run recorded).
 pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanArgs) -> Result<u8> {
     let cfg = load_config(&a.config)?;
+    let def = a.workflow.def();
     let policy = failure_policy(a.workflow, a.on_failure.as_deref(), &cfg)?;
     let infra = match &cfg.infra_id {
         Some(i) => i.clone(),
-        None if !a.workflow.def().follows_create => format!("{}-<generated>", cfg.name),
+        None if !def.follows_create => format!("{}-<generated>", cfg.name),
         None => {
             let store = open_store(db).await?;
             match infra_id(&cfg, a.workflow, &store).await? {
@@ -503,6 +511,23 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             "note: privateLink.managedBy: auto is resolved when the run starts (from the args of Deployment hypershift/operator); this plan shows hcp-workflow's own private link stages — set managedBy: hypershift to see HyperShift's"
         );
     }
+    // What the journal knows (like `terraform plan` against its state): never creates a
+    // journal to find out.
+    let store = crate::open_existing_store(db).await.ok();
+    let last = match &store {
+        Some(st) if def.applies_config => last_applied(st, &cfg, def).await.ok().flatten(),
+        _ => None,
+    };
+    if def.updates && last.is_none() {
+        return Err(no_applied_configuration(&cfg, &a.config, db));
+    }
+    let doc = hcp_workflows::applied::document(&cfg);
+    let update = if def.updates {
+        last.as_ref()
+            .map(|(_, applied)| hcp_workflows::update_cluster::classify(applied, &doc))
+    } else {
+        None
+    };
     let simulated = reach_args.simulate || reach_args.simulator.is_some();
     let layout = Layout::new(&cfg, &infra, simulated);
     let mut dag = build(
@@ -513,34 +538,22 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             purge_persistent: a.purge_persistent,
             skip_cloud_cleanup: a.skip_cloud_cleanup,
         },
+        last.as_ref()
+            .map(|(_, applied)| applied)
+            .filter(|_| def.updates),
     )?;
     dag.on_failure = policy;
     let mut p = plan::plan(&dag);
     p.cluster = Some(cfg.name.clone());
     p.infra_id = Some(infra.clone());
-    // What the journal knows exists for this cluster (like `terraform plan` against its
-    // state): never creates a journal to find out.
-    let (known, drift) = match crate::open_existing_store(db).await {
-        Ok(store) => {
-            let known = known_resources(&store, &cfg.name).await.unwrap_or_default();
-            // What the file would change on the cluster as its last create left it.
-            let def = a.workflow.def();
-            let drift = if def.applies_config {
-                last_applied(&store, &cfg, def)
-                    .await
-                    .ok()
-                    .flatten()
-                    .map(|(run, applied)| {
-                        let doc = hcp_workflows::applied::document(&cfg);
-                        (run, hcp_workflows::applied::diff(&applied, &doc))
-                    })
-            } else {
-                None
-            };
-            (known, drift)
-        }
-        Err(_) => (HashMap::new(), None),
+    let known = match &store {
+        Some(st) => known_resources(st, &cfg.name).await.unwrap_or_default(),
+        None => HashMap::new(),
     };
+    // What the file would change on the cluster as its last create (or update) left it.
+    let drift = last
+        .as_ref()
+        .map(|(run, applied)| (*run, hcp_workflows::applied::diff(applied, &doc)));
     match out {
         OutputFormat::Json => {
             let mut v = serde_json::to_value(&p)?;
@@ -549,12 +562,23 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                 v["applied_by_run"] = serde_json::to_value(run)?;
                 v["differences"] = serde_json::to_value(changes)?;
             }
+            if let Some(u) = &update {
+                v["refused"] = serde_json::to_value(&u.refused)?;
+                v["nothing_to_change"] = serde_json::Value::Bool(u.is_empty());
+            }
             output::document("Plan", &v);
         }
         OutputFormat::Text => {
+            if let (Some(u), Some((run, _))) = (&update, &drift) {
+                print_update_plan(u, *run, &cfg);
+                if u.is_empty() || !u.refused.is_empty() {
+                    return Ok(0);
+                }
+                println!();
+            }
             let lookup = |r: &str| known.get(&r.to_ascii_lowercase()).cloned();
             print!("{}", p.render_with(&lookup));
-            if !known.is_empty() {
+            if !known.is_empty() && !def.updates {
                 println!(
                     "\n{} of these resources exist already (journal {}); their steps adopt them.",
                     known.len(),
@@ -562,6 +586,7 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                 );
             }
             match &drift {
+                _ if def.updates => {}
                 Some((run, changes)) if !changes.is_empty() => {
                     println!(
                         "\nThe cluster exists (made by run {}) and differs from this file in {} place{}:",
@@ -573,8 +598,12 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                         println!("  {c}");
                     }
                     println!(
-                        "`start {}` refuses this: it would adopt what exists and change none of it (update-cluster is not implemented yet).",
-                        a.workflow.def().name
+                        "`start {}` refuses this: it would adopt what exists and change none of it. To change the cluster: {}",
+                        def.name,
+                        crate::target::command(
+                            None,
+                            &format!("plan update-cluster --config {}", a.config.display())
+                        )
                     );
                 }
                 Some((run, _)) => println!(
@@ -586,6 +615,58 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
         }
     }
     Ok(0)
+}
+
+/// `plan update-cluster`'s head: every change, what is refused and why.
+fn print_update_plan(
+    u: &hcp_workflows::update_cluster::UpdatePlan,
+    run: hcp_runtime::RunId,
+    cfg: &ClusterConfig,
+) {
+    let run = run.to_string();
+    let short = crate::runref::short(&run);
+    if u.is_empty() {
+        println!(
+            "Nothing to change: cluster {} is as this file says (applied by run {short}).",
+            cfg.name
+        );
+        return;
+    }
+    println!(
+        "Cluster {} (applied by run {short}) differs from this file in {} place{}:",
+        cfg.name,
+        u.changes.len(),
+        if u.changes.len() == 1 { "" } else { "s" }
+    );
+    for c in &u.changes {
+        let refused = u.refused.iter().any(|r| r.path == c.path);
+        println!("  {} {c}", if refused { "✗" } else { "~" });
+    }
+    if !u.refused.is_empty() {
+        println!(
+            "\n`start update-cluster` refuses this file (exit 2): {} change{} cannot be made in place:",
+            u.refused.len(),
+            if u.refused.len() == 1 { "" } else { "s" }
+        );
+        for r in &u.refused {
+            println!("  {}: {}\n    fix: {}", r.path, r.why, r.fix);
+        }
+    }
+}
+
+/// update-cluster without a cluster to update: no succeeded create or update of it in this
+/// journal.
+fn no_applied_configuration(cfg: &ClusterConfig, file: &Path, db: &str) -> anyhow::Error {
+    Refused::input(format!(
+        "{}: cluster {} has no applied configuration in journal {}: no create-cluster or update-cluster of it succeeded there (or a delete-cluster did since); update-cluster changes a cluster this journal made. Create it first: {}\nnothing was journaled or created",
+        file.display(),
+        cfg.name,
+        crate::target::shown_url(db),
+        crate::target::command(
+            None,
+            &format!("start create-cluster --config {}", file.display())
+        ),
+    ))
 }
 
 /// The cluster's live resources by lower-cased id, from every run's ledger in the journal:
@@ -846,7 +927,13 @@ pub async fn start(
         .applies_config
         .then(|| hcp_workflows::applied::document(&p.cfg));
     if let Some(doc) = &record {
-        refuse_drift(&p, &a, doc).await?;
+        if a.workflow.def().updates {
+            if let ControlFlow::Break(code) = check_update(&mut p, &a, db, out, doc).await? {
+                return Ok(code);
+            }
+        } else {
+            refuse_drift(&p, &a, doc).await?;
+        }
     }
     let e = match claim_cluster(&p, reach_args, out, &a).await? {
         ControlFlow::Continue(e) => e,
@@ -899,6 +986,76 @@ pub(crate) async fn last_applied(
     Ok(dag.and_then(|d| d.record).map(|doc| (r.id, doc)))
 }
 
+/// update-cluster's own refusals, before anything else is checked: no cluster to update
+/// (exit 2), nothing to change (exit 0, nothing journaled), a change that cannot be made in
+/// place (exit 2, each field with why and the fix). Keeps the applied configuration in
+/// `p.applied` for the DAG.
+async fn check_update(
+    p: &mut Prepared,
+    a: &StartArgs,
+    db: &str,
+    out: OutputFormat,
+    doc: &serde_json::Value,
+) -> Result<ControlFlow<u8>> {
+    let def = a.workflow.def();
+    let Some((run, applied)) = last_applied(&p.store, &p.cfg, def).await? else {
+        return Err(no_applied_configuration(&p.cfg, &a.config, db));
+    };
+    let plan = hcp_workflows::update_cluster::classify(&applied, doc);
+    if plan.is_empty() {
+        match out {
+            OutputFormat::Json => output::event(
+                "nothing-to-change",
+                &serde_json::json!({"cluster": p.cfg.name, "applied_by_run": run}),
+            ),
+            OutputFormat::Text => println!(
+                "Nothing to change: cluster {} is as {} says (applied by run {}). Nothing was journaled.",
+                p.cfg.name,
+                a.config.display(),
+                crate::runref::short(&run.to_string())
+            ),
+        }
+        return Ok(ControlFlow::Break(0));
+    }
+    if !plan.refused.is_empty() {
+        let list: Vec<String> = plan
+            .refused
+            .iter()
+            .map(|r| format!("  {}: {}\n    fix: {}", r.path, r.why, r.fix))
+            .collect();
+        return Err(Refused::input(format!(
+            "{}: update-cluster cannot make {} of the {} change{} to cluster {} in place:\n{}\nnothing was journaled or created",
+            a.config.display(),
+            plan.refused.len(),
+            plan.changes.len(),
+            if plan.changes.len() == 1 { "" } else { "s" },
+            p.cfg.name,
+            list.join("\n")
+        )));
+    }
+    // The release rows that need nothing but the two documents refuse before anything is
+    // asked of the cloud (they are in the preflight report too).
+    let rows = hcp_workflows::update_cluster::release_checks(&applied, &p.cfg);
+    let failed: Vec<_> = rows
+        .iter()
+        .filter(|r| r.status == hcp_activities::preflight::Status::Fail)
+        .collect();
+    if !failed.is_empty() {
+        eprintln!(
+            "error: preflight: {} of {} release checks failed:",
+            failed.len(),
+            rows.len()
+        );
+        eprint!("{}", crate::preflight::table(failed.iter().copied()));
+        return Err(Refused::input(format!(
+            "preflight: the release change of cluster {} is refused (above)\nnothing was journaled or created",
+            p.cfg.name
+        )));
+    }
+    p.applied = Some(applied);
+    Ok(ControlFlow::Continue(()))
+}
+
 /// A create over a cluster that exists and differs from the file would adopt what exists
 /// and change none of it, then say "complete" (issue 24): refused, naming every difference.
 async fn refuse_drift(p: &Prepared, a: &StartArgs, doc: &serde_json::Value) -> Result<()> {
@@ -912,7 +1069,7 @@ async fn refuse_drift(p: &Prepared, a: &StartArgs, doc: &serde_json::Value) -> R
     }
     let list: Vec<String> = changes.iter().map(|c| format!("  {c}")).collect();
     Err(Refused::input(format!(
-        "{}: cluster {} exists (made by run {}) and differs from this file in {} place{}:\n{}\n{} over it would adopt what exists and change none of this. hcp-workflow cannot change an existing cluster yet (update-cluster is not implemented); revert the file, or delete the cluster and create it again. The differences: {}\nnothing was journaled or created",
+        "{}: cluster {} exists (made by run {}) and differs from this file in {} place{}:\n{}\n{} over it would adopt what exists and change none of this. To change the cluster: {}\nnothing was journaled or created",
         a.config.display(),
         p.cfg.name,
         crate::runref::short(&run.to_string()),
@@ -922,7 +1079,7 @@ async fn refuse_drift(p: &Prepared, a: &StartArgs, doc: &serde_json::Value) -> R
         def.name,
         crate::target::command(
             Some(&p.target),
-            &format!("plan {} --config {}", def.name, a.config.display())
+            &format!("start update-cluster --config {}", a.config.display())
         ),
     )))
 }
@@ -954,6 +1111,8 @@ struct Prepared {
     target: String,
     /// At most one unfinished run per key: this cluster in this subscription.
     exclusive: String,
+    /// update-cluster: the cluster's last applied configuration, the DAG's starting point.
+    applied: Option<serde_json::Value>,
     /// The in-process simulator (`--simulate`), kept for as long as the run is followed.
     _sim: Option<SimHandle>,
 }
@@ -984,7 +1143,7 @@ fn check_input(db: &str, reach_args: &ReachArgs, a: &StartArgs) -> Result<Input>
             "--detach: the journal `memory:` ends with this process, so no worker could ever run the detached run; use a SQLite file or Postgres (--database), or drop --detach\nnothing was journaled or created",
         ));
     }
-    if a.cancel_running && !a.workflow.def().follows_create {
+    if a.cancel_running && !(a.workflow.def().follows_create && a.workflow.def().destructive) {
         return Err(Refused::input(
             "--cancel-running: only for delete-cluster\nnothing was journaled or created",
         ));
@@ -1040,6 +1199,7 @@ async fn connect(
         clients,
         target,
         exclusive,
+        applied: None,
         _sim: sim,
     })
 }
@@ -1117,6 +1277,7 @@ async fn prepare_dag(p: &mut Prepared, a: &StartArgs, out: OutputFormat) -> Resu
             purge_persistent: a.purge_persistent,
             skip_cloud_cleanup: a.skip_cloud_cleanup,
         },
+        p.applied.as_ref(),
     )?;
     dag.on_failure = p.policy;
     let preflight_label = if a.skip_preflight {
@@ -1205,6 +1366,7 @@ async fn preflight_report(
         a.workflow,
         managed_by,
         crate::preflight::START_TIMEOUT,
+        p.applied.as_ref(),
     )
     .await;
     if report.failed() {
@@ -1529,6 +1691,7 @@ async fn follow(
                     "workflow": view.dag.workflow, "state": state,
                     "blocked_on": view.blocked_on(), "elapsed_ms": elapsed.as_millis() as u64,
                     "failure": failure, "ledger": ledger,
+                    "access": crate::views::model::AccessView::of(&view),
                 }),
             )
         }
@@ -1628,6 +1791,12 @@ async fn follow(
                     },
                     crate::target::command(None, &format!("show {run}"))
                 );
+                if let Some(a) = crate::views::model::AccessView::of(&view) {
+                    println!("How to reach the cluster:");
+                    for l in a.lines() {
+                        println!("  {l}");
+                    }
+                }
             }
         }
     }
@@ -2068,6 +2237,10 @@ fn paused_outcome(
             p.step,
             v.dag.on_failure
         ),
+        hcp_runtime::PauseCause::PastPivot { pivot } if *pivot == p.step => format!(
+            "‖ {} paused after {t}: the pivot {pivot} failed once started (its effect may have happened and cannot be undone); nothing was undone.",
+            verb_of(&v.dag.workflow),
+        ),
         hcp_runtime::PauseCause::PastPivot { pivot } => format!(
             "‖ {} paused after {t}: {} failed past the pivot {pivot}, which cannot be undone; nothing was undone.",
             verb_of(&v.dag.workflow),
@@ -2085,6 +2258,9 @@ fn paused_outcome(
         "fix the cause, then re-run the failed step and go on: {retry}"
     ));
     lines.push(match &p.cause {
+        hcp_runtime::PauseCause::PastPivot { pivot } if *pivot == p.step => {
+            format!("or undo every step that can be (the pivot itself stays): {cancel}")
+        }
         hcp_runtime::PauseCause::PastPivot { pivot } => {
             format!("or undo only what came after the pivot {pivot}: {cancel}")
         }

@@ -84,6 +84,7 @@ pub fn inputs(
         workflow: match workflow.def().preflight {
             hcp_workflows::workflow::PreflightKind::Create => preflight::Workflow::Create,
             hcp_workflows::workflow::PreflightKind::Delete => preflight::Workflow::Delete,
+            hcp_workflows::workflow::PreflightKind::Update => preflight::Workflow::Update,
         },
         azure: layout.azure.clone(),
         mgmt: layout.mgmt.clone(),
@@ -101,7 +102,7 @@ pub fn inputs(
             .map(|p| preflight::Pool {
                 name: p.name.clone(),
                 vm_size: p.vm_size.clone(),
-                replicas: p.replicas,
+                replicas: p.desired_replicas(),
                 zone: p.zone.clone(),
             })
             .collect(),
@@ -174,6 +175,7 @@ fn release_row(cfg: &ClusterConfig) -> CheckResult {
 
 /// Run every check that applies to `workflow` against `dag` (the workflow's DAG: the
 /// permissions are derived from it).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_for(
     cfg: &ClusterConfig,
     layout: &Layout,
@@ -182,8 +184,21 @@ pub async fn run_for(
     workflow: Workflow,
     managed_by: config::PrivateLinkManager,
     timeout: Duration,
+    applied: Option<&serde_json::Value>,
 ) -> Report {
-    let inputs = inputs(cfg, layout, workflow, managed_by);
+    let mut inputs = inputs(cfg, layout, workflow, managed_by);
+    if let Some(applied) = applied {
+        // An update needs quota and VM sizes only for the machines it adds.
+        inputs.pools = hcp_workflows::update_cluster::added_machines(applied, cfg)
+            .into_iter()
+            .map(|(name, vm_size, replicas, zone)| preflight::Pool {
+                name,
+                vm_size,
+                replicas,
+                zone,
+            })
+            .collect();
+    }
     let mut report = preflight::run(
         clients.clone(),
         &inputs,
@@ -195,6 +210,10 @@ pub async fn run_for(
     .await;
     if workflow.def().preflight == hcp_workflows::workflow::PreflightKind::Create {
         report.rows.insert(0, release_row(cfg));
+    }
+    if let Some(applied) = applied {
+        let rows = hcp_workflows::update_cluster::release_checks(applied, cfg);
+        report.rows.splice(0..0, rows);
     }
     report
 }
@@ -250,6 +269,7 @@ pub async fn preflight(
         a.workflow,
         cfg.private_link.managed_by,
         Duration::from_secs(a.timeout.max(1)),
+        None,
     )
     .await;
     print_report(&report, out, &cfg.name);
@@ -354,6 +374,46 @@ mod tests {
                     Err(e) => panic!("{e}"),
                 }
             }
+            // update-cluster with every kind of change.
+            let mut applied = hcp_workflows::applied::document(&cfg);
+            applied["releaseImage"] =
+                serde_json::json!("quay.io/openshift-release-dev/ocp-release:4.22.0-multi");
+            applied["allowedSubscriptions"] =
+                serde_json::json!(["22222222-3333-4444-5555-666666666666"]);
+            if let Some(pools) = applied["nodePools"].as_array_mut() {
+                pools[0]["replicas"] = serde_json::json!(7);
+                pools[0]["vmSize"] = serde_json::json!("Standard_D8s_v5");
+                pools.push(serde_json::json!({"name": "old", "replicas": 1}));
+            }
+            let mut upd = cfg.clone();
+            upd.release_image = "quay.io/openshift-release-dev/ocp-release:4.22.3-multi".into();
+            let def = Workflow::UpdateCluster.def();
+            let dag = def
+                .dag(
+                    &upd,
+                    &layout,
+                    hcp_workflows::workflow::BuildOptions {
+                        applied: Some(&applied),
+                        ..Default::default()
+                    },
+                    def.default_on_failure,
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            for action in [
+                "k8s.node-pool.update",
+                "k8s.hosted-cluster.release",
+                "k8s.node-pool.release",
+                "azure.pls.visibility",
+                "azure.pls.connections.prune",
+                "k8s.object.delete",
+            ] {
+                assert!(
+                    dag.nodes.iter().any(|n| n.action == action),
+                    "{action} in {:?}",
+                    dag.nodes.iter().map(|n| &n.name).collect::<Vec<_>>()
+                );
+            }
+            dags.push(dag);
         }
         for d in &dags {
             assert_eq!(

@@ -890,7 +890,7 @@ macro_rules! conformance_tests {
             engine_pauses_instead_of_unwinding, engine_retry_redrives_a_paused_step,
             engine_cancel_unwinds_a_paused_run, engine_pause_deadline_unwinds_across_a_restart,
             engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot,
-            engine_failure_at_the_pivot_follows_the_policy,
+            engine_failure_at_the_pivot_pauses_and_cancel_undoes_what_can_be,
             engine_cancel_of_a_forward_only_run_undoes_nothing
         );
     };
@@ -915,8 +915,9 @@ pub trait Skip: Sized {
 
 pub use crate::conformance_engine::{
     engine_cancel_of_a_forward_only_run_undoes_nothing, engine_cancel_unwinds_a_paused_run,
-    engine_failure_at_the_pivot_follows_the_policy, engine_parks_corrupt_run_and_others_go_on,
-    engine_pause_deadline_unwinds_across_a_restart, engine_pauses_instead_of_unwinding,
+    engine_failure_at_the_pivot_pauses_and_cancel_undoes_what_can_be,
+    engine_parks_corrupt_run_and_others_go_on, engine_pause_deadline_unwinds_across_a_restart,
+    engine_pauses_instead_of_unwinding,
     engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot,
     engine_retry_redrives_a_paused_step, engine_runs_saga_to_completion, engine_unwinds_in_reverse,
 };

@@ -417,14 +417,27 @@ pub async fn engine_pivot_then_failure_pauses_and_cancel_keeps_the_pivot(h: &dyn
     );
 }
 
-/// A pivot that fails itself is a failure before the pivot: the run's policy applies (here
-/// unwind), and the pivot, which has no undo, is kept, never reported undone.
-pub async fn engine_failure_at_the_pivot_follows_the_policy(h: &dyn Harness) {
+/// A pivot that fails once started may have taken effect, which cannot be undone: the run
+/// pauses whatever its policy ("when in doubt, stop for an operator"), naming the pivot;
+/// nothing is undone until an operator cancels, and then the pivot is kept while what came
+/// before it (which has undos) is undone.
+pub async fn engine_failure_at_the_pivot_pauses_and_cancel_undoes_what_can_be(h: &dyn Harness) {
     let (world, _, e, run) = started(h, "p", testkit::pivot_dag()).await;
+    assert_eq!(drive(&e, run).await, RunExit::NeedsOperator);
+    let view = e.view(run).await.unwrap();
     assert_eq!(
-        drive(&e, run).await,
-        RunExit::Finished(RunState::RolledBack)
+        view.paused.as_ref().map(|p| &p.cause),
+        Some(&crate::PauseCause::PastPivot { pivot: "p".into() })
     );
+    assert!(
+        view.blocked_on().contains("paused at the pivot p"),
+        "{}",
+        view.blocked_on()
+    );
+    assert!(undo_lines(&world).is_empty(), "nothing undone while paused");
+    assert_eq!(world.resources(), vec!["a", "p"]);
+    operator(&e, run, crate::OperatorCommand::Cancel).await;
+    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Cancelled));
     assert_eq!(
         world.resources(),
         vec!["p"],

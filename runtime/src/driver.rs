@@ -1059,8 +1059,15 @@ fn plan(
                 .position(|n| matches!(n.status, NodeStatus::Failed { .. }))
             {
                 let step = view.dag.nodes[i].name.clone();
-                // Past a pivot the run can never unwind: it pauses whatever its policy.
-                let ev = match (view.passed_pivot(), view.dag.on_failure) {
+                // Past a pivot the run can never unwind: it pauses whatever its policy. So
+                // does a pivot that failed once started: its effect may have happened and
+                // cannot be undone ("when in doubt, stop for an operator"); a `cancel`
+                // then undoes what can be.
+                let failed_pivot = view.dag.nodes[i]
+                    .pivot
+                    .is_some()
+                    .then_some(view.dag.nodes[i].name.as_str());
+                let ev = match (view.passed_pivot().or(failed_pivot), view.dag.on_failure) {
                     (Some(pivot), _) => Event::RunPaused {
                         step,
                         cause: PauseCause::PastPivot {

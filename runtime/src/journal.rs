@@ -68,9 +68,10 @@ pub enum UnwindCause {
 pub enum PauseCause {
     /// The run's failure policy is `pause` (possibly with a deadline).
     Policy,
-    /// A pivot has succeeded: the run can never unwind past it.
+    /// A pivot has succeeded: the run can never unwind past it. Also a pivot that failed
+    /// once started (then `pivot` is the failed step itself): its effect may have happened.
     PastPivot {
-        /// The last pivot that succeeded.
+        /// The last pivot that succeeded, or the failed pivot.
         pivot: String,
     },
 }
@@ -1283,6 +1284,10 @@ impl RunView {
                     p.step
                 )
             }
+            PauseCause::PastPivot { pivot } if *pivot == p.step => format!(
+                "paused at the pivot {pivot}: it failed after it started, so its effect may have happened and cannot be undone; retry, or cancel to undo what can be; {} failed{error}",
+                p.step
+            ),
             PauseCause::PastPivot { pivot } => format!(
                 "paused past the pivot {pivot} (it cannot be undone): retry, or cancel to undo only what came after it; {} failed{error}",
                 p.step

@@ -41,6 +41,9 @@ pub enum LedgerAction {
     Gone,
     /// This run left it in place on purpose (not ours, persistent, or bring-your-own).
     Kept,
+    /// It existed before this run, which changed it in place (`update-cluster`): an undo
+    /// puts back what it changed and never deletes it.
+    Updated,
     /// This run created it, its undo gave up, and an operator declared the undo done by
     /// hand (`resolve`): it may still exist, so it stays in the inventory for an auditor,
     /// with who resolved it and their note.
@@ -66,6 +69,7 @@ impl LedgerAction {
             LedgerAction::Gone => "gone",
             LedgerAction::Kept => "kept",
             LedgerAction::Resolved => "resolved",
+            LedgerAction::Updated => "updated",
         }
     }
 }
@@ -212,7 +216,7 @@ pub fn undo_counts(entries: &[LedgerEntry], node: &str) -> (usize, usize) {
     {
         match e.record.action {
             LedgerAction::Kept => kept += 1,
-            LedgerAction::Resolved => {}
+            LedgerAction::Resolved | LedgerAction::Updated => {}
             _ => deleted += 1,
         }
     }
@@ -337,6 +341,7 @@ pub fn present(entries: &[LedgerEntry]) -> Vec<LedgerEntry> {
                 e.record.action,
                 LedgerAction::Created
                     | LedgerAction::Adopted
+                    | LedgerAction::Updated
                     | LedgerAction::Kept
                     | LedgerAction::Resolved
             )

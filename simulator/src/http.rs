@@ -310,6 +310,7 @@ fn record(sim: &Simulator, seq: u64, req: &Req, status: u16, error_code: Option<
         status,
         error_code,
         actor: None,
+        error_message: None,
     };
     let mut log = lock(&sim.inner.log);
     // Concurrent requests finish out of order; keep the log ordered by arrival.

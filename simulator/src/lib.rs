@@ -118,7 +118,17 @@
 //! See the `kube` module for verbs and caveats, and [`FINALIZER`]'s module for the
 //! simulated HyperShift operator (private-router Service + internal LB, `Available`,
 //! `Ready`, finalizer-guarded deletion). With [`SimConfig::crds_dir`] set, HostedCluster,
-//! NodePool and AzurePrivateLinkService writes are validated against the CRD schemas (422).
+//! NodePool and AzurePrivateLinkService writes are validated against the CRD schemas (422);
+//! the NodePool CEL rules on `replicas`/`autoScaling` are checked with or without them.
+//!
+//! **Day 2.** NodePools are reconciled on every tick: their machines are real ARM resources
+//! in the cluster's managed resource group (per machine a VM `<pool>-<5>-<5>`, its NIC
+//! `<vm>-nic` and OS disk `<vm>_OSDisk`, CAPZ-tagged), created, scaled, rolled to a new
+//! machine template or release, and deleted with the NodePool or HostedCluster; the
+//! scenario's `vm_core_quota` refuses VMs over the regional vCPU quota as Azure does. A
+//! changed HostedCluster release upgrades the control plane (`status.version.history`),
+//! refuses a y-stream downgrade, and stalls with the scenario's `stall_upgrade`. See the
+//! `nodepool`, `machines` and `operator` modules.
 //!
 //! ## Fault rules (`POST /_sim/faults`, answers `{"id": "fault-N"}`)
 //! ```json
@@ -157,6 +167,8 @@ mod guest;
 mod guest_cloud;
 mod http;
 mod kube;
+mod machines;
+mod nodepool;
 mod operator;
 mod preflight;
 mod privatelink_controllers;

@@ -20,14 +20,20 @@
 //! NodePools get the same finalizer and `Ready=True` after `nodepool_ready` — only when
 //! their nodes can reach the API server ([`nodes_reach_api`]: for private topologies an
 //! approved private endpoint, an `api` record, and port 443) — and lose the finalizer
-//! `nodepool_delete` after deletion was requested.
+//! `nodepool_delete` after deletion was requested; their machines (VMs, NICs, disks in the
+//! managed resource group) and every later change to them are `crate::nodepool` and
+//! `crate::machines`.
+//!
+//! Once its first release rolled out, a changed `spec.release.image` upgrades the control
+//! plane ([`upgrade`]: a `Partial` history entry, then `Completed` after `guest_rollout`); a
+//! y-stream downgrade is refused ([`release_block`]).
 
 use serde_json::{Value, json};
 
 use crate::arm::{store as arm_store, types};
 use crate::kube::{HYPERSHIFT, kind_by_key, store};
 use crate::sim::Simulator;
-use crate::state::{HcSim, NpSim, State};
+use crate::state::{HcSim, State};
 use crate::util::{self, str_at};
 
 /// Finalizer HyperShift puts on HostedClusters and NodePools.
@@ -46,8 +52,10 @@ pub(crate) fn set_condition(
 }
 
 /// Sets condition `ctype` (any status, e.g. `Unknown`) like a controller's
-/// `meta.SetStatusCondition`: written when its status or message differ; returns whether
-/// it changed.
+/// `meta.SetStatusCondition` (and HyperShift's NodePool `SetStatusCondition`): a new
+/// condition is added; an existing one gets the reason, message and `observedGeneration`,
+/// and a new `lastTransitionTime` only when its status changes. Returns whether anything
+/// changed.
 pub(crate) fn set_condition_status(
     obj: &mut Value,
     ctype: &str,
@@ -73,15 +81,23 @@ pub(crate) fn set_condition_status(
         .iter_mut()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(ctype))
     {
-        Some(c)
-            if c.get("status").and_then(Value::as_str) == Some(status)
-                && c.get("message").and_then(Value::as_str) == Some(message) =>
-        {
-            false
-        }
-        Some(c) => {
+        Some(c) if c.get("status").and_then(Value::as_str) != Some(status) => {
             *c = cond;
             true
+        }
+        Some(c) => {
+            let mut changed = false;
+            for (k, v) in [
+                ("reason", json!(reason)),
+                ("message", json!(message)),
+                ("observedGeneration", json!(generation)),
+            ] {
+                if c.get(k) != Some(&v) {
+                    c[k] = v;
+                    changed = true;
+                }
+            }
+            changed
         }
         None => {
             conds.push(cond);
@@ -126,7 +142,7 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
     // Ingress records, NodePool image defaulting (before a pool may become Ready).
     let d = crate::guest::tick(sim, st, now);
     let a = hosted_clusters(sim, st, now);
-    let b = node_pools(sim, st, now);
+    let b = crate::nodepool::tick(sim, st, now);
     let c = crate::privatelink_controllers::tick(sim, st, now);
     a || b || c || g || d
 }
@@ -235,6 +251,13 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                     }
                 }
                 continue;
+            }
+            // The CAPI Cluster goes with the HostedCluster: every machine left (of a NodePool
+            // that vanished without HyperShift's finalizer) is deleted with its VM.
+            crate::nodepool::remove_cluster_machines(st, &k);
+            // The admin kubeconfig Secret goes with its HostedCluster (it is owned by it).
+            if let Some(secret_kind) = kind_by_key("core/secrets") {
+                store::delete(sim, st, now, secret_kind, &ns, &kubeconfig_secret(&name));
             }
             if let Some(ns_kind) = kind_by_key("core/namespaces") {
                 store::delete(sim, st, now, ns_kind, "", &cp_ns);
@@ -349,8 +372,13 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 now,
             );
         }
+        if sim_state.available {
+            dirty |= access_status(sim, st, now, &ns, &name, &mut obj, &sim_state);
+        }
         if sim_state.available && !sim_state.rolled_out {
             dirty |= rollout(sim, st, now, &ns, &name, &mut obj, &mut sim_state);
+        } else if sim_state.rolled_out {
+            dirty |= upgrade(sim, now, &mut obj, &mut sim_state);
         }
         st.hcs.insert(k, sim_state);
         if dirty {
@@ -359,6 +387,77 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         }
     }
     changed
+}
+
+/// The admin kubeconfig Secret of HostedCluster `name`
+/// (`hypershift-operator/controllers/manifests/manifests.go` `KubeConfigSecret`).
+pub(crate) fn kubeconfig_secret(name: &str) -> String {
+    format!("{name}-admin-kubeconfig")
+}
+
+/// How users reach an available cluster, as HyperShift reports it on the HostedCluster
+/// (`hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`):
+/// `status.kubeconfig` names the Secret `<name>-admin-kubeconfig` (key `kubeconfig`, copied
+/// from the control plane's, with the HostedCluster's labels) once it exists, and
+/// `status.controlPlaneEndpoint` is the HostedControlPlane's: the API server Route's
+/// hostname on 443 (port forced to 443 for a Route, `isAPIServerRoute`), a public
+/// LoadBalancer's address on 6443, or, private only, `api.<name>.hypershift.local` (what
+/// the private endpoint's DNS answers). The kubeconfig's credential is a random token of
+/// the simulator's own.
+fn access_status(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    ns: &str,
+    name: &str,
+    obj: &mut Value,
+    s: &crate::state::HcSim,
+) -> bool {
+    let e = Exposure::of(obj);
+    let (host, port) = match (&e.kas_hostname, e.kas_lb && e.public, &s.public_ip) {
+        (Some(h), _, _) => (h.clone(), 443),
+        (None, true, Some(ip)) => (ip.clone(), 6443),
+        _ => (format!("api.{name}.hypershift.local"), e.local_zone_port()),
+    };
+    let endpoint = json!({"host": host, "port": port});
+    let secret = kubeconfig_secret(name);
+    let mut dirty = false;
+    if let Some(secret_kind) = kind_by_key("core/secrets")
+        && store::get(st, "core/secrets", ns, &secret).is_none()
+    {
+        use base64::Engine;
+        let token = util::uuid(st, sim.config().seed);
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://{host}:{port}\n  name: {name}\ncontexts:\n- context:\n    cluster: {name}\n    user: admin\n  name: admin\ncurrent-context: admin\nusers:\n- name: admin\n  user:\n    token: sim-{token}\n"
+        );
+        let labels = obj
+            .pointer("/metadata/labels")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        store::create(
+            sim,
+            st,
+            now,
+            secret_kind,
+            ns,
+            json!({
+                "metadata": {"name": secret, "labels": labels},
+                "type": "Opaque",
+                "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(kubeconfig)},
+            }),
+        );
+    }
+    let status = util::obj_mut(obj, "status");
+    if status.get("controlPlaneEndpoint") != Some(&endpoint) {
+        status.insert("controlPlaneEndpoint".into(), endpoint);
+        dirty = true;
+    }
+    let kc = json!({"name": secret});
+    if status.get("kubeconfig") != Some(&kc) {
+        status.insert("kubeconfig".into(), kc);
+        dirty = true;
+    }
+    dirty
 }
 
 /// The guest's rollout, as the HostedCluster shows it (issue 22 §4): `status.version`
@@ -453,7 +552,14 @@ fn rollout(
             &format!("Cluster version is {version}"),
             now,
         );
-        set_condition(obj, "ClusterVersionFailing", false, "AsExpected", "", now);
+        set_condition(
+            obj,
+            "ClusterVersionFailing",
+            false,
+            "FromClusterVersion",
+            "",
+            now,
+        );
         return true;
     }
     let failing_msg = if failing.len() == 1 {
@@ -516,6 +622,185 @@ fn rollout(
     dirty
 }
 
+/// The guest ClusterOperator a stalled upgrade waits on (scenario `stall_upgrade`).
+const STALLED_OPERATOR: &str = "console";
+
+/// A control-plane upgrade (day 2): a rolled-out cluster whose `spec.release.image` differs
+/// from `status.version.desired.image`.
+///
+/// HyperShift rolls the new release out (`hostedcluster_controller.go`
+/// `computeClusterVersionStatus` copies the CVO's `ClusterVersion` status through the
+/// HostedControlPlane), and the guest's cluster-version operator records it as CVO does
+/// (openshift/cluster-version-operator `pkg/cvo/status.go` `mergeOperatorHistory`): `desired`
+/// becomes the new image and version, a `Partial` entry is prepended to `history` (the entry
+/// it supersedes, if still without one, gets its `completionTime`), and `Completed` with a
+/// `completionTime` once applied. The `ClusterVersion*` conditions are the CVO's
+/// (`updateClusterVersionStatus`), bubbled up with reason `FromClusterVersion` when the CVO
+/// gives none (`hostedclusterconfigoperator/controllers/hcpstatus/hcpstatus.go`):
+/// `Progressing` True "Working towards <v>" while applying, False "Cluster version is <v>"
+/// after; `Available` keeps "Done applying <old>" until the new release is applied ("Done
+/// applying <v>"). The upgrade takes `guest_rollout`.
+///
+/// With the scenario's `stall_upgrade`, the `console` operator stays degraded: for the CVO's
+/// first 40 minutes `Progressing` is True, reason `ClusterOperatorDegraded`, "Working towards
+/// <v>: 760 of 851 done (89% complete), waiting up to 40 minutes on console", then "Unable to
+/// apply <v>: wait has exceeded 40 minutes for these operators: console" with `Failing` True,
+/// reason `ClusterOperatorDegraded`, "Cluster operator console is degraded"
+/// (`convertErrorToProgressingForUpdateEffectFailAfterInterval`; the manifest counts are our
+/// model's). The entry stays `Partial`; clearing the knob lets it complete.
+fn upgrade(sim: &Simulator, now: u64, obj: &mut Value, s: &mut crate::state::HcSim) -> bool {
+    let Some(image) = str_at(obj, "/spec/release/image").map(str::to_string) else {
+        return false;
+    };
+    let version = release_of(obj).map(|r| r.2).unwrap_or_default();
+    let generation = obj
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
+    let mut dirty = false;
+    if str_at(obj, "/status/version/desired/image") != Some(image.as_str()) {
+        let at = crate::util::rfc3339_secs(now);
+        let status = crate::util::obj_mut(obj, "status");
+        let v = status
+            .entry("version")
+            .or_insert_with(|| json!({"history": [], "availableUpdates": []}));
+        if let Some(history) = v.get_mut("history").and_then(Value::as_array_mut) {
+            if let Some(last) = history.first_mut()
+                && last.get("completionTime").is_none_or(Value::is_null)
+            {
+                last["completionTime"] = json!(at);
+            }
+            history.insert(
+                0,
+                json!({"state": "Partial", "version": version, "image": image,
+                    "startedTime": at, "completionTime": null, "verified": false}),
+            );
+        }
+        v["desired"] = json!({"image": image, "version": version});
+        v["observedGeneration"] = generation;
+        s.upgrade_ms = Some(now);
+        dirty = true;
+        dirty |= set_condition(
+            obj,
+            "ClusterVersionProgressing",
+            true,
+            "FromClusterVersion",
+            &format!("Working towards {version}"),
+            now,
+        );
+        dirty |= set_condition(
+            obj,
+            "ClusterVersionFailing",
+            false,
+            "FromClusterVersion",
+            "",
+            now,
+        );
+    }
+    let Some(since) = s.upgrade_ms else {
+        return dirty;
+    };
+    if str_at(obj, "/status/version/history/0/state") != Some("Partial") {
+        s.upgrade_ms = None;
+        return dirty;
+    }
+    if crate::preflight::scenario(sim).stall_upgrade {
+        let exceeded = now >= since + sim.scaled(std::time::Duration::from_secs(40 * 60));
+        let (progressing, failing) = if exceeded {
+            (
+                format!(
+                    "Unable to apply {version}: wait has exceeded 40 minutes for these operators: {STALLED_OPERATOR}"
+                ),
+                Some(format!("Cluster operator {STALLED_OPERATOR} is degraded")),
+            )
+        } else {
+            (
+                format!(
+                    "Working towards {version}: 760 of 851 done (89% complete), waiting up to 40 minutes on {STALLED_OPERATOR}"
+                ),
+                None,
+            )
+        };
+        dirty |= set_condition(
+            obj,
+            "ClusterVersionProgressing",
+            true,
+            "ClusterOperatorDegraded",
+            &progressing,
+            now,
+        );
+        dirty |= match failing {
+            Some(m) => set_condition(
+                obj,
+                "ClusterVersionFailing",
+                true,
+                "ClusterOperatorDegraded",
+                &m,
+                now,
+            ),
+            None => set_condition(
+                obj,
+                "ClusterVersionFailing",
+                false,
+                "FromClusterVersion",
+                "",
+                now,
+            ),
+        };
+        return dirty;
+    }
+    if now < since + sim.scaled(sim.config().latency.guest_rollout) {
+        // The knob cleared mid-upgrade: back to plain progress.
+        dirty |= set_condition(
+            obj,
+            "ClusterVersionProgressing",
+            true,
+            "FromClusterVersion",
+            &format!("Working towards {version}"),
+            now,
+        );
+        dirty |= set_condition(
+            obj,
+            "ClusterVersionFailing",
+            false,
+            "FromClusterVersion",
+            "",
+            now,
+        );
+        return dirty;
+    }
+    if let Some(entry) = obj.pointer_mut("/status/version/history/0") {
+        entry["state"] = json!("Completed");
+        entry["completionTime"] = json!(crate::util::rfc3339_secs(now));
+    }
+    s.upgrade_ms = None;
+    set_condition(
+        obj,
+        "ClusterVersionAvailable",
+        true,
+        "FromClusterVersion",
+        &format!("Done applying {version}"),
+        now,
+    );
+    set_condition(
+        obj,
+        "ClusterVersionProgressing",
+        false,
+        "FromClusterVersion",
+        &format!("Cluster version is {version}"),
+        now,
+    );
+    set_condition(
+        obj,
+        "ClusterVersionFailing",
+        false,
+        "FromClusterVersion",
+        "",
+        now,
+    );
+    true
+}
+
 /// A HostedCluster spec HyperShift refuses: the condition it shows.
 struct Block {
     ctype: &'static str,
@@ -524,10 +809,52 @@ struct Block {
     message: String,
 }
 
+/// A release version as HyperShift compares them (`github.com/blang/semver`: major, minor,
+/// patch; pre-release and build metadata dropped, as [`release_of`] drops them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct SemVer {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl SemVer {
+    pub(crate) fn new(major: u32, minor: u32, patch: u32) -> SemVer {
+        SemVer {
+            major,
+            minor,
+            patch,
+        }
+    }
+
+    /// `4.22.3` (a missing patch is 0; anything after `-`/`+` is ignored).
+    pub(crate) fn parse(v: &str) -> Option<SemVer> {
+        let core = v.split(['-', '+']).next()?;
+        let mut it = core.split('.');
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next()?.parse().ok()?;
+        let patch = it.next().map_or(Some(0), |p| p.parse().ok())?;
+        Some(SemVer::new(major, minor, patch))
+    }
+}
+
+impl std::fmt::Display for SemVer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// The operator's `LatestSupportedVersion` (`<minor>.0` of the simulated operator).
+pub(crate) fn latest_supported(sim: &Simulator) -> SemVer {
+    let (major, minor) =
+        crate::config::minor_version(&sim.config().hypershift_version).unwrap_or((4, 22));
+    SemVer::new(major, minor, 0)
+}
+
 /// `(major, minor, version)` of the release image, read from its tag
 /// (`…/ocp-release:4.22.0-multi` → 4.22, "4.22.0"); `None` for a digest reference, whose
 /// version only the payload knows (the simulator then accepts it).
-fn release_of(obj: &Value) -> Option<(u32, u32, String)> {
+pub(crate) fn release_of(obj: &Value) -> Option<(u32, u32, String)> {
     let image = str_at(obj, "/spec/release/image")?;
     if image.contains('@') {
         return None;
@@ -546,10 +873,13 @@ fn topology(obj: &Value) -> &str {
 }
 
 /// The release rules of HyperShift's code:
-/// - the operator accepts releases from 4.14 up to its own minor
-///   (`support/supportedversion/version.go` `IsValidReleaseVersion`, message verbatim),
-///   as `ValidReleaseImage=False`, reason `InvalidImage`
-///   (`hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`);
+/// - the operator accepts releases from 4.14 up to its own minor, and refuses a y-stream
+///   downgrade from the version the cluster is at or rolling to (`status.version.desired`
+///   when `spec.release.image` asks for another: "y-stream downgrade from \"4.22.0\" to
+///   \"4.21.3\" is not supported") (`support/supportedversion/version.go`
+///   `IsValidReleaseVersion`, messages verbatim), as `ValidReleaseImage=False`, reason
+///   `InvalidImage` (`hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`
+///   `validateReleaseImage`); the reconcile is then blocked and the cluster keeps its version;
 /// - Azure workload identities (`AzureWorkloadIdentities`) first ship in 4.19: an older
 ///   release's components cannot authenticate. *Our model* of how that shows: `Degraded`.
 /// - the API server published as a Route without a hostname on a non-Private cluster fails
@@ -569,6 +899,26 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
         }
     };
     if let Some((major, minor, version)) = release_of(obj) {
+        // The version the cluster is at or rolling to, when the spec asks for another
+        // (`validateReleaseImage`: `status.version.desired`, compared by minor only).
+        let current = obj
+            .pointer("/status/version/desired")
+            .filter(|d| str_at(d, "/image") != str_at(obj, "/spec/release/image"))
+            .and_then(|d| str_at(d, "/version"))
+            .and_then(SemVer::parse);
+        if let Some(current) = current
+            && current.minor > minor
+        {
+            let wanted = SemVer::parse(&version).unwrap_or(SemVer::new(major, minor, 0));
+            return Some(Block {
+                ctype: "ValidReleaseImage",
+                status: false,
+                reason: "InvalidImage",
+                message: format!(
+                    "y-stream downgrade from \"{current}\" to \"{wanted}\" is not supported"
+                ),
+            });
+        }
         if (major, minor) > latest {
             return Some(Block {
                 ctype: "ValidReleaseImage",
@@ -652,7 +1002,7 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
 }
 
 /// A Go `time.Duration` string as the NodePool API takes it (`30s`, `5m`, `1h30m`, `0s`).
-fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
+pub(crate) fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
     let mut total = 0f64;
     let mut num = String::new();
     let mut chars = s.trim().chars().peekable();
@@ -1013,17 +1363,17 @@ fn nodes_reach_api(st: &State, hc: &HcSim, e: &Exposure) -> Result<(), String> {
 
 /// Why a pool's nodes never become Ready: the NodePool condition that says so.
 #[derive(Debug, Clone)]
-struct NodeBlock {
-    ctype: &'static str,
-    reason: &'static str,
-    message: String,
+pub(crate) struct NodeBlock {
+    pub ctype: &'static str,
+    pub reason: &'static str,
+    pub message: String,
 }
 
 /// Whether the nodes of pool `pool` of `hc` can come up: CAPZ must be able to create their
 /// machines and the cloud provider to initialise them (their workload identities,
 /// [`crate::workload_identity`]), and kubelet must reach the API server
 /// ([`nodes_reach_api`]).
-fn node_block(
+pub(crate) fn node_block(
     sim: &Simulator,
     st: &State,
     ns: &str,
@@ -1103,154 +1453,4 @@ fn private_path_ready(st: &State, hc: &HcSim) -> bool {
                     })
                 })
     })
-}
-
-fn node_pools(sim: &Simulator, st: &mut State, now: u64) -> bool {
-    let key = format!("{HYPERSHIFT}/nodepools");
-    let Some(kind) = kind_by_key(&key) else {
-        return false;
-    };
-    let lat = sim.config().latency.clone();
-    let nps = objects(st, &key);
-    let live: Vec<String> = nps.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
-    st.nps.retain(|k, _| live.contains(k));
-    let mut changed = false;
-    for (ns, name, mut obj) in nps {
-        let k = format!("{ns}/{name}");
-        let mut s = st.nps.get(&k).cloned().unwrap_or(NpSim {
-            seen_ms: now,
-            ..NpSim::default()
-        });
-        let mut finalizers = store::finalizers(&obj);
-        let mut dirty = false;
-        if store::is_deleting(&obj) {
-            let since = *s.delete_seen_ms.get_or_insert(now);
-            // A NodePool deleted on its own drains its nodes first; with its HostedCluster
-            // being deleted (or gone) it is not drained (see `hosted_clusters`). A drain a
-            // PodDisruptionBudget blocks waits for `nodeDrainTimeout` (cluster-api gives up
-            // draining after it), for ever without one.
-            let cluster = obj
-                .pointer("/spec/clusterName")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let with_cluster =
-                store::get(st, &format!("{HYPERSHIFT}/hostedclusters"), &ns, &cluster)
-                    .is_none_or(store::is_deleting);
-            let drain_blocked = !with_cluster
-                && crate::preflight::scenario(sim).blocking_pdb
-                && match obj
-                    .pointer("/spec/nodeDrainTimeout")
-                    .and_then(Value::as_str)
-                    .and_then(parse_go_duration)
-                {
-                    Some(t) if !t.is_zero() => now < since + sim.scaled(t),
-                    _ => true,
-                };
-            if drain_blocked {
-                dirty |= set_condition(
-                    &mut obj,
-                    "AllMachinesReady",
-                    false,
-                    "Draining",
-                    "Drain failed: Cannot evict pod as it would violate the pod's disruption budget.",
-                    now,
-                );
-            } else if finalizers.iter().any(|f| f == FINALIZER)
-                && now >= since + sim.scaled(lat.nodepool_delete)
-            {
-                finalizers.retain(|f| f != FINALIZER);
-                store::set_finalizers(&mut obj, &finalizers);
-                dirty = true;
-            }
-        } else {
-            if !finalizers.iter().any(|f| f == FINALIZER) {
-                finalizers.push(FINALIZER.to_string());
-                store::set_finalizers(&mut obj, &finalizers);
-                dirty = true;
-            }
-            if obj.pointer("/status/conditions").is_none() {
-                dirty |= set_condition(
-                    &mut obj,
-                    "Ready",
-                    false,
-                    "WaitingForNodes",
-                    "nodes are being provisioned",
-                    now,
-                );
-            }
-            let cluster = obj
-                .pointer("/spec/clusterName")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let reach = match (
-                store::get(st, &format!("{HYPERSHIFT}/hostedclusters"), &ns, &cluster),
-                st.hcs.get(&format!("{ns}/{cluster}")),
-            ) {
-                (Some(hc), Some(hs)) => node_block(sim, st, &ns, &name, hc, hs),
-                _ => Err(NodeBlock {
-                    ctype: "AllNodesHealthy",
-                    reason: "WaitingForNodeRef",
-                    message: format!(
-                        "Machine {name}-0: WaitingForNodeRef (the HostedCluster has no control plane yet)"
-                    ),
-                }),
-            };
-            if !s.ready
-                && now >= s.seen_ms + sim.scaled(lat.nodepool_ready)
-                && crate::guest::image_usable(&obj)
-                && let Err(b) = &reach
-            {
-                // The MachineDeployment's availability stays 0 (bubbled up as the
-                // NodePool's `Ready`, `nodepool/capi.go`), and the Machines say why.
-                let replicas = obj
-                    .pointer("/spec/replicas")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                dirty |= set_condition(
-                    &mut obj,
-                    "Ready",
-                    false,
-                    "WaitingForAvailableMachines",
-                    &format!(
-                        "Minimum availability requires {replicas} replicas, current 0 available"
-                    ),
-                    now,
-                );
-                dirty |= set_condition(&mut obj, b.ctype, false, b.reason, &b.message, now);
-            }
-            if !s.ready
-                && now >= s.seen_ms + sim.scaled(lat.nodepool_ready)
-                && crate::guest::image_usable(&obj)
-                && reach.is_ok()
-            {
-                s.ready = true;
-                let replicas = obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
-                util::obj_mut(&mut obj, "status").insert("replicas".into(), replicas);
-                dirty |= set_condition(
-                    &mut obj,
-                    "Ready",
-                    true,
-                    "AsExpected",
-                    "All nodes are ready",
-                    now,
-                );
-                dirty |= set_condition(
-                    &mut obj,
-                    "AllNodesHealthy",
-                    true,
-                    "AsExpected",
-                    "All is well",
-                    now,
-                );
-            }
-        }
-        st.nps.insert(k, s);
-        if dirty {
-            store::update(sim, st, kind, &ns, obj);
-            changed = true;
-        }
-    }
-    changed
 }

@@ -33,7 +33,9 @@
 //!  "taken_storage_account_names": ["demohcpoidc7f3a"],
 //!  "denied_kube": ["create hypershift.openshift.io/hostedclusters"],
 //!  "kube_user": "system:admin", "no_hypershift_crds": false,
-//!  "invalid_client_secret": false, "no_operator": false, "no_self_subject_review": false}
+//!  "invalid_client_secret": false, "no_operator": false, "no_self_subject_review": false,
+//!  "blocking_pdb": false, "failing_cluster_operators": ["console"],
+//!  "vm_core_quota": 16, "stall_upgrade": false}
 //! ```
 //! Every field is optional. `denied_actions[].scope` limits a denial to scopes starting with
 //! it (case-insensitive; none: everywhere); actions may use RBAC wildcards. A restricted
@@ -103,6 +105,17 @@ pub struct Scenario {
     /// create or delete test sets it.
     #[serde(default)]
     pub unchecked_identities: bool,
+    /// Total regional vCPU quota (`cores`, "Total Regional vCPUs") of every subscription in
+    /// every region: a VM PUT that would take the cores in use past it is refused as Azure
+    /// refuses it (409 `OperationNotAllowed`, see `machines.rs`), so a NodePool create
+    /// or scale-up beyond it leaves the extra machines without a VM. `None`: no limit
+    /// (the usages API still reports a limit of 100).
+    pub vm_core_quota: Option<u32>,
+    /// A control-plane upgrade never finishes: the guest's `console` ClusterOperator stays
+    /// degraded, so `status.version.history[0]` stays `Partial` and the HostedCluster's
+    /// `ClusterVersionProgressing` says what the CVO says (see `operator::upgrade`).
+    /// Clearing it lets the upgrade complete.
+    pub stall_upgrade: bool,
 }
 
 /// One denied ARM action.
@@ -411,11 +424,37 @@ const SIZES: [(&str, &str, i64); 6] = [
     ("Standard_D4ds_v5", "standardDDSv5Family", 4),
 ];
 
-fn compute_usages(sim: &Simulator, _sub: &str, _loc: &str) -> Response {
+/// `Usage_List`: `cores` (Total Regional vCPUs) and `virtualMachines` count the VMs the
+/// simulated CAPZ created in this subscription and region ([`crate::machines`]); the
+/// `cores` limit is the scenario's `vm_core_quota` (100 without one). The scenario's
+/// `usage`/`limits` overrides win.
+fn compute_usages(sim: &Simulator, sub: &str, loc: &str) -> Response {
     let sc = scenario(sim);
+    let (cores, vms) = {
+        let st = lock(&sim.inner.state);
+        (
+            crate::machines::cores_in_use(&st, sub, loc),
+            crate::machines::vms_in_use(&st, sub, loc),
+        )
+    };
+    let core_limit = sc.vm_core_quota.map_or(100, i64::from);
     let mut items = vec![
-        usage_item(&sc, None, "cores", "Total Regional vCPUs", 0, 100),
-        usage_item(&sc, None, "virtualMachines", "Virtual Machines", 0, 25000),
+        usage_item(
+            &sc,
+            None,
+            "cores",
+            "Total Regional vCPUs",
+            i64::from(cores),
+            core_limit,
+        ),
+        usage_item(
+            &sc,
+            None,
+            "virtualMachines",
+            "Virtual Machines",
+            i64::from(vms),
+            25000,
+        ),
     ];
     let mut families: Vec<&str> = SIZES.iter().map(|s| s.1).collect();
     families.dedup();

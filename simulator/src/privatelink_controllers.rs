@@ -284,6 +284,47 @@ fn ho_reconcile(
         if pls.prov != Prov::Succeeded {
             return false;
         }
+        // `reconcilePrivateLinkService`: an existing PLS whose visibility or auto-approval
+        // drifted from the CR's allowed subscriptions (`plsSubscriptionsDrifted`, compared
+        // sorted) is updated in place, keeping the rest of it (`updatePLSSubscriptions`).
+        // Existing private endpoint connections are not touched.
+        let desired = allowed_subscriptions(&obj);
+        let sorted = |p: &str| {
+            let mut v: Vec<String> = pls
+                .body
+                .pointer(p)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        let mut want: Vec<String> = desired
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect();
+        want.sort();
+        if sorted("/properties/visibility/subscriptions") != want
+            || sorted("/properties/autoApproval/subscriptions") != want
+        {
+            let mut body = json!({
+                "location": pls.body.get("location").cloned().unwrap_or(Value::Null),
+                "tags": pls.body.get("tags").cloned().unwrap_or_else(|| json!({})),
+                "properties": pls.body.get("properties").cloned().unwrap_or_else(|| json!({})),
+            });
+            body["properties"]["visibility"] = json!({"subscriptions": desired});
+            body["properties"]["autoApproval"] = json!({"subscriptions": desired});
+            if let Some(p) = body["properties"].as_object_mut() {
+                p.remove("privateEndpointConnections");
+                p.remove("provisioningState");
+            }
+            put(sim, st, now, HO, &pls_id, NET_API, &body);
+            return true;
+        }
         let alias = str_at(&pls.body, "/properties/alias")
             .unwrap_or_default()
             .to_string();
@@ -392,21 +433,7 @@ fn ho_reconcile(
             id
         }
     };
-    let guest_sub = str_at(&obj, "/spec/guestSubnetID")
-        .and_then(|s| s.split('/').nth(2))
-        .unwrap_or_default()
-        .to_string();
-    let mut subs = vec![json!(guest_sub)];
-    for s in obj
-        .pointer("/spec/additionalAllowedSubscriptions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-    {
-        if s.as_str() != Some(guest_sub.as_str()) {
-            subs.push(s);
-        }
-    }
+    let subs = allowed_subscriptions(&obj);
     let body = json!({
         "location": str_at(&obj, "/spec/location").unwrap_or_default(),
         "tags": {format!("kubernetes.io_cluster_{name}"): "owned", "hypershift.openshift.io_resource-type": "private-link-service"},
@@ -422,6 +449,27 @@ fn ho_reconcile(
     save_cr(sim, st, cp_ns, obj);
     put(sim, st, now, HO, &pls_id, NET_API, &body);
     true
+}
+
+/// `buildAllowedSubscriptions`: the guest subnet's subscription, then the CR's
+/// `additionalAllowedSubscriptions` (without repeating it).
+fn allowed_subscriptions(cr: &Value) -> Vec<Value> {
+    let guest_sub = str_at(cr, "/spec/guestSubnetID")
+        .and_then(|s| s.split('/').nth(2))
+        .unwrap_or_default()
+        .to_string();
+    let mut subs = vec![json!(guest_sub)];
+    for s in cr
+        .pointer("/spec/additionalAllowedSubscriptions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        if s.as_str() != Some(guest_sub.as_str()) && !subs.contains(&s) {
+            subs.push(s);
+        }
+    }
+    subs
 }
 
 /// The HostedCluster's `spec.clusterID`, set (as HyperShift does) when missing.

@@ -50,6 +50,11 @@ pub struct RequestRecord {
     /// (`hypershift-operator`, `control-plane-operator`). `None` for HTTP clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// The error message a simulated controller got back, when Azure refused its call
+    /// (e.g. CAPZ's VM PUT refused for quota, whose message HyperShift's NodePool condition
+    /// truncates). `None` for HTTP clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
 }
 
 /// Simulator clock: wall time at start plus tokio time since, so paused-time tests control

@@ -131,6 +131,11 @@ pub(crate) struct HcSim {
     /// The release rolled out (`completionTime` set).
     #[serde(default)]
     pub rolled_out: bool,
+    /// Since when the control plane has been upgrading to `status.version.desired` (the
+    /// `Partial` entry at `history[0]`), once the first release rolled out
+    /// (`operator::upgrade`).
+    #[serde(default)]
+    pub upgrade_ms: Option<u64>,
 }
 
 /// The `*.apps` record sets the guest's ingress operator wrote for one HostedCluster
@@ -164,11 +169,74 @@ pub(crate) struct GuestCloudSim {
 }
 
 /// Per-NodePool bookkeeping.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct NpSim {
     pub seen_ms: u64,
     pub ready: bool,
     pub delete_seen_ms: Option<u64>,
+    /// The machine template the pool's machines last completed a rollout to (HyperShift's
+    /// `hypershift.openshift.io/nodePoolPlatformMachineTemplate` annotation).
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The MachineDeployment as HyperShift last reconciled it (CAPI works towards it even
+    /// while HyperShift's reconcile is blocked).
+    #[serde(default)]
+    pub md: Option<MdSim>,
+}
+
+/// The spec of a NodePool's MachineDeployment (`nodepool/capi.go`
+/// `reconcileMachineDeployment`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct MdSim {
+    pub replicas: u32,
+    pub template: String,
+    pub version: String,
+    /// The rolling update's resolved `maxSurge` and `maxUnavailable`.
+    pub max_surge: u32,
+    pub max_unavailable: u32,
+    /// Since when an autoscaled pool has run more machines than its minimum with no load
+    /// (the cluster autoscaler scales it down `scale-down-unneeded-time` later).
+    #[serde(default)]
+    pub unneeded_ms: Option<u64>,
+}
+
+/// One CAPI Machine of a NodePool and the Azure resources CAPZ made for it (`machines`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct MachineSim {
+    /// Machine name, also the VM's (`<nodepool>-<machineset suffix>-<suffix>`).
+    pub name: String,
+    /// `<namespace>/<name>` of the HostedCluster (its CAPI Cluster).
+    pub cluster: String,
+    /// The machine template it was created from.
+    pub template: String,
+    /// The OpenShift version it runs (`""` when the release image names none).
+    pub version: String,
+    /// VM size and the vCPUs it counts against the regional quota.
+    pub size: String,
+    pub cores: u32,
+    /// Lower-cased subscription and location whose quota it counts against.
+    pub sub: String,
+    pub location: String,
+    /// Lower-cased ids of the VM, its NIC and its OS disk (`None`: not in ARM — the
+    /// cluster's managed resource group is outside the simulation, or the VM PUT failed).
+    pub vm: Option<String>,
+    pub nic: Option<String>,
+    pub disk: Option<String>,
+    /// When the VM was created (the node joins `nodepool_ready` later).
+    pub created_ms: u64,
+    /// Its node joined the cluster (it counts as available from then on).
+    pub joined: bool,
+    /// Deletion requested at (drain, then the VM, NIC and disk go `nodepool_delete` later).
+    pub deleting_ms: Option<u64>,
+    /// Why the VM could not be created (CAPZ's `VMRunning` message); retried every tick.
+    pub failed: Option<String>,
+}
+
+impl MachineSim {
+    /// The VM runs (created, not refused).
+    pub(crate) fn running(&self) -> bool {
+        self.failed.is_none()
+    }
 }
 
 /// Per-HostedCluster bookkeeping of the simulated private-link controllers
@@ -207,6 +275,10 @@ pub(crate) struct State {
     pub hcs: BTreeMap<String, HcSim>,
     /// Operator bookkeeping by NodePool key.
     pub nps: BTreeMap<String, NpSim>,
+    /// CAPI Machines by NodePool key. Kept apart from [`NpSim`]: machines outlive a NodePool
+    /// object that vanished without HyperShift's finalizer, until their cluster is deleted.
+    #[serde(default)]
+    pub machines: BTreeMap<String, Vec<MachineSim>>,
     /// Private-link controller bookkeeping by HostedCluster key.
     #[serde(default)]
     pub pls_ctrl: BTreeMap<String, PlsCtrlSim>,

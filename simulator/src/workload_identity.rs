@@ -288,19 +288,23 @@ fn scope_id(hc: &Value, scope: Scope) -> Option<String> {
 /// A role assignment of `role` to `principal` at `scope` or above it (ARM inheritance).
 fn has_role(st: &State, principal: &str, role: &str, scope: &str) -> bool {
     let scope = scope.to_ascii_lowercase();
-    arm_store::of_type(st, types::ROLE).into_iter().any(|a| {
-        let at =
-            a.id.to_ascii_lowercase()
-                .split("/providers/microsoft.authorization/roleassignments/")
-                .next()
-                .unwrap_or_default()
-                .to_string();
-        str_at(&a.body, "/properties/principalId")
-            .is_some_and(|p| p.eq_ignore_ascii_case(principal))
-            && str_at(&a.body, "/properties/roleDefinitionId")
-                .is_some_and(|r| r.to_ascii_lowercase().ends_with(&role.to_ascii_lowercase()))
-            && (scope == at || scope.starts_with(&format!("{at}/")))
-    })
+    // No ordering needed to answer "any": no sort, no collected list.
+    st.arm
+        .values()
+        .filter(|r| r.rtype.eq_ignore_ascii_case(types::ROLE))
+        .any(|a| {
+            let at =
+                a.id.to_ascii_lowercase()
+                    .split("/providers/microsoft.authorization/roleassignments/")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+            str_at(&a.body, "/properties/principalId")
+                .is_some_and(|p| p.eq_ignore_ascii_case(principal))
+                && str_at(&a.body, "/properties/roleDefinitionId")
+                    .is_some_and(|r| r.to_ascii_lowercase().ends_with(&role.to_ascii_lowercase()))
+                && (scope == at || scope.starts_with(&format!("{at}/")))
+        })
 }
 
 /// What Entra ID finds when it reads the issuer (discovery document, JWKS) and checks the

@@ -862,3 +862,46 @@ async fn private_dns_zone_link_and_records() {
     .await;
     assert_eq!(bad.status, 400);
 }
+
+/// Day 2: a PLS re-PUT with new `visibility` and `autoApproval` lists keeps its alias and its
+/// connections (existing connections keep their state), and the visibility check answers
+/// per the new list.
+#[tokio::test]
+async fn pls_visibility_and_auto_approval_can_be_changed_in_place() {
+    const OTHER: &str = "22222222-2222-2222-2222-222222222222";
+    let sim = sim();
+    let (pls, alias) = network_with_pls(&sim, &[SUB]).await;
+    private_endpoint(&sim, &pls, false).await;
+    let mut body = call(&sim, "GET", &format!("{pls}?{NET}"), None).await.body;
+    body["properties"]["visibility"] = json!({"subscriptions": [OTHER]});
+    body["properties"]["autoApproval"] = json!({"subscriptions": [OTHER]});
+    let got = put_ok(&sim, &format!("{pls}?{NET}"), body).await;
+    assert_eq!(
+        got["properties"]["visibility"],
+        json!({"subscriptions": [OTHER]})
+    );
+    assert_eq!(
+        got["properties"]["autoApproval"],
+        json!({"subscriptions": [OTHER]})
+    );
+    assert_eq!(got["properties"]["alias"], alias.as_str());
+    let conns = got["properties"]["privateEndpointConnections"]
+        .as_array()
+        .unwrap();
+    assert_eq!(conns.len(), 1);
+    assert_eq!(
+        conns[0]["properties"]["privateLinkServiceConnectionState"]["status"],
+        "Approved"
+    );
+    for (sub, visible) in [(SUB, false), (OTHER, true)] {
+        let r = call(
+            &sim,
+            "POST",
+            &format!("/subscriptions/{sub}/providers/Microsoft.Network/locations/eastus/checkPrivateLinkServiceVisibility?{NET}"),
+            Some(json!({"privateLinkServiceAlias": alias})),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body["visible"], visible, "{sub}");
+    }
+}

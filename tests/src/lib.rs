@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
 pub mod cluster;
+pub mod crash;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

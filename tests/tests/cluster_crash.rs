@@ -23,182 +23,9 @@
 use hcp_e2e_tests::cluster::{
     Sim, assert_connections_rejected_before_pls_delete, cluster_file, run,
 };
-use hcp_e2e_tests::{Proc, document, fresh_postgres, postgres_url, scratch};
-use serde_json::Value;
-use std::collections::BTreeMap;
+use hcp_e2e_tests::crash::{crash_through, created_twice, targets};
+use hcp_e2e_tests::{fresh_postgres, postgres_url, scratch};
 use std::path::Path;
-use std::time::{Duration, Instant};
-
-fn state(dir: &Path, db: &str, sim: &str) -> (String, Value) {
-    let (_, out, _) = run(
-        dir,
-        &[
-            "--database",
-            db,
-            "--simulator",
-            sim,
-            "--output",
-            "json",
-            "list",
-        ],
-        &[],
-    );
-    // A `RunList` document (`Null` while the journal cannot be read).
-    let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
-    let run = v["items"]
-        .as_array()
-        .and_then(|a| a.first())
-        .cloned()
-        .unwrap_or(Value::Null);
-    (run["state"].as_str().unwrap_or("?").to_string(), run)
-}
-
-/// The crash points: every boundary of every node, in the order the run reaches them.
-fn targets(dir: &Path, db: &str, sim: &Sim, cfg: &Path, phase: &str) -> Vec<String> {
-    let (code, out, err) = run(
-        dir,
-        &[
-            "--database",
-            db,
-            "--simulator",
-            &sim.base,
-            "--output",
-            "json",
-            "plan",
-            "create-cluster",
-            "--config",
-            cfg.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
-    let plan: Value = document(&out, "Plan");
-    let nodes: Vec<String> = if phase == "action" {
-        plan["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["node"].as_str().unwrap().to_string())
-            .collect()
-    } else {
-        plan["undo"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap().to_string())
-            .collect()
-    };
-    nodes
-        .iter()
-        .flat_map(|n| {
-            ["before-effect", "after-effect", "after-write"].map(|p| format!("{p}:{phase}:{n}"))
-        })
-        .collect()
-}
-
-/// One worker process per crash point: each runs the run from the journal until it reaches
-/// its point, where it is SIGKILLed; then the last worker runs the run to its end.
-fn crash_through(
-    dir: &Path,
-    db: &str,
-    sim: &Sim,
-    points: &[String],
-    extra_env: &[(&str, &str)],
-) -> (String, usize) {
-    let world = dir.join("world");
-    let deadline = Instant::now() + Duration::from_secs(900);
-    let mut kills = 0;
-    let spawn = |crash: Option<&str>| {
-        let mut env = vec![
-            ("HCP_LEASE_TTL_MS", "300"),
-            ("HCP_POLL_MS", "20"),
-            ("RUST_LOG", "warn"),
-        ];
-        if let Some(c) = crash {
-            env.push(("HCP_CRASH_AT", c));
-        }
-        env.extend_from_slice(extra_env);
-        Proc::spawn(
-            dir,
-            &[
-                "--database",
-                db,
-                "--simulator",
-                &sim.base,
-                "worker",
-                "--world",
-                world.to_str().unwrap(),
-            ],
-            &env,
-        )
-    };
-    // Each process gets every point not reached yet and dies at the first it reaches, so
-    // no process runs ahead past a point that a parallel branch made unreachable.
-    let mut next = 0;
-    while next < points.len() {
-        assert!(Instant::now() < deadline, "too slow: {kills} kills so far");
-        let (st, _) = state(dir, db, &sim.base);
-        if is_final(&st) {
-            break;
-        }
-        let remaining = points[next..].join(",");
-        let mut w = spawn(Some(&remaining));
-        let hit = w.wait_line("HCP_CRASHPOINT", Duration::from_secs(30));
-        w.kill();
-        let Some(line) = hit else { break };
-        kills += 1;
-        // "HCP_CRASHPOINT <n> <point> <phase> <node> <attempt>"
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let here = format!("{}:{}:{}", f[2], f[3], f[4]);
-        next += points[next..].iter().position(|p| *p == here).unwrap() + 1;
-    }
-    // Finish without crashes.
-    let mut w = spawn(None);
-    let end = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (st, _) = state(dir, db, &sim.base);
-        if is_final(&st) {
-            w.kill();
-            return (st, kills);
-        }
-        assert!(
-            Instant::now() < end,
-            "the run did not end after the crashes (state {st})"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn is_final(st: &str) -> bool {
-    matches!(
-        st,
-        "succeeded" | "rolled-back" | "failed" | "needs-operator" | "cancelled"
-    )
-}
-
-fn created_twice(reqs: &[Value]) -> Vec<String> {
-    let mut created: BTreeMap<String, usize> = BTreeMap::new();
-    for r in reqs {
-        // Resources (ARM and Kubernetes); blob uploads are overwrites by design.
-        let path = r["path"].as_str().unwrap_or_default();
-        let resource = path.starts_with("/subscriptions/") || path.starts_with("/api");
-        if resource && r["method"] == "PUT" && r["status"] == 201 {
-            let p = r["path"]
-                .as_str()
-                .unwrap_or_default()
-                .split('?')
-                .next()
-                .unwrap_or_default()
-                .to_lowercase();
-            *created.entry(p).or_default() += 1;
-        }
-    }
-    created
-        .into_iter()
-        .filter(|(_, n)| *n > 1)
-        .map(|(p, _)| p)
-        .collect()
-}
 
 /// Journal a create-cluster run of `cfg` without driving it (the crash workers will).
 fn start_detached(dir: &Path, db: &str, sim: &Sim, cfg: &Path) {
@@ -226,7 +53,7 @@ fn create_crash(dir: &Path, db: &str, name: &str, infra: &str) {
     let cfg = cluster_file(dir, name, infra, "Private", "");
     let before = sim.ids();
     start_detached(dir, db, &sim, &cfg);
-    let points = targets(dir, db, &sim, &cfg, "action");
+    let points = targets(dir, db, &sim, &cfg, "create-cluster", "action");
     let (end, kills) = crash_through(dir, db, &sim, &points, &[]);
     eprintln!(
         "{db}: {kills} workers killed across {} crash points",
@@ -249,7 +76,7 @@ fn unwind_crash(dir: &Path, db: &str, name: &str, infra: &str) {
     let cfg = cluster_file(dir, name, infra, "Private", "");
     let before = sim.ids();
     start_detached(dir, db, &sim, &cfg);
-    let points = targets(dir, db, &sim, &cfg, "undo");
+    let points = targets(dir, db, &sim, &cfg, "create-cluster", "undo");
     let (end, kills) = crash_through(
         dir,
         db,

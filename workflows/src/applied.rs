@@ -8,7 +8,7 @@
 //!   by the SHA-256 of its content (`{"sha256": …}`): a secret never reaches the journal,
 //!   and moving a file is not a change;
 //! - the keys that steer a run, not the cluster, left out: `waitBudgets`, `onFailure`,
-//!   `auth`, and how the management cluster is reached (`managementCluster.kubeconfig`,
+//!   `auth`, `upgrade`, and how the management cluster is reached (`managementCluster.kubeconfig`,
 //!   `managementCluster.context`).
 
 use crate::config::ClusterConfig;
@@ -17,7 +17,7 @@ use sha2::Digest;
 use std::path::Path;
 
 /// Keys of the document that steer a run rather than describe the cluster.
-const RUN_SETTINGS: [&str; 3] = ["waitBudgets", "onFailure", "auth"];
+const RUN_SETTINGS: [&str; 4] = ["waitBudgets", "onFailure", "auth", "upgrade"];
 
 /// The applied-configuration document of `cfg` (its paths already resolved, as
 /// [`crate::config::load`] returns them).
@@ -87,6 +87,18 @@ impl std::fmt::Display for Change {
         };
         if self.applied.get("sha256").is_some() && self.file.get("sha256").is_some() {
             return write!(f, "{}: the file's contents changed", self.path);
+        }
+        // A named entry (a node pool) added or removed as a whole.
+        if self.path.ends_with(']') {
+            match (&self.applied, &self.file) {
+                (Value::Null, v @ Value::Object(_)) => {
+                    return write!(f, "{}: added {}", self.path, show(v));
+                }
+                (v @ Value::Object(_), Value::Null) => {
+                    return write!(f, "{}: removed (was {})", self.path, show(v));
+                }
+                _ => {}
+            }
         }
         write!(
             f,
@@ -188,7 +200,7 @@ mod tests {
             d,
             vec![
                 "nodePools[workers].replicas: 2 → 3".to_string(),
-                r#"nodePools[gpu]: (not set) → {"name":"gpu","replicas":1}"#.to_string(),
+                r#"nodePools[gpu]: added {"name":"gpu","replicas":1}"#.to_string(),
             ]
         );
         assert!(diff(&a, &a).is_empty());

@@ -7,6 +7,9 @@
 //! | `k8s.rollout.wait` (the guest's rollout)        | clusterRollout         | —                     |
 //! | `k8s.node-pool.apply` (NodePool Ready)          | nodePoolReady          | kubernetesDeletion    |
 //! | `k8s.hosted-cluster.apply`                      | armOperation           | kubernetesDeletion    |
+//! | `k8s.node-pool.update` (scale, new template)    | nodePoolReady          | nodePoolReady         |
+//! | `k8s.node-pool.release` (a pool's upgrade)      | nodePoolReady          | —                     |
+//! | `k8s.hosted-cluster.release` (control plane)    | clusterRollout         | —                     |
 //! | `k8s.object.delete` (delete-cluster)            | kubernetesDeletion     | —                     |
 //! | `azure.private-link-service.ensure`             | armOperation           | privateLinkTeardown   |
 //! | `azure.private-link-service.delete`             | privateLinkTeardown    | —                     |
@@ -31,6 +34,9 @@ pub fn apply(dag: &mut SagaDag, b: &WaitBudgets) {
             "k8s.rollout.wait" => (b.get("clusterRollout"), arm),
             "k8s.node-pool.apply" => (b.get("nodePoolReady"), b.get("kubernetesDeletion")),
             "k8s.hosted-cluster.apply" => (arm, b.get("kubernetesDeletion")),
+            "k8s.node-pool.update" => (b.get("nodePoolReady"), b.get("nodePoolReady")),
+            "k8s.node-pool.release" => (b.get("nodePoolReady"), arm),
+            "k8s.hosted-cluster.release" => (b.get("clusterRollout"), arm),
             "k8s.object.delete" => (b.get("kubernetesDeletion"), arm),
             "azure.private-link-service.ensure" => (arm, b.get("privateLinkTeardown")),
             "azure.private-link-service.delete" => (b.get("privateLinkTeardown"), arm),

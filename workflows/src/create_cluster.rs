@@ -121,6 +121,7 @@ pub static DEF: WorkflowDef = WorkflowDef {
     destructive: false,
     follows_create: false,
     applies_config: true,
+    updates: false,
     preflight: PreflightKind::Create,
     build: |c, l, _| build(c, l),
 };
@@ -906,55 +907,68 @@ fn available(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
 
 /// `nodepools`: one NodePool per configured pool, in parallel.
 fn nodepools(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
-    let (cfg, l) = (c.cfg, c.l);
-    for p in &cfg.node_pools {
+    for p in &c.cfg.node_pools {
         b.add::<ApplyNodePool>(
             n(&format!("nodepools.{}", p.name)),
             &NodePoolNodeInput {
-                mgmt: l.mgmt.clone(),
-                owner: l.owner.clone(),
-                spec: NodePoolInput {
-                    name: format!("{}-{}", l.name, p.name),
-                    namespace: CLUSTERS_NAMESPACE.into(),
-                    cluster_name: l.name.clone(),
-                    replicas: i32::try_from(p.replicas).unwrap_or(i32::MAX),
-                    release_image: cfg.release_image.clone(),
-                    vm_size: p.vm_size.clone(),
-                    os_disk_size_gib: i32::try_from(p.os_disk_size_gib).unwrap_or(i32::MAX),
-                    image: node_image(p),
-                    subnet_id: p.subnet_id.clone().unwrap_or_else(|| l.subnet_id.clone()),
-                    availability_zone: p.zone.clone(),
-                    labels: BTreeMap::new(),
-                    // Validated with the file (exit 2 before anything is journaled).
-                    node_drain_timeout: crate::config::drain_timeout(
-                        p.node_drain_timeout.as_deref(),
-                    )
-                    .ok()
-                    .flatten(),
-                    node_volume_detach_timeout: crate::config::drain_timeout(
-                        p.node_volume_detach_timeout.as_deref(),
-                    )
-                    .ok()
-                    .flatten(),
-                    arch: p.arch.clone(),
-                    upgrade_type: p.upgrade_type.clone(),
-                    encryption_at_host: p.encryption_at_host.clone(),
-                    disk_encryption_set_id: p.disk_encryption_set_id.clone(),
-                    os_disk_storage_account_type: p.os_disk_storage_account_type.clone(),
-                    auto_repair: p.auto_repair,
-                    ephemeral_os_disk: p.ephemeral_os_disk,
-                    diagnostics: p.diagnostics.as_ref().map(|d| {
-                        (
-                            d.storage_account_type.clone(),
-                            d.storage_account_uri.clone(),
-                        )
-                    }),
-                },
+                mgmt: c.l.mgmt.clone(),
+                owner: c.l.owner.clone(),
+                spec: node_pool_input(c.cfg, c.l, p),
             },
             o(),
         )?;
     }
     Ok(())
+}
+
+/// How pool `p` of `cfg` is rendered (create-cluster, and update-cluster for an added pool
+/// or a changed machine template).
+pub(crate) fn node_pool_input(
+    cfg: &ClusterConfig,
+    l: &Layout,
+    p: &crate::config::NodePool,
+) -> NodePoolInput {
+    NodePoolInput {
+        name: format!("{}-{}", l.name, p.name),
+        namespace: CLUSTERS_NAMESPACE.into(),
+        cluster_name: l.name.clone(),
+        replicas: i32::try_from(p.desired_replicas()).unwrap_or(i32::MAX),
+        auto_scaling: p.auto_scaling.map(|a| {
+            (
+                i32::try_from(a.min).unwrap_or(i32::MAX),
+                i32::try_from(a.max).unwrap_or(i32::MAX),
+            )
+        }),
+        release_image: cfg.release_image.clone(),
+        vm_size: p.vm_size.clone(),
+        os_disk_size_gib: i32::try_from(p.os_disk_size_gib).unwrap_or(i32::MAX),
+        image: node_image(p),
+        subnet_id: p.subnet_id.clone().unwrap_or_else(|| l.subnet_id.clone()),
+        availability_zone: p.zone.clone(),
+        labels: BTreeMap::new(),
+        // Validated with the file (exit 2 before anything is journaled).
+        node_drain_timeout: crate::config::drain_timeout(p.node_drain_timeout.as_deref())
+            .ok()
+            .flatten(),
+        node_volume_detach_timeout: crate::config::drain_timeout(
+            p.node_volume_detach_timeout.as_deref(),
+        )
+        .ok()
+        .flatten(),
+        arch: p.arch.clone(),
+        upgrade_type: p.upgrade_type.clone(),
+        encryption_at_host: p.encryption_at_host.clone(),
+        disk_encryption_set_id: p.disk_encryption_set_id.clone(),
+        os_disk_storage_account_type: p.os_disk_storage_account_type.clone(),
+        auto_repair: p.auto_repair,
+        ephemeral_os_disk: p.ephemeral_os_disk,
+        diagnostics: p.diagnostics.as_ref().map(|d| {
+            (
+                d.storage_account_type.clone(),
+                d.storage_account_uri.clone(),
+            )
+        }),
+    }
 }
 
 /// `rollout`: as `hypershift create cluster --wait`, the cluster is created once its

@@ -148,6 +148,7 @@ pub static DEF: WorkflowDef = WorkflowDef {
     destructive: true,
     follows_create: true,
     applies_config: false,
+    updates: false,
     preflight: PreflightKind::Delete,
     build: |c, l, o| {
         build(

@@ -46,6 +46,10 @@ pub struct Plan {
     /// Undo order if everything had run and then failed (reverse dependency order),
     /// stopping at the last pivot: nothing at or before it is ever undone.
     pub undo: Vec<String>,
+    /// Steps with an undo that a pivot comes after: undone (in this order) only when the
+    /// failure comes before that pivot succeeded; kept once it has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undo_before_pivot: Vec<String>,
     /// The run's failure policy (`unwind`, `pause`, `pause=24h`).
     pub on_failure: String,
     /// Every step is a pivot: the workflow only goes forward.
@@ -129,6 +133,72 @@ fn resources(input: &Value) -> Vec<String> {
     out
 }
 
+/// What update-cluster's steps change (`hcp_activities::steps::update`).
+fn update_resources(action: &str, input: &Value) -> Vec<String> {
+    let s = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_string);
+    let list = |k: &str| {
+        input
+            .get(k)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let (ns, name) = (
+        s("namespace").unwrap_or_default(),
+        s("name").unwrap_or_default(),
+    );
+    let pls = || match input.pointer("/pls/ours/id").and_then(Value::as_str) {
+        Some(id) => id.to_string(),
+        None => "HyperShift's Private Link Service (its AzurePrivateLinkService names it)".into(),
+    };
+    match action {
+        "k8s.node-pool.update" => {
+            let d = input.get("desired").cloned().unwrap_or_default();
+            let mut what = Vec::new();
+            if let Some(a) = d.get("auto_scaling").and_then(Value::as_array) {
+                let n = |i: usize| a.get(i).and_then(Value::as_i64).unwrap_or_default();
+                what.push(format!("autoScaling {}–{}", n(0), n(1)));
+            } else if let Some(r) = d.get("replicas").and_then(Value::as_i64) {
+                what.push(format!("replicas {r}"));
+            }
+            if let Some(size) = d.pointer("/platform/vmSize").and_then(Value::as_str) {
+                what.push(format!("new machine template ({size}): machines replaced"));
+            }
+            vec![format!("NodePool {ns}/{name} → {}", what.join(", "))]
+        }
+        "k8s.hosted-cluster.release" => vec![format!(
+            "HostedCluster {ns}/{name} → release {}",
+            s("release_image").unwrap_or_default()
+        )],
+        "k8s.node-pool.release" => vec![format!(
+            "NodePool {ns}/{name} → release {} (never past the control plane)",
+            s("release_image").unwrap_or_default()
+        )],
+        "k8s.hosted-cluster.allowed-subscriptions" => vec![format!(
+            "HostedCluster {ns}/{name} additionalAllowedSubscriptions → [{}]",
+            list("subscriptions")
+        )],
+        "azure.pls.visibility" => vec![format!(
+            "{} visibility and auto-approval → [{}]",
+            pls(),
+            list("subscriptions")
+        )],
+        "k8s.rollout.wait" => vec![format!(
+            "wait for HostedCluster {name}'s release to roll out (status.version.history[0] Completed)"
+        )],
+        "azure.pls.connections.prune" => vec![format!(
+            "{}: private endpoint connections from any other subscription rejected, then removed",
+            pls()
+        )],
+        _ => Vec::new(),
+    }
+}
+
 /// The plan of `dag`.
 pub fn plan(dag: &SagaDag) -> Plan {
     let steps: Vec<PlannedStep> = dag
@@ -139,7 +209,11 @@ pub fn plan(dag: &SagaDag) -> Plan {
             stage: n.stage.clone(),
             action: n.action.clone(),
             after: n.deps.clone(),
-            resources: resources(&n.input),
+            resources: {
+                let mut r = resources(&n.input);
+                r.extend(update_resources(&n.action, &n.input));
+                r
+            },
             has_undo: n.has_undo,
             pivot: n.pivot.clone(),
         })
@@ -156,6 +230,18 @@ pub fn plan(dag: &SagaDag) -> Plan {
         .rev()
         .filter(|(i, n)| n.has_undo && pivots.iter().all(|&p| dag.descends_from(*i, p)))
         .map(|(_, n)| n.name.clone())
+        .collect::<Vec<_>>();
+    let undo_before_pivot = dag
+        .nodes
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(i, n)| {
+            n.has_undo
+                && !undo.contains(&n.name)
+                && !pivots.iter().any(|&p| dag.descends_from(*i, p))
+        })
+        .map(|(_, n)| n.name.clone())
         .collect();
     Plan {
         workflow: dag.workflow.clone(),
@@ -164,6 +250,7 @@ pub fn plan(dag: &SagaDag) -> Plan {
         stages: dag.stages.clone(),
         steps,
         undo,
+        undo_before_pivot,
         on_failure: dag.on_failure.to_string(),
         forward_only: dag.forward_only(),
     }
@@ -216,6 +303,25 @@ impl Plan {
             let _ = writeln!(
                 s,
                 "\n{} only goes forward: every step is a pivot (a deletion cannot be undone). If a step fails for good the run pauses there; what is already deleted stays deleted, and `hcp-workflow retry RUN` continues the delete.",
+                self.workflow
+            );
+        } else if self.undo.is_empty() && !self.undo_before_pivot.is_empty() {
+            let when = match self.on_failure.as_str() {
+                "unwind" => "If a step fails before a pivot has succeeded (on-failure=unwind), completed steps are undone in this order".to_string(),
+                p => format!("If a step fails before a pivot has succeeded (on-failure={p}) the run pauses; `cancel` (or the deadline) undoes completed steps in this order"),
+            };
+            let _ = writeln!(s, "\n{when}:");
+            for (i, u) in self.undo_before_pivot.iter().enumerate() {
+                let _ = writeln!(s, "  {:>2}. {u}", i + 1);
+            }
+            let _ = writeln!(
+                s,
+                "Once a pivot (⚑) has succeeded, nothing is undone: a failure pauses the run with its work kept, for `hcp-workflow retry RUN`."
+            );
+        } else if self.undo.is_empty() && self.steps.iter().any(|x| x.pivot.is_some()) {
+            let _ = writeln!(
+                s,
+                "\nNo step of {} can be undone once its pivots (⚑) ran. If a step fails for good the run pauses there with its work kept, for `hcp-workflow retry RUN`.",
                 self.workflow
             );
         } else if self.undo.is_empty() {

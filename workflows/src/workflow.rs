@@ -19,13 +19,15 @@ use crate::layout::Layout;
 use hcp_runtime::{DagError, FailurePolicy, SagaDag};
 use std::time::Duration;
 
-/// Flags that shape a workflow's DAG (each workflow reads the ones it knows).
+/// Flags and state that shape a workflow's DAG (each workflow reads the ones it knows).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BuildOptions {
+pub struct BuildOptions<'a> {
     /// delete-cluster `--purge-persistent`.
     pub purge_persistent: bool,
     /// delete-cluster `--skip-cloud-cleanup`.
     pub skip_cloud_cleanup: bool,
+    /// update-cluster: the cluster's last applied configuration ([`crate::applied`]).
+    pub applied: Option<&'a serde_json::Value>,
 }
 
 /// Which preflight checks a workflow runs before it is journaled.
@@ -35,6 +37,9 @@ pub enum PreflightKind {
     Create,
     /// What a delete needs: permissions to read and delete.
     Delete,
+    /// What an update needs: the permissions of its steps, and for a new release the
+    /// HyperShift operator's supported versions, no downgrade, and the node pools' skew.
+    Update,
 }
 
 /// Everything `bin/` needs to know about one workflow.
@@ -59,10 +64,14 @@ pub struct WorkflowDef {
     /// configuration ([`crate::applied`]), and a start on a cluster whose last applied
     /// configuration differs from the file is refused (it would change nothing).
     pub applies_config: bool,
+    /// It changes a cluster that exists into what the file says: it needs the cluster's
+    /// last applied configuration, an unchanged file is "nothing to change" (nothing
+    /// journaled), and a change it cannot make in place is refused.
+    pub updates: bool,
     /// Its preflight checks.
     pub preflight: PreflightKind,
     /// Build its DAG for a validated config (pivots marked, default policy set).
-    pub build: fn(&ClusterConfig, &Layout, BuildOptions) -> Result<SagaDag, DagError>,
+    pub build: for<'a> fn(&ClusterConfig, &Layout, BuildOptions<'a>) -> Result<SagaDag, DagError>,
 }
 
 impl WorkflowDef {
@@ -108,7 +117,7 @@ impl WorkflowDef {
         &self,
         cfg: &ClusterConfig,
         layout: &Layout,
-        opts: BuildOptions,
+        opts: BuildOptions<'_>,
         policy: FailurePolicy,
     ) -> Result<SagaDag, DagError> {
         let mut dag = (self.build)(cfg, layout, opts)?;
@@ -118,7 +127,11 @@ impl WorkflowDef {
 }
 
 /// Every workflow this binary can start (and so run and recover).
-pub static ALL: [&WorkflowDef; 2] = [&crate::create_cluster::DEF, &crate::delete_cluster::DEF];
+pub static ALL: [&WorkflowDef; 3] = [
+    &crate::create_cluster::DEF,
+    &crate::update_cluster::DEF,
+    &crate::delete_cluster::DEF,
+];
 
 /// The workflow named `name`.
 pub fn lookup(name: &str) -> Option<&'static WorkflowDef> {

@@ -83,7 +83,7 @@ fn a_minimal_file_gets_the_documented_defaults() {
         })
     );
     let pool = &c.node_pools[0];
-    assert_eq!(pool.replicas, 0);
+    assert_eq!(pool.replicas, Some(0));
     assert_eq!(pool.vm_size, config::DEFAULT_VM_SIZE);
     assert_eq!(pool.vm_size, "Standard_D4s_v5");
     assert_eq!(pool.os_disk_size_gib, 128);

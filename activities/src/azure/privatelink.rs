@@ -148,6 +148,30 @@ pub async fn release_connections(
     keep: Option<&str>,
     report: &mut TeardownReport,
 ) -> Result<(usize, Option<std::time::Duration>), StepError> {
+    release_connections_where(
+        arm,
+        pls_id,
+        &|pe: &str| keep.is_none_or(|k| !k.eq_ignore_ascii_case(pe)),
+        "Rejected by hcp-workflow: the cluster behind this private link service is being deleted.",
+        report,
+    )
+    .await
+}
+
+/// Rejects (with `description`), then deletes, every private endpoint connection of
+/// `pls_id` whose private endpoint id `release` selects, recording what it did in
+/// `report`; connections without an endpoint id are released too. Returns how many are
+/// still being deleted and the longest `Retry-After` seen.
+///
+/// # Errors
+/// ARM errors, classified.
+pub async fn release_connections_where(
+    arm: &ArmClient,
+    pls_id: &str,
+    release: &(dyn Fn(&str) -> bool + Sync),
+    description: &str,
+    report: &mut TeardownReport,
+) -> Result<(usize, Option<std::time::Duration>), StepError> {
     let mut waiting = 0usize;
     let mut retry_after = None;
     let path = format!("{pls_id}/privateEndpointConnections");
@@ -164,11 +188,9 @@ pub async fn release_connections(
         let endpoint = p.private_endpoint.as_ref().and_then(|s| s.id.as_deref());
         if let Some(pe) = endpoint {
             push_unique(&mut report.connected_endpoints, pe);
-        }
-        if let (Some(keep), Some(pe)) = (keep, endpoint)
-            && keep.eq_ignore_ascii_case(pe)
-        {
-            continue;
+            if !release(pe) {
+                continue;
+            }
         }
         if p.provisioning_state
             .as_deref()
@@ -187,7 +209,7 @@ pub async fn release_connections(
                 "name": c.name.clone().unwrap_or_else(|| names::name_of(&cid).to_string()),
                 "properties": {"privateLinkServiceConnectionState": {
                     "status": "Rejected",
-                    "description": "Rejected by hcp-workflow: the cluster behind this private link service is being deleted.",
+                    "description": description,
                     "actionsRequired": "None",
                 }},
             });

@@ -623,6 +623,54 @@ impl Mgmt {
             .await
     }
 
+    /// Merge patch (RFC 7386) `patch` on `kind ns/name` if it is ours and not being
+    /// deleted, carrying the `resourceVersion` just read (a concurrent writer makes it a
+    /// 409, retried). For day-2 changes of fields a create applied (`update-cluster`): a
+    /// server-side apply of only the changed fields would drop every other field
+    /// `hcp-workflow` applied. Returns `None` when the object does not exist.
+    ///
+    /// # Errors
+    /// [`KubeError::NotOurs`], [`KubeError::Terminating`], API (a 422 names what the CRD
+    /// refused) and transport errors.
+    pub async fn patch_ours(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Option<Applied>, KubeError> {
+        let resource = describe(kind, ns, name);
+        let Some(obj) = self.get(kind, ns, name).await? else {
+            return Ok(None);
+        };
+        let labels = obj.metadata.labels.clone().unwrap_or_default();
+        if !is_ours(&labels) {
+            return Err(KubeError::NotOurs {
+                resource,
+                action: "patch",
+                found: found_labels(&labels),
+            });
+        }
+        if obj.metadata.deletion_timestamp.is_some() {
+            return Err(KubeError::Terminating { resource });
+        }
+        let mut body = patch.clone();
+        if let Some(m) = body.as_object_mut() {
+            let meta = m.entry("metadata").or_insert_with(|| json!({}));
+            meta["resourceVersion"] = json!(obj.metadata.resource_version);
+        }
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let patched = self
+            .api(kind, ns)
+            .patch(name, &params, &Patch::Merge(&body))
+            .await
+            .map_err(|e| KubeError::from_kube("patch", &resource, e))?;
+        Ok(Some(Applied::from_meta(&patched.metadata)))
+    }
+
     /// One label or annotation (`field`) set by merge patch on an object of ours.
     #[allow(clippy::too_many_arguments)]
     async fn patch_ours_metadata(

@@ -294,8 +294,11 @@ pub struct NodePoolInput {
     pub namespace: String,
     /// HostedCluster name (`spec.clusterName`).
     pub cluster_name: String,
-    /// Node count.
+    /// Node count (ignored with `auto_scaling`).
     pub replicas: i32,
+    /// `spec.autoScaling` `(min, max)` instead of `spec.replicas` (the CRD refuses both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_scaling: Option<(i32, i32)>,
     /// OpenShift release image.
     pub release_image: String,
     /// VM size ([`DEFAULT_VM_SIZE`] when empty).
@@ -846,9 +849,12 @@ pub fn node_pool(input: &NodePoolInput) -> Value {
             "management": {"autoRepair": input.auto_repair, "upgradeType": input.upgrade_type.as_deref().unwrap_or("Replace")},
             "platform": {"type": "Azure", "azure": azure},
             "release": {"image": input.release_image},
-            "replicas": input.replicas,
         },
     });
+    match input.auto_scaling {
+        Some((min, max)) => pool["spec"]["autoScaling"] = json!({"min": min, "max": max}),
+        None => pool["spec"]["replicas"] = json!(input.replicas),
+    }
     if let Some(t) = &input.node_drain_timeout {
         pool["spec"]["nodeDrainTimeout"] = json!(t);
     }

@@ -160,6 +160,18 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
             ));
         }
     }
+    if inputs.workflow == Workflow::Update && !inputs.pools.is_empty() {
+        // The machines an update adds: offered sizes and the vCPU quota.
+        let (c, i) = (clients.clone(), inputs.clone());
+        out.push(Check::new(
+            "azure.vm-size",
+            format!(
+                "/subscriptions/{}/providers/Microsoft.Compute/skus (location {})",
+                inputs.subscription, inputs.location
+            ),
+            async move { compute(&c, &i).await },
+        ));
+    }
     out
 }
 

@@ -194,6 +194,21 @@ fn needed_access(i: &Inputs) -> Vec<(&'static str, &'static str, &'static str, O
                 ));
             }
         }
+        Workflow::Update => {
+            v.push(("get", "", "secrets", ns.clone()));
+            v.push(("get", hs, "hostedclusters", ns.clone()));
+            v.push(("patch", hs, "hostedclusters", ns.clone()));
+            for verb in verbs_all {
+                v.push((*verb, hs, "nodepools", ns.clone()));
+            }
+            if i.private_link.is_some() {
+                let cp = Some(crate::kube::control_plane_namespace(
+                    &i.namespace,
+                    &i.owner.cluster,
+                ));
+                v.push(("get", hs, "azureprivatelinkservices", cp));
+            }
+        }
         Workflow::Delete => {
             for verb in verbs_all.iter().filter(|v| **v != "create") {
                 v.push((*verb, "", "secrets", ns.clone()));
@@ -491,7 +506,7 @@ async fn operator(m: Mgmt, i: Arc<Inputs>) -> Vec<CheckResult> {
         ),
     ));
     // Supported versions.
-    if i.workflow == Workflow::Create {
+    if i.workflow != Workflow::Delete {
         let cm_target = format!("ConfigMap {HYPERSHIFT_NAMESPACE}/{SUPPORTED_VERSIONS}");
         let api: Api<ConfigMap> = Api::namespaced(m.client().clone(), HYPERSHIFT_NAMESPACE);
         match api.get_opt(SUPPORTED_VERSIONS).await {
@@ -590,6 +605,12 @@ async fn hosted_cluster(m: Mgmt, i: Arc<Inputs>) -> Vec<CheckResult> {
         .get(crate::kube::Kind::HostedCluster, &i.namespace, name)
         .await
     {
+        Ok(None) if i.workflow == Workflow::Update => vec![CheckResult::fail(
+            "k8s.hosted-cluster",
+            target,
+            "absent: there is no cluster to update",
+            "create it (`hcp-workflow start create-cluster`); if it was deleted by hand, `hcp-workflow verify` shows what the journal still holds",
+        )],
         Ok(None) => vec![CheckResult::pass(
             "k8s.hosted-cluster",
             target,

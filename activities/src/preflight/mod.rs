@@ -153,6 +153,9 @@ pub enum Workflow {
     Create,
     /// delete-cluster: who we are, permissions for the deletes, the management cluster.
     Delete,
+    /// update-cluster: who we are, the permissions its steps need, the HostedCluster
+    /// exists and is ours, the operator supports the release.
+    Update,
 }
 
 /// One node pool, as the checks need it.
@@ -326,6 +329,7 @@ pub async fn run(
         workflow: match inputs.workflow {
             Workflow::Create => "create-cluster".into(),
             Workflow::Delete => "delete-cluster".into(),
+            Workflow::Update => "update-cluster".into(),
         },
         rows,
         elapsed_ms: t0.elapsed().as_millis() as u64,

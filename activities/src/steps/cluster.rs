@@ -1027,6 +1027,54 @@ pub struct RolloutOutput {
     pub version: Option<String>,
     /// When (`completionTime`).
     pub completed_at: String,
+    /// How to reach the cluster, as its HostedCluster reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<Access>,
+}
+
+/// How to reach a hosted cluster (issue 24): what `hypershift create kubeconfig` and the
+/// console need, read from the HostedCluster's status (HyperShift's
+/// `hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`: `Status.KubeConfig`
+/// names Secret `<name>-admin-kubeconfig`, key `kubeconfig`; `Status.ControlPlaneEndpoint`
+/// is the API server's host and port, 443 behind a Route; the console is
+/// `console-openshift-console.apps.<name>.<baseDomain>`,
+/// `control-plane-operator/controllers/hostedcontrolplane/v2/kas/params.go`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Access {
+    /// `https://<host>:<port>` (`None` until HyperShift reports the endpoint).
+    pub api_server: Option<String>,
+    /// `<namespace>/<name>` of the admin kubeconfig Secret on the management cluster.
+    pub kubeconfig_secret: Option<String>,
+    /// The command that writes the kubeconfig to a file.
+    pub kubeconfig_command: Option<String>,
+    /// The web console.
+    pub console: String,
+}
+
+/// The [`Access`] of HostedCluster `hc` (its JSON) in namespace `ns`.
+pub fn access_of(hc: &serde_json::Value, ns: &str, name: &str) -> Access {
+    let s = |p: &str| hc.pointer(p).and_then(serde_json::Value::as_str);
+    let api_server = s("/status/controlPlaneEndpoint/host")
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            let port = hc
+                .pointer("/status/controlPlaneEndpoint/port")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(443);
+            format!("https://{h}:{port}")
+        });
+    let secret = s("/status/kubeconfig/name").map(str::to_string);
+    let base = s("/spec/dns/baseDomain").unwrap_or_default();
+    Access {
+        api_server,
+        kubeconfig_command: secret.as_ref().map(|sec| {
+            format!(
+                "kubectl get secret -n {ns} {sec} -o jsonpath='{{.data.kubeconfig}}' | base64 -d > {name}.kubeconfig"
+            )
+        }),
+        kubeconfig_secret: secret.map(|sec| format!("{ns}/{sec}")),
+        console: format!("https://console-openshift-console.apps.{name}.{base}"),
+    }
 }
 
 /// `k8s.rollout.wait` (issue 22 §4): waits until the guest's release has rolled out, as
@@ -1074,6 +1122,7 @@ impl Action for WaitRollout {
             .and_then(serde_json::Value::as_str)
         {
             return Ok(Outcome::Done(RolloutOutput {
+                access: Some(access_of(&hc.data, &input.namespace, &input.name)),
                 version: latest
                     .as_ref()
                     .and_then(|h| h.get("version"))
@@ -1276,6 +1325,9 @@ pub struct DeleteObjectOutput {
     pub ledger: Vec<LedgerRecord>,
 }
 
+/// Checkpoint member of `k8s.object.delete`: the objects whose deletion it requested.
+const DELETE_REQUESTED_KEY: &str = "delete-requested";
+
 /// `k8s.object.delete`: delete objects carrying our cluster labels and wait until they are
 /// gone; missing is done; anything else is kept.
 #[derive(Clone, Debug)]
@@ -1298,9 +1350,14 @@ impl Action for DeleteObject {
     ) -> Result<Outcome<DeleteObjectOutput>, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
         let mut ledger = Vec::new();
+        // Objects this step asked to delete (journaled before it waits): gone later is
+        // "deleted" by this run, not "already gone".
+        let mut requested: Vec<String> =
+            checkpoint_field(ctx, DELETE_REQUESTED_KEY)?.unwrap_or_default();
         for name in &input.names {
             let labels = m.labels(input.kind, &input.namespace, name).await?;
             let action = match labels {
+                None if requested.contains(name) => LedgerAction::Deleted,
                 None => LedgerAction::Gone,
                 Some(l) if input.owner.owns(Some(&label_json(&l))) => {
                     let cleanup =
@@ -1311,6 +1368,11 @@ impl Action for DeleteObject {
                     match m.delete(input.kind, &input.namespace, name).await? {
                         DeleteProgress::Gone => LedgerAction::Deleted,
                         DeleteProgress::Deleting { finalizers } => {
+                            if !requested.contains(name) {
+                                requested.push(name.clone());
+                                save_checkpoint_field(ctx, DELETE_REQUESTED_KEY, &requested)
+                                    .await?;
+                            }
                             let mut progress = if cleanup {
                                 cloud_cleanup_progress(&m, &input.namespace, name).await
                             } else {

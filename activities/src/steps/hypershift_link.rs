@@ -131,7 +131,8 @@ pub struct HyperShiftLinkIds {
 }
 
 impl HyperShiftLinkIds {
-    fn of(cr: &Value) -> Self {
+    /// The ids an `AzurePrivateLinkService` reports in its status.
+    pub fn of(cr: &Value) -> Self {
         HyperShiftLinkIds {
             pls_id: status_str(cr, "privateLinkServiceID").map(str::to_string),
             pe_id: status_str(cr, "privateEndpointID").map(str::to_string),

@@ -24,6 +24,7 @@ pub mod identity;
 pub mod permissions;
 pub mod private_link;
 pub mod shared_group;
+pub mod update;
 
 pub use env::{AzureEnv, Clients, MgmtEnv, Owner, Reach};
 
@@ -105,6 +106,15 @@ pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError>
         EnsurePrivateEndpoint,
         EnsureARecords,
         PublishOidcDocuments,
+    );
+    use update::*;
+    reg!(
+        UpdateNodePool,
+        UpgradeControlPlane,
+        UpgradeNodePool,
+        SetAllowedSubscriptions,
+        SetPlsVisibility,
+        PruneConnections,
     );
     Ok(())
 }

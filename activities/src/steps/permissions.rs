@@ -169,6 +169,16 @@ pub fn arm_actions(action: &str) -> Option<&'static [&'static str]> {
             "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
             "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
         ],
+        "azure.pls.visibility" => &[
+            "Microsoft.Network/privateLinkServices/read",
+            "Microsoft.Network/privateLinkServices/write",
+        ],
+        "azure.pls.connections.prune" => &[
+            "Microsoft.Network/privateLinkServices/read",
+            "Microsoft.Network/privateLinkServices/privateEndpointConnections/read",
+            "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
+            "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
+        ],
         "azure.private-endpoint.ensure" => &[
             "Microsoft.Network/privateEndpoints/read",
             "Microsoft.Network/privateEndpoints/write",
@@ -198,6 +208,10 @@ pub fn arm_actions(action: &str) -> Option<&'static [&'static str]> {
         | "k8s.rollout.wait"
         | "k8s.node-pool.apply"
         | "k8s.object.delete"
+        | "k8s.node-pool.update"
+        | "k8s.node-pool.release"
+        | "k8s.hosted-cluster.release"
+        | "k8s.hosted-cluster.allowed-subscriptions"
         | "hypershift.private-link-service.wait"
         | "hypershift.private-endpoint.wait"
         | "hypershift.private-link.release"
@@ -248,6 +262,9 @@ fn target_of(dag: &SagaDag, input: &Value) -> Option<String> {
         if let Some(s) = str_field(input, k) {
             return Some(s.to_string());
         }
+    }
+    if let Some(s) = input.pointer("/pls/ours/id").and_then(Value::as_str) {
+        return Some(s.to_string());
     }
     for via in ["/identity/$ref", "/zone/$ref"] {
         if let Some(node) = input.pointer(via).and_then(Value::as_str)

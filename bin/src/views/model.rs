@@ -512,6 +512,60 @@ pub struct RunDetail {
     pub forward_only: bool,
     /// Set while the run is paused after a step failed for good.
     pub paused: Option<PausedView>,
+    /// A succeeded create or update: how to reach the cluster (API server, kubeconfig
+    /// Secret and the command that fetches it, console), as its last step read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessView>,
+}
+
+/// How to reach a cluster (`hcp_activities::steps::cluster::Access`, as a step recorded it).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct AccessView {
+    /// `https://host:port` of the API server, once HyperShift reported it.
+    pub api_server: Option<String>,
+    /// `namespace/name` of the admin kubeconfig Secret on the management cluster.
+    pub kubeconfig_secret: Option<String>,
+    /// The command that writes it to a file.
+    pub kubeconfig_command: Option<String>,
+    /// The web console.
+    pub console: String,
+}
+
+impl AccessView {
+    /// The `access` a succeeded run's steps recorded (the newest, in DAG order).
+    pub fn of(v: &RunView) -> Option<Self> {
+        if v.state() != RunState::Succeeded {
+            return None;
+        }
+        let outputs = v.outputs();
+        v.dag
+            .nodes
+            .iter()
+            .rev()
+            .filter_map(|n| outputs.get(&n.name))
+            .find_map(|o| serde_json::from_value(o.get("access")?.clone()).ok())
+    }
+
+    /// The lines `start` and `show` print.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "API server  {}",
+            self.api_server
+                .as_deref()
+                .unwrap_or("(not reported by the HostedCluster yet)")
+        )];
+        match (&self.kubeconfig_secret, &self.kubeconfig_command) {
+            (Some(sec), Some(cmd)) => {
+                out.push(format!(
+                    "kubeconfig  Secret {sec} on the management cluster:"
+                ));
+                out.push(format!("            {cmd}"));
+            }
+            _ => out.push("kubeconfig  (not reported by the HostedCluster yet)".to_string()),
+        }
+        out.push(format!("console     {}", self.console));
+        out
+    }
 }
 
 /// A paused run, as every view shows it.
@@ -541,6 +595,13 @@ impl PausedView {
                 "stopped: a delete only goes forward; `retry` continues it".to_string(),
             ),
             hcp_runtime::PauseCause::Policy => ("policy", None, p.policy_text(v.dag.on_failure)),
+            hcp_runtime::PauseCause::PastPivot { pivot } if *pivot == p.step => (
+                "past-pivot",
+                Some(pivot.clone()),
+                format!(
+                    "paused at the pivot {pivot}: it failed once started, and cannot be undone"
+                ),
+            ),
             hcp_runtime::PauseCause::PastPivot { pivot } => (
                 "past-pivot",
                 Some(pivot.clone()),
@@ -645,6 +706,7 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
         on_failure: "unwind".into(),
         forward_only: false,
         paused: None,
+        access: None,
     };
     let f = match folded {
         Ok(f) => f,
@@ -670,6 +732,7 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
     d.on_failure = v.dag.on_failure.to_string();
     d.forward_only = v.dag.forward_only();
     d.paused = PausedView::of(v);
+    d.access = AccessView::of(v);
     let current = d.step.clone();
     let mut by_stage: Vec<StageView> = v
         .dag
@@ -1953,6 +2016,7 @@ pub fn inventory(runs: &[(RunSummary, Folded)], orphans: bool) -> Vec<InventoryR
                     e.record.action,
                     LedgerAction::Created
                         | LedgerAction::Adopted
+                        | LedgerAction::Updated
                         | LedgerAction::Kept
                         | LedgerAction::Resolved
                 )

@@ -136,6 +136,13 @@ pub fn show(d: &RunDetail) -> String {
     if let Some(p) = &d.paused {
         let _ = writeln!(o, "PAUSED     {} (since {})", p.text, p.since);
     }
+    if let Some(a) = &d.access {
+        let _ = writeln!(o, "\nHow to reach the cluster:");
+        for l in a.lines() {
+            let _ = writeln!(o, "  {l}");
+        }
+        let _ = writeln!(o);
+    }
     if d.on_failure != "unwind" || d.forward_only {
         let _ = writeln!(
             o,

@@ -393,10 +393,24 @@ pub(crate) fn internal_call(
         };
         Ok(resp.status().as_u16())
     })();
-    let (status, code) = match &result {
-        Ok(s) => (*s, None),
-        Err(e) => (e.status, Some(e.code.clone())),
+    let (status, code, message) = match &result {
+        Ok(s) => (*s, None, None),
+        Err(e) => (e.status, Some(e.code.clone()), Some(e.message.clone())),
     };
+    log_internal(sim, actor, &method, path_and_query, status, code, message);
+    result
+}
+
+/// Records a call a simulated controller made (or was refused) in the request log.
+pub(crate) fn log_internal(
+    sim: &Simulator,
+    actor: &str,
+    method: &Method,
+    path_and_query: &str,
+    status: u16,
+    error_code: Option<String>,
+    error_message: Option<String>,
+) {
     let seq = sim.next_request_seq();
     let mut log = lock(&sim.inner.log);
     log.push(crate::sim::RequestRecord {
@@ -404,8 +418,8 @@ pub(crate) fn internal_call(
         method: method.to_string(),
         path: path_and_query.to_string(),
         status,
-        error_code: code,
+        error_code,
         actor: Some(actor.to_string()),
+        error_message,
     });
-    result
 }

@@ -443,11 +443,18 @@ fn normalize(st: &mut State, kind: &Kind, obj: &mut Value, schema: Option<&Value
     }
 }
 
+/// 422 `Invalid` as the API server words it (`apimachinery` `errors.NewInvalid`: "<Kind>.<group>
+/// \"<name>\" is invalid: " + the field errors' aggregate, which is the error itself when
+/// there is one and "[e1, e2]" otherwise, `utilerrors.NewAggregate`).
 fn invalid(kind: &Kind, name: &str, errors: Vec<super::crd::FieldError>) -> Response {
     let summary: Vec<String> = errors
         .iter()
         .map(|e| format!("{}: {}", e.field, e.message))
         .collect();
+    let aggregate = match summary.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", summary.join(", ")),
+    };
     let causes: Vec<Value> = errors
         .iter()
         .map(|e| json!({"reason": e.reason, "message": e.message, "field": e.field}))
@@ -456,10 +463,8 @@ fn invalid(kind: &Kind, name: &str, errors: Vec<super::crd::FieldError>) -> Resp
         422,
         "Invalid",
         &format!(
-            "{}.{} \"{name}\" is invalid: [{}]",
-            kind.kind,
-            kind.group,
-            summary.join(", ")
+            "{}.{} \"{name}\" is invalid: {aggregate}",
+            kind.kind, kind.group
         ),
         json!({"name": name, "group": kind.group, "kind": kind.kind, "causes": causes}),
     )
@@ -469,10 +474,18 @@ fn validate(sim: &Simulator, kind: &Kind, obj: &Value) -> Result<(), Response> {
     let name = str_at(obj, "/metadata/name")
         .unwrap_or_default()
         .to_string();
-    sim.inner
+    let mut errs = sim
+        .inner
         .crds
         .validate(&kind.key(), obj)
-        .map_err(|errs| invalid(kind, &name, errs))
+        .err()
+        .unwrap_or_default();
+    errs.extend(super::crd::validation_rules(&kind.key(), obj));
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(kind, &name, errs))
+    }
 }
 
 fn namespace_ok(st: &State, kind: &Kind, ns: &str) -> Result<(), Response> {

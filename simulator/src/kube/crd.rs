@@ -7,7 +7,8 @@
 //!
 //! # Caveats
 //! Structural-schema defaulting, `x-kubernetes-validations` (CEL) and format checks are not
-//! applied; required fields, types, enums, patterns and bounds are.
+//! applied; required fields, types, enums, patterns and bounds are. The CEL rules a day-2
+//! change meets are hand-written in [`validation_rules`] (applied with or without `--crds`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -297,4 +298,52 @@ fn prune_value(schema: &Value, v: &mut Value, path: &str, pruned: &mut Vec<Strin
         }
         _ => {}
     }
+}
+
+/// The CEL rules (`x-kubernetes-validations`) of HyperShift's CRDs that an update of a
+/// NodePool's size meets, evaluated by hand (api/hypershift/v1beta1/nodepool_types.go,
+/// release-4.22): on `NodePoolSpec`, "Both replicas or autoScaling should not be set"
+/// (`!has(self.replicas) || !has(self.autoScaling)`) and "Scale-from-zero (autoScaling.min=0)
+/// is currently only supported for AWS platform"; on `NodePoolAutoScaling`, "max must be equal
+/// or greater than min". The API server reports a failed rule on an object as
+/// `<path>: Invalid value: "object": <message>` (reason `FieldValueInvalid`).
+pub(crate) fn validation_rules(kind_key: &str, obj: &Value) -> Vec<FieldError> {
+    if kind_key != format!("{}/nodepools", crate::kube::HYPERSHIFT) {
+        return Vec::new();
+    }
+    let Some(spec) = obj.get("spec") else {
+        return Vec::new();
+    };
+    let rule = |field: &str, message: &str| FieldError {
+        reason: "FieldValueInvalid",
+        field: field.to_string(),
+        message: format!("Invalid value: \"object\": {message}"),
+    };
+    let mut errs = Vec::new();
+    let auto = spec.get("autoScaling").filter(|a| !a.is_null());
+    let has_replicas = spec.get("replicas").is_some_and(|r| !r.is_null());
+    if has_replicas && auto.is_some() {
+        errs.push(rule(
+            "spec",
+            "Both replicas or autoScaling should not be set",
+        ));
+    }
+    if let Some(a) = auto {
+        let min = a.get("min").and_then(Value::as_i64).unwrap_or(0);
+        let max = a.get("max").and_then(Value::as_i64).unwrap_or(0);
+        let aws = spec.pointer("/platform/type").and_then(Value::as_str) == Some("AWS");
+        if min <= 0 && !aws {
+            errs.push(rule(
+                "spec",
+                "Scale-from-zero (autoScaling.min=0) is currently only supported for AWS platform",
+            ));
+        }
+        if max < min {
+            errs.push(rule(
+                "spec.autoScaling",
+                "max must be equal or greater than min",
+            ));
+        }
+    }
+    errs
 }

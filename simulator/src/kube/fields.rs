@@ -313,6 +313,24 @@ fn remove_at(v: &mut Value, path: &[String]) {
     }
 }
 
+/// After removing `path`, removes the maps it leaves empty on the way up (structured-merge-diff
+/// `removingWalker.doMap` keeps a map only when something is left in it, so a struct whose
+/// last owned field the manager stopped applying goes with it — `spec.autoScaling` when a
+/// NodePool goes back to `replicas`). Top-level fields (`spec`) stay, and so does an empty
+/// map someone owns as such (`owned`).
+fn prune_emptied(v: &mut Value, path: &[String], owned: impl Fn(&[String]) -> bool) {
+    for i in (2..path.len()).rev() {
+        let parent = &path[..i];
+        if !parent.last().is_some_and(|e| e.starts_with("f:")) || owned(parent) {
+            return;
+        }
+        match get_at(v, parent) {
+            Some(Value::Object(m)) if m.is_empty() => remove_at(v, parent),
+            _ => return,
+        }
+    }
+}
+
 /// Merges an applied configuration into the live object (`TypedValue.Merge`).
 fn merge(
     ctx: &Ctx,
@@ -668,6 +686,9 @@ pub(crate) fn apply(
             || applied_set.iter().any(|q| q.starts_with(p));
         if !owned_elsewhere {
             remove_at(&mut new, p);
+            prune_emptied(&mut new, p, |q| {
+                applied_set.contains(q) || list.iter().any(|e| e.set.contains(q))
+            });
         }
     }
     match list.iter_mut().find(|e| e.is(manager, "Apply", sub)) {

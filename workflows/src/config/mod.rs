@@ -34,12 +34,12 @@ pub use arm_id::{ArmKind, ArmResourceId};
 pub use error::{ConfigError, ConfigErrors, FileError};
 pub use files::{IdentityComponent, WorkloadIdentities, WorkloadIdentity};
 pub use model::{
-    AuthMode, AvailabilityPolicy, Cloud, CloudEndpoints, ClusterConfig, ControlPlane, CustomCloud,
-    DEFAULT_OIDC_CONTAINER, DEFAULT_OS_DISK_SIZE_GIB, DEFAULT_SUBNET_CIDR, DEFAULT_VM_SIZE,
-    DEFAULT_VNET_CIDR, Etcd, Identities, IdentitiesCreate, IdentitiesExisting, ImageContentSource,
-    ImageGeneration, ImageType, ManagementCluster, MarketplaceImage, NatSubnet, Network,
-    NetworkCreate, NetworkExisting, NodePool, NodePoolImage, OidcIssuer, OidcIssuerCreate,
-    OidcIssuerExisting, PrivateLink, PrivateLinkManager, Topology, WaitBudgets,
+    AuthMode, AutoScaling, AvailabilityPolicy, Cloud, CloudEndpoints, ClusterConfig, ControlPlane,
+    CustomCloud, DEFAULT_OIDC_CONTAINER, DEFAULT_OS_DISK_SIZE_GIB, DEFAULT_SUBNET_CIDR,
+    DEFAULT_VM_SIZE, DEFAULT_VNET_CIDR, Etcd, Identities, IdentitiesCreate, IdentitiesExisting,
+    ImageContentSource, ImageGeneration, ImageType, ManagementCluster, MarketplaceImage, NatSubnet,
+    Network, NetworkCreate, NetworkExisting, NodePool, NodePoolImage, OidcIssuer, OidcIssuerCreate,
+    OidcIssuerExisting, PrivateLink, PrivateLinkManager, Topology, Upgrade, WaitBudgets,
 };
 pub use names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_storage_account, generate_infra_id};
 pub use regions::{CHINA_REGIONS, PUBLIC_REGIONS, US_GOVERNMENT_REGIONS, regions_for};
@@ -485,7 +485,8 @@ sshKey: id_ed25519.pub
 
     #[test]
     fn a_missing_key_points_at_the_map_that_lacks_it() {
-        let e = one_error(&VALID.replace("    replicas: 2\n", ""));
+        let e =
+            one_error(&VALID.replace("  - name: workers\n    replicas: 2\n", "  - replicas: 2\n"));
         assert_eq!(e.rule, "missing-field");
         assert_eq!((e.line, e.column), (Some(11), Some(5)));
         let e = one_error(&VALID.replace("name: demo\n", ""));

@@ -159,8 +159,17 @@ pub struct ClusterConfig {
     #[serde(default, skip_serializing_if = "WaitBudgets::is_empty")]
     pub wait_budgets: WaitBudgets,
 
+    /// How `update-cluster` rolls a new `releaseImage` out: the control plane first, then
+    /// the node pools in waves of `maxParallel` (default 1). Not part of the cluster: a
+    /// change here changes nothing.
+    #[serde(default, skip_serializing_if = "Upgrade::is_default")]
+    pub upgrade: Upgrade,
+
     /// Extra subscriptions (UUIDs) allowed to see and auto-connect to the cluster's Private
-    /// Link Service, besides `subscription`. Default: none.
+    /// Link Service, besides `subscription`. Default: none. Changing it on an existing
+    /// cluster (`update-cluster`) updates the service's visibility and auto-approval, and
+    /// rejects then removes every private endpoint connection from a subscription no
+    /// longer allowed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(inner(regex(pattern = UUID_PATTERN)))]
     pub allowed_subscriptions: Vec<String>,
@@ -715,9 +724,18 @@ pub struct NodePool {
     #[schemars(length(min = 1, max = 15), regex(pattern = r"^[a-z0-9]{1,15}$"))]
     pub name: String,
 
-    /// Number of nodes, ≥ 0.
+    /// Number of nodes, ≥ 0. Required unless `autoScaling` is set (HyperShift refuses
+    /// both: "Both replicas or autoScaling should not be set"). Changing it on an existing
+    /// cluster (`update-cluster`) scales the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
-    pub replicas: i64,
+    pub replicas: Option<i64>,
+
+    /// Let the cluster autoscaler size the pool between `min` and `max` nodes (NodePool
+    /// `spec.autoScaling`); instead of `replicas`. On Azure `min` ≥ 1 (HyperShift:
+    /// scale-from-zero is AWS only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_scaling: Option<AutoScaling>,
 
     /// Azure VM size. Default: `Standard_D4s_v5`.
     #[serde(default = "default_vm_size")]
@@ -806,6 +824,48 @@ pub struct NodePool {
     /// VNet. Default: the cluster's subnet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnet_id: Option<String>,
+}
+
+/// A node pool's autoscaling bounds (NodePool `spec.autoScaling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutoScaling {
+    /// Fewest nodes, ≥ 1.
+    #[schemars(range(min = 1))]
+    pub min: i64,
+    /// Most nodes, ≥ `min`.
+    #[schemars(range(min = 1))]
+    pub max: i64,
+}
+
+impl NodePool {
+    /// The nodes the pool runs when it is settled: `replicas`, or the autoscaler's `min`
+    /// (a new or idle pool runs its minimum).
+    pub fn desired_replicas(&self) -> i64 {
+        match (self.replicas, self.auto_scaling) {
+            (Some(r), _) => r,
+            (None, Some(a)) => a.min,
+            (None, None) => 0,
+        }
+    }
+}
+
+/// How `update-cluster` rolls a new release out to the node pools.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Upgrade {
+    /// How many node pools take the new release at once, after the control plane has.
+    /// Default: 1 (one pool at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_parallel: Option<u32>,
+}
+
+impl Upgrade {
+    /// `true` when nothing is set (omitted from the document).
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// A node pool's boot diagnostics (NodePool `platform.azure.diagnostics`).

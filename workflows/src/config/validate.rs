@@ -948,12 +948,37 @@ fn check_node_pools(r: &mut Report<'_>, pools: &[NodePool], subscription: &str) 
         } else {
             seen.insert(&p.name, i);
         }
-        if p.replicas < 0 {
-            r.push(
+        match (p.replicas, p.auto_scaling) {
+            (Some(n), None) if n < 0 => {
+                r.push(at("replicas"), "min", format!("must be ≥ 0 (got {n})"));
+            }
+            (Some(_), Some(_)) => r.push(
+                at("autoScaling"),
+                "exclusive",
+                "set either replicas or autoScaling, not both (HyperShift refuses a NodePool with both: \"Both replicas or autoScaling should not be set\"); remove replicas to let the autoscaler size the pool".to_string(),
+            ),
+            (None, None) => r.push(
                 at("replicas"),
-                "min",
-                format!("must be ≥ 0 (got {})", p.replicas),
-            );
+                "required",
+                "set replicas (a node count, ≥ 0) or autoScaling: {min, max}".to_string(),
+            ),
+            (None, Some(a)) => {
+                if a.min < 1 {
+                    r.push(
+                        at("autoScaling.min"),
+                        "min",
+                        format!("must be ≥ 1 on Azure (got {}): HyperShift supports scale-from-zero on AWS only", a.min),
+                    );
+                }
+                if a.max < a.min {
+                    r.push(
+                        at("autoScaling.max"),
+                        "min",
+                        format!("must be ≥ autoScaling.min ({}) (got {})", a.min, a.max),
+                    );
+                }
+            }
+            _ => {}
         }
         let vm_ok = !p.vm_size.is_empty()
             && p.vm_size

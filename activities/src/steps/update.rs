@@ -1,0 +1,1284 @@
+//! update-cluster's steps (issue 24): change a cluster that exists, in place.
+//!
+//! - `k8s.node-pool.update`: a pool's size (`replicas` or `autoScaling`) and machine
+//!   template (`platform.azure`: VM size, disk, image); the undo puts back what the step
+//!   found before its first write (checkpointed), and waits for the pool to settle again.
+//! - `k8s.hosted-cluster.release`, `k8s.node-pool.release`: the release upgrade, control
+//!   plane first. Pivots (no undo): HyperShift does not roll a control plane back, and a
+//!   y-stream downgrade is refused (`support/supportedversion/version.go`
+//!   `IsValidReleaseVersion`).
+//! - `k8s.hosted-cluster.allowed-subscriptions`: the HostedCluster's
+//!   `additionalAllowedSubscriptions` (what HyperShift's private-link controller reads);
+//!   `azure.pls.visibility`: our own Private Link Service's visibility and auto-approval;
+//!   `azure.pls.connections.prune`: rejects, then removes, every private endpoint
+//!   connection from a subscription no longer allowed (a pivot: a rejected connection
+//!   cannot be approved back by us; its owner must recreate it). HyperShift's own
+//!   controller updates visibility but never touches existing connections
+//!   (`control-plane-operator/controllers/azureprivatelinkservice/controller.go`).
+//!
+//! Every write is a merge patch on an object carrying our ownership labels
+//! ([`Mgmt::patch_ours`]) or a PUT on an ARM resource carrying our tags; what a step
+//! changes is recorded in its ledger as `updated`, never as created.
+
+use super::arm::{azure_retry, azure_undo_retry};
+use super::env::{AzureEnv, Clients, MgmtEnv, Owner};
+use crate::azure::durable::{checkpoint_field, save_checkpoint_field};
+use crate::azure::models::API_NETWORK;
+use crate::azure::privatelink::{self, TeardownReport};
+use crate::kube::mgmt::{Kind, Mgmt};
+use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
+use hcp_runtime::{Action, Outcome, RetryPolicy, StepContext, StepError, UndoOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// Error kind of a refusal HyperShift or Azure reports in a condition (permanent).
+pub const REFUSED: &str = "refused";
+/// Error kind of a compute quota refusal (permanent: more quota is an operator's act).
+pub const QUOTA: &str = "quota";
+
+fn k8s(
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    action: LedgerAction,
+    note: Option<String>,
+) -> LedgerRecord {
+    LedgerRecord {
+        kind: "kubernetes".into(),
+        resource_type: kind.type_name().into(),
+        id: format!("{ns}/{name}"),
+        action,
+        persistent: false,
+        note,
+    }
+}
+
+fn azure(
+    resource_type: &str,
+    id: &str,
+    action: LedgerAction,
+    note: Option<String>,
+) -> LedgerRecord {
+    LedgerRecord {
+        kind: "azure".into(),
+        resource_type: resource_type.into(),
+        id: id.into(),
+        action,
+        persistent: false,
+        note,
+    }
+}
+
+/// The object `kind ns/name`, which must exist and be ours (else a permanent error: an
+/// update never adopts, and never writes what another owner made).
+async fn ours(
+    m: &Mgmt,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    owner: &Owner,
+) -> Result<Value, StepError> {
+    let Some(obj) = m.get(kind, ns, name).await? else {
+        return Err(StepError::permanent(
+            "not-found",
+            format!(
+                "{} {ns}/{name} does not exist: update-cluster changes a cluster that exists (was it deleted by hand? `hcp-workflow verify` compares the journal with what exists)",
+                kind.type_name()
+            ),
+        ));
+    };
+    let labels = obj.metadata.labels.clone().unwrap_or_default();
+    let labels = serde_json::to_value(&labels).unwrap_or_default();
+    if !owner.owns(Some(&labels)) {
+        return Err(StepError::permanent(
+            "not-ours",
+            format!(
+                "{} {ns}/{name} does not carry this cluster's hcp-workflow labels: it is not ours to change",
+                kind.type_name()
+            ),
+        ));
+    }
+    Ok(obj.data)
+}
+
+fn str_at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
+    v.pointer(p).and_then(Value::as_str)
+}
+
+/// Condition `ctype` of an object's `status.conditions`: `(status, reason, message)`.
+fn condition<'a>(obj: &'a Value, ctype: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(ctype))
+        .map(|c| {
+            (
+                c.get("status").and_then(Value::as_str).unwrap_or("Unknown"),
+                c.get("reason").and_then(Value::as_str).unwrap_or_default(),
+                c.get("message").and_then(Value::as_str).unwrap_or_default(),
+            )
+        })
+}
+
+fn is_true(obj: &Value, ctype: &str) -> bool {
+    condition(obj, ctype).is_some_and(|c| c.0 == "True")
+}
+
+/// A merge patch (RFC 7386) that turns `from` into `to`: keys of `to` set (objects
+/// recursively), keys only in `from` set to `null`.
+pub fn merge_patch(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut out = Map::new();
+            for (k, vb) in b {
+                match a.get(k) {
+                    Some(va) if va == vb => {}
+                    Some(va) => {
+                        out.insert(k.clone(), merge_patch(va, vb));
+                    }
+                    None => {
+                        out.insert(k.clone(), vb.clone());
+                    }
+                }
+            }
+            for k in a.keys() {
+                if !b.contains_key(k) {
+                    out.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(out)
+        }
+        _ => to.clone(),
+    }
+}
+
+/// Whether every field `want` sets has that value in `have` (objects recursively; what
+/// HyperShift defaults beside them is not a difference).
+pub fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| wv.is_null() || h.get(k).is_some_and(|hv| contains(hv, wv))),
+        _ => have == want,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// What `k8s.node-pool.update` sets on a NodePool: its size and machine template.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolSettings {
+    /// `spec.replicas` (none with `auto_scaling`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+    /// `spec.autoScaling` `(min, max)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_scaling: Option<(i64, i64)>,
+    /// `spec.platform.azure` as rendered (VM size, disk, image, …); `None`: unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Value>,
+}
+
+impl PoolSettings {
+    /// The settings of a live NodePool, for the fields `like` names.
+    fn of(pool: &Value, like: &PoolSettings) -> PoolSettings {
+        PoolSettings {
+            replicas: pool.pointer("/spec/replicas").and_then(Value::as_i64),
+            auto_scaling: pool
+                .pointer("/spec/autoScaling")
+                .and_then(|a| Some((a.get("min")?.as_i64()?, a.get("max")?.as_i64()?))),
+            platform: like
+                .platform
+                .as_ref()
+                .and(pool.pointer("/spec/platform/azure").cloned()),
+        }
+    }
+
+    /// The merge patch from the live pool to these settings.
+    fn patch(&self, pool: &Value) -> Value {
+        let mut spec = Map::new();
+        spec.insert("replicas".into(), json!(self.replicas));
+        spec.insert(
+            "autoScaling".into(),
+            json!(
+                self.auto_scaling
+                    .map(|(min, max)| json!({"min": min, "max": max}))
+            ),
+        );
+        if let Some(p) = &self.platform {
+            let live = pool
+                .pointer("/spec/platform/azure")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            spec.insert("platform".into(), json!({"azure": merge_patch(&live, p)}));
+        }
+        json!({ "spec": spec })
+    }
+
+    /// Whether the live pool's spec says these settings.
+    fn written(&self, pool: &Value) -> bool {
+        let live = PoolSettings::of(pool, self);
+        live.replicas == self.replicas
+            && live.auto_scaling == self.auto_scaling
+            && match (&self.platform, &live.platform) {
+                (Some(want), Some(have)) => contains(have, want),
+                (None, _) => true,
+                (Some(_), None) => false,
+            }
+    }
+
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        match (self.replicas, self.auto_scaling) {
+            (_, Some((min, max))) => parts.push(format!("autoscaling {min}–{max}")),
+            (Some(r), None) => parts.push(format!("{r} replicas")),
+            (None, None) => {}
+        }
+        if let Some(size) = self
+            .platform
+            .as_ref()
+            .and_then(|p| p.get("vmSize"))
+            .and_then(Value::as_str)
+        {
+            parts.push(size.to_string());
+        }
+        parts.join(", ")
+    }
+}
+
+/// A pool's machines refused by Azure for quota (CAPZ puts the compute error in the
+/// Machine conditions, bubbled up to `AllMachinesReady`): the message, if so.
+fn quota_refusal(pool: &Value) -> Option<String> {
+    let (status, _, message) = condition(pool, "AllMachinesReady")?;
+    (status == "False"
+        && (message.contains("exceeding approved")
+            || message.contains("QuotaExceeded")
+            || message.contains("OperationNotAllowed")))
+    .then(|| message.to_string())
+}
+
+/// Whether the pool runs `want` and nothing is rolling: `Ok(None)` settled, `Ok(Some(why))`
+/// still moving, `Err` refused for good.
+fn pool_settled(pool: &Value, want: &PoolSettings) -> Result<Option<String>, StepError> {
+    if let Some(msg) = quota_refusal(pool) {
+        return Err(StepError::permanent(
+            QUOTA,
+            format!(
+                "Azure refused the pool's machines: {msg}; request more quota (`az quota` / the portal's Quotas page) or pick a smaller VM size, then `hcp-workflow retry`"
+            ),
+        ));
+    }
+    if let Some((_, reason, msg)) =
+        condition(pool, "ValidPlatformConfig").filter(|c| c.0 == "False")
+    {
+        return Err(StepError::permanent(
+            REFUSED,
+            format!(
+                "HyperShift refused the pool's platform (ValidPlatformConfig=False, {reason}): {msg}"
+            ),
+        ));
+    }
+    for moving in ["UpdatingPlatformMachineTemplate", "UpdatingConfig"] {
+        if let Some((_, reason, msg)) = condition(pool, moving).filter(|c| c.0 == "True") {
+            return Ok(Some(format!("{moving}=True ({reason}): {msg}")));
+        }
+    }
+    let running = pool
+        .pointer("/status/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let sized = match (want.replicas, want.auto_scaling) {
+        (_, Some((min, max))) => (min..=max).contains(&running),
+        (Some(r), None) => running == r,
+        (None, None) => true,
+    };
+    if !sized {
+        // Why not, as HyperShift aggregates the machines' conditions (a compute quota
+        // refusal shows here, cut to HyperShift's 1000-byte summary).
+        let machines = condition(pool, "AllMachinesReady")
+            .filter(|c| c.0 == "False")
+            .map(|(_, reason, msg)| {
+                format!("; AllMachinesReady=False ({reason}): {}", msg.trim_end())
+            })
+            .unwrap_or_default();
+        return Ok(Some(format!(
+            "{running} machine(s) running, want {}{machines}",
+            want.describe()
+        )));
+    }
+    if !is_true(pool, "Ready") {
+        let why = condition(pool, "Ready")
+            .map(|c| format!("Ready={} ({}): {}", c.0, c.1, c.2))
+            .unwrap_or_else(|| "Ready not reported yet".into());
+        return Ok(Some(why));
+    }
+    Ok(None)
+}
+
+/// Input of `k8s.node-pool.update`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PoolUpdateInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace.
+    pub namespace: String,
+    /// NodePool name.
+    pub name: String,
+    /// What the file says now.
+    pub desired: PoolSettings,
+}
+
+/// Output of `k8s.node-pool.update`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PoolUpdateOutput {
+    /// Ledger (the pool, `updated`).
+    pub ledger: Vec<LedgerRecord>,
+    /// What the pool had before (restored by the undo).
+    pub before: PoolSettings,
+    /// Machines running when it settled (`status.replicas`).
+    pub replicas: i64,
+}
+
+const BEFORE_KEY: &str = "before";
+
+/// `k8s.node-pool.update`: set a pool's size and machine template and wait until
+/// HyperShift has rolled it out (`status.replicas`, `Ready`, no `UpdatingConfig` /
+/// `UpdatingPlatformMachineTemplate`; `api/hypershift/v1beta1/nodepool_conditions.go`).
+/// The undo puts back what the pool had before the first write, and waits the same way.
+#[derive(Clone, Debug)]
+pub struct UpdateNodePool(pub Arc<Clients>);
+
+impl UpdateNodePool {
+    async fn converge(
+        &self,
+        ctx: &StepContext,
+        input: &PoolUpdateInput,
+        want: &PoolSettings,
+        undo: bool,
+    ) -> Result<Option<(Value, String)>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let (ns, name) = (&input.namespace, &input.name);
+        let pool = ours(&m, Kind::NodePool, ns, name, &input.owner).await?;
+        if !undo && checkpoint_field::<PoolSettings>(ctx, BEFORE_KEY)?.is_none() {
+            // What the pool had before this run wrote anything: the undo's target.
+            save_checkpoint_field(ctx, BEFORE_KEY, &PoolSettings::of(&pool, want)).await?;
+        }
+        if !want.written(&pool) {
+            m.patch_ours(Kind::NodePool, ns, name, &want.patch(&pool))
+                .await?;
+            return Ok(Some((
+                pool,
+                format!("NodePool {ns}/{name} patched to {}", want.describe()),
+            )));
+        }
+        match pool_settled(&pool, want)? {
+            None => Ok(None),
+            Some(why) => Ok(Some((
+                pool,
+                format!(
+                    "waiting for NodePool {ns}/{name} to settle at {}: {why}",
+                    want.describe()
+                ),
+            ))),
+        }
+    }
+}
+
+impl Action for UpdateNodePool {
+    const NAME: &'static str = "k8s.node-pool.update";
+    type Input = PoolUpdateInput;
+    type Output = PoolUpdateOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: PoolUpdateInput,
+    ) -> Result<Outcome<PoolUpdateOutput>, StepError> {
+        match self.converge(ctx, &input, &input.desired, false).await? {
+            Some((_, why)) => Ok(ctx.wait(self.0.poll(), why)),
+            None => {
+                let m = self.0.mgmt(&input.mgmt).await?;
+                let pool = ours(
+                    &m,
+                    Kind::NodePool,
+                    &input.namespace,
+                    &input.name,
+                    &input.owner,
+                )
+                .await?;
+                let before = checkpoint_field::<PoolSettings>(ctx, BEFORE_KEY)?.unwrap_or_default();
+                Ok(Outcome::Done(PoolUpdateOutput {
+                    ledger: vec![k8s(
+                        Kind::NodePool,
+                        &input.namespace,
+                        &input.name,
+                        LedgerAction::Updated,
+                        Some(format!(
+                            "{} → {}",
+                            before.describe(),
+                            input.desired.describe()
+                        )),
+                    )],
+                    before,
+                    replicas: pool
+                        .pointer("/status/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0),
+                }))
+            }
+        }
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: PoolUpdateInput,
+        _output: Option<PoolUpdateOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        // What the action found before its first write; none: it never wrote.
+        let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
+            return Ok(UndoOutcome::Done);
+        };
+        let Some(before) = cp
+            .get(BEFORE_KEY)
+            .and_then(|b| serde_json::from_value::<PoolSettings>(b.clone()).ok())
+        else {
+            return Ok(UndoOutcome::Done);
+        };
+        match self.converge(ctx, &input, &before, true).await {
+            Ok(None) => Ok(UndoOutcome::Done),
+            Ok(Some((_, why))) => Ok(ctx.undo_wait(self.0.poll(), format!("restoring: {why}"))),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.hosted-cluster.release`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReleaseInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace.
+    pub namespace: String,
+    /// HostedCluster name.
+    pub name: String,
+    /// The release image to run.
+    pub release_image: String,
+}
+
+/// Output of `k8s.hosted-cluster.release`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReleaseOutput {
+    /// Ledger (the HostedCluster, `updated`).
+    pub ledger: Vec<LedgerRecord>,
+    /// The version the control plane runs (`status.version.history[0].version`).
+    pub version: Option<String>,
+    /// When its rollout completed.
+    pub completed_at: Option<String>,
+}
+
+/// The `ClusterVersion*` conditions HyperShift bubbles up from the guest's CVO
+/// (`api/hypershift/v1beta1/hostedcluster_conditions.go`) that say why a rollout is not
+/// done.
+pub fn cluster_version_conditions(status: &Value) -> Vec<String> {
+    status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            let t = c.get("type").and_then(Value::as_str).unwrap_or_default();
+            let st = c.get("status").and_then(Value::as_str).unwrap_or_default();
+            (t == "ClusterVersionFailing" && st == "True")
+                || (t == "ClusterVersionAvailable" && st == "False")
+                || (t == "ClusterVersionProgressing" && st == "True")
+        })
+        .map(|c| {
+            format!(
+                "{}={}: {}",
+                c.get("type").and_then(Value::as_str).unwrap_or_default(),
+                c.get("status").and_then(Value::as_str).unwrap_or_default(),
+                c.get("message").and_then(Value::as_str).unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The version the control plane has completed: the newest `Completed` entry of
+/// `status.version.history`, as HyperShift's NodePool controller reads it
+/// (`hypershift-operator/controllers/nodepool/conditions.go` `supportedVersionSkewCondition`).
+pub fn control_plane_version(hc: &Value) -> Option<String> {
+    hc.pointer("/status/version/history")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|h| h.get("state").and_then(Value::as_str) == Some("Completed"))
+        .and_then(|h| h.get("version").and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+/// `k8s.hosted-cluster.release`: set the HostedCluster's `spec.release.image` and wait until
+/// the control plane has rolled it out: `status.version.history[0]` is the image, with
+/// state `Completed` (as `hypershift create cluster --wait` reads a rollout,
+/// `cmd/cluster/core/create.go`). HyperShift refusing the release (`ValidReleaseImage=False`,
+/// e.g. a y-stream downgrade) fails it for good. A pivot: no undo.
+#[derive(Clone, Debug)]
+pub struct UpgradeControlPlane(pub Arc<Clients>);
+
+impl Action for UpgradeControlPlane {
+    const NAME: &'static str = "k8s.hosted-cluster.release";
+    const HAS_UNDO: bool = false;
+    type Input = ReleaseInput;
+    type Output = ReleaseOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: ReleaseInput,
+    ) -> Result<Outcome<ReleaseOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let (ns, name) = (&input.namespace, &input.name);
+        let hc = ours(&m, Kind::HostedCluster, ns, name, &input.owner).await?;
+        if str_at(&hc, "/spec/release/image") != Some(input.release_image.as_str()) {
+            m.patch_ours(
+                Kind::HostedCluster,
+                ns,
+                name,
+                &json!({"spec": {"release": {"image": input.release_image}}}),
+            )
+            .await?;
+            return Ok(ctx.wait(
+                self.0.poll(),
+                format!(
+                    "HostedCluster {ns}/{name} set to release {}",
+                    input.release_image
+                ),
+            ));
+        }
+        if let Some((_, reason, msg)) =
+            condition(&hc, "ValidReleaseImage").filter(|c| c.0 == "False")
+        {
+            return Err(StepError::permanent(
+                REFUSED,
+                format!(
+                    "HyperShift refused release {} (ValidReleaseImage=False, {reason}): {msg}",
+                    input.release_image
+                ),
+            ));
+        }
+        let latest = hc
+            .pointer("/status/version/history/0")
+            .cloned()
+            .unwrap_or_default();
+        let done = str_at(&latest, "/image") == Some(input.release_image.as_str())
+            && str_at(&latest, "/state") == Some("Completed");
+        if done {
+            return Ok(Outcome::Done(ReleaseOutput {
+                ledger: vec![k8s(
+                    Kind::HostedCluster,
+                    ns,
+                    name,
+                    LedgerAction::Updated,
+                    Some(format!("release {}", input.release_image)),
+                )],
+                version: str_at(&latest, "/version").map(str::to_string),
+                completed_at: str_at(&latest, "/completionTime").map(str::to_string),
+            }));
+        }
+        let status = hc.get("status").cloned().unwrap_or_default();
+        let conds = cluster_version_conditions(&status);
+        Ok(ctx.wait(
+            self.0.poll(),
+            format!(
+                "waiting for HostedCluster {ns}/{name} to roll out {} (status.version.history[0]: {} {}){}",
+                input.release_image,
+                str_at(&latest, "/version").unwrap_or("-"),
+                str_at(&latest, "/state").unwrap_or("not started"),
+                if conds.is_empty() { String::new() } else { format!(": {}", conds.join("; ")) }
+            ),
+        ))
+    }
+}
+
+/// Input of `k8s.node-pool.release`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PoolReleaseInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace.
+    pub namespace: String,
+    /// NodePool name.
+    pub name: String,
+    /// HostedCluster name (its completed version bounds the pool's).
+    pub cluster: String,
+    /// The release image.
+    pub release_image: String,
+    /// Its version (`4.22.3`), when the image's tag says it; else read from the control
+    /// plane's history entry of the same image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// Output of `k8s.node-pool.release`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PoolReleaseOutput {
+    /// Ledger (the pool, `updated`).
+    pub ledger: Vec<LedgerRecord>,
+    /// `status.version` when it settled.
+    pub version: Option<String>,
+}
+
+/// `(major, minor, patch)` of a version like `4.22.3` (pre-release suffixes ignored).
+pub fn semver(v: &str) -> Option<(u64, u64, u64)> {
+    let core = v.split(['-', '+']).next()?;
+    let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
+    Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
+}
+
+/// `k8s.node-pool.release`: upgrade one pool after the control plane. Refuses (for good)
+/// to go past the control plane's completed version; sets `spec.release.image`; waits
+/// until `status.version` is the target and `UpdatingVersion` is not True; HyperShift's
+/// `SupportedVersionSkew=False` fails it for good. A pivot: no undo.
+#[derive(Clone, Debug)]
+pub struct UpgradeNodePool(pub Arc<Clients>);
+
+impl Action for UpgradeNodePool {
+    const NAME: &'static str = "k8s.node-pool.release";
+    const HAS_UNDO: bool = false;
+    type Input = PoolReleaseInput;
+    type Output = PoolReleaseOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: PoolReleaseInput,
+    ) -> Result<Outcome<PoolReleaseOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let (ns, name) = (&input.namespace, &input.name);
+        let hc = ours(&m, Kind::HostedCluster, ns, &input.cluster, &input.owner).await?;
+        let target = input.version.clone().or_else(|| {
+            hc.pointer("/status/version/history")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|h| str_at(h, "/image") == Some(input.release_image.as_str()))
+                .and_then(|h| str_at(h, "/version"))
+                .map(str::to_string)
+        });
+        let cp = control_plane_version(&hc);
+        let past = match (
+            target.as_deref().and_then(semver),
+            cp.as_deref().and_then(semver),
+        ) {
+            (Some(t), Some(c)) => t > c,
+            _ => true,
+        };
+        let pool = ours(&m, Kind::NodePool, ns, name, &input.owner).await?;
+        if str_at(&pool, "/spec/release/image") != Some(input.release_image.as_str()) {
+            if past {
+                return Err(StepError::permanent(
+                    REFUSED,
+                    format!(
+                        "NodePool {ns}/{name} must not go past its control plane: the HostedCluster has completed {}, the pool would get {}; upgrade the control plane first",
+                        cp.as_deref().unwrap_or("no version yet"),
+                        target.as_deref().unwrap_or(&input.release_image)
+                    ),
+                ));
+            }
+            m.patch_ours(
+                Kind::NodePool,
+                ns,
+                name,
+                &json!({"spec": {"release": {"image": input.release_image}}}),
+            )
+            .await?;
+            return Ok(ctx.wait(
+                self.0.poll(),
+                format!(
+                    "NodePool {ns}/{name} set to release {}",
+                    input.release_image
+                ),
+            ));
+        }
+        if let Some((_, reason, msg)) =
+            condition(&pool, "SupportedVersionSkew").filter(|c| c.0 == "False")
+        {
+            return Err(StepError::permanent(
+                REFUSED,
+                format!(
+                    "HyperShift refused the pool's release (SupportedVersionSkew=False, {reason}): {msg}"
+                ),
+            ));
+        }
+        if let Some((_, reason, msg)) =
+            condition(&pool, "ValidReleaseImage").filter(|c| c.0 == "False")
+        {
+            return Err(StepError::permanent(
+                REFUSED,
+                format!(
+                    "HyperShift refused the pool's release (ValidReleaseImage=False, {reason}): {msg}"
+                ),
+            ));
+        }
+        let have = str_at(&pool, "/status/version").map(str::to_string);
+        let updating = condition(&pool, "UpdatingVersion").filter(|c| c.0 == "True");
+        if have.is_some() && have == target && updating.is_none() {
+            return Ok(Outcome::Done(PoolReleaseOutput {
+                ledger: vec![k8s(
+                    Kind::NodePool,
+                    ns,
+                    name,
+                    LedgerAction::Updated,
+                    Some(format!("release {}", input.release_image)),
+                )],
+                version: have,
+            }));
+        }
+        Ok(ctx.wait(
+            self.0.poll(),
+            format!(
+                "waiting for NodePool {ns}/{name} to run {} (status.version {}{})",
+                target.as_deref().unwrap_or(&input.release_image),
+                have.as_deref().unwrap_or("not reported"),
+                updating
+                    .map(|(_, r, msg)| format!("; UpdatingVersion=True ({r}): {msg}"))
+                    .unwrap_or_default()
+            ),
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Input of `k8s.hosted-cluster.allowed-subscriptions`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AllowedSubscriptionsInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace.
+    pub namespace: String,
+    /// HostedCluster name.
+    pub name: String,
+    /// `spec.platform.azure.private.privateLink.additionalAllowedSubscriptions`.
+    pub subscriptions: Vec<String>,
+}
+
+/// Output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AllowedSubscriptionsOutput {
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+    /// What the field held before.
+    pub before: Vec<String>,
+}
+
+const SUBS_PTR: &str = "/spec/platform/azure/private/privateLink/additionalAllowedSubscriptions";
+
+fn subs_patch(subs: &[String]) -> Value {
+    json!({"spec": {"platform": {"azure": {"private": {"privateLink": {
+        "additionalAllowedSubscriptions": if subs.is_empty() { Value::Null } else { json!(subs) }
+    }}}}}})
+}
+
+fn subs_of(hc: &Value) -> Vec<String> {
+    hc.pointer(SUBS_PTR)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `k8s.hosted-cluster.allowed-subscriptions`: the field HyperShift's private-link
+/// controllers read (`api/hypershift/v1beta1/azure.go` `AzurePrivateLinkSpec`); the undo
+/// writes back what it held.
+#[derive(Clone, Debug)]
+pub struct SetAllowedSubscriptions(pub Arc<Clients>);
+
+impl Action for SetAllowedSubscriptions {
+    const NAME: &'static str = "k8s.hosted-cluster.allowed-subscriptions";
+    type Input = AllowedSubscriptionsInput;
+    type Output = AllowedSubscriptionsOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: AllowedSubscriptionsInput,
+    ) -> Result<Outcome<AllowedSubscriptionsOutput>, StepError> {
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let (ns, name) = (&input.namespace, &input.name);
+        let hc = ours(&m, Kind::HostedCluster, ns, name, &input.owner).await?;
+        let before = match checkpoint_field::<Vec<String>>(ctx, BEFORE_KEY)? {
+            Some(b) => b,
+            None => {
+                let b = subs_of(&hc);
+                save_checkpoint_field(ctx, BEFORE_KEY, &b).await?;
+                b
+            }
+        };
+        if subs_of(&hc) != input.subscriptions {
+            m.patch_ours(
+                Kind::HostedCluster,
+                ns,
+                name,
+                &subs_patch(&input.subscriptions),
+            )
+            .await?;
+        }
+        Ok(Outcome::Done(AllowedSubscriptionsOutput {
+            ledger: vec![k8s(
+                Kind::HostedCluster,
+                ns,
+                name,
+                LedgerAction::Updated,
+                Some(format!(
+                    "additionalAllowedSubscriptions [{}]",
+                    input.subscriptions.join(", ")
+                )),
+            )],
+            before,
+        }))
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: AllowedSubscriptionsInput,
+        _output: Option<AllowedSubscriptionsOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
+            return Ok(UndoOutcome::Done);
+        };
+        let Some(before) = cp
+            .get(BEFORE_KEY)
+            .and_then(|b| serde_json::from_value::<Vec<String>>(b.clone()).ok())
+        else {
+            return Ok(UndoOutcome::Done);
+        };
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let hc = ours(
+            &m,
+            Kind::HostedCluster,
+            &input.namespace,
+            &input.name,
+            &input.owner,
+        )
+        .await?;
+        if subs_of(&hc) != before {
+            m.patch_ours(
+                Kind::HostedCluster,
+                &input.namespace,
+                &input.name,
+                &subs_patch(&before),
+            )
+            .await?;
+        }
+        Ok(UndoOutcome::Done)
+    }
+}
+
+/// Which Private Link Service a step works on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlsRef {
+    /// hcp-workflow's own (`privateLink.managedBy: hcp-workflow`), tagged as ours.
+    Ours {
+        /// ARM id.
+        id: String,
+    },
+    /// HyperShift's: the id its `AzurePrivateLinkService` reports
+    /// (`status.privateLinkServiceID`).
+    HyperShift {
+        /// Management cluster.
+        mgmt: MgmtEnv,
+        /// HostedCluster namespace.
+        namespace: String,
+        /// HostedCluster name.
+        name: String,
+    },
+}
+
+/// Input of `azure.pls.visibility` and `azure.pls.connections.prune`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlsAccessInput {
+    /// The management subscription (where the PLS lives).
+    pub azure: AzureEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// The PLS.
+    pub pls: PlsRef,
+    /// Every subscription allowed: the guest's and `allowedSubscriptions`.
+    pub subscriptions: Vec<String>,
+}
+
+/// Output of `azure.pls.visibility` and `azure.pls.connections.prune`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlsAccessOutput {
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+    /// `azure.pls.visibility`: the lists before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Vec<String>>,
+    /// `azure.pls.connections.prune`: the connections rejected and removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+}
+
+const PLS_TYPE: &str = "Microsoft.Network/privateLinkServices";
+
+fn same_set(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .all(|x| b.iter().any(|y| y.eq_ignore_ascii_case(x)))
+}
+
+fn pls_lists(pls: &Value) -> (Vec<String>, Vec<String>) {
+    let list = |p: &str| -> Vec<String> {
+        pls.pointer(p)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (
+        list("/properties/visibility/subscriptions"),
+        list("/properties/autoApproval/subscriptions"),
+    )
+}
+
+async fn resolve_pls(clients: &Clients, r: &PlsRef) -> Result<Option<String>, StepError> {
+    match r {
+        PlsRef::Ours { id } => Ok(Some(id.clone())),
+        PlsRef::HyperShift {
+            mgmt,
+            namespace,
+            name,
+        } => {
+            let m = clients.mgmt(mgmt).await?;
+            let cr = super::hypershift_link::read_cr(&m, namespace, name).await?;
+            Ok(cr.and_then(|cr| super::hypershift_link::HyperShiftLinkIds::of(&cr).pls_id))
+        }
+    }
+}
+
+/// `azure.pls.visibility`: our Private Link Service's `visibility` and `autoApproval`
+/// become exactly the allowed subscriptions (the lists before are checkpointed; the undo
+/// puts them back). With HyperShift's PLS it waits until HyperShift's controller has
+/// applied `additionalAllowedSubscriptions` (its `reconcileAzurePrivateLinkService`),
+/// writing nothing.
+#[derive(Clone, Debug)]
+pub struct SetPlsVisibility(pub Arc<Clients>);
+
+impl SetPlsVisibility {
+    async fn converge(
+        &self,
+        ctx: &StepContext,
+        input: &PlsAccessInput,
+        want: &[String],
+        undo: bool,
+    ) -> Result<Result<Vec<String>, String>, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let Some(id) = resolve_pls(&self.0, &input.pls).await? else {
+            return Ok(Err(
+                "waiting for HyperShift's AzurePrivateLinkService to name its Private Link Service"
+                    .into(),
+            ));
+        };
+        let Some(pls) = arm.get_value(&id, API_NETWORK).await? else {
+            return Err(StepError::permanent(
+                "not-found",
+                format!(
+                    "Private Link Service {id} does not exist (deleted by hand? `hcp-workflow verify` checks the ledger against Azure)"
+                ),
+            ));
+        };
+        let (vis, auto) = pls_lists(&pls);
+        if !undo && checkpoint_field::<Vec<String>>(ctx, BEFORE_KEY)?.is_none() {
+            save_checkpoint_field(ctx, BEFORE_KEY, &vis).await?;
+        }
+        if same_set(&vis, want) && same_set(&auto, want) {
+            let state = str_at(&pls, "/properties/provisioningState").unwrap_or("Succeeded");
+            if state.eq_ignore_ascii_case("Succeeded") {
+                return Ok(Ok(vis));
+            }
+            return Ok(Err(format!(
+                "waiting for {id} to finish updating (provisioningState {state})"
+            )));
+        }
+        if matches!(input.pls, PlsRef::HyperShift { .. }) {
+            return Ok(Err(format!(
+                "waiting for HyperShift to set the visibility of {id} to [{}] (now [{}])",
+                want.join(", "),
+                vis.join(", ")
+            )));
+        }
+        if !input.owner.owns(pls.get("tags")) {
+            return Err(StepError::permanent(
+                "not-ours",
+                format!(
+                    "Private Link Service {id} does not carry this cluster's tags: not ours to change"
+                ),
+            ));
+        }
+        let mut body = json!({
+            "location": pls.get("location").cloned().unwrap_or(Value::Null),
+            "tags": pls.get("tags").cloned().unwrap_or_else(|| json!({})),
+            "properties": pls.get("properties").cloned().unwrap_or_else(|| json!({})),
+        });
+        if let Some(p) = body.get_mut("properties").and_then(Value::as_object_mut) {
+            p.remove("privateEndpointConnections");
+            p.remove("provisioningState");
+            p.remove("alias");
+            p.remove("networkInterfaces");
+            p.insert("visibility".into(), json!({"subscriptions": want}));
+            p.insert("autoApproval".into(), json!({"subscriptions": want}));
+        }
+        arm.put(&id, API_NETWORK, &body)
+            .await
+            .map_err(|e| StepError::from(e.with_resource(&id)))?;
+        Ok(Err(format!(
+            "{id}: visibility and auto-approval set to [{}]",
+            want.join(", ")
+        )))
+    }
+}
+
+impl Action for SetPlsVisibility {
+    const NAME: &'static str = "azure.pls.visibility";
+    type Input = PlsAccessInput;
+    type Output = PlsAccessOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: PlsAccessInput,
+    ) -> Result<Outcome<PlsAccessOutput>, StepError> {
+        match self
+            .converge(ctx, &input, &input.subscriptions, false)
+            .await?
+        {
+            Err(why) => Ok(ctx.wait(self.0.poll(), why)),
+            Ok(_) => {
+                let id = resolve_pls(&self.0, &input.pls).await?.unwrap_or_default();
+                Ok(Outcome::Done(PlsAccessOutput {
+                    ledger: vec![azure(
+                        PLS_TYPE,
+                        &id,
+                        if matches!(input.pls, PlsRef::Ours { .. }) {
+                            LedgerAction::Updated
+                        } else {
+                            LedgerAction::Kept
+                        },
+                        Some(format!("visibility [{}]", input.subscriptions.join(", "))),
+                    )],
+                    before: checkpoint_field(ctx, BEFORE_KEY)?,
+                    removed: Vec::new(),
+                }))
+            }
+        }
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: PlsAccessInput,
+        _output: Option<PlsAccessOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        if matches!(input.pls, PlsRef::HyperShift { .. }) {
+            // HyperShift follows the HostedCluster field, which its own undo restores.
+            return Ok(UndoOutcome::Done);
+        }
+        let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
+            return Ok(UndoOutcome::Done);
+        };
+        let Some(before) = cp
+            .get(BEFORE_KEY)
+            .and_then(|b| serde_json::from_value::<Vec<String>>(b.clone()).ok())
+        else {
+            return Ok(UndoOutcome::Done);
+        };
+        match self.converge(ctx, &input, &before, true).await? {
+            Ok(_) => Ok(UndoOutcome::Done),
+            Err(why) => Ok(ctx.undo_wait(self.0.poll(), format!("restoring: {why}"))),
+        }
+    }
+}
+
+/// `azure.pls.connections.prune`: every private endpoint connection whose endpoint is in a
+/// subscription not allowed any more is rejected, then removed (as the teardown does,
+/// `azure::privatelink::release_connections`); allowed ones are not touched. A pivot: a
+/// rejected connection cannot be given back.
+#[derive(Clone, Debug)]
+pub struct PruneConnections(pub Arc<Clients>);
+
+const PRUNE_KEY: &str = "pruned";
+
+impl Action for PruneConnections {
+    const NAME: &'static str = "azure.pls.connections.prune";
+    const HAS_UNDO: bool = false;
+    type Input = PlsAccessInput;
+    type Output = PlsAccessOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: PlsAccessInput,
+    ) -> Result<Outcome<PlsAccessOutput>, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let Some(id) = resolve_pls(&self.0, &input.pls).await? else {
+            return Ok(ctx.wait(
+                self.0.poll(),
+                "waiting for HyperShift's AzurePrivateLinkService to name its Private Link Service",
+            ));
+        };
+        let mut report: TeardownReport = checkpoint_field(ctx, PRUNE_KEY)?.unwrap_or_default();
+        let before = report.clone();
+        let allowed = input.subscriptions.clone();
+        let reason = format!(
+            "Rejected by hcp-workflow: this subscription is no longer allowed to connect to cluster {} (allowedSubscriptions)",
+            input.owner.cluster
+        );
+        let (waiting, after) = privatelink::release_connections_where(
+            &arm,
+            &id,
+            &|pe: &str| {
+                let sub = pe.split('/').nth(2).unwrap_or_default();
+                !allowed.iter().any(|a| a.eq_ignore_ascii_case(sub))
+            },
+            &reason,
+            &mut report,
+        )
+        .await?;
+        if report != before {
+            save_checkpoint_field(ctx, PRUNE_KEY, &report).await?;
+        }
+        if waiting > 0 {
+            return Ok(ctx.wait(
+                after.unwrap_or_else(|| self.0.poll()),
+                format!("waiting for {waiting} rejected private endpoint connection(s) of {id} to be removed"),
+            ));
+        }
+        Ok(Outcome::Done(PlsAccessOutput {
+            ledger: report
+                .deleted_connections
+                .iter()
+                .map(|c| {
+                    azure(
+                        "Microsoft.Network/privateLinkServices/privateEndpointConnections",
+                        c,
+                        LedgerAction::Deleted,
+                        Some(
+                            "rejected, then removed: its subscription is no longer allowed".into(),
+                        ),
+                    )
+                })
+                .collect(),
+            before: None,
+            removed: report.deleted_connections.clone(),
+        }))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_patch_turns_one_into_the_other() {
+        let a = json!({"vmSize": "D4", "image": {"type": "AzureMarketplace", "azureMarketplace": {"imageGeneration": "Gen2"}}, "osDisk": {"sizeGiB": 128}});
+        let b = json!({"vmSize": "D8", "image": {"type": "ImageID", "imageID": "/x"}, "osDisk": {"sizeGiB": 128}});
+        let p = merge_patch(&a, &b);
+        assert_eq!(
+            p,
+            json!({"vmSize": "D8", "image": {"type": "ImageID", "imageID": "/x", "azureMarketplace": null}})
+        );
+        assert!(contains(&b, &json!({"vmSize": "D8"})));
+        assert!(!contains(&a, &json!({"vmSize": "D8"})));
+    }
+
+    #[test]
+    fn versions_compare_and_the_control_plane_is_the_newest_completed() {
+        assert!(semver("4.22.3").unwrap() > semver("4.22.0-rc.1").unwrap());
+        assert!(semver("4.21.9") < semver("4.22.0"));
+        let hc = json!({"status": {"version": {"history": [
+            {"state": "Partial", "version": "4.22.1"},
+            {"state": "Completed", "version": "4.22.0"}]}}});
+        assert_eq!(control_plane_version(&hc).as_deref(), Some("4.22.0"));
+    }
+
+    #[test]
+    fn a_pool_refused_for_quota_fails_for_good() {
+        let pool = json!({"status": {"replicas": 2, "conditions": [
+            {"type": "AllMachinesReady", "status": "False", "reason": "CreateError",
+             "message": "Code=\"OperationNotAllowed\" Message=\"Operation could not be completed as it results in exceeding approved standardDSv5Family Cores quota.\""}]}});
+        let want = PoolSettings {
+            replicas: Some(5),
+            ..Default::default()
+        };
+        let e = pool_settled(&pool, &want).unwrap_err();
+        assert_eq!(e.kind, QUOTA);
+        let settled =
+            json!({"status": {"replicas": 5, "conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(pool_settled(&settled, &want).unwrap(), None);
+        let auto = PoolSettings {
+            auto_scaling: Some((1, 3)),
+            ..Default::default()
+        };
+        assert!(
+            pool_settled(&settled, &auto).unwrap().is_some(),
+            "5 is outside 1–3"
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! `plan update-cluster` (issue 24) on the real binary, locked by golden files: a cluster
+//! created from `examples/cluster.yaml` with `--simulate`, then its file edited — every
+//! change, the DAG, the pivots and the undo plan; a file with changes that cannot be made in
+//! place (each with why and the fix); an unchanged file (nothing to change). The run id the
+//! plan names is replaced by `<run>` (it is random).
+#![allow(clippy::unwrap_used)]
+
+mod views_support;
+
+use std::path::Path;
+use views_support::{bin, golden};
+
+fn sh(dir: &Path, db: &str, args: &[&str]) -> (i32, String, String) {
+    let out = bin()
+        .args(["--database", db, "--simulate"])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let s = std::fs::read_to_string(path).unwrap();
+    assert!(s.contains(from), "{from}");
+    std::fs::write(path, s.replacen(from, to, 1)).unwrap();
+}
+
+#[test]
+fn plan_update_cluster_shows_every_change_the_dag_pivots_and_undo_plan() {
+    let dir = hcp_runtime::testkit::scratch_dir("plan-update");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for f in ["cluster.yaml", "pull-secret.json", "id_ed25519.pub"] {
+        std::fs::copy(root.join("examples").join(f), dir.join(f)).unwrap();
+    }
+    let db = format!("sqlite://{}", dir.join("journal.db").display());
+    let cfg = dir.join("cluster.yaml");
+    let c = "cluster.yaml";
+    let (code, out, err) = sh(&dir, &db, &["start", "create-cluster", "--config", c]);
+    assert_eq!(code, 0, "{out}{err}");
+    let run = out
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_whitespace().next())
+        })
+        .unwrap()
+        .to_string();
+    let short = &run[run.len() - 8..];
+    let norm = |s: &str| s.replace(short, "<run>");
+    // Unchanged: nothing to change.
+    let (code, out, _) = sh(&dir, &db, &["plan", "update-cluster", "--config", c]);
+    assert_eq!(code, 0);
+    golden("plan_update_nothing.txt", &norm(&out));
+    // Every kind of change update-cluster makes.
+    let original = std::fs::read_to_string(&cfg).unwrap();
+    edit(
+        &cfg,
+        "    replicas: 2\n",
+        "    replicas: 3\n    vmSize: Standard_D8s_v5\n",
+    );
+    edit(&cfg, "    vmSize: Standard_D4s_v5\n", "");
+    edit(
+        &cfg,
+        "nodePools:\n",
+        "nodePools:\n  - name: gpu\n    autoScaling: {min: 1, max: 4}\n",
+    );
+    edit(&cfg, "ocp-release:4.22.0-multi", "ocp-release:4.22.3-multi");
+    edit(
+        &cfg,
+        "  - 12345678-1234-1234-1234-123456789abc\n",
+        "  - 12345678-1234-1234-1234-123456789abc\n  - 22222222-3333-4444-5555-666666666666\n",
+    );
+    let (code, out, err) = sh(&dir, &db, &["plan", "update-cluster", "--config", c]);
+    assert_eq!(code, 0, "{err}");
+    golden("plan_update.txt", &norm(&out));
+    let (code, out, _) = sh(
+        &dir,
+        &db,
+        &["--output", "json", "plan", "update-cluster", "--config", c],
+    );
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let pivots: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["pivot"].is_string())
+        .map(|s| s["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        pivots,
+        vec![
+            "update-cluster.release.control-plane",
+            "update-cluster.release-nodepools.workers"
+        ]
+    );
+    assert_eq!(v["nothing_to_change"], false);
+    assert_eq!(
+        v["differences"].as_array().unwrap().len(),
+        5,
+        "{}",
+        v["differences"]
+    );
+    // Changes it cannot make in place: refused, each with why and the fix.
+    std::fs::write(&cfg, &original).unwrap();
+    edit(&cfg, "location: eastus", "location: westus2");
+    edit(&cfg, "    zone: \"1\"\n", "    zone: \"2\"\n");
+    let (code, out, _) = sh(&dir, &db, &["plan", "update-cluster", "--config", c]);
+    assert_eq!(code, 0);
+    golden("plan_update_refused.txt", &norm(&out));
+}

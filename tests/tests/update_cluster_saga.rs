@@ -1,0 +1,307 @@
+//! Issue 24: update-cluster passes the suite every workflow has, end to end with real
+//! processes against `simulator serve`. One update with every kind of change (allowed
+//! subscriptions with one revoked, a pool scaled onto a new machine template, a pool added,
+//! a pool removed, a release upgrade):
+//! - a permanent failure injected at each step: before the first pivot the run unwinds to
+//!   the cluster as it was; after it, the run pauses with its work kept and `retry` finishes
+//!   it;
+//! - every step succeeds when repeated: a worker SIGKILLed at every boundary of every step
+//!   (before its effect, after it, after its journal write) and restarted ends in the same
+//!   cluster, with nothing created twice and the pivot's PATCH sent once;
+//! - unwinding twice is harmless: a worker SIGKILLed at every boundary of the unwind.
+#![allow(clippy::unwrap_used)]
+
+use hcp_e2e_tests::cluster::{Env, GUEST_SUB, Sim, cluster_file, edit_file, run};
+use hcp_e2e_tests::crash::{crash_through, created_twice, targets};
+use hcp_e2e_tests::{document, says_run};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const FAST: f64 = 0.002;
+const A: &str = "22222222-3333-4444-5555-666666666666";
+const B: &str = "33333333-4444-5555-6666-777777777777";
+const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools";
+const HC: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/hostedclusters";
+const OLD: &str = "quay.io/openshift-release-dev/ocp-release:4.22.0-multi";
+const NEW: &str = "quay.io/openshift-release-dev/ocp-release:4.22.3-multi";
+
+fn get(base: &str, path: &str) -> Value {
+    reqwest::blocking::Client::new()
+        .get(format!("{base}{path}"))
+        .header("authorization", "Bearer test")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap_or(Value::Null)
+}
+
+/// A created cluster `name` (Private, hcp-workflow's private link, A and B allowed) and its
+/// file edited to the update with every kind of change.
+fn created(dir: &Path, db: &str, base: &str, name: &str, infra: &str, sub: &str) -> PathBuf {
+    let cfg = cluster_file(
+        dir,
+        name,
+        infra,
+        "Private",
+        &format!(
+            "allowedSubscriptions:\n  - {A}\n  - {B}\nprivateLink:\n  managedBy: hcp-workflow\n"
+        ),
+    );
+    edit_file(
+        &cfg,
+        &format!("subscription: {GUEST_SUB}"),
+        &format!("subscription: {sub}"),
+    );
+    let c = cfg.to_string_lossy().to_string();
+    let (code, out, err) = run(
+        dir,
+        &[
+            "--database",
+            db,
+            "--simulator",
+            base,
+            "start",
+            "create-cluster",
+            "--config",
+            &c,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{name}: {out}{err}");
+    edit_file(&cfg, &format!("  - {B}\n"), "");
+    edit_file(
+        &cfg,
+        "  - name: workers\n    replicas: 2\n  - name: infra\n    replicas: 1\n",
+        "  - name: workers\n    replicas: 3\n    vmSize: Standard_D8s_v5\n  - name: extra\n    replicas: 1\n",
+    );
+    edit_file(&cfg, OLD, NEW);
+    cfg
+}
+
+/// What the update changes, as the management cluster and Azure show it.
+fn snapshot(base: &str, name: &str, infra: &str) -> Value {
+    let pls = format!(
+        "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/privateLinkServices/pls-{infra}?api-version=2023-11-01"
+    );
+    let pool = |p: &str| get(base, &format!("{NP}/{name}-{p}"));
+    let hc = get(base, &format!("{HC}/{name}"));
+    json!({
+        "workers": [pool("workers")["spec"]["replicas"], pool("workers")["spec"]["platform"]["azure"]["vmSize"], pool("workers")["spec"]["release"]["image"]],
+        "infra": pool("infra").get("spec").is_some(),
+        "extra": pool("extra").get("spec").is_some(),
+        "release": hc["spec"]["release"]["image"],
+        "hc_subs": hc["spec"]["platform"]["azure"]["private"]["privateLink"]["additionalAllowedSubscriptions"],
+        "pls_subs": get(base, &pls)["properties"]["visibility"]["subscriptions"],
+    })
+}
+
+fn as_it_was(sub: &str) -> Value {
+    json!({
+        "workers": [2, "Standard_D4s_v5", OLD], "infra": true, "extra": false, "release": OLD,
+        "hc_subs": [A, B], "pls_subs": [sub, A, B],
+    })
+}
+
+fn as_the_file_says(sub: &str) -> Value {
+    json!({
+        "workers": [3, "Standard_D8s_v5", NEW], "infra": false, "extra": true, "release": NEW,
+        "hc_subs": [A], "pls_subs": [sub, A],
+    })
+}
+
+#[test]
+fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
+    let env = Env::new("update-each", FAST);
+    // The steps, from the plan of one such update.
+    let cfg0 = created(
+        &env.dir,
+        &env.db,
+        &env.sim.base,
+        "each",
+        "each-e4ch0",
+        GUEST_SUB,
+    );
+    let c = cfg0.to_string_lossy().to_string();
+    let (code, out, err) = env.cli(
+        &["--output", "json", "plan", "update-cluster", "--config", &c],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let plan = document(&out, "Plan");
+    let steps: Vec<(String, bool)> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["node"].as_str().unwrap().to_string(),
+                s["pivot"].is_string(),
+            )
+        })
+        .collect();
+    assert_eq!(steps.len(), 10, "{steps:?}");
+    // Before the first pivot: the steps that descend from no pivot.
+    let first_pivot = steps.iter().position(|(_, p)| *p).unwrap();
+    assert_eq!(steps[first_pivot].0, "update-cluster.release.control-plane");
+    // Each cluster in its own subscription (its machines count against that subscription's
+    // regional vCPU quota), which needs the public zone of baseDomain.
+    let sub_of = |k: usize| format!("{k:08}-2222-3333-4444-555555555555");
+    for k in 0..steps.len() {
+        env.sim.seed_public_zone(&sub_of(k), "hcp.example.com");
+    }
+    let failures = std::sync::Mutex::new(Vec::<String>::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (dir, base) = (env.dir.clone(), env.sim.base.clone());
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some((node, _)) = steps.get(k) else { break };
+                    let t0 = std::time::Instant::now();
+                    let (name, infra) = (format!("e{k}"), format!("e{k}-upd4t"));
+                    let db = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
+                    let sub = sub_of(k);
+                    let cfg = created(&dir, &db, &base, &name, &infra, &sub);
+                    let c = cfg.to_string_lossy().to_string();
+                    let args = ["--database", db.as_str(), "--simulator", base.as_str()];
+                    let cli = |rest: &[&str], envs: &[(&str, &str)]| {
+                        let mut a = args.to_vec();
+                        a.extend_from_slice(rest);
+                        run(&dir, &a, envs)
+                    };
+                    let (code, out, err) = cli(
+                        &["start", "update-cluster", "--config", &c],
+                        &[("HCP_INJECT_FAIL", node.as_str())],
+                    );
+                    let mut problems = Vec::new();
+                    if code != 1 {
+                        problems.push(format!("exit {code}\n{out}\n{err}"));
+                    }
+                    if k < first_pivot {
+                        if !says_run(&out, "rolled back") {
+                            problems.push(format!("not rolled back\n{out}"));
+                        }
+                        let now = snapshot(&base, &name, &infra);
+                        if now != as_it_was(&sub) {
+                            problems.push(format!("not as it was: {now}"));
+                        }
+                    } else {
+                        if !out.contains("‖ Update paused after") {
+                            problems.push(format!("not paused\n{out}"));
+                        }
+                        let run_id = hcp_e2e_tests::run_id(&out);
+                        let (c1, o1, e1) = cli(&["retry", &run_id], &[]);
+                        let (c2, o2, e2) = cli(&["drive", &run_id], &[]);
+                        if c1 != 0 || c2 != 0 || !o2.contains("✓ Update complete") {
+                            problems.push(format!("retry/drive: {c1} {o1}{e1} / {c2} {o2}{e2}"));
+                        }
+                        let now = snapshot(&base, &name, &infra);
+                        if now != as_the_file_says(&sub) {
+                            problems.push(format!("not as the file says after retry: {now}"));
+                        }
+                    }
+                    eprintln!("{node}: {:?}", t0.elapsed());
+                    if !problems.is_empty() {
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{node}: {}", problems.join("; ")));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} steps:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+fn crash_env(tag: &str) -> (PathBuf, String, Sim) {
+    let dir = hcp_e2e_tests::scratch(tag);
+    let sim = Sim::start(&dir, FAST);
+    let db = format!("sqlite://{}", dir.join("journal.db").display());
+    (dir, db, sim)
+}
+
+fn detach_update(dir: &Path, db: &str, sim: &Sim, cfg: &Path) {
+    let c = cfg.to_string_lossy().to_string();
+    let (code, out, err) = run(
+        dir,
+        &[
+            "--database",
+            db,
+            "--simulator",
+            &sim.base,
+            "start",
+            "update-cluster",
+            "--config",
+            &c,
+            "--detach",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
+fn every_step_of_an_update_survives_sigkill_at_every_boundary() {
+    let (dir, db, sim) = crash_env("update-crash");
+    let (name, infra) = ("crsh", "crsh-cr45h");
+    let cfg = created(&dir, &db, &sim.base, name, infra, GUEST_SUB);
+    sim.clear_requests();
+    detach_update(&dir, &db, &sim, &cfg);
+    let points = targets(&dir, &db, &sim, &cfg, "update-cluster", "action");
+    assert_eq!(points.len(), 30);
+    let (end, kills) = crash_through(&dir, &db, &sim, &points, &[]);
+    eprintln!(
+        "{kills} workers killed across {} crash points",
+        points.len()
+    );
+    assert_eq!(end, "succeeded");
+    assert!(kills >= 15, "only {kills} kills");
+    assert_eq!(
+        snapshot(&sim.base, name, infra),
+        as_the_file_says(GUEST_SUB)
+    );
+    assert!(created_twice(&sim.requests()).is_empty());
+    let hc_patches = hcp_e2e_tests::cluster::request_lines(&sim.requests())
+        .iter()
+        .filter(|(m, p, s)| {
+            m == "PATCH" && p.split('?').next() == Some(&format!("{HC}/{name}")) && *s < 300
+        })
+        .count();
+    // The release once and the allowed subscriptions once: a repeated step re-reads and
+    // finds its change made.
+    assert_eq!(hc_patches, 2, "HostedCluster PATCHes");
+    sim.stop();
+}
+
+#[test]
+fn the_unwind_of_an_update_survives_sigkill_at_every_boundary() {
+    let (dir, db, sim) = crash_env("update-unwind-crash");
+    let (name, infra) = ("uwc", "uwc-unw1c");
+    let cfg = created(&dir, &db, &sim.base, name, infra, GUEST_SUB);
+    detach_update(&dir, &db, &sim, &cfg);
+    let points = targets(&dir, &db, &sim, &cfg, "update-cluster", "undo");
+    assert_eq!(points.len(), 9, "{points:?}");
+    let (end, kills) = crash_through(
+        &dir,
+        &db,
+        &sim,
+        &points,
+        &[("HCP_INJECT_FAIL", "update-cluster.nodepools.workers")],
+    );
+    eprintln!(
+        "{kills} workers killed across {} crash points",
+        points.len()
+    );
+    assert_eq!(end, "rolled-back");
+    assert!(kills >= 4, "only {kills} kills");
+    assert_eq!(snapshot(&sim.base, name, infra), as_it_was(GUEST_SUB));
+    sim.stop();
+}

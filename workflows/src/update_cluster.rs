@@ -1,0 +1,739 @@
+//! update-cluster (issue 24): make a cluster that exists be what its file says now.
+//!
+//! The cluster file is the desired state. What the cluster is now is its last applied
+//! configuration ([`crate::applied`], journaled by the create or update that made it); the
+//! differences are sorted into what can change in place and what cannot ([`classify`]):
+//!
+//! | Change | Steps | Undo |
+//! |---|---|---|
+//! | `allowedSubscriptions` | the HostedCluster's `additionalAllowedSubscriptions`; the Private Link Service's visibility and auto-approval (ours), or a wait until HyperShift applied them (its); then every connection from a subscription no longer allowed rejected and removed | field and lists restored; the removal is a pivot |
+//! | a node pool's `replicas` / `autoScaling` / machine template | `k8s.node-pool.update`, one branch per pool, in parallel | the previous size and template |
+//! | a new node pool | `k8s.node-pool.apply` (as create-cluster) | deleted |
+//! | `releaseImage` | the control plane (a pivot), then the pools in waves of `upgrade.maxParallel` | none: pivots |
+//! | a removed node pool | deleted, waiting until its machines are gone (a pivot) | none |
+//!
+//! Order: what can be undone first (subscriptions, pool sizes and templates, new pools),
+//! then the pivots (release, removals, connection pruning), so a failure before the first
+//! pivot unwinds to the cluster as it was, and one after it pauses (issue 23) and never
+//! tries to roll a control plane back. A final check waits for the HostedCluster to be
+//! `Available` and its release rolled out (which also reads how to reach the cluster).
+//!
+//! Everything else is refused before anything is journaled ([`Refusal`]): the field, why
+//! it cannot change in place, and what to do instead.
+
+use crate::applied::{self, Change};
+use crate::config::{ClusterConfig, NodePool, PrivateLinkManager};
+use crate::create_cluster::node_pool_input;
+use crate::layout::{CLUSTERS_NAMESPACE, Layout};
+use crate::workflow::{BuildOptions, PreflightKind, WorkflowDef};
+use hcp_activities::kube::mgmt::Kind;
+use hcp_activities::kube::render;
+use hcp_activities::steps::cluster::{
+    ApplyNodePool, ConditionInput, DeleteObject, DeleteObjectInput, NodePoolNodeInput,
+    RolloutInput, WaitCondition, WaitRollout,
+};
+use hcp_activities::steps::update::{
+    AllowedSubscriptionsInput, PlsAccessInput, PlsRef, PoolReleaseInput, PoolSettings,
+    PoolUpdateInput, PruneConnections, ReleaseInput, SetAllowedSubscriptions, SetPlsVisibility,
+    UpdateNodePool, UpgradeControlPlane, UpgradeNodePool,
+};
+use hcp_runtime::{DagError, FailurePolicy, NodeOptions, Ref, SagaBuilder, SagaDag};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Workflow name.
+pub const WORKFLOW: &str = "update-cluster";
+/// Version of this definition (persisted with each run).
+pub const VERSION: u32 = 1;
+
+fn n(s: &str) -> String {
+    format!("{WORKFLOW}.{s}")
+}
+
+fn o() -> NodeOptions {
+    NodeOptions::default()
+}
+
+/// update-cluster as `start`, `plan`, `preflight` and `drive` see it.
+pub static DEF: WorkflowDef = WorkflowDef {
+    name: WORKFLOW,
+    noun: "Update",
+    default_on_failure: FailurePolicy::Unwind,
+    forward_only: false,
+    destructive: false,
+    follows_create: true,
+    applies_config: true,
+    updates: true,
+    preflight: PreflightKind::Update,
+    build,
+};
+
+/// A field the file changes that update-cluster will not change in place.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Refusal {
+    /// The field, as the differences name it (`network.create.vnetCidr`).
+    pub path: String,
+    /// Why it cannot change in place.
+    pub why: String,
+    /// What to do instead.
+    pub fix: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}; {}", self.path, self.why, self.fix)
+    }
+}
+
+/// A pool whose size or machine template changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolChange {
+    /// As applied.
+    pub before: NodePool,
+    /// As the file says.
+    pub after: NodePool,
+    /// Its machine template changes (HyperShift replaces the machines).
+    pub template: bool,
+}
+
+/// The differences between the applied configuration and the file, sorted by what
+/// update-cluster does with them.
+#[derive(Clone, Debug, Default)]
+pub struct UpdatePlan {
+    /// Every difference, as [`applied::diff`] lists it.
+    pub changes: Vec<Change>,
+    /// New pools.
+    pub added: Vec<NodePool>,
+    /// Pools no longer in the file (as applied).
+    pub removed: Vec<NodePool>,
+    /// Pools whose size or template changes.
+    pub changed: Vec<PoolChange>,
+    /// `releaseImage`: (applied, file).
+    pub release: Option<(String, String)>,
+    /// `allowedSubscriptions`: (applied, file).
+    pub allowed_subscriptions: Option<(Vec<String>, Vec<String>)>,
+    /// What cannot change in place.
+    pub refused: Vec<Refusal>,
+}
+
+impl UpdatePlan {
+    /// Nothing differs.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+/// Fields of a pool that reach its machine template (`spec.platform.azure`): HyperShift
+/// rolls new machines (`UpdatingPlatformMachineTemplate`).
+const TEMPLATE_FIELDS: [&str; 8] = [
+    "vmSize",
+    "osDiskSizeGiB",
+    "osDiskStorageAccountType",
+    "image",
+    "diagnostics",
+    "encryptionAtHost",
+    "diskEncryptionSetId",
+    "ephemeralOsDisk",
+];
+
+const NEW_CLUSTER: &str = "it cannot change on an existing cluster: keep the applied value, or make a new cluster (`hcp-workflow start delete-cluster --config FILE`, then `start create-cluster` with the new value)";
+
+fn first_segment(path: &str) -> &str {
+    path.split(['.', '[']).next().unwrap_or(path)
+}
+
+/// Why the top-level field `key` cannot change in place (`None`: it can).
+fn immutable(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "name" => "the cluster's name names the HostedCluster and every Azure resource",
+        "infraID" => {
+            "every Azure resource name and tag embeds the infra id (HostedCluster CRD: \"infraID is immutable\")"
+        }
+        "subscription" | "tenant" | "location" | "cloud" => {
+            "the cluster's Azure resources live there; they cannot move"
+        }
+        "baseDomain" => "HostedCluster CRD: \"baseDomain is immutable\"",
+        "network" | "networking" => {
+            "the VNet, subnet, NSG and the cluster/service/machine networks are fixed at creation (HostedCluster CRD: \"clusterNetwork is immutable\", \"machineNetwork is immutable\", \"serviceNetwork is immutable\")"
+        }
+        "identities" => {
+            "the workload identities are federated with this cluster's service accounts at creation"
+        }
+        "oidcIssuer" => "HostedCluster CRD: \"issuerURL is immutable\"",
+        "persistentResourceGroup" | "resourceGroupTags" | "dnsZoneResourceGroup" => {
+            "the resource groups were created (or chosen) with the cluster"
+        }
+        "managementCluster" => "the cluster's control plane runs on that management cluster",
+        "privateLink" => {
+            "who makes the private link (hcp-workflow or HyperShift) is fixed at creation"
+        }
+        "controlPlane" => {
+            "update-cluster does not change control-plane settings yet (several are immutable in HyperShift: \"fips is immutable\", \"ControllerAvailabilityPolicy is immutable\", \"Etcd PV storage size is immutable\")"
+        }
+        "topology" => {
+            "switching between PublicAndPrivate and Private is not implemented by update-cluster yet, and every other topology change is immutable in HyperShift"
+        }
+        "pullSecret" | "sshKey" => {
+            "update-cluster does not roll out new pull-secret or SSH-key contents yet"
+        }
+        _ => return None,
+    })
+}
+
+/// Why pool field `field` cannot change in place (`None`: it can).
+fn immutable_pool_field(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "arch" => "NodePool CRD: \"Arch is immutable\"",
+        "subnetId" => "NodePool CRD: \"SubnetID is immutable\"",
+        "upgradeType" => "NodePool CRD: \"UpgradeType is immutable\"",
+        "zone" => "a pool's machines stay in the availability zone they were created in",
+        "autoRepair" | "nodeDrainTimeout" | "nodeVolumeDetachTimeout" => {
+            "update-cluster does not change a pool's management settings yet"
+        }
+        _ => return None,
+    })
+}
+
+fn pools_of(doc: &Value) -> Vec<NodePool> {
+    doc.get("nodePools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| serde_json::from_value(p.clone()).ok())
+        .collect()
+}
+
+fn strings_of(doc: &Value, key: &str) -> Vec<String> {
+    doc.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sort the differences from `applied` to `file` (both [`applied::document`]s).
+pub fn classify(applied: &Value, file: &Value) -> UpdatePlan {
+    let changes = applied::diff(applied, file);
+    let mut plan = UpdatePlan {
+        changes: changes.clone(),
+        ..UpdatePlan::default()
+    };
+    let (before_pools, after_pools) = (pools_of(applied), pools_of(file));
+    let find = |list: &[NodePool], name: &str| list.iter().find(|p| p.name == name).cloned();
+    for c in &changes {
+        let key = first_segment(&c.path);
+        match key {
+            "nodePools" => {
+                let rest = c.path.trim_start_matches("nodePools[");
+                let (name, field) = match rest.split_once(']') {
+                    Some((name, field)) => (name, field.trim_start_matches('.')),
+                    None => (rest, ""),
+                };
+                let field = first_segment(field);
+                match (find(&before_pools, name), find(&after_pools, name)) {
+                    (None, Some(p)) => plan.added.push(p),
+                    (Some(p), None) => plan.removed.push(p),
+                    (Some(before), Some(after)) => {
+                        if let Some(why) = immutable_pool_field(field) {
+                            plan.refused.push(Refusal {
+                                path: c.path.clone(),
+                                why: why.to_string(),
+                                fix: format!(
+                                    "keep the applied value, or add a pool with a new name and remove `{name}`"
+                                ),
+                            });
+                            continue;
+                        }
+                        let template = TEMPLATE_FIELDS.contains(&field);
+                        match plan.changed.iter_mut().find(|x| x.after.name == name) {
+                            Some(x) => x.template |= template,
+                            None => plan.changed.push(PoolChange {
+                                before,
+                                after,
+                                template,
+                            }),
+                        }
+                    }
+                    (None, None) => {}
+                }
+            }
+            "releaseImage" => {
+                plan.release = Some((
+                    c.applied.as_str().unwrap_or_default().to_string(),
+                    c.file.as_str().unwrap_or_default().to_string(),
+                ));
+            }
+            "allowedSubscriptions" => {
+                plan.allowed_subscriptions = Some((
+                    strings_of(applied, "allowedSubscriptions"),
+                    strings_of(file, "allowedSubscriptions"),
+                ));
+            }
+            other => plan.refused.push(Refusal {
+                path: c.path.clone(),
+                why: immutable(other)
+                    .unwrap_or("update-cluster cannot change this field")
+                    .to_string(),
+                fix: NEW_CLUSTER.to_string(),
+            }),
+        }
+    }
+    plan
+}
+
+/// `4.22.3` of a release image tagged `…:4.22.3-multi` (a digest reference has no version
+/// in its name: `None`).
+pub fn release_version(image: &str) -> Option<String> {
+    if image.contains('@') {
+        return None;
+    }
+    let tag = image.rsplit_once(':')?.1;
+    let v = tag.split('-').next()?;
+    let parts: Vec<&str> = v.split('.').collect();
+    (parts.len() >= 2 && parts.iter().all(|p| p.parse::<u64>().is_ok())).then(|| v.to_string())
+}
+
+/// The settings `k8s.node-pool.update` writes for pool `p`.
+fn pool_settings(cfg: &ClusterConfig, l: &Layout, p: &NodePool, template: bool) -> PoolSettings {
+    let platform = template.then(|| {
+        render::node_pool(&node_pool_input(cfg, l, p))
+            .pointer("/spec/platform/azure")
+            .cloned()
+            .unwrap_or(Value::Null)
+    });
+    PoolSettings {
+        replicas: if p.auto_scaling.is_some() {
+            None
+        } else {
+            p.replicas
+        },
+        auto_scaling: p.auto_scaling.map(|a| (a.min, a.max)),
+        platform,
+    }
+}
+
+/// Build the update DAG for `cfg` over the applied configuration in `opts.applied`.
+///
+/// # Errors
+/// A definition error (a bug), or [`DagError::Empty`] when nothing changes (`start`
+/// says "nothing to change" before it builds).
+pub fn build(cfg: &ClusterConfig, l: &Layout, opts: BuildOptions<'_>) -> Result<SagaDag, DagError> {
+    let file = applied::document(cfg);
+    // Without an applied configuration (`preflight update-cluster`, which reads no
+    // journal): the file against itself, nothing to change.
+    let applied = opts.applied.cloned().unwrap_or_else(|| file.clone());
+    let plan = classify(&applied, &file);
+    build_plan(cfg, l, &plan)
+}
+
+/// The DAG of an [`UpdatePlan`] (its refusals are left out: `start` refuses them first).
+///
+/// # Errors
+/// A definition error (a bug).
+pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<SagaDag, DagError> {
+    let mut b = SagaBuilder::new(WORKFLOW, VERSION);
+    let private = cfg.topology.uses_private_link();
+    let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
+    let pls = if hypershift_link {
+        PlsRef::HyperShift {
+            mgmt: l.mgmt.clone(),
+            namespace: CLUSTERS_NAMESPACE.into(),
+            name: l.name.clone(),
+        }
+    } else {
+        PlsRef::Ours {
+            id: l.pls_id.clone(),
+        }
+    };
+    let mut allowed = vec![l.sub.clone()];
+    for s in &cfg.allowed_subscriptions {
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(s)) {
+            allowed.push(s.clone());
+        }
+    }
+    let access = PlsAccessInput {
+        azure: l.mgmt_azure.clone(),
+        owner: l.owner.clone(),
+        pls: pls.clone(),
+        subscriptions: allowed,
+    };
+    // 1. What can be undone: subscriptions, pool sizes and templates, new pools.
+    if private && plan.allowed_subscriptions.is_some() {
+        b.stage("allowed-subscriptions");
+        let hc = b.add::<SetAllowedSubscriptions>(
+            n("allowed-subscriptions.hosted-cluster"),
+            &AllowedSubscriptionsInput {
+                mgmt: l.mgmt.clone(),
+                owner: l.owner.clone(),
+                namespace: CLUSTERS_NAMESPACE.into(),
+                name: l.name.clone(),
+                subscriptions: cfg.allowed_subscriptions.clone(),
+            },
+            o(),
+        )?;
+        b.add::<SetPlsVisibility>(n("allowed-subscriptions.pls"), &access, o().after(&hc))?;
+    }
+    let upgrade = plan.release.as_ref();
+    if !plan.changed.is_empty() || (!plan.added.is_empty() && upgrade.is_none()) {
+        b.stage("nodepools");
+        for c in &plan.changed {
+            b.add::<UpdateNodePool>(
+                n(&format!("nodepools.{}", c.after.name)),
+                &PoolUpdateInput {
+                    mgmt: l.mgmt.clone(),
+                    owner: l.owner.clone(),
+                    namespace: CLUSTERS_NAMESPACE.into(),
+                    name: format!("{}-{}", l.name, c.after.name),
+                    desired: pool_settings(cfg, l, &c.after, c.template),
+                },
+                o(),
+            )?;
+        }
+        if upgrade.is_none() {
+            add_pools(&mut b, cfg, l, &plan.added)?;
+        }
+    }
+    // 2. Pivots: the release (control plane, then the pools in waves), removed pools,
+    //    connections from subscriptions no longer allowed.
+    if let Some((_, image)) = upgrade {
+        b.stage("release");
+        b.add::<UpgradeControlPlane>(
+            n("release.control-plane"),
+            &ReleaseInput {
+                mgmt: l.mgmt.clone(),
+                owner: l.owner.clone(),
+                namespace: CLUSTERS_NAMESPACE.into(),
+                name: l.name.clone(),
+                release_image: image.clone(),
+            },
+            o().pivot(
+                "HyperShift does not roll a control plane back: a release, once rolled out, stays",
+            ),
+        )?;
+        b.stage("release-nodepools");
+        let wave = cfg.upgrade.max_parallel.unwrap_or(1).max(1) as usize;
+        let mut pools: Vec<&NodePool> = cfg
+            .node_pools
+            .iter()
+            .filter(|p| !plan.added.iter().any(|a| a.name == p.name))
+            .collect();
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut refs: Vec<Ref<hcp_activities::steps::update::PoolReleaseOutput>> = Vec::new();
+        for (i, p) in pools.iter().enumerate() {
+            let mut opts =
+                o().pivot("a node pool's machines, once on the new release, are not rolled back");
+            if i >= wave {
+                opts = opts.after(&refs[i - wave]);
+            }
+            refs.push(
+                b.add::<UpgradeNodePool>(
+                    n(&format!("release-nodepools.{}", p.name)),
+                    &PoolReleaseInput {
+                        mgmt: l.mgmt.clone(),
+                        owner: l.owner.clone(),
+                        namespace: CLUSTERS_NAMESPACE.into(),
+                        name: format!("{}-{}", l.name, p.name),
+                        cluster: l.name.clone(),
+                        release_image: image.clone(),
+                        version: cfg
+                            .release_version
+                            .clone()
+                            .or_else(|| release_version(image)),
+                    },
+                    opts,
+                )?,
+            );
+        }
+        if !plan.added.is_empty() {
+            // New pools start on the new release, once the control plane runs it.
+            b.stage("nodepools-added");
+            add_pools(&mut b, cfg, l, &plan.added)?;
+        }
+    }
+    if !plan.removed.is_empty() {
+        b.stage("nodepools-removed");
+        for p in &plan.removed {
+            b.add::<DeleteObject>(
+                n(&format!("nodepools-removed.{}", p.name)),
+                &DeleteObjectInput {
+                    mgmt: l.mgmt.clone(),
+                    owner: l.owner.clone(),
+                    kind: Kind::NodePool,
+                    namespace: CLUSTERS_NAMESPACE.into(),
+                    names: vec![format!("{}-{}", l.name, p.name)],
+                    persistent: false,
+                    cleanup_cloud_resources: false,
+                    hypershift_private_link: None,
+                },
+                o().pivot(
+                    "a removed node pool's machines are deleted; they cannot be brought back",
+                ),
+            )?;
+        }
+    }
+    // Connections are pruned only when a subscription lost its access.
+    let revoked = plan
+        .allowed_subscriptions
+        .as_ref()
+        .is_some_and(|(before, after)| {
+            before
+                .iter()
+                .any(|s| !after.iter().any(|a| a.eq_ignore_ascii_case(s)))
+        });
+    if private && revoked {
+        b.stage("connections");
+        b.add::<PruneConnections>(
+            n("connections.prune"),
+            &access,
+            o().pivot("a rejected private endpoint connection cannot be approved back by hcp-workflow: its owner must create it again"),
+        )?;
+    }
+    b.stage("available");
+    b.add::<WaitCondition>(
+        n("available.hosted-cluster"),
+        &ConditionInput {
+            mgmt: l.mgmt.clone(),
+            kind: Kind::HostedCluster,
+            namespace: CLUSTERS_NAMESPACE.into(),
+            name: l.name.clone(),
+            condition: "Available".into(),
+        },
+        o(),
+    )?;
+    // The guest's release has rolled out (and how to reach the cluster, for the outcome).
+    b.add::<WaitRollout>(
+        n("available.rollout"),
+        &RolloutInput {
+            mgmt: l.mgmt.clone(),
+            namespace: CLUSTERS_NAMESPACE.into(),
+            name: l.name.clone(),
+        },
+        o(),
+    )?;
+    let mut dag = b.build()?;
+    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
+    Ok(dag)
+}
+
+fn add_pools(
+    b: &mut SagaBuilder,
+    cfg: &ClusterConfig,
+    l: &Layout,
+    pools: &[NodePool],
+) -> Result<(), DagError> {
+    for p in pools {
+        b.add::<ApplyNodePool>(
+            n(&format!("nodepools.{}", p.name)),
+            &NodePoolNodeInput {
+                mgmt: l.mgmt.clone(),
+                owner: l.owner.clone(),
+                spec: node_pool_input(cfg, l, p),
+            },
+            o(),
+        )?;
+    }
+    Ok(())
+}
+
+/// The machines an update adds beyond what runs (for the vCPU quota and VM size rows of
+/// its preflight): per pool of the file, `(pool, vmSize, machines, zone)` — all of a new
+/// pool, the growth of a scaled one, and a whole new set for a pool whose machine template
+/// changes (HyperShift replaces the machines, surging new ones before old ones go).
+pub fn added_machines(
+    applied: &Value,
+    cfg: &ClusterConfig,
+) -> Vec<(String, String, i64, Option<String>)> {
+    let before = pools_of(applied);
+    cfg.node_pools
+        .iter()
+        .filter_map(|p| {
+            let want = p.desired_replicas();
+            let extra = match before.iter().find(|b| b.name == p.name) {
+                None => want,
+                Some(b) if b.vm_size != p.vm_size => want,
+                Some(b) => want - b.desired_replicas(),
+            };
+            (extra > 0).then(|| (p.name.clone(), p.vm_size.clone(), extra, p.zone.clone()))
+        })
+        .collect()
+}
+
+/// The version of the release a document names (`releaseVersion`, else the image's tag).
+fn doc_version(doc: &Value) -> Option<String> {
+    doc.get("releaseVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| {
+            doc.get("releaseImage")
+                .and_then(Value::as_str)
+                .and_then(release_version)
+        })
+}
+
+/// The preflight rows of a release change (issue 24 §2), each a refusal when it fails:
+/// - `update.release.downgrade`: HyperShift refuses a y-stream downgrade
+///   (`support/supportedversion/version.go` `IsValidReleaseVersion`: "y-stream downgrade
+///   from %q to %q is not supported"); a z-stream downgrade passes HyperShift but not the
+///   guest's cluster-version operator without force: refused too.
+/// - `update.release.skew`: while the control plane runs the new release the pools still
+///   run the applied one; HyperShift supports pools at most 3 minors behind
+///   (`ValidateVersionSkew`, same file) and reports `SupportedVersionSkew=False` otherwise.
+/// - `update.release.reference`: a tag can move under a running cluster; HyperShift
+///   resolves it to a digest itself (`hostedcluster_controller.go` `isProgressing`), so a
+///   tag is a warning, not a refusal.
+///
+/// The operator's `supported-versions` row is `k8s.supported-versions` (every update).
+pub fn release_checks(
+    applied: &Value,
+    cfg: &ClusterConfig,
+) -> Vec<hcp_activities::preflight::CheckResult> {
+    use hcp_activities::preflight::CheckResult;
+    use hcp_activities::steps::update::semver;
+    let from_image = applied
+        .get("releaseImage")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if from_image == cfg.release_image {
+        return Vec::new();
+    }
+    let target = format!("releaseImage {from_image} → {}", cfg.release_image);
+    let from = doc_version(applied);
+    let to = cfg
+        .release_version
+        .clone()
+        .or_else(|| release_version(&cfg.release_image));
+    let mut rows = Vec::new();
+    match (
+        from.as_deref().and_then(semver),
+        to.as_deref().and_then(semver),
+    ) {
+        (Some(f), Some(t)) => {
+            let (fs, ts) = (from.clone().unwrap_or_default(), to.clone().unwrap_or_default());
+            if t < f {
+                let y = t.1 < f.1 || t.0 < f.0;
+                rows.push(CheckResult::fail(
+                    "update.release.downgrade",
+                    target.clone(),
+                    if y {
+                        format!("y-stream downgrade from \"{fs}\" to \"{ts}\" is not supported (HyperShift refuses it)")
+                    } else {
+                        format!("downgrade from {fs} to {ts}: the cluster-version operator does not downgrade without force")
+                    },
+                    format!("keep releaseImage at {fs} or newer"),
+                ));
+            } else {
+                rows.push(CheckResult::pass(
+                    "update.release.downgrade",
+                    target.clone(),
+                    format!("{fs} → {ts}: an upgrade"),
+                ));
+            }
+            // Every pool runs the applied release until its wave.
+            let gap = i64::try_from(t.1).unwrap_or(0) - i64::try_from(f.1).unwrap_or(0);
+            if t.0 != f.0 {
+                rows.push(CheckResult::fail(
+                    "update.release.skew",
+                    target.clone(),
+                    format!("NodePool major version {} must match HostedCluster major version {}", f.0, t.0),
+                    "upgrade within one major version",
+                ));
+            } else if gap > 3 {
+                rows.push(CheckResult::fail(
+                    "update.release.skew",
+                    target.clone(),
+                    format!(
+                        "NodePool minor version {}.{} is less than {}.{}, which is the minimum NodePool version compatible with the {}.{} HostedCluster (the pools run {fs} until their wave)",
+                        f.0, f.1, t.0, t.1.saturating_sub(3), t.0, t.1
+                    ),
+                    format!("upgrade in steps of at most 3 minor versions (e.g. to {}.{} first)", f.0, f.1 + 3),
+                ));
+            } else {
+                rows.push(CheckResult::pass(
+                    "update.release.skew",
+                    target.clone(),
+                    format!("the pools ({fs}) stay within 3 minors of the control plane ({ts}) during the upgrade"),
+                ));
+            }
+        }
+        _ => rows.push(CheckResult::warn(
+            "update.release.downgrade",
+            target.clone(),
+            "a version is unknown (a digest without releaseVersion): downgrade and skew not checked",
+            Some("set releaseVersion beside a digest releaseImage".into()),
+        )),
+    }
+    if !cfg.release_image.contains("@sha256:") {
+        rows.push(CheckResult::warn(
+            "update.release.reference",
+            cfg.release_image.clone(),
+            "a tag, not a digest: HyperShift resolves it when it rolls out; the tag could move before then",
+            Some("pin the release by digest (…@sha256:…) with releaseVersion".into()),
+        ));
+    }
+    rows
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc() -> Value {
+        json!({
+            "name": "demo", "releaseImage": "quay.io/x/ocp-release:4.22.0-multi",
+            "topology": "Private", "network": {"create": {"vnetCidr": "10.0.0.0/16"}},
+            "nodePools": [{"name": "workers", "replicas": 2, "vmSize": "Standard_D4s_v5", "osDiskSizeGiB": 128},
+                          {"name": "infra", "replicas": 1, "vmSize": "Standard_D4s_v5", "osDiskSizeGiB": 128}],
+        })
+    }
+
+    #[test]
+    fn changes_are_sorted_by_kind_and_immutable_ones_refused() {
+        let a = doc();
+        let mut b = doc();
+        b["releaseImage"] = json!("quay.io/x/ocp-release:4.22.3-multi");
+        b["nodePools"][0]["replicas"] = json!(3);
+        b["nodePools"][1]["vmSize"] = json!("Standard_D8s_v5");
+        b["nodePools"][1]["arch"] = json!("arm64");
+        b["nodePools"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "gpu", "replicas": 1}));
+        b["network"]["create"]["vnetCidr"] = json!("10.1.0.0/16");
+        b["allowedSubscriptions"] = json!(["22222222-3333-4444-5555-666666666666"]);
+        let p = classify(&a, &b);
+        assert_eq!(
+            p.release.as_ref().map(|r| r.1.as_str()),
+            Some("quay.io/x/ocp-release:4.22.3-multi")
+        );
+        assert_eq!(p.added.len(), 1);
+        let changed: Vec<(&str, bool)> = p
+            .changed
+            .iter()
+            .map(|c| (c.after.name.as_str(), c.template))
+            .collect();
+        assert_eq!(changed, vec![("workers", false), ("infra", true)]);
+        let refused: Vec<&str> = p.refused.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(
+            refused,
+            vec!["network.create.vnetCidr", "nodePools[infra].arch"]
+        );
+        assert!(p.refused[0].why.contains("machineNetwork is immutable"));
+        assert_eq!(p.allowed_subscriptions.as_ref().map(|s| s.1.len()), Some(1));
+        assert!(classify(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn release_versions_come_from_tags() {
+        assert_eq!(
+            release_version("quay.io/openshift-release-dev/ocp-release:4.22.3-multi").as_deref(),
+            Some("4.22.3")
+        );
+        assert_eq!(release_version("quay.io/x/ocp-release@sha256:abc"), None);
+        assert_eq!(release_version("registry:5000/x:latest"), None);
+    }
+}
