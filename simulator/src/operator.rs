@@ -536,30 +536,7 @@ fn rollout(
                 "availableUpdates": [],
             }),
         );
-        set_condition(
-            obj,
-            "ClusterVersionAvailable",
-            true,
-            "FromClusterVersion",
-            &format!("Done applying {version}"),
-            now,
-        );
-        set_condition(
-            obj,
-            "ClusterVersionProgressing",
-            false,
-            "FromClusterVersion",
-            &format!("Cluster version is {version}"),
-            now,
-        );
-        set_condition(
-            obj,
-            "ClusterVersionFailing",
-            false,
-            "FromClusterVersion",
-            "",
-            now,
-        );
+        cluster_version_done(obj, &version, now);
         return true;
     }
     let failing_msg = if failing.len() == 1 {
@@ -680,22 +657,7 @@ fn upgrade(sim: &Simulator, now: u64, obj: &mut Value, s: &mut crate::state::HcS
         v["observedGeneration"] = generation;
         s.upgrade_ms = Some(now);
         dirty = true;
-        dirty |= set_condition(
-            obj,
-            "ClusterVersionProgressing",
-            true,
-            "FromClusterVersion",
-            &format!("Working towards {version}"),
-            now,
-        );
-        dirty |= set_condition(
-            obj,
-            "ClusterVersionFailing",
-            false,
-            "FromClusterVersion",
-            "",
-            now,
-        );
+        dirty |= cluster_version_working(obj, &version, now);
     }
     let Some(since) = s.upgrade_ms else {
         return dirty;
@@ -751,22 +713,7 @@ fn upgrade(sim: &Simulator, now: u64, obj: &mut Value, s: &mut crate::state::HcS
     }
     if now < since + sim.scaled(sim.config().latency.guest_rollout) {
         // The knob cleared mid-upgrade: back to plain progress.
-        dirty |= set_condition(
-            obj,
-            "ClusterVersionProgressing",
-            true,
-            "FromClusterVersion",
-            &format!("Working towards {version}"),
-            now,
-        );
-        dirty |= set_condition(
-            obj,
-            "ClusterVersionFailing",
-            false,
-            "FromClusterVersion",
-            "",
-            now,
-        );
+        dirty |= cluster_version_working(obj, &version, now);
         return dirty;
     }
     if let Some(entry) = obj.pointer_mut("/status/version/history/0") {
@@ -774,6 +721,14 @@ fn upgrade(sim: &Simulator, now: u64, obj: &mut Value, s: &mut crate::state::HcS
         entry["completionTime"] = json!(crate::util::rfc3339_secs(now));
     }
     s.upgrade_ms = None;
+    cluster_version_done(obj, &version, now);
+    true
+}
+
+/// The `ClusterVersion*` conditions of a completed rollout of `version`, as HyperShift
+/// bubbles them up from the guest's CVO (`hostedcluster_controller.go`
+/// `computeClusterVersionStatus`; the CVO's messages, `pkg/cvo/status.go`).
+fn cluster_version_done(obj: &mut Value, version: &str, now: u64) {
     set_condition(
         obj,
         "ClusterVersionAvailable",
@@ -798,7 +753,26 @@ fn upgrade(sim: &Simulator, now: u64, obj: &mut Value, s: &mut crate::state::HcS
         "",
         now,
     );
-    true
+}
+
+/// The `ClusterVersion*` conditions while the CVO works towards `version` without trouble.
+fn cluster_version_working(obj: &mut Value, version: &str, now: u64) -> bool {
+    let p = set_condition(
+        obj,
+        "ClusterVersionProgressing",
+        true,
+        "FromClusterVersion",
+        &format!("Working towards {version}"),
+        now,
+    );
+    set_condition(
+        obj,
+        "ClusterVersionFailing",
+        false,
+        "FromClusterVersion",
+        "",
+        now,
+    ) | p
 }
 
 /// A HostedCluster spec HyperShift refuses: the condition it shows.

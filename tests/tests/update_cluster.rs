@@ -403,6 +403,30 @@ fn a_failure_before_the_pivot_unwinds_to_the_cluster_as_it_was() {
     assert!(out.contains("nodePools[workers].replicas: 2 → 3"), "{out}");
 }
 
+/// A private endpoint in subscription `sub` (group, VNet and subnet `tag`) connected to
+/// the Private Link Service `pls`, as another team would make one; its id.
+fn private_endpoint(env: &Env, sub: &str, tag: &str, pls: &str) -> String {
+    let rg = format!("/subscriptions/{sub}/resourceGroups/{tag}");
+    put_ready_at(env, &rg, "2021-04-01", json!({"location": "eastus"}));
+    let vnet = put_ready_at(
+        env,
+        &format!("{rg}/providers/Microsoft.Network/virtualNetworks/{tag}-vnet"),
+        "2023-11-01",
+        json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.9.0.0/16"]},
+            "subnets": [{"name": "pe", "properties": {"addressPrefix": "10.9.0.0/24"}}]}}),
+    );
+    let subnet = format!("{}/subnets/pe", vnet["id"].as_str().unwrap());
+    let pe = format!("{rg}/providers/Microsoft.Network/privateEndpoints/{tag}-pe");
+    put_ready_at(
+        env,
+        &pe,
+        "2023-11-01",
+        json!({"location": "eastus", "properties": {"subnet": {"id": subnet},
+            "privateLinkServiceConnections": [{"name": tag, "properties": {"privateLinkServiceId": pls}}]}}),
+    );
+    pe
+}
+
 #[test]
 fn a_removed_subscription_s_connection_is_rejected_and_removed_and_allowed_ones_stay() {
     let env = Env::new("update-subs", FAST);
@@ -427,28 +451,10 @@ fn a_removed_subscription_s_connection_is_rejected_and_removed_and_allowed_ones_
         "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/privateLinkServices/pls-{infra}"
     );
     // A private endpoint from each allowed subscription (auto-approved).
-    let mut endpoints = Vec::new();
-    for (sub, tag) in [(a, "alpha"), (b, "beta")] {
-        let rg = format!("/subscriptions/{sub}/resourceGroups/{tag}");
-        put_ready_at(&env, &rg, "2021-04-01", json!({"location": "eastus"}));
-        let vnet = put_ready_at(
-            &env,
-            &format!("{rg}/providers/Microsoft.Network/virtualNetworks/{tag}-vnet"),
-            "2023-11-01",
-            json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.9.0.0/16"]},
-                "subnets": [{"name": "pe", "properties": {"addressPrefix": "10.9.0.0/24"}}]}}),
-        );
-        let subnet = format!("{}/subnets/pe", vnet["id"].as_str().unwrap());
-        let pe = format!("{rg}/providers/Microsoft.Network/privateEndpoints/{tag}-pe");
-        put_ready_at(
-            &env,
-            &pe,
-            "2023-11-01",
-            json!({"location": "eastus", "properties": {"subnet": {"id": subnet},
-                "privateLinkServiceConnections": [{"name": tag, "properties": {"privateLinkServiceId": pls}}]}}),
-        );
-        endpoints.push(pe);
-    }
+    let endpoints = [
+        private_endpoint(&env, a, "alpha", &pls),
+        private_endpoint(&env, b, "beta", &pls),
+    ];
     let conns = env.sim.get(&format!(
         "{pls}/privateEndpointConnections?api-version=2023-11-01"
     ));
@@ -727,23 +733,7 @@ fn with_hypershift_s_private_link_its_controller_applies_the_subscriptions_and_w
         "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/privateLinkServices/pls-{cluster_id}"
     );
     // A private endpoint from b, auto-approved by HyperShift's PLS.
-    let rg = format!("/subscriptions/{b}/resourceGroups/beta");
-    put_ready_at(&env, &rg, "2021-04-01", json!({"location": "eastus"}));
-    let vnet = put_ready_at(
-        &env,
-        &format!("{rg}/providers/Microsoft.Network/virtualNetworks/beta-vnet"),
-        "2023-11-01",
-        json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.9.0.0/16"]},
-            "subnets": [{"name": "pe", "properties": {"addressPrefix": "10.9.0.0/24"}}]}}),
-    );
-    let pe = format!("{rg}/providers/Microsoft.Network/privateEndpoints/beta-pe");
-    put_ready_at(
-        &env,
-        &pe,
-        "2023-11-01",
-        json!({"location": "eastus", "properties": {"subnet": {"id": format!("{}/subnets/pe", vnet["id"].as_str().unwrap())},
-            "privateLinkServiceConnections": [{"name": "beta", "properties": {"privateLinkServiceId": pls}}]}}),
-    );
+    let pe = private_endpoint(&env, b, "beta", &pls);
     edit_file(&cfg, &format!("  - {b}\n"), "");
     env.sim.clear_requests();
     let (code, out, err) = update(&env, &cfg, &[]);

@@ -158,7 +158,6 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
                 loop {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     let Some((node, _)) = steps.get(k) else { break };
-                    let t0 = std::time::Instant::now();
                     let (name, infra) = (format!("e{k}"), format!("e{k}-upd4t"));
                     let db = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
                     let sub = sub_of(k);
@@ -201,7 +200,6 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
                             problems.push(format!("not as the file says after retry: {now}"));
                         }
                     }
-                    eprintln!("{node}: {:?}", t0.elapsed());
                     if !problems.is_empty() {
                         failures
                             .lock()

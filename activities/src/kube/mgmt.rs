@@ -640,17 +640,9 @@ impl Mgmt {
         patch: &Value,
     ) -> Result<Option<Applied>, KubeError> {
         let resource = describe(kind, ns, name);
-        let Some(obj) = self.get(kind, ns, name).await? else {
+        let Some(obj) = self.get_ours(kind, ns, name, "patch").await? else {
             return Ok(None);
         };
-        let labels = obj.metadata.labels.clone().unwrap_or_default();
-        if !is_ours(&labels) {
-            return Err(KubeError::NotOurs {
-                resource,
-                action: "patch",
-                found: found_labels(&labels),
-            });
-        }
         if obj.metadata.deletion_timestamp.is_some() {
             return Err(KubeError::Terminating { resource });
         }
@@ -659,16 +651,53 @@ impl Mgmt {
             let meta = m.entry("metadata").or_insert_with(|| json!({}));
             meta["resourceVersion"] = json!(obj.metadata.resource_version);
         }
+        self.merge_patch(kind, ns, name, "patch", &body)
+            .await
+            .map(Some)
+    }
+
+    /// `kind ns/name` if it exists, refused ([`KubeError::NotOurs`], naming `action`) when
+    /// it lacks our ownership labels.
+    async fn get_ours(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        action: &'static str,
+    ) -> Result<Option<DynamicObject>, KubeError> {
+        let Some(obj) = self.get(kind, ns, name).await? else {
+            return Ok(None);
+        };
+        let labels = obj.metadata.labels.clone().unwrap_or_default();
+        if !is_ours(&labels) {
+            return Err(KubeError::NotOurs {
+                resource: describe(kind, ns, name),
+                action,
+                found: found_labels(&labels),
+            });
+        }
+        Ok(Some(obj))
+    }
+
+    /// A merge patch as [`FIELD_MANAGER`].
+    async fn merge_patch(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        action: &'static str,
+        body: &Value,
+    ) -> Result<Applied, KubeError> {
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..PatchParams::default()
         };
         let patched = self
             .api(kind, ns)
-            .patch(name, &params, &Patch::Merge(&body))
+            .patch(name, &params, &Patch::Merge(body))
             .await
-            .map_err(|e| KubeError::from_kube("patch", &resource, e))?;
-        Ok(Some(Applied::from_meta(&patched.metadata)))
+            .map_err(|e| KubeError::from_kube(action, &describe(kind, ns, name), e))?;
+        Ok(Applied::from_meta(&patched.metadata))
     }
 
     /// One label or annotation (`field`) set by merge patch on an object of ours.
@@ -684,17 +713,9 @@ impl Mgmt {
         value: &str,
     ) -> Result<Option<Applied>, KubeError> {
         let resource = describe(kind, ns, name);
-        let Some(obj) = self.get(kind, ns, name).await? else {
+        let Some(obj) = self.get_ours(kind, ns, name, action).await? else {
             return Ok(None);
         };
-        let labels = obj.metadata.labels.clone().unwrap_or_default();
-        if !is_ours(&labels) {
-            return Err(KubeError::NotOurs {
-                resource,
-                action,
-                found: found_labels(&labels),
-            });
-        }
         let current = if field == "labels" {
             obj.metadata.labels.as_ref()
         } else {
@@ -714,16 +735,9 @@ impl Mgmt {
             "resourceVersion": obj.metadata.resource_version,
             field: {key: value},
         }});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..PatchParams::default()
-        };
-        let patched = self
-            .api(kind, ns)
-            .patch(name, &params, &Patch::Merge(&body))
+        self.merge_patch(kind, ns, name, action, &body)
             .await
-            .map_err(|e| KubeError::from_kube(action, &resource, e))?;
-        Ok(Some(Applied::from_meta(&patched.metadata)))
+            .map(Some)
     }
 
     /// Requests deletion of `kind ns/name` if it is ours, and reports progress without

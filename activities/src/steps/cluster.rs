@@ -1132,39 +1132,7 @@ impl Action for WaitRollout {
             }));
         }
         // What HyperShift reports about the rollout (the CVO's conditions, bubbled up).
-        let conditions: Vec<String> = status
-            .get("conditions")
-            .and_then(serde_json::Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|c| {
-                let t = c
-                    .get("type")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default();
-                let st = c
-                    .get("status")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default();
-                (t == "ClusterVersionFailing" && st == "True")
-                    || (t == "ClusterVersionAvailable" && st == "False")
-                    || (t == "ClusterVersionProgressing" && st == "True")
-            })
-            .map(|c| {
-                format!(
-                    "{}={}: {}",
-                    c.get("type")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or_default(),
-                    c.get("status")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or_default(),
-                    c.get("message")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or_default()
-                )
-            })
-            .collect();
+        let conditions = super::update::cluster_version_conditions(&status);
         let state = latest
             .as_ref()
             .and_then(|h| h.get("state"))

@@ -121,6 +121,39 @@ fn condition<'a>(obj: &'a Value, ctype: &str) -> Option<(&'a str, &'a str, &'a s
         })
 }
 
+/// A permanent refusal when HyperShift reports `ctype=False` on `obj` (`what` names what
+/// it refused).
+fn refused_if_false(obj: &Value, ctype: &str, what: &str) -> Result<(), StepError> {
+    match condition(obj, ctype).filter(|c| c.0 == "False") {
+        Some((_, reason, msg)) => Err(StepError::permanent(
+            REFUSED,
+            format!("HyperShift refused {what} ({ctype}=False, {reason}): {msg}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Sets `spec.release.image` of our `kind ns/name`; the wait reason that says so.
+async fn set_release(
+    m: &Mgmt,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    image: &str,
+) -> Result<String, StepError> {
+    m.patch_ours(
+        kind,
+        ns,
+        name,
+        &json!({"spec": {"release": {"image": image}}}),
+    )
+    .await?;
+    Ok(format!(
+        "{} {ns}/{name} set to release {image}",
+        kind.type_name()
+    ))
+}
+
 fn is_true(obj: &Value, ctype: &str) -> bool {
     condition(obj, ctype).is_some_and(|c| c.0 == "True")
 }
@@ -269,16 +302,7 @@ fn pool_settled(pool: &Value, want: &PoolSettings) -> Result<Option<String>, Ste
             ),
         ));
     }
-    if let Some((_, reason, msg)) =
-        condition(pool, "ValidPlatformConfig").filter(|c| c.0 == "False")
-    {
-        return Err(StepError::permanent(
-            REFUSED,
-            format!(
-                "HyperShift refused the pool's platform (ValidPlatformConfig=False, {reason}): {msg}"
-            ),
-        ));
-    }
+    refused_if_false(pool, "ValidPlatformConfig", "the pool's platform")?;
     for moving in ["UpdatingPlatformMachineTemplate", "UpdatingConfig"] {
         if let Some((_, reason, msg)) = condition(pool, moving).filter(|c| c.0 == "True") {
             return Ok(Some(format!("{moving}=True ({reason}): {msg}")));
@@ -343,6 +367,17 @@ pub struct PoolUpdateOutput {
 }
 
 const BEFORE_KEY: &str = "before";
+
+/// In an undo: what the action found before its first write (its checkpoint's `before`);
+/// `None` when it never wrote.
+fn before_of<T: serde::de::DeserializeOwned>(ctx: &StepContext) -> Result<Option<T>, StepError> {
+    let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
+        return Ok(None);
+    };
+    Ok(cp
+        .get(BEFORE_KEY)
+        .and_then(|b| serde_json::from_value::<T>(b.clone()).ok()))
+}
 
 /// `k8s.node-pool.update`: set a pool's size and machine template and wait until
 /// HyperShift has rolled it out (`status.replicas`, `Ready`, no `UpdatingConfig` /
@@ -447,13 +482,7 @@ impl Action for UpdateNodePool {
         _output: Option<PoolUpdateOutput>,
     ) -> Result<UndoOutcome, StepError> {
         // What the action found before its first write; none: it never wrote.
-        let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
-            return Ok(UndoOutcome::Done);
-        };
-        let Some(before) = cp
-            .get(BEFORE_KEY)
-            .and_then(|b| serde_json::from_value::<PoolSettings>(b.clone()).ok())
-        else {
+        let Some(before) = before_of::<PoolSettings>(ctx)? else {
             return Ok(UndoOutcome::Done);
         };
         match self.converge(ctx, &input, &before, true).await {
@@ -558,32 +587,14 @@ impl Action for UpgradeControlPlane {
         let (ns, name) = (&input.namespace, &input.name);
         let hc = ours(&m, Kind::HostedCluster, ns, name, &input.owner).await?;
         if str_at(&hc, "/spec/release/image") != Some(input.release_image.as_str()) {
-            m.patch_ours(
-                Kind::HostedCluster,
-                ns,
-                name,
-                &json!({"spec": {"release": {"image": input.release_image}}}),
-            )
-            .await?;
-            return Ok(ctx.wait(
-                self.0.poll(),
-                format!(
-                    "HostedCluster {ns}/{name} set to release {}",
-                    input.release_image
-                ),
-            ));
+            let why = set_release(&m, Kind::HostedCluster, ns, name, &input.release_image).await?;
+            return Ok(ctx.wait(self.0.poll(), why));
         }
-        if let Some((_, reason, msg)) =
-            condition(&hc, "ValidReleaseImage").filter(|c| c.0 == "False")
-        {
-            return Err(StepError::permanent(
-                REFUSED,
-                format!(
-                    "HyperShift refused release {} (ValidReleaseImage=False, {reason}): {msg}",
-                    input.release_image
-                ),
-            ));
-        }
+        refused_if_false(
+            &hc,
+            "ValidReleaseImage",
+            &format!("release {}", input.release_image),
+        )?;
         let latest = hc
             .pointer("/status/version/history/0")
             .cloned()
@@ -709,41 +720,11 @@ impl Action for UpgradeNodePool {
                     ),
                 ));
             }
-            m.patch_ours(
-                Kind::NodePool,
-                ns,
-                name,
-                &json!({"spec": {"release": {"image": input.release_image}}}),
-            )
-            .await?;
-            return Ok(ctx.wait(
-                self.0.poll(),
-                format!(
-                    "NodePool {ns}/{name} set to release {}",
-                    input.release_image
-                ),
-            ));
+            let why = set_release(&m, Kind::NodePool, ns, name, &input.release_image).await?;
+            return Ok(ctx.wait(self.0.poll(), why));
         }
-        if let Some((_, reason, msg)) =
-            condition(&pool, "SupportedVersionSkew").filter(|c| c.0 == "False")
-        {
-            return Err(StepError::permanent(
-                REFUSED,
-                format!(
-                    "HyperShift refused the pool's release (SupportedVersionSkew=False, {reason}): {msg}"
-                ),
-            ));
-        }
-        if let Some((_, reason, msg)) =
-            condition(&pool, "ValidReleaseImage").filter(|c| c.0 == "False")
-        {
-            return Err(StepError::permanent(
-                REFUSED,
-                format!(
-                    "HyperShift refused the pool's release (ValidReleaseImage=False, {reason}): {msg}"
-                ),
-            ));
-        }
+        refused_if_false(&pool, "SupportedVersionSkew", "the pool's release")?;
+        refused_if_false(&pool, "ValidReleaseImage", "the pool's release")?;
         let have = str_at(&pool, "/status/version").map(str::to_string);
         let updating = condition(&pool, "UpdatingVersion").filter(|c| c.0 == "True");
         if have.is_some() && have == target && updating.is_none() {
@@ -882,13 +863,7 @@ impl Action for SetAllowedSubscriptions {
         input: AllowedSubscriptionsInput,
         _output: Option<AllowedSubscriptionsOutput>,
     ) -> Result<UndoOutcome, StepError> {
-        let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
-            return Ok(UndoOutcome::Done);
-        };
-        let Some(before) = cp
-            .get(BEFORE_KEY)
-            .and_then(|b| serde_json::from_value::<Vec<String>>(b.clone()).ok())
-        else {
+        let Some(before) = before_of::<Vec<String>>(ctx)? else {
             return Ok(UndoOutcome::Done);
         };
         let m = self.0.mgmt(&input.mgmt).await?;
@@ -1135,13 +1110,7 @@ impl Action for SetPlsVisibility {
             // HyperShift follows the HostedCluster field, which its own undo restores.
             return Ok(UndoOutcome::Done);
         }
-        let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
-            return Ok(UndoOutcome::Done);
-        };
-        let Some(before) = cp
-            .get(BEFORE_KEY)
-            .and_then(|b| serde_json::from_value::<Vec<String>>(b.clone()).ok())
-        else {
+        let Some(before) = before_of::<Vec<String>>(ctx)? else {
             return Ok(UndoOutcome::Done);
         };
         match self.converge(ctx, &input, &before, true).await? {
