@@ -847,3 +847,45 @@ async fn search_finds_runs_by_starter_stuck_undo_resolver_and_cancel_reason() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_succeeded_run_shows_how_to_reach_the_cluster_escaped() {
+    let (store, _, _) = finished_runs().await;
+    let st = state(store.clone(), cfg(None, false)).unwrap();
+    let runs = store
+        .list_runs(&hcp_runtime::RunFilter::default())
+        .await
+        .unwrap();
+    let ok = runs
+        .iter()
+        .find(|r| r.state == RunState::Succeeded)
+        .unwrap();
+    let rec = store.load_run(ok.id).await.unwrap().unwrap();
+    let mut d = model::detail(&rec, hcp_runtime::Clock::now(&hcp_runtime::SystemClock));
+    assert!(d.access.is_none(), "the sample saga reads no cluster");
+    d.access = Some(model::AccessView {
+        api_server: Some("https://api-demo.hcp.example.com:443".into()),
+        kubeconfig_secret: Some("clusters/demo-admin-kubeconfig".into()),
+        kubeconfig_command: Some("kubectl get secret -n clusters demo-admin-kubeconfig -o jsonpath='{.data.kubeconfig}' | base64 -d > demo.kubeconfig".into()),
+        console: "https://console-openshift-console.apps.demo.hcp.example.com<b>".into(),
+    });
+    let ctx = pages::run_ctx(&st, d, Vec::new(), gantt::Zoom::All);
+    let page = st
+        .templates
+        .get_template("run.html")
+        .unwrap()
+        .render(ctx)
+        .unwrap();
+    assert!(page.contains(r#"id="access""#), "{page}");
+    assert!(page.contains("How to reach the cluster"), "{page}");
+    assert!(
+        page.contains("api-demo.hcp.example.com:443"),
+        "{page}"
+    );
+    assert!(page.contains("demo-admin-kubeconfig"), "{page}");
+    assert!(
+        page.contains("base64 -d &gt; demo.kubeconfig"),
+        "the command, escaped: {page}"
+    );
+    assert!(!page.contains("demo.hcp.example.com<b>"), "escaped: {page}");
+}
