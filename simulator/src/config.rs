@@ -173,6 +173,11 @@ pub struct SimConfig {
     pub specs_dir: Option<PathBuf>,
     /// File the whole state is persisted to after every mutation (and loaded from at start).
     pub state_file: Option<PathBuf>,
+    /// Write the state file at most this often (`simulator serve`: a big simulated fleet
+    /// would otherwise serialize its whole world on every request), and on shutdown.
+    /// `None` (the in-process `--simulate`): after every mutation, so the next command of
+    /// the same journal always sees it.
+    pub persist_every: Option<std::time::Duration>,
     /// Subscription holding the management cluster (its resource group, VNet, and the
     /// internal load balancers the simulated HyperShift operator creates).
     pub management_subscription: String,
@@ -344,6 +349,7 @@ impl Default for SimConfig {
             crds_dir: None,
             specs_dir: None,
             state_file: None,
+            persist_every: None,
             management_subscription: "00000000-0000-0000-0000-00000000a0a0".to_string(),
             management_resource_group: "hcp-management".to_string(),
             management_location: "eastus".to_string(),

@@ -96,6 +96,24 @@ pub(crate) struct Inner {
     pub fic_busy: Mutex<HashSet<String>>,
     /// The preflight failure scenario in force (`PUT /_sim/scenario`).
     pub scenario: Mutex<crate::preflight::Scenario>,
+    /// With `persist_every`: a mutation not yet written to the state file.
+    pub dirty: std::sync::atomic::AtomicBool,
+    /// With `persist_every`: when the state file was last written (simulated-clock ms).
+    pub saved_ms: AtomicU64,
+}
+
+impl Drop for Inner {
+    /// A debounced state file is written once more when the simulator goes away.
+    fn drop(&mut self) {
+        if self.dirty.swap(false, Ordering::SeqCst)
+            && let Some(path) = &self.config.state_file
+        {
+            let st = lock(&self.state);
+            if let Err(e) = st.save(path) {
+                tracing::error!(error = %e, "persisting simulator state failed");
+            }
+        }
+    }
 }
 
 /// A running simulated cloud + management cluster. Cheap to clone.
@@ -145,6 +163,8 @@ impl Simulator {
                 crds,
                 fic_busy: Mutex::new(HashSet::new()),
                 scenario: Mutex::new(config.scenario.clone()),
+                dirty: std::sync::atomic::AtomicBool::new(false),
+                saved_ms: AtomicU64::new(0),
                 config,
             }),
         };
@@ -263,8 +283,32 @@ impl Simulator {
     }
 
     pub(crate) fn persist_logged(&self) {
+        if self.inner.config.persist_every.is_some() {
+            // Debounced: the ticker writes it (`flush_due`).
+            self.inner.dirty.store(true, Ordering::SeqCst);
+            return;
+        }
         if let Err(e) = self.persist() {
             tracing::error!(error = %e, "persisting simulator state failed");
+        }
+    }
+
+    /// With `persist_every`: write the state file if it changed and the interval passed
+    /// (`force`: whenever it changed, e.g. at shutdown).
+    pub(crate) fn flush_due(&self, force: bool) {
+        let Some(every) = self.inner.config.persist_every else {
+            return;
+        };
+        let now = self.inner.clock.now_ms();
+        let since = now.saturating_sub(self.inner.saved_ms.load(Ordering::SeqCst));
+        if (force || since >= every.as_millis() as u64)
+            && self.inner.dirty.swap(false, Ordering::SeqCst)
+        {
+            self.inner.saved_ms.store(now, Ordering::SeqCst);
+            if let Err(e) = self.persist() {
+                self.inner.dirty.store(true, Ordering::SeqCst);
+                tracing::error!(error = %e, "persisting simulator state failed");
+            }
         }
     }
 }
@@ -275,7 +319,9 @@ async fn ticker(weak: Weak<Inner>) {
     loop {
         interval.tick().await;
         let Some(inner) = weak.upgrade() else { return };
-        Simulator { inner }.tick();
+        let sim = Simulator { inner };
+        sim.tick();
+        sim.flush_due(false);
     }
 }
 
@@ -338,6 +384,7 @@ pub async fn serve_cli(opts: ServeOptions) -> Result<(), Error> {
         config.scenario = crate::preflight::Scenario::load(p)?;
     }
     config.state_file = opts.state.clone();
+    config.persist_every = Some(Duration::from_millis(250));
     config.crds_dir = opts.crds.clone();
     config.specs_dir = opts.specs.clone();
     let listener = tokio::net::TcpListener::bind(opts.listen)
@@ -347,12 +394,14 @@ pub async fn serve_cli(opts: ServeOptions) -> Result<(), Error> {
     let sim = Simulator::new(config)?;
     println!("{}", banner(&sim, addr));
     let router = sim.router();
-    axum::serve(listener, router)
+    let served = axum::serve(listener, router)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
-        .map_err(Error::Serve)
+        .map_err(Error::Serve);
+    sim.flush_due(true);
+    served
 }
 
 /// The text `serve_cli` prints: endpoints and the settings to use.

@@ -878,10 +878,7 @@ async fn a_succeeded_run_shows_how_to_reach_the_cluster_escaped() {
         .unwrap();
     assert!(page.contains(r#"id="access""#), "{page}");
     assert!(page.contains("How to reach the cluster"), "{page}");
-    assert!(
-        page.contains("api-demo.hcp.example.com:443"),
-        "{page}"
-    );
+    assert!(page.contains("api-demo.hcp.example.com:443"), "{page}");
     assert!(page.contains("demo-admin-kubeconfig"), "{page}");
     assert!(
         page.contains("base64 -d &gt; demo.kubeconfig"),
