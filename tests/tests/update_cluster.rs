@@ -403,6 +403,23 @@ fn a_failure_before_the_pivot_unwinds_to_the_cluster_as_it_was() {
     assert!(out.contains("nodePools[workers].replicas: 2 → 3"), "{out}");
 }
 
+/// The private endpoints (lower-cased ids) with a connection to `pls`.
+fn connected_endpoints(env: &Env, pls: &str) -> Vec<String> {
+    let conns = env.sim.get(&format!(
+        "{pls}/privateEndpointConnections?api-version=2023-11-01"
+    ));
+    conns["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            c["properties"]["privateEndpoint"]["id"]
+                .as_str()
+                .map(str::to_lowercase)
+        })
+        .collect()
+}
+
 /// A private endpoint in subscription `sub` (group, VNet and subnet `tag`) connected to
 /// the Private Link Service `pls`, as another team would make one; its id.
 fn private_endpoint(env: &Env, sub: &str, tag: &str, pls: &str) -> String {
@@ -514,19 +531,7 @@ fn a_removed_subscription_s_connection_is_rejected_and_removed_and_allowed_ones_
         .position(|(m, p, _)| m == "DELETE" && p.contains("/privateEndpointConnections/"))
         .unwrap();
     assert!(reject_at < delete_at, "rejected before removed");
-    let conns = env.sim.get(&format!(
-        "{pls}/privateEndpointConnections?api-version=2023-11-01"
-    ));
-    let left: Vec<String> = conns["value"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| {
-            c["properties"]["privateEndpoint"]["id"]
-                .as_str()
-                .map(str::to_lowercase)
-        })
-        .collect();
+    let left = connected_endpoints(&env, &pls);
     assert!(
         left.contains(&endpoints[0].to_lowercase()),
         "a's connection stays: {left:?}"
@@ -766,19 +771,7 @@ fn with_hypershift_s_private_link_its_controller_applies_the_subscriptions_and_w
         "hcp-workflow does not write HyperShift's PLS: {pls_puts:?}"
     );
     // b's connection: rejected then removed by hcp-workflow (HyperShift leaves connections).
-    let conns = env.sim.get(&format!(
-        "{pls}/privateEndpointConnections?api-version=2023-11-01"
-    ));
-    let left: Vec<String> = conns["value"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| {
-            c["properties"]["privateEndpoint"]["id"]
-                .as_str()
-                .map(str::to_lowercase)
-        })
-        .collect();
+    let left = connected_endpoints(&env, &pls);
     assert!(!left.contains(&pe.to_lowercase()), "{left:?}");
     let on_conn = |m: &str| {
         writes(&env)

@@ -387,13 +387,15 @@ fn before_of<T: serde::de::DeserializeOwned>(ctx: &StepContext) -> Result<Option
 pub struct UpdateNodePool(pub Arc<Clients>);
 
 impl UpdateNodePool {
+    /// One look at the pool, writing `want` when it is not there yet: `Ok(running)` once
+    /// it is settled (`status.replicas`), `Err(why)` while it moves.
     async fn converge(
         &self,
         ctx: &StepContext,
         input: &PoolUpdateInput,
         want: &PoolSettings,
         undo: bool,
-    ) -> Result<Option<(Value, String)>, StepError> {
+    ) -> Result<Result<i64, String>, StepError> {
         let m = self.0.mgmt(&input.mgmt).await?;
         let (ns, name) = (&input.namespace, &input.name);
         let pool = ours(&m, Kind::NodePool, ns, name, &input.owner).await?;
@@ -404,21 +406,21 @@ impl UpdateNodePool {
         if !want.written(&pool) {
             m.patch_ours(Kind::NodePool, ns, name, &want.patch(&pool))
                 .await?;
-            return Ok(Some((
-                pool,
-                format!("NodePool {ns}/{name} patched to {}", want.describe()),
+            return Ok(Err(format!(
+                "NodePool {ns}/{name} patched to {}",
+                want.describe()
             )));
         }
-        match pool_settled(&pool, want)? {
-            None => Ok(None),
-            Some(why) => Ok(Some((
-                pool,
-                format!(
-                    "waiting for NodePool {ns}/{name} to settle at {}: {why}",
-                    want.describe()
-                ),
-            ))),
-        }
+        Ok(match pool_settled(&pool, want)? {
+            None => Ok(pool
+                .pointer("/status/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)),
+            Some(why) => Err(format!(
+                "waiting for NodePool {ns}/{name} to settle at {}: {why}",
+                want.describe()
+            )),
+        })
     }
 }
 
@@ -440,39 +442,26 @@ impl Action for UpdateNodePool {
         ctx: &StepContext,
         input: PoolUpdateInput,
     ) -> Result<Outcome<PoolUpdateOutput>, StepError> {
-        match self.converge(ctx, &input, &input.desired, false).await? {
-            Some((_, why)) => Ok(ctx.wait(self.0.poll(), why)),
-            None => {
-                let m = self.0.mgmt(&input.mgmt).await?;
-                let pool = ours(
-                    &m,
-                    Kind::NodePool,
-                    &input.namespace,
-                    &input.name,
-                    &input.owner,
-                )
-                .await?;
-                let before = checkpoint_field::<PoolSettings>(ctx, BEFORE_KEY)?.unwrap_or_default();
-                Ok(Outcome::Done(PoolUpdateOutput {
-                    ledger: vec![k8s(
-                        Kind::NodePool,
-                        &input.namespace,
-                        &input.name,
-                        LedgerAction::Updated,
-                        Some(format!(
-                            "{} → {}",
-                            before.describe(),
-                            input.desired.describe()
-                        )),
-                    )],
-                    before,
-                    replicas: pool
-                        .pointer("/status/replicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0),
-                }))
-            }
-        }
+        let replicas = match self.converge(ctx, &input, &input.desired, false).await? {
+            Err(why) => return Ok(ctx.wait(self.0.poll(), why)),
+            Ok(running) => running,
+        };
+        let before = checkpoint_field::<PoolSettings>(ctx, BEFORE_KEY)?.unwrap_or_default();
+        Ok(Outcome::Done(PoolUpdateOutput {
+            ledger: vec![k8s(
+                Kind::NodePool,
+                &input.namespace,
+                &input.name,
+                LedgerAction::Updated,
+                Some(format!(
+                    "{} → {}",
+                    before.describe(),
+                    input.desired.describe()
+                )),
+            )],
+            before,
+            replicas,
+        }))
     }
 
     async fn undo(
@@ -485,10 +474,9 @@ impl Action for UpdateNodePool {
         let Some(before) = before_of::<PoolSettings>(ctx)? else {
             return Ok(UndoOutcome::Done);
         };
-        match self.converge(ctx, &input, &before, true).await {
-            Ok(None) => Ok(UndoOutcome::Done),
-            Ok(Some((_, why))) => Ok(ctx.undo_wait(self.0.poll(), format!("restoring: {why}"))),
-            Err(e) => Err(e),
+        match self.converge(ctx, &input, &before, true).await? {
+            Ok(_) => Ok(UndoOutcome::Done),
+            Err(why) => Ok(ctx.undo_wait(self.0.poll(), format!("restoring: {why}"))),
         }
     }
 }
@@ -990,7 +978,7 @@ impl SetPlsVisibility {
         input: &PlsAccessInput,
         want: &[String],
         undo: bool,
-    ) -> Result<Result<Vec<String>, String>, StepError> {
+    ) -> Result<Result<String, String>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
         let Some(id) = resolve_pls(&self.0, &input.pls).await? else {
             return Ok(Err(
@@ -1013,7 +1001,7 @@ impl SetPlsVisibility {
         if same_set(&vis, want) && same_set(&auto, want) {
             let state = str_at(&pls, "/properties/provisioningState").unwrap_or("Succeeded");
             if state.eq_ignore_ascii_case("Succeeded") {
-                return Ok(Ok(vis));
+                return Ok(Ok(id));
             }
             return Ok(Err(format!(
                 "waiting for {id} to finish updating (provisioningState {state})"
@@ -1080,23 +1068,20 @@ impl Action for SetPlsVisibility {
             .await?
         {
             Err(why) => Ok(ctx.wait(self.0.poll(), why)),
-            Ok(_) => {
-                let id = resolve_pls(&self.0, &input.pls).await?.unwrap_or_default();
-                Ok(Outcome::Done(PlsAccessOutput {
-                    ledger: vec![azure(
-                        PLS_TYPE,
-                        &id,
-                        if matches!(input.pls, PlsRef::Ours { .. }) {
-                            LedgerAction::Updated
-                        } else {
-                            LedgerAction::Kept
-                        },
-                        Some(format!("visibility [{}]", input.subscriptions.join(", "))),
-                    )],
-                    before: checkpoint_field(ctx, BEFORE_KEY)?,
-                    removed: Vec::new(),
-                }))
-            }
+            Ok(id) => Ok(Outcome::Done(PlsAccessOutput {
+                ledger: vec![azure(
+                    PLS_TYPE,
+                    &id,
+                    if matches!(input.pls, PlsRef::Ours { .. }) {
+                        LedgerAction::Updated
+                    } else {
+                        LedgerAction::Kept
+                    },
+                    Some(format!("visibility [{}]", input.subscriptions.join(", "))),
+                )],
+                before: checkpoint_field(ctx, BEFORE_KEY)?,
+                removed: Vec::new(),
+            })),
         }
     }
 
