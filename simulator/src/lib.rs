@@ -119,7 +119,8 @@
 //! simulated HyperShift operator (private-router Service + internal LB, `Available`,
 //! `Ready`, finalizer-guarded deletion). With [`SimConfig::crds_dir`] set, HostedCluster,
 //! NodePool and AzurePrivateLinkService writes are validated against the CRD schemas (422);
-//! the NodePool CEL rules on `replicas`/`autoScaling` are checked with or without them.
+//! the NodePool CEL rules on `replicas`/`autoScaling` and the HostedCluster's transition
+//! rules (`private`, `topology`, `services`) are checked with or without them.
 //!
 //! **Day 2.** NodePools are reconciled on every tick: their machines are real ARM resources
 //! in the cluster's managed resource group (per machine a VM `<pool>-<5>-<5>`, its NIC
@@ -127,8 +128,11 @@
 //! machine template or release, and deleted with the NodePool or HostedCluster; the
 //! scenario's `vm_core_quota` refuses VMs over the regional vCPU quota as Azure does. A
 //! changed HostedCluster release upgrades the control plane (`status.version.history`),
-//! refuses a y-stream downgrade, and stalls with the scenario's `stall_upgrade`. See the
-//! `nodepool`, `machines` and `operator` modules.
+//! refuses a y-stream downgrade, and stalls with the scenario's `stall_upgrade`. A changed
+//! SSH key (synced into the control-plane namespace as `ssh-key`) rolls the machines to the
+//! new config (`UpdatingConfig`); a topology switch between PublicAndPrivate and Private
+//! removes or recreates the public `router` Service. See the `nodepool`, `machines` and
+//! `operator` modules.
 //!
 //! ## Fault rules (`POST /_sim/faults`, answers `{"id": "fault-N"}`)
 //! ```json

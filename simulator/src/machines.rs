@@ -157,10 +157,14 @@ pub(crate) struct Target {
     pub template: String,
     /// The OpenShift version of `spec.release.image` (`""` when its tag names none).
     pub version: String,
+    /// The pool's config hash (`crate::nodepool::config_hash`, HyperShift's
+    /// `HashWithoutVersion`): the user data a machine boots with. A machine created with
+    /// another config is replaced like one of another template.
+    pub config: String,
 }
 
 impl Target {
-    pub(crate) fn of(pool: &str, np: &Value, version: &str) -> Target {
+    pub(crate) fn of(pool: &str, np: &Value, version: &str, config: &str) -> Target {
         let az = np.pointer("/spec/platform/azure");
         let field = |k: &str| az.and_then(|a| a.get(k)).cloned().unwrap_or(Value::Null);
         let spec = json!({
@@ -171,11 +175,13 @@ impl Target {
         Target {
             template: format!("{pool}-{:08x}", fnv(&spec.to_string())),
             version: version.to_string(),
+            config: config.to_string(),
         }
     }
 }
 
-fn fnv(s: &str) -> u32 {
+/// 32-bit FNV-1a (Go's `hash/fnv` `New32a`, HyperShift's `HashSimple`).
+pub(crate) fn fnv(s: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for b in s.bytes() {
         h ^= u32::from(b);
@@ -271,7 +277,11 @@ pub(crate) fn create(
     existing: &[MachineSim],
 ) -> MachineSim {
     let pool = str_at(np, "/metadata/name").unwrap_or_default();
-    let ms = suffix(&format!("{pool}/{}/{}", target.template, target.version));
+    // A new MachineSet for every template, version and config (a new user-data Secret).
+    let ms = suffix(&format!(
+        "{pool}/{}/{}/{}",
+        target.template, target.version, target.config
+    ));
     let mut n = 0u32;
     let name = loop {
         let candidate = format!("{pool}-{ms}-{}", suffix(&format!("{pool}/{ms}/{n}")));
@@ -291,6 +301,7 @@ pub(crate) fn create(
         cluster: place.cluster.clone(),
         template: target.template.clone(),
         version: target.version.clone(),
+        config: target.config.clone(),
         size,
         sub: place.sub.to_ascii_lowercase(),
         location: place.location.clone(),

@@ -29,6 +29,19 @@
 //!   the HostedCluster has a `status.version`; else True, `AsExpected`, "Release image version
 //!   is valid". HyperShift does not block on it ("the NodePool will keep trying to operate as
 //!   usual", `nodepool_conditions.go`): a pool a patch above its control plane upgrades anyway.
+//! - `UpdatingConfig` (`updatingConfigCondition`): True, `AsExpected`, `Updating config in
+//!   progress. Target config: {hash}` while the pool's config hash ([`config_hash`],
+//!   HyperShift's `HashWithoutVersion`: the worker SSH ignition rendered from the
+//!   control-plane namespace's `ssh-key` Secret, the pull secret's *name*, the trust
+//!   bundle's *name*) differs from the annotation `hypershift.openshift.io/nodePoolCurrentConfig`,
+//!   else False, `AsExpected`, no message. The annotation is set to the hash once a rollout
+//!   completes (`capi.go` `Reconcile`), so a new pool shows True until its first machines
+//!   are up, as it does for `UpdatingVersion`. A changed hash is part of the machines'
+//!   target ([`machines::Target`]): machines created with another config are replaced like
+//!   those of another template. A changed pull secret *content* rolls nothing. Machines wait
+//!   for the config (a HostedCluster with `spec.sshKey` whose `ssh-key` copy does not exist
+//!   yet has none: HyperShift cannot generate the user data); machines of state written
+//!   before configs were modelled count as at the first known config.
 //! - `UpdatingVersion` (`updatingVersionCondition`): True, `AsExpected`, `Updating version in
 //!   progress. Target version: {v}` while the target differs from `status.version`, else
 //!   False, `AsExpected`.
@@ -59,10 +72,13 @@
 //! load, the cluster autoscaler removes machines above the minimum after its
 //! `scale-down-unneeded-time` (10 minutes, its default).
 //!
-//! Not modelled: the HostedCluster's kubeconfig gate (machines are created as soon as the
-//! NodePool is seen), `UpdatingConfig`, in-place upgrades (`upgradeType: InPlace` pools roll
-//! like `Replace` ones), OpenShiftSDN's y-stream rule, VM creation time (a VM exists at once;
-//! its node joins later).
+//! Not modelled: the HostedCluster's kubeconfig and ignition-endpoint gates (machines are
+//! created as soon as the NodePool is seen and its config is known), config inputs other
+//! than the SSH key and the pull secret / trust bundle names (`spec.config` MachineConfigs,
+//! tuning, the other core ignition configs, `hostedCluster.spec.configuration`), the
+//! `nodePoolCurrentConfigVersion` annotation, in-place upgrades (`upgradeType: InPlace`
+//! pools roll like `Replace` ones), OpenShiftSDN's y-stream rule, VM creation time (a VM
+//! exists at once; its node joins later).
 
 use serde_json::{Value, json};
 
@@ -414,12 +430,14 @@ fn reconcile(
             _ => None,
         })
         .unwrap_or_default();
-    let target = Target::of(name, obj, &version);
+    // The config the machines' user data is generated from; machines wait for it.
+    let config = hc.as_ref().and_then(|h| config_hash(st, ns, h));
+    let target = Target::of(name, obj, &version, config.as_deref().unwrap_or_default());
     let hc_live = hc.as_ref().is_some_and(|h| !store::is_deleting(h));
 
     // 2. The MachineDeployment, as HyperShift reconciles it (not while its reconcile is
-    //    blocked, nor before it can build a machine template).
-    if hc_live && image_ok && !release_refused {
+    //    blocked, nor before it can build a machine template and the user data).
+    if hc_live && image_ok && !release_refused && config.is_some() {
         let md = s.md.get_or_insert_with(MdSim::default);
         let replicas = match auto {
             Some((min, max)) => {
@@ -471,6 +489,7 @@ fn reconcile(
             replicas,
             template: target.template.clone(),
             version: target.version.clone(),
+            config: target.config.clone(),
             max_surge: surge,
             max_unavailable: unavailable.min(replicas),
             unneeded_ms: md.unneeded_ms,
@@ -479,6 +498,13 @@ fn reconcile(
 
     // 3. CAPI and CAPZ work towards the MachineDeployment.
     let mut ms = st.machines.remove(&k).unwrap_or_default();
+    // Machines from before configs were modelled, or created while the config was unknown,
+    // are at the first known config: it does not roll them.
+    if let Some(c) = &config {
+        for m in ms.iter_mut().filter(|m| m.config.is_empty()) {
+            m.config.clone_from(c);
+        }
+    }
     let place = hc.as_ref().map(|h| Placement::of(st, ns, &cluster, h));
     let drain_blocked = capi(
         sim,
@@ -579,9 +605,9 @@ fn reconcile(
         let complete = first_due
             && ms.len() as u32 == md.replicas
             && available == md.replicas
-            && ms
-                .iter()
-                .all(|m| m.template == md.template && m.version == md.version);
+            && ms.iter().all(|m| {
+                m.template == md.template && m.version == md.version && m.config == md.config
+            });
         if complete {
             if !md.version.is_empty() && str_at(obj, "/status/version") != Some(md.version.as_str())
             {
@@ -589,6 +615,35 @@ fn reconcile(
                 dirty = true;
             }
             s.template = Some(md.template.clone());
+            // `capi.go` `Reconcile`: the config of a completed rollout.
+            if !md.config.is_empty() && current_config(obj) != Some(md.config.as_str()) {
+                let meta = util::obj_mut(obj, "metadata");
+                let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+                if !annotations.is_object() {
+                    *annotations = json!({});
+                }
+                annotations[CURRENT_CONFIG_ANNOTATION] = json!(md.config);
+                dirty = true;
+            }
+        }
+        // `updatingConfigCondition` (before `updatingVersionCondition` in HyperShift's
+        // order); not while the config cannot be generated (HyperShift's token fails then).
+        if !target.config.is_empty() {
+            dirty |= if current_config(obj) != Some(target.config.as_str()) {
+                set_condition(
+                    obj,
+                    "UpdatingConfig",
+                    true,
+                    "AsExpected",
+                    &format!(
+                        "Updating config in progress. Target config: {}",
+                        target.config
+                    ),
+                    now,
+                )
+            } else {
+                set_condition(obj, "UpdatingConfig", false, "AsExpected", "", now)
+            };
         }
         let current = str_at(obj, "/status/version")
             .unwrap_or_default()
@@ -674,7 +729,9 @@ fn capi(
         return drain_blocked;
     };
     machines::retry(sim, st, now, place, np, ms);
-    let at_target = |m: &MachineSim| m.template == md.template && m.version == md.version;
+    let at_target = |m: &MachineSim| {
+        m.template == md.template && m.version == md.version && m.config == md.config
+    };
     let live: Vec<usize> = (0..ms.len())
         .filter(|&i| ms[i].deleting_ms.is_none())
         .collect();
@@ -693,6 +750,7 @@ fn capi(
     let target = Target {
         template: md.template.clone(),
         version: md.version.clone(),
+        config: md.config.clone(),
     };
     for _ in 0..add {
         let m = machines::create(sim, st, now, place, np, &target, ms.as_slice());
@@ -768,6 +826,65 @@ fn capi(
     }
     *ms = keep;
     drain_blocked
+}
+
+/// Annotation HyperShift records the config of a pool's last completed rollout in
+/// (`nodepool_controller.go` `nodePoolAnnotationCurrentConfig`, set in `capi.go`
+/// `Reconcile` once the MachineDeployment is complete).
+pub(crate) const CURRENT_CONFIG_ANNOTATION: &str = "hypershift.openshift.io/nodePoolCurrentConfig";
+
+/// The pool's `hypershift.openshift.io/nodePoolCurrentConfig` annotation.
+fn current_config(np: &Value) -> Option<&str> {
+    np.pointer("/metadata/annotations")
+        .and_then(|a| a.get(CURRENT_CONFIG_ANNOTATION))
+        .and_then(Value::as_str)
+}
+
+/// The pool's config hash, HyperShift's `HashWithoutVersion`
+/// (`hypershift-operator/controllers/nodepool/config.go`: `HashSimple(mcoRawConfig +
+/// pullSecretName + additionalTrustBundleName)`, 32-bit FNV-1a as `%08x`), or `None` while
+/// it cannot be generated.
+///
+/// Of `mcoRawConfig` (the core ignition ConfigMaps the control-plane operator renders in
+/// the control-plane namespace, and the pool's own `spec.config`) the simulator models the
+/// worker SSH MachineConfig: `reconcileCoreIgnitionConfig` reads the HostedControlPlane's
+/// `spec.sshKey` — the `<cp-ns>/ssh-key` Secret the HyperShift operator syncs
+/// (`operator::sync_secrets`) — and `ReconcileWorkerSSHIgnitionConfig`
+/// (`control-plane-operator/controllers/hostedcontrolplane/ignition/reconcile.go`) renders
+/// ignition 3.2.0 with user `core` and that key (no key without `spec.sshKey`). So a changed
+/// SSH key, a changed pull secret *name* or trust bundle *name* rolls the pool; a changed
+/// pull secret *content* does not. Until `<cp-ns>/ssh-key` exists for a HostedCluster with
+/// `spec.sshKey`, the config is unknown and the pool's machines wait (HyperShift cannot
+/// build the user data without the core configs). The hash is over the simulator's
+/// rendering, not the real `mcoRawConfig`, so its value differs from a real one.
+pub(crate) fn config_hash(st: &State, ns: &str, hc: &Value) -> Option<String> {
+    let name = str_at(hc, "/metadata/name").unwrap_or_default();
+    let cp_ns = format!("{ns}-{name}");
+    let key = match str_at(hc, "/spec/sshKey/name").filter(|n| !n.is_empty()) {
+        None => String::new(),
+        Some(_) => {
+            use base64::Engine;
+            let b64 = store::get(st, "core/secrets", &cp_ns, crate::operator::CP_SSH_KEY)?
+                .pointer("/data")?
+                .get(crate::operator::SSH_KEY_KEY)?
+                .as_str()?;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap_or_else(|_| b64.as_bytes().to_vec());
+            String::from_utf8_lossy(&raw).into_owned()
+        }
+    };
+    let mut user = json!({"name": "core"});
+    if !key.is_empty() {
+        user["sshAuthorizedKeys"] = json!([key]);
+    }
+    let ssh_ignition = json!({"ignition": {"version": "3.2.0"}, "passwd": {"users": [user]}});
+    let pull_secret = str_at(hc, "/spec/pullSecret/name").unwrap_or_default();
+    let trust_bundle = str_at(hc, "/spec/additionalTrustBundle/name").unwrap_or_default();
+    Some(format!(
+        "{:08x}",
+        machines::fnv(&format!("{ssh_ignition}{pull_secret}{trust_bundle}"))
+    ))
 }
 
 /// Removes the machines of every pool of cluster `cluster` (`<ns>/<name>`) that are left

@@ -2,16 +2,24 @@
 //!
 //! For each HostedCluster `<ns>/<name>`:
 //! 1. on first sight it adds the finalizer `hypershift.openshift.io/finalizer` and reports
-//!    `Available=False`;
-//! 2. after `operator_router` it creates namespace `<ns>-<name>` and the control plane's
-//!    Services as `control-plane-operator/.../infra/infra.go` does for the HostedCluster's
-//!    topology and API server publishing ([`Exposure`]): for Private/PublicAndPrivate the
+//!    `Available=False`; on every reconcile (unless a refused release or configuration
+//!    stops it) it creates the control-plane namespace `<ns>-<name>` and syncs the pull
+//!    secret and SSH key into it as `pull-secret` and `ssh-key` ([`sync_secrets`]);
+//! 2. after `operator_router` it creates the control plane's Services as
+//!    `control-plane-operator/.../infra/infra.go` does for the HostedCluster's topology and
+//!    API server publishing ([`Exposure`]): for Private/PublicAndPrivate the
 //!    `private-router` (internal LoadBalancer, its IP a new frontend on the management
 //!    cluster's **shared** internal load balancer [`SHARED_ILB`]); for a public API server
-//!    the public `router` (a Route with a hostname) or `kube-apiserver` (a LoadBalancer);
+//!    the public `router` (a Route with a hostname) or `kube-apiserver` (a LoadBalancer).
+//!    From then on the public `router` follows the topology on every reconcile
+//!    ([`reconcile_public_router`]): a switch from PublicAndPrivate to Private deletes it,
+//!    the switch back recreates it (the API server refuses Public ↔ non-Public switches,
+//!    `kube::crd::hosted_cluster_transition_rules`);
 //! 3. after `operator_available` it sets `Available=True`: HyperShift's `Available` follows
-//!    the hosted control plane only — not the private endpoint, DNS or nodes. It reports
-//!    `ExternalDNSReachable` for an API server hostname (resolved in the public zones);
+//!    the hosted control plane only — not the private endpoint, DNS, nodes or a topology
+//!    switch. It reports `ExternalDNSReachable` for a public cluster's API server hostname
+//!    (resolved in the public zones; Unknown, "External DNS is not configured", on a
+//!    Private one);
 //! 4. on deletion, after `operator_delete`, it removes its frontend from the shared load
 //!    balancer (the load balancer itself once no frontend is left) — but only when no PLS
 //!    references that frontend (Azure would refuse) — then the Services and namespace, and
@@ -284,7 +292,14 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 now,
             );
         }
-        if let Some(b) = release_block(sim, &obj) {
+        let block = release_block(sim, &obj);
+        // The operator's own reconcile goes on to the control-plane namespace and the
+        // Secrets it syncs there unless it stopped at a refused release or configuration
+        // (`Degraded` is the control-plane operator's, further on).
+        if block.as_ref().is_none_or(|b| b.ctype == "Degraded") {
+            changed |= sync_secrets(sim, st, now, &ns, &cp_ns, &obj);
+        }
+        if let Some(b) = block {
             // The operator or the control-plane operator refuses this spec: the cluster
             // never gets a router or becomes Available.
             dirty |= set_condition(&mut obj, b.ctype, b.status, b.reason, &b.message, now);
@@ -320,10 +335,17 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
             sim_state.services = true;
             changed = true;
         }
-        // `ExternalDNSReachable` (`hostedcontrolplane_controller.go`): the control-plane
-        // operator resolves the API server's external hostname, when it has one.
         if sim_state.services {
-            let (status, reason, message) = match &exposure.kas_hostname {
+            changed |= reconcile_public_router(sim, st, now, &cp_ns, &exposure, &mut sim_state);
+        }
+        // `ExternalDNSReachable` (`hostedcontrolplane_controller.go`): the control-plane
+        // operator resolves the API server's external hostname, when it has one — only a
+        // public cluster has one (`support/util/expose.go` `ServiceExternalDNSHostname`:
+        // "external DNS hostname can only be reached when HCP is Public"), so a Private
+        // cluster (also one switched from PublicAndPrivate) reports Unknown.
+        if sim_state.services {
+            let external = exposure.kas_hostname.as_ref().filter(|_| exposure.public);
+            let (status, reason, message) = match external {
                 None => (
                     "Unknown",
                     "StatusUnknown",
@@ -1108,18 +1130,7 @@ fn create_router(
         "{rg_id}/providers/Microsoft.Network/virtualNetworks/{}/subnets/aks-subnet",
         c.management_vnet
     );
-    if let Some(ns_kind) = kind_by_key("core/namespaces")
-        && store::get(st, "core/namespaces", "", cp_ns).is_none()
-    {
-        store::create(
-            sim,
-            st,
-            now,
-            ns_kind,
-            "",
-            json!({"metadata": {"name": cp_ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
-        );
-    }
+    ensure_cp_namespace(sim, st, now, cp_ns);
     let Some(svc_kind) = kind_by_key("core/services") else {
         return Default::default();
     };
@@ -1247,6 +1258,207 @@ impl Exposure {
     }
 }
 
+/// Label HyperShift puts on a control-plane namespace
+/// (`hostedcluster_controller.go` `ControlPlaneNamespaceLabelKey`).
+const CP_NAMESPACE_LABEL: &str = "hypershift.openshift.io/hosted-control-plane";
+
+/// Creates the control-plane namespace `<ns>-<name>` if it is missing ("Reconcile the
+/// hosted cluster namespace", `hostedcluster_controller.go` `reconcile`). Returns whether
+/// it was created.
+fn ensure_cp_namespace(sim: &Simulator, st: &mut State, now: u64, cp_ns: &str) -> bool {
+    let Some(ns_kind) = kind_by_key("core/namespaces") else {
+        return false;
+    };
+    if store::get(st, "core/namespaces", "", cp_ns).is_some() {
+        return false;
+    }
+    store::create(
+        sim,
+        st,
+        now,
+        ns_kind,
+        "",
+        json!({"metadata": {"name": cp_ns, "labels": {CP_NAMESPACE_LABEL: "true"}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+    );
+    true
+}
+
+/// Name of the pull secret the operator syncs into the control-plane namespace
+/// (`hypershift-operator/controllers/manifests/controlplaneoperator/manifests.go` `PullSecret`).
+pub(crate) const CP_PULL_SECRET: &str = "pull-secret";
+/// Name of the SSH key Secret it syncs there (`manifests.go` `SSHKey`).
+pub(crate) const CP_SSH_KEY: &str = "ssh-key";
+/// The pull secret's key (`corev1.DockerConfigJsonKey`).
+const PULL_SECRET_KEY: &str = ".dockerconfigjson";
+/// The SSH key Secret's key.
+pub(crate) const SSH_KEY_KEY: &str = "id_rsa.pub";
+
+/// The HyperShift operator's sync of the HostedCluster's pull secret and SSH key into the
+/// control-plane namespace, on every reconcile
+/// (`hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go` `reconcile`:
+/// "Reconcile the HostedControlPlane pull secret" and "… SSH secret"): Secret
+/// `spec.pullSecret.name` of the HostedCluster's namespace, key `.dockerconfigjson` →
+/// `<cp-ns>/pull-secret`, type `kubernetes.io/dockerconfigjson`; then, with
+/// `spec.sshKey.name`, key `id_rsa.pub` → `<cp-ns>/ssh-key`, type `Opaque`. The namespace is
+/// created first. A copy is written only when its data differs (`createOrUpdate` does not
+/// update an unchanged object); other keys of the copy are kept, as the mutate function
+/// keeps them.
+///
+/// A missing source, or one without its key, fails the real reconcile ("failed to get pull
+/// secret …", "hostedcluster pull secret %q must have a .dockerconfigjson key", "hostedcluster
+/// SSHKey secret %q must have a id_rsa.pub key") before anything after it: here nothing is
+/// copied from there on (the SSH key is not synced after a failed pull secret), and the rest
+/// of the simulated operator goes on as before (`ReconciliationSucceeded` is not modelled).
+/// HyperShift also annotates each source with `referenced-resource.hypershift.openshift.io/<hc
+/// name>: "true"` (`ensureReferencedResourceAnnotation`); the simulator leaves the user's
+/// Secrets untouched. Returns whether anything was written.
+fn sync_secrets(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    ns: &str,
+    cp_ns: &str,
+    hc: &Value,
+) -> bool {
+    let mut changed = ensure_cp_namespace(sim, st, now, cp_ns);
+    if let Some(name) = str_at(hc, "/spec/pullSecret/name").filter(|n| !n.is_empty()) {
+        match copy_secret_key(
+            sim,
+            st,
+            now,
+            (ns, name),
+            (cp_ns, CP_PULL_SECRET),
+            PULL_SECRET_KEY,
+            "kubernetes.io/dockerconfigjson",
+        ) {
+            Some(c) => changed |= c,
+            None => return changed,
+        }
+    }
+    if let Some(name) = str_at(hc, "/spec/sshKey/name").filter(|n| !n.is_empty()) {
+        changed |= copy_secret_key(
+            sim,
+            st,
+            now,
+            (ns, name),
+            (cp_ns, CP_SSH_KEY),
+            SSH_KEY_KEY,
+            "Opaque",
+        )
+        .unwrap_or(false);
+    }
+    changed
+}
+
+/// Copies `key` of Secret `src` into Secret `dst` (created with type `stype`) when it
+/// differs. `None` when the source or its key is missing (the real reconcile fails),
+/// else whether it wrote.
+fn copy_secret_key(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    (src_ns, src): (&str, &str),
+    (dst_ns, dst): (&str, &str),
+    key: &str,
+    stype: &str,
+) -> Option<bool> {
+    let kind = kind_by_key("core/secrets")?;
+    let data = store::get(st, "core/secrets", src_ns, src)?
+        .pointer(&format!(
+            "/data/{}",
+            key.replace('~', "~0").replace('/', "~1")
+        ))
+        .cloned()?;
+    match store::get(st, "core/secrets", dst_ns, dst).cloned() {
+        None => {
+            store::create(
+                sim,
+                st,
+                now,
+                kind,
+                dst_ns,
+                json!({"metadata": {"name": dst}, "type": stype, "data": {key: data}}),
+            );
+            Some(true)
+        }
+        Some(existing) if existing.get("data").and_then(|d| d.get(key)) == Some(&data) => {
+            Some(false)
+        }
+        Some(mut existing) => {
+            util::obj_mut(&mut existing, "data").insert(key.to_string(), data);
+            store::update(sim, st, kind, dst_ns, existing);
+            Some(true)
+        }
+    }
+}
+
+/// The public half of `reconcileHCPRouterServices`
+/// (`control-plane-operator/controllers/hostedcontrolplane/infra/infra.go`), on every
+/// reconcile once the control plane's Services exist: with `IsPublicHCP && LabelHCPRoutes`
+/// (`support/util/visibility.go`; on Azure a public topology whose API server is a Route
+/// with a hostname, `UseDedicatedDNSForKAS`) the public `router` LoadBalancer Service is
+/// created (its public IP in `status.loadBalancer`), otherwise it is deleted
+/// (`util.DeleteIfNeeded`). So switching `spec.platform.azure.topology` from
+/// PublicAndPrivate to Private removes `router` and the public IP, and switching back
+/// recreates them (the same IP: it derives from the Service's name). The `private-router`
+/// and its internal load balancer frontend stay: both topologies are private. A
+/// LoadBalancer API server's `kube-apiserver` Service is left as it was created. Returns
+/// whether anything changed.
+fn reconcile_public_router(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    cp_ns: &str,
+    e: &Exposure,
+    s: &mut HcSim,
+) -> bool {
+    if e.public && e.kas_hostname.is_some() {
+        let exists = store::get(st, "core/services", cp_ns, "router").is_some();
+        let ip = ensure_public_service(sim, st, now, cp_ns, "router", 443);
+        let changed = !exists || s.public_ip.as_deref() != Some(ip.as_str());
+        s.public_ip = Some(ip);
+        return changed;
+    }
+    let mut changed = false;
+    if store::get(st, "core/services", cp_ns, "router").is_some()
+        && let Some(svc_kind) = kind_by_key("core/services")
+    {
+        store::delete(sim, st, now, svc_kind, cp_ns, "router");
+        changed = true;
+    }
+    if !e.kas_lb && s.public_ip.is_some() {
+        s.public_ip = None;
+        changed = true;
+    }
+    changed
+}
+
+/// Creates public LoadBalancer Service `name` in `cp_ns` if it is missing, with its public
+/// IP in `status.loadBalancer`; returns the IP.
+fn ensure_public_service(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    cp_ns: &str,
+    name: &str,
+    port: u16,
+) -> String {
+    let ip = crate::guest::public_ip(&format!("{cp_ns}/{name}"));
+    if let Some(svc_kind) = kind_by_key("core/services")
+        && store::get(st, "core/services", cp_ns, name).is_none()
+    {
+        let svc = json!({
+            "metadata": {"name": name},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
+        });
+        let mut created = store::create(sim, st, now, svc_kind, cp_ns, svc);
+        created["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
+        store::update(sim, st, svc_kind, cp_ns, created);
+    }
+    ip
+}
+
 /// The public Services of `reconcileHCPRouterServices` and `reconcileAPIServerService`
 /// (`control-plane-operator/controllers/hostedcontrolplane/infra/infra.go`): the public
 /// `router` when the HCP router serves a public cluster's Routes (`LabelHCPRoutes`: a
@@ -1269,19 +1481,7 @@ fn public_services(
     } else {
         return None;
     };
-    let ip = crate::guest::public_ip(&format!("{cp_ns}/{name}"));
-    if let Some(svc_kind) = kind_by_key("core/services")
-        && store::get(st, "core/services", cp_ns, name).is_none()
-    {
-        let svc = json!({
-            "metadata": {"name": name},
-            "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
-        });
-        let mut created = store::create(sim, st, now, svc_kind, cp_ns, svc);
-        created["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
-        store::update(sim, st, svc_kind, cp_ns, created);
-    }
-    Some(ip)
+    Some(ensure_public_service(sim, st, now, cp_ns, name, port))
 }
 
 /// What public DNS answers for `host`: the A record in the cluster's public zone

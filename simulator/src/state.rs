@@ -191,6 +191,9 @@ pub(crate) struct MdSim {
     pub replicas: u32,
     pub template: String,
     pub version: String,
+    /// The config hash of its machines' user data (`nodepool::config_hash`).
+    #[serde(default)]
+    pub config: String,
     /// The rolling update's resolved `maxSurge` and `maxUnavailable`.
     pub max_surge: u32,
     pub max_unavailable: u32,
@@ -211,6 +214,11 @@ pub(crate) struct MachineSim {
     pub template: String,
     /// The OpenShift version it runs (`""` when the release image names none).
     pub version: String,
+    /// The pool's config hash it was created with (`nodepool::config_hash`; `""` in state
+    /// written before configs were modelled, or when created while the config was unknown:
+    /// such a machine is taken to be at the first known config).
+    #[serde(default)]
+    pub config: String,
     /// VM size and the vCPUs it counts against the regional quota.
     pub size: String,
     pub cores: u32,

@@ -586,3 +586,24 @@ pub fn byo_identities(env: &Env, cfg: &Path, account: &str, wrong: Option<(&str,
         &format!("oidcIssuer:\n  create:\n    storageAccount: {account}\n"),
     );
 }
+
+/// What is left that existed neither before the cluster nor is persistent (the persistent
+/// resource group with the identities and OIDC issuer, and the issuer's signing key Secret,
+/// which delete-cluster keeps without `--purge-persistent`).
+pub fn persistent_only(
+    ids: &std::collections::BTreeSet<String>,
+    before: &std::collections::BTreeSet<String>,
+    name: &str,
+) -> Vec<String> {
+    ids.iter()
+        .filter(|i| !before.contains(*i))
+        .filter(|i| {
+            !i.to_ascii_lowercase()
+                .contains(&format!("/resourcegroups/{name}-persistent"))
+        })
+        .filter(|i| {
+            **i != format!("/api/v1/namespaces/clusters/secrets/{name}-sa-token-issuer-key")
+        })
+        .cloned()
+        .collect()
+}

@@ -10,12 +10,11 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{
-    Env, GUEST_SUB, cluster_file, edit_file, put_ready_at, request_lines,
+    Env, GUEST_SUB, cluster_file, edit_file, persistent_only, put_ready_at, request_lines,
 };
 use hcp_e2e_tests::crash::{crash_through, created_twice, targets};
 use hcp_e2e_tests::{document, items, run_id, says_run};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
 use std::path::Path;
 
 const FAST: f64 = 0.002;
@@ -67,23 +66,6 @@ fn assert_nothing_to_change(env: &Env, cfg: &Path) {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("Nothing to change"), "{out}");
     assert_eq!(runs(env), before, "nothing journaled");
-}
-
-/// What is left that existed neither before the cluster nor is persistent (the persistent
-/// resource group with the identities and OIDC issuer, and the issuer's signing key Secret,
-/// which delete-cluster keeps without `--purge-persistent`).
-fn persistent_only(ids: &BTreeSet<String>, before: &BTreeSet<String>, name: &str) -> Vec<String> {
-    ids.iter()
-        .filter(|i| !before.contains(*i))
-        .filter(|i| {
-            !i.to_ascii_lowercase()
-                .contains(&format!("/resourcegroups/{name}-persistent"))
-        })
-        .filter(|i| {
-            **i != format!("/api/v1/namespaces/clusters/secrets/{name}-sa-token-issuer-key")
-        })
-        .cloned()
-        .collect()
 }
 
 #[test]
@@ -618,21 +600,7 @@ fn every_change_update_cannot_make_is_refused_with_nothing_journaled() {
         assert_eq!(code, 0);
         assert!(out.contains(&format!("✗ {field}")), "{field}: {out}");
     }
-    // A pull-secret file with other contents: not rolled out by update-cluster yet.
     std::fs::write(&cfg, &original).unwrap();
-    std::fs::write(
-        env.dir.join(format!("{name}.pull-secret.json")),
-        r#"{"auths":{"quay.io":{"auth":"bmV3OnNlY3JldA=="}}}"#,
-    )
-    .unwrap();
-    let (code, _, err) = update(&env, &cfg, &[]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("pullSecret: "), "{err}");
-    assert!(
-        !err.contains("bmV3OnNlY3JldA=="),
-        "no secret in the message"
-    );
-    assert_eq!(runs(&env), before);
     // A cluster nobody created: nothing to update.
     let other = cluster_file(&env.dir, "nobody", "nobody-n0b0d", "Public", "");
     let (code, _, err) = update(&env, &other, &[]);

@@ -1,7 +1,8 @@
 //! Issue 24: update-cluster passes the suite every workflow has, end to end with real
 //! processes against `simulator serve`. One update with every kind of change (allowed
 //! subscriptions with one revoked, a pool scaled onto a new machine template, a pool added,
-//! a pool removed, a release upgrade):
+//! a pool removed, a release upgrade, the topology PublicAndPrivate → Private, new SSH-key
+//! and pull-secret contents; the undoable switch back is in update_topology.rs):
 //! - a permanent failure injected at each step: before the first pivot the run unwinds to
 //!   the cluster as it was; after it, the run pauses with its work kept and `retry` finishes
 //!   it;
@@ -35,14 +36,16 @@ fn get(base: &str, path: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// A created cluster `name` (Private, hcp-workflow's private link, A and B allowed) and its
-/// file edited to the update with every kind of change.
+/// A created cluster `name` (PublicAndPrivate, hcp-workflow's private link, A and B allowed)
+/// and its file edited to the update with every kind of change: B revoked, `workers`
+/// scaled onto a new VM size, `infra` removed, `extra` added, the release, the topology
+/// to Private, new SSH-key and pull-secret contents.
 fn created(dir: &Path, db: &str, base: &str, name: &str, infra: &str, sub: &str) -> PathBuf {
     let cfg = cluster_file(
         dir,
         name,
         infra,
-        "Private",
+        "PublicAndPrivate",
         &format!(
             "allowedSubscriptions:\n  - {A}\n  - {B}\nprivateLink:\n  managedBy: hcp-workflow\n"
         ),
@@ -75,7 +78,32 @@ fn created(dir: &Path, db: &str, base: &str, name: &str, infra: &str, sub: &str)
         "  - name: workers\n    replicas: 3\n    vmSize: Standard_D8s_v5\n  - name: extra\n    replicas: 1\n",
     );
     edit_file(&cfg, OLD, NEW);
+    edit_file(&cfg, "topology: PublicAndPrivate", "topology: Private");
+    std::fs::write(dir.join(format!("{name}.id_ed25519.pub")), NEW_KEY).unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.pull-secret.json")),
+        r#"{"auths":{"quay.io":{"auth":"bmV3OnNlY3JldA=="}}}"#,
+    )
+    .unwrap();
     cfg
+}
+
+const NEW_KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHcYc0QHcNRR6p6tMXKq1DzoRfhzHXXuJmr1v+V8Lq2n new@key\n";
+
+/// The `id_rsa.pub` of HyperShift's copy of the SSH key Secret, decoded.
+fn ssh_copy(base: &str, name: &str) -> String {
+    use base64::Engine;
+    let s = get(
+        base,
+        &format!("/api/v1/namespaces/clusters-{name}/secrets/ssh-key"),
+    );
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(s["data"]["id_rsa.pub"].as_str().unwrap_or_default())
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default()
 }
 
 /// What the update changes, as the management cluster and Azure show it.
@@ -92,6 +120,9 @@ fn snapshot(base: &str, name: &str, infra: &str) -> Value {
         "release": hc["spec"]["release"]["image"],
         "hc_subs": hc["spec"]["platform"]["azure"]["private"]["privateLink"]["additionalAllowedSubscriptions"],
         "pls_subs": get(base, &pls)["properties"]["visibility"]["subscriptions"],
+        "topology": hc["spec"]["platform"]["azure"]["topology"],
+        "public_router": get(base, &format!("/api/v1/namespaces/clusters-{name}/services/router")).get("spec").is_some(),
+        "new_key": ssh_copy(base, name) == NEW_KEY,
     })
 }
 
@@ -99,6 +130,7 @@ fn as_it_was(sub: &str) -> Value {
     json!({
         "workers": [2, "Standard_D4s_v5", OLD], "infra": true, "extra": false, "release": OLD,
         "hc_subs": [A, B], "pls_subs": [sub, A, B],
+        "topology": "PublicAndPrivate", "public_router": true, "new_key": false,
     })
 }
 
@@ -106,6 +138,7 @@ fn as_the_file_says(sub: &str) -> Value {
     json!({
         "workers": [3, "Standard_D8s_v5", NEW], "infra": false, "extra": true, "release": NEW,
         "hc_subs": [A], "pls_subs": [sub, A],
+        "topology": "Private", "public_router": false, "new_key": true,
     })
 }
 
@@ -139,7 +172,7 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
             )
         })
         .collect();
-    assert_eq!(steps.len(), 10, "{steps:?}");
+    assert_eq!(steps.len(), 15, "{steps:?}");
     // Before the first pivot: the steps that descend from no pivot.
     let first_pivot = steps.iter().position(|(_, p)| *p).unwrap();
     assert_eq!(steps[first_pivot].0, "update-cluster.release.control-plane");
@@ -254,7 +287,7 @@ fn every_step_of_an_update_survives_sigkill_at_every_boundary() {
     sim.clear_requests();
     detach_update(&dir, &db, &sim, &cfg);
     let points = targets(&dir, &db, &sim, &cfg, "update-cluster", "action");
-    assert_eq!(points.len(), 30);
+    assert_eq!(points.len(), 45);
     let (end, kills) = crash_through(&dir, &db, &sim, &points, &[]);
     eprintln!(
         "{kills} workers killed across {} crash points",
@@ -273,9 +306,9 @@ fn every_step_of_an_update_survives_sigkill_at_every_boundary() {
             m == "PATCH" && p.split('?').next() == Some(&format!("{HC}/{name}")) && *s < 300
         })
         .count();
-    // The release once and the allowed subscriptions once: a repeated step re-reads and
-    // finds its change made.
-    assert_eq!(hc_patches, 2, "HostedCluster PATCHes");
+    // The release, the allowed subscriptions and the topology once each: a repeated step
+    // re-reads and finds its change made.
+    assert_eq!(hc_patches, 3, "HostedCluster PATCHes");
     sim.stop();
 }
 

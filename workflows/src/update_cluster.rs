@@ -11,9 +11,13 @@
 //! | a new node pool | `k8s.node-pool.apply` (as create-cluster) | deleted |
 //! | `releaseImage` | the control plane (a pivot), then the pools in waves of `upgrade.maxParallel` | none: pivots |
 //! | a removed node pool | deleted, waiting until its machines are gone (a pivot) | none |
+//! | `topology` PublicAndPrivate → Private | `k8s.hosted-cluster.topology` (waits until HyperShift deleted the public `router` Service), then the public A records deleted | none: pivots |
+//! | `topology` Private → PublicAndPrivate | the topology (refused when the API server Route has no public hostname), then the public A records at the router's new address; `ExternalDNSReachable` waited for | records deleted, topology put back |
+//! | the pull secret's / SSH key's contents | `k8s.cluster-secret.rotate`: the Secret, HyperShift's copy in the control-plane namespace, and (SSH key) every pool's machines replaced | none: pivots (old contents are kept nowhere) |
 //!
-//! Order: what can be undone first (subscriptions, pool sizes and templates, new pools),
-//! then the pivots (release, removals, connection pruning), so a failure before the first
+//! Order: what can be undone first (subscriptions, a switch to PublicAndPrivate, pool sizes
+//! and templates, new pools), then the pivots (release, removals, a switch to Private, new
+//! secret contents, connection pruning), so a failure before the first
 //! pivot unwinds to the cluster as it was, and one after it pauses (issue 23) and never
 //! tries to roll a control plane back. A final check waits for the HostedCluster to be
 //! `Available` and its release rolled out (which also reads how to reach the cluster).
@@ -32,9 +36,14 @@ use hcp_activities::steps::cluster::{
     ApplyNodePool, ConditionInput, DeleteObject, DeleteObjectInput, NodePoolNodeInput,
     RolloutInput, WaitCondition, WaitRollout,
 };
+use hcp_activities::steps::dns::{
+    DeletePublicRecords, EnsurePublicRecords, FindPublicZone, PublicRecordsDeleteInput,
+    PublicRecordsInput,
+};
 use hcp_activities::steps::update::{
     AllowedSubscriptionsInput, PlsAccessInput, PlsRef, PoolReleaseInput, PoolSettings,
-    PoolUpdateInput, PruneConnections, ReleaseInput, SetAllowedSubscriptions, SetPlsVisibility,
+    PoolUpdateInput, PruneConnections, ReleaseInput, RotateClusterSecret, RotateSecretInput,
+    SetAllowedSubscriptions, SetPlsVisibility, SetTopology, SetTopologyPrivate, TopologyInput,
     UpdateNodePool, UpgradeControlPlane, UpgradeNodePool,
 };
 use hcp_runtime::{DagError, FailurePolicy, NodeOptions, Ref, SagaBuilder, SagaDag};
@@ -112,6 +121,12 @@ pub struct UpdatePlan {
     pub release: Option<(String, String)>,
     /// `allowedSubscriptions`: (applied, file).
     pub allowed_subscriptions: Option<(Vec<String>, Vec<String>)>,
+    /// `topology` between PublicAndPrivate and Private: (applied, file).
+    pub topology: Option<(String, String)>,
+    /// The pull secret file's contents changed.
+    pub pull_secret: bool,
+    /// The SSH key file's contents changed.
+    pub ssh_key: bool,
     /// What cannot change in place.
     pub refused: Vec<Refusal>,
 }
@@ -171,10 +186,7 @@ fn immutable(key: &str) -> Option<&'static str> {
             "update-cluster does not change control-plane settings yet (several are immutable in HyperShift: \"fips is immutable\", \"ControllerAvailabilityPolicy is immutable\", \"Etcd PV storage size is immutable\")"
         }
         "topology" => {
-            "switching between PublicAndPrivate and Private is not implemented by update-cluster yet, and every other topology change is immutable in HyperShift"
-        }
-        "pullSecret" | "sshKey" => {
-            "update-cluster does not roll out new pull-secret or SSH-key contents yet"
+            "HostedCluster CRD: \"transitions between Public and non-Public topology are not supported\" (only PublicAndPrivate ↔ Private can change in place)"
         }
         _ => return None,
     })
@@ -266,6 +278,24 @@ pub fn classify(applied: &Value, file: &Value) -> UpdatePlan {
                     c.file.as_str().unwrap_or_default().to_string(),
                 ));
             }
+            "topology" => {
+                let (from, to) = (
+                    c.applied.as_str().unwrap_or("Public").to_string(),
+                    c.file.as_str().unwrap_or("Public").to_string(),
+                );
+                let private = |t: &str| t == "PublicAndPrivate" || t == "Private";
+                if private(&from) && private(&to) {
+                    plan.topology = Some((from, to));
+                } else {
+                    plan.refused.push(Refusal {
+                        path: c.path.clone(),
+                        why: immutable("topology").unwrap_or_default().to_string(),
+                        fix: NEW_CLUSTER.to_string(),
+                    });
+                }
+            }
+            "pullSecret" => plan.pull_secret = true,
+            "sshKey" => plan.ssh_key = true,
             "allowedSubscriptions" => {
                 plan.allowed_subscriptions = Some((
                     strings_of(applied, "allowedSubscriptions"),
@@ -376,6 +406,52 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
         )?;
         b.add::<SetPlsVisibility>(n("allowed-subscriptions.pls"), &access, o().after(&hc))?;
     }
+    let topology_input = |to: &str| TopologyInput {
+        mgmt: l.mgmt.clone(),
+        owner: l.owner.clone(),
+        namespace: CLUSTERS_NAMESPACE.into(),
+        name: l.name.clone(),
+        topology: to.to_string(),
+    };
+    // The public hostnames a PublicAndPrivate cluster's services carry (create-cluster
+    // rendered them; `spec.services` is immutable, so they outlive a switch to Private).
+    let public_names = render::public_hostnames(
+        &l.name,
+        &cfg.base_domain,
+        render::Topology::PublicAndPrivate,
+    )
+    .map(|h| h.relative(&cfg.base_domain))
+    .unwrap_or_default();
+    let to_public = plan
+        .topology
+        .as_ref()
+        .is_some_and(|(_, to)| to == "PublicAndPrivate");
+    if to_public {
+        // Undoable: the public router comes back, its A records are (re)written by this
+        // run (the undo deletes them, then writes the topology back).
+        b.stage("topology");
+        let zone = b.add::<FindPublicZone>(
+            n("topology.public-dns-zone"),
+            &crate::create_cluster::public_zone_input(cfg, l, false),
+            o(),
+        )?;
+        let hc = b.add::<SetTopology>(
+            n("topology.hosted-cluster"),
+            &topology_input("PublicAndPrivate"),
+            o(),
+        )?;
+        b.add::<EnsurePublicRecords>(
+            n("topology.public-dns"),
+            &PublicRecordsInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                zone: zone.clone(),
+                names: public_names.clone(),
+                hosted_cluster: hc.clone(),
+            },
+            o().after(&hc).after(&zone),
+        )?;
+    }
     let upgrade = plan.release.as_ref();
     if !plan.changed.is_empty() || (!plan.added.is_empty() && upgrade.is_none()) {
         b.stage("nodepools");
@@ -474,6 +550,87 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
             )?;
         }
     }
+    if plan.topology.is_some() && !to_public {
+        // To Private: HyperShift deletes the public router (its address is released), then
+        // the public A records that pointed at it go.
+        b.stage("topology");
+        let hc = b.add::<SetTopologyPrivate>(
+            n("topology.hosted-cluster"),
+            &topology_input("Private"),
+            o().pivot("the public router's load balancer address is released; switching back to PublicAndPrivate gets a new one"),
+        )?;
+        let zone = b.add::<FindPublicZone>(
+            n("topology.public-dns-zone"),
+            &crate::create_cluster::public_zone_input(cfg, l, true),
+            o(),
+        )?;
+        b.add::<DeletePublicRecords>(
+            n("topology.public-dns"),
+            &PublicRecordsDeleteInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                zone: zone.clone(),
+                names: public_names.clone(),
+            },
+            o().after(&hc).after(&zone).pivot(
+                "the public A records are deleted; switching back to PublicAndPrivate writes new ones",
+            ),
+        )?;
+    }
+    if plan.pull_secret || plan.ssh_key {
+        b.stage("secrets");
+        let rotate = |secret: &str,
+                      key: &str,
+                      file: &std::path::Path,
+                      what: &str,
+                      cp: &str,
+                      pools: Vec<String>| RotateSecretInput {
+            mgmt: l.mgmt.clone(),
+            owner: l.owner.clone(),
+            namespace: CLUSTERS_NAMESPACE.into(),
+            cluster: l.name.clone(),
+            secret: l.secret(secret),
+            key: key.into(),
+            file: file.to_path_buf(),
+            what: what.into(),
+            control_plane_secret: cp.into(),
+            pools,
+        };
+        const GONE: &str = "the previous contents are not kept anywhere (a secret never reaches the journal): there is nothing to put back";
+        if plan.pull_secret {
+            b.add::<RotateClusterSecret>(
+                n("secrets.pull-secret"),
+                &rotate(
+                    "pull-secret",
+                    ".dockerconfigjson",
+                    &cfg.pull_secret,
+                    "pull secret",
+                    "pull-secret",
+                    Vec::new(),
+                ),
+                o().pivot(GONE),
+            )?;
+        }
+        if plan.ssh_key {
+            let pools = cfg
+                .node_pools
+                .iter()
+                .map(|p| format!("{}-{}", l.name, p.name))
+                .collect();
+            b.add::<RotateClusterSecret>(
+                n("secrets.ssh-key"),
+                &rotate(
+                    "ssh-key",
+                    "id_rsa.pub",
+                    &cfg.ssh_key,
+                    "SSH public key",
+                    "ssh-key",
+                    pools,
+                ),
+                o().pivot(GONE),
+            )?;
+        }
+    }
     // Connections are pruned only when a subscription lost its access.
     let revoked = plan
         .allowed_subscriptions
@@ -503,6 +660,21 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
         },
         o(),
     )?;
+    if to_public {
+        // The control-plane operator resolves the public hostname again (as create-cluster's
+        // `available.external-dns`): the records just written are what users will dial.
+        b.add::<WaitCondition>(
+            n("available.external-dns"),
+            &ConditionInput {
+                mgmt: l.mgmt.clone(),
+                kind: Kind::HostedCluster,
+                namespace: CLUSTERS_NAMESPACE.into(),
+                name: l.name.clone(),
+                condition: "ExternalDNSReachable".into(),
+            },
+            o(),
+        )?;
+    }
     // The guest's release has rolled out (and how to reach the cluster, for the outcome).
     b.add::<WaitRollout>(
         n("available.rollout"),
@@ -725,6 +897,32 @@ mod tests {
         assert!(p.refused[0].why.contains("machineNetwork is immutable"));
         assert_eq!(p.allowed_subscriptions.as_ref().map(|s| s.1.len()), Some(1));
         assert!(classify(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn only_private_topologies_switch_and_new_secret_contents_roll_out() {
+        let a = doc();
+        let mut b = doc();
+        b["topology"] = json!("PublicAndPrivate");
+        b["sshKey"] = json!({"sha256": "00"});
+        let p = classify(&a, &b);
+        assert_eq!(
+            p.topology,
+            Some(("Private".to_string(), "PublicAndPrivate".to_string()))
+        );
+        assert!(p.ssh_key && !p.pull_secret);
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        b["topology"] = json!("Public");
+        let p = classify(&a, &b);
+        assert_eq!(p.topology, None);
+        assert_eq!(p.refused.len(), 1);
+        assert!(
+            p.refused[0]
+                .why
+                .contains("transitions between Public and non-Public topology are not supported"),
+            "{}",
+            p.refused[0].why
+        );
     }
 
     #[test]

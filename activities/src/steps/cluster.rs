@@ -618,7 +618,7 @@ pub struct SecretsOutput {
 #[derive(Clone, Debug)]
 pub struct EnsureClusterSecrets(pub Arc<Clients>);
 
-fn read_file(path: &std::path::Path, what: &str) -> Result<Secret<Vec<u8>>, StepError> {
+pub(crate) fn read_file(path: &std::path::Path, what: &str) -> Result<Secret<Vec<u8>>, StepError> {
     crate::files::read_regular(path, crate::files::MAX_INPUT_FILE)
         .map(Secret::new)
         .map_err(|e| {

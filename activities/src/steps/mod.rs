@@ -115,6 +115,9 @@ pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError>
         SetAllowedSubscriptions,
         SetPlsVisibility,
         PruneConnections,
+        SetTopology,
+        SetTopologyPrivate,
+        RotateClusterSecret,
     );
     Ok(())
 }

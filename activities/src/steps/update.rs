@@ -15,6 +15,11 @@
 //!   cannot be approved back by us; its owner must recreate it). HyperShift's own
 //!   controller updates visibility but never touches existing connections
 //!   (`control-plane-operator/controllers/azureprivatelinkservice/controller.go`).
+//! - `k8s.hosted-cluster.topology`: PublicAndPrivate ↔ Private, waiting for HyperShift's
+//!   public `router` Service to appear or go (the one topology change HyperShift allows).
+//! - `k8s.cluster-secret.rotate`: new pull-secret or SSH-key contents, waiting for
+//!   HyperShift's copy in the control-plane namespace and (SSH key) the pools' machines
+//!   replaced (a pivot: old contents are never kept).
 //!
 //! Every write is a merge patch on an object carrying our ownership labels
 //! ([`Mgmt::patch_ours`]) or a PUT on an ARM resource carrying our tags; what a step
@@ -873,6 +878,418 @@ impl Action for SetAllowedSubscriptions {
             .await?;
         }
         Ok(UndoOutcome::Done)
+    }
+}
+
+/// Input of `k8s.hosted-cluster.topology`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TopologyInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace.
+    pub namespace: String,
+    /// HostedCluster name.
+    pub name: String,
+    /// `PublicAndPrivate` or `Private`.
+    pub topology: String,
+}
+
+const TOPOLOGY_PTR: &str = "/spec/platform/azure/topology";
+/// HyperShift's public router Service in the control-plane namespace
+/// (`control-plane-operator/controllers/hostedcontrolplane/manifests` `RouterPublicService`).
+const PUBLIC_ROUTER: &str = "router";
+
+/// The API server Route's public hostname of a HostedCluster (`spec.services`), if any.
+fn kas_hostname(hc: &Value) -> Option<&str> {
+    hc.pointer("/spec/services")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|s| str_at(s, "/service") == Some("APIServer"))
+        .and_then(|s| str_at(s, "/servicePublishingStrategy/route/hostname"))
+        .filter(|h| !h.is_empty())
+}
+
+/// `k8s.hosted-cluster.topology`: switch a HostedCluster between `PublicAndPrivate` and
+/// `Private`, the one topology change HyperShift 4.22 allows
+/// (`api/hypershift/v1beta1/azure.go` `AzurePlatformSpec`: "Transitions between
+/// PublicAndPrivate and Private are allowed after creation"; the CRD refuses the rest with
+/// "transitions between Public and non-Public topology are not supported"), then wait for
+/// HyperShift to apply it. Both topologies keep the private router, its internal load
+/// balancer and the Private Link Service (`IsPrivateHCP`); what changes is the public side
+/// (`control-plane-operator/controllers/hostedcontrolplane/infra/infra.go`
+/// `reconcileHCPRouterServices`): with `IsPublicHCP && LabelHCPRoutes`
+/// (`support/util/visibility.go`: PublicAndPrivate with an API server Route hostname) the
+/// public `router` LoadBalancer Service exists, otherwise it is deleted.
+///
+/// - To `PublicAndPrivate`: refused before any write when the API server Route has no
+///   public hostname (a cluster created `Private`): `spec.services` is immutable
+///   (HostedCluster CRD: "Services is immutable. Changes might result in unpredictable and
+///   disruptive behavior."), so HyperShift would make no public router, and the public
+///   endpoint create-cluster publishes could not exist. Done once the `router` Service
+///   has its public IP (the output's `public_router_ip`, for the public A records).
+/// - To `Private`: done once HyperShift has deleted the `router` Service.
+///
+/// The undo writes back the topology found before the first write (checkpointed).
+#[derive(Clone, Debug)]
+pub struct SetTopology(pub Arc<Clients>);
+
+impl Action for SetTopology {
+    const NAME: &'static str = "k8s.hosted-cluster.topology";
+    type Input = TopologyInput;
+    type Output = super::cluster::HostedClusterOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    fn undo_retry_policy() -> RetryPolicy {
+        azure_undo_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: TopologyInput,
+    ) -> Result<Outcome<super::cluster::HostedClusterOutput>, StepError> {
+        switch_topology(&self.0, ctx, input).await
+    }
+
+    async fn undo(
+        &self,
+        ctx: &StepContext,
+        input: TopologyInput,
+        _output: Option<super::cluster::HostedClusterOutput>,
+    ) -> Result<UndoOutcome, StepError> {
+        let Some(before) = before_of::<String>(ctx)? else {
+            return Ok(UndoOutcome::Done);
+        };
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let (ns, name) = (&input.namespace, &input.name);
+        let hc = ours(&m, Kind::HostedCluster, ns, name, &input.owner).await?;
+        if str_at(&hc, TOPOLOGY_PTR) != Some(before.as_str()) {
+            m.patch_ours(
+                Kind::HostedCluster,
+                ns,
+                name,
+                &json!({"spec": {"platform": {"azure": {"topology": before}}}}),
+            )
+            .await?;
+        }
+        Ok(UndoOutcome::Done)
+    }
+}
+
+async fn switch_topology(
+    clients: &Clients,
+    ctx: &StepContext,
+    input: TopologyInput,
+) -> Result<Outcome<super::cluster::HostedClusterOutput>, StepError> {
+    let m = clients.mgmt(&input.mgmt).await?;
+    let (ns, name) = (&input.namespace, &input.name);
+    let hc = ours(&m, Kind::HostedCluster, ns, name, &input.owner).await?;
+    let now = str_at(&hc, TOPOLOGY_PTR).unwrap_or("Public").to_string();
+    let before = match checkpoint_field::<String>(ctx, BEFORE_KEY)? {
+        Some(b) => b,
+        None => {
+            save_checkpoint_field(ctx, BEFORE_KEY, &now).await?;
+            now.clone()
+        }
+    };
+    let public = input.topology == "PublicAndPrivate";
+    if public && kas_hostname(&hc).is_none() {
+        return Err(StepError::permanent(
+            REFUSED,
+            format!(
+                "HostedCluster {ns}/{name} publishes its API server by a Route without a public hostname (it was created Private), and HyperShift's `spec.services` is immutable (\"Services is immutable. Changes might result in unpredictable and disruptive behavior.\"): as PublicAndPrivate it would get no public router and no public endpoint; keep topology {before}, or make a new cluster with topology PublicAndPrivate"
+            ),
+        ));
+    }
+    if now != input.topology {
+        m.patch_ours(
+            Kind::HostedCluster,
+            ns,
+            name,
+            &json!({"spec": {"platform": {"azure": {"topology": input.topology}}}}),
+        )
+        .await?;
+        return Ok(ctx.wait(
+            clients.poll(),
+            format!(
+                "HostedCluster {ns}/{name} set to topology {}",
+                input.topology
+            ),
+        ));
+    }
+    let cp_ns = format!("{ns}-{name}");
+    let ip = m.service_lb_ip(&cp_ns, PUBLIC_ROUTER).await?;
+    if public && ip.is_none() {
+        return Ok(ctx.wait(
+            clients.poll(),
+            format!(
+                "waiting for HyperShift to give Service {cp_ns}/{PUBLIC_ROUTER} a public load balancer IP (topology PublicAndPrivate)"
+            ),
+        ));
+    }
+    if !public && m.get(Kind::Service, &cp_ns, PUBLIC_ROUTER).await?.is_some() {
+        return Ok(ctx.wait(
+            clients.poll(),
+            format!(
+                "waiting for HyperShift to delete the public Service {cp_ns}/{PUBLIC_ROUTER} (topology Private has no public router)"
+            ),
+        ));
+    }
+    Ok(Outcome::Done(super::cluster::HostedClusterOutput {
+        namespace: ns.clone(),
+        name: name.clone(),
+        router_ip: None,
+        public_router_ip: if public { ip } else { None },
+        ledger: vec![k8s(
+            Kind::HostedCluster,
+            ns,
+            name,
+            LedgerAction::Updated,
+            Some(format!("topology {before} → {}", input.topology)),
+        )],
+    }))
+}
+
+/// `k8s.hosted-cluster.topology-private`: [`SetTopology`] to `Private`, as a pivot (no
+/// undo): HyperShift deletes the public router and its load balancer address is released;
+/// writing `PublicAndPrivate` back would get a new address the public records no longer
+/// name.
+#[derive(Clone, Debug)]
+pub struct SetTopologyPrivate(pub Arc<Clients>);
+
+impl Action for SetTopologyPrivate {
+    const NAME: &'static str = "k8s.hosted-cluster.topology-private";
+    const HAS_UNDO: bool = false;
+    type Input = TopologyInput;
+    type Output = super::cluster::HostedClusterOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: TopologyInput,
+    ) -> Result<Outcome<super::cluster::HostedClusterOutput>, StepError> {
+        switch_topology(&self.0, ctx, input).await
+    }
+}
+
+/// Input of `k8s.cluster-secret.rotate`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RotateSecretInput {
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// Ownership.
+    pub owner: Owner,
+    /// Namespace of the HostedCluster and its Secrets.
+    pub namespace: String,
+    /// HostedCluster name.
+    pub cluster: String,
+    /// The Secret create-cluster made (`<name>-pull-secret`, `<name>-ssh-key`).
+    pub secret: String,
+    /// Its key (`.dockerconfigjson`, `id_rsa.pub`).
+    pub key: String,
+    /// The file with the new contents (read at run time; never journaled).
+    pub file: std::path::PathBuf,
+    /// What it is, for messages ("pull secret", "SSH public key").
+    pub what: String,
+    /// The copy HyperShift keeps in the control-plane namespace (`pull-secret`, `ssh-key`).
+    pub control_plane_secret: String,
+    /// NodePools whose machines HyperShift replaces for this change (the SSH key's), by name.
+    #[serde(default)]
+    pub pools: Vec<String>,
+}
+
+/// Output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RotateSecretOutput {
+    /// Ledger.
+    pub ledger: Vec<LedgerRecord>,
+    /// SHA-256 (hex) of the contents now in place.
+    pub sha256: String,
+}
+
+/// HyperShift's annotation with the config hash a NodePool's machines run
+/// (`hypershift-operator/controllers/nodepool/nodepool_controller.go`
+/// `nodePoolAnnotationCurrentConfig`, set by `capi.go` once a rollout completes).
+pub const CURRENT_CONFIG: &str = "hypershift.openshift.io/nodePoolCurrentConfig";
+
+/// A NodePool's [`CURRENT_CONFIG`] annotation (`""` when it has none yet).
+async fn current_config(m: &Mgmt, ns: &str, pool: &str) -> Result<String, StepError> {
+    Ok(m.get(Kind::NodePool, ns, pool)
+        .await?
+        .and_then(|o| o.metadata.annotations)
+        .and_then(|a| a.get(CURRENT_CONFIG).cloned())
+        .unwrap_or_default())
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `k8s.cluster-secret.rotate`: new pull-secret or SSH-key contents (the file changed),
+/// written into the Secret create-cluster made, then rolled out where HyperShift rolls
+/// them out:
+/// - the HyperShift operator copies both into the control-plane namespace on every
+///   reconcile (`hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`:
+///   `pull-secret`, key `.dockerconfigjson`; `ssh-key`, key `id_rsa.pub`): waited for;
+/// - the SSH key is in every NodePool's config (the CPO renders it into the worker SSH
+///   ignition config, `control-plane-operator/controllers/hostedcontrolplane/ignition/
+///   reconcile.go`; `nodepool/config.go` hashes it with the rest of the MCO config), so
+///   HyperShift replaces the machines (`UpdatingConfig`): waited for, pool by pool, until
+///   its `nodePoolCurrentConfig` annotation changed and it is settled;
+/// - the pull secret's *contents* are not in that hash (`config.go` `HashWithoutVersion`
+///   has only its name): machines are not replaced; new machines get it in their
+///   ignition payload (`token.go` `pull-secret-hash`), and the hosted cluster's global
+///   pull secret is synced by its config operator.
+///
+/// A pivot: the previous contents are not kept anywhere (a secret never reaches the
+/// journal), so there is nothing to restore. The ledger notes only the SHA-256.
+#[derive(Clone, Debug)]
+pub struct RotateClusterSecret(pub Arc<Clients>);
+
+impl Action for RotateClusterSecret {
+    const NAME: &'static str = "k8s.cluster-secret.rotate";
+    const HAS_UNDO: bool = false;
+    type Input = RotateSecretInput;
+    type Output = RotateSecretOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: RotateSecretInput,
+    ) -> Result<Outcome<RotateSecretOutput>, StepError> {
+        use base64::Engine;
+        let m = self.0.mgmt(&input.mgmt).await?;
+        let ns = &input.namespace;
+        let new = super::cluster::read_file(&input.file, &input.what)?;
+        let sha = sha256_hex(new.expose());
+        ours(&m, Kind::HostedCluster, ns, &input.cluster, &input.owner).await?;
+        // The machines' config before the first write, to see HyperShift's rollout end.
+        let before = match checkpoint_field::<std::collections::BTreeMap<String, String>>(
+            ctx, BEFORE_KEY,
+        )? {
+            Some(b) => b,
+            None => {
+                let mut b = std::collections::BTreeMap::new();
+                for pool in &input.pools {
+                    ours(&m, Kind::NodePool, ns, pool, &input.owner).await?;
+                    b.insert(pool.clone(), current_config(&m, ns, pool).await?);
+                }
+                save_checkpoint_field(ctx, BEFORE_KEY, &b).await?;
+                b
+            }
+        };
+        let have = m.get_secret_data(ns, &input.secret, &input.key).await?;
+        if have.as_ref().map(|h| h.expose().as_slice()) != Some(new.expose().as_slice()) {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(new.expose());
+            let written = m
+                .patch_ours(
+                    Kind::Secret,
+                    ns,
+                    &input.secret,
+                    &json!({"data": {input.key.clone(): encoded}}),
+                )
+                .await?;
+            if written.is_none() {
+                return Err(StepError::permanent(
+                    "not-found",
+                    format!(
+                        "Secret {ns}/{} does not exist: update-cluster changes a cluster that exists (`hcp-workflow verify` compares the journal with what exists)",
+                        input.secret
+                    ),
+                ));
+            }
+            return Ok(ctx.wait(
+                self.0.poll(),
+                format!(
+                    "Secret {ns}/{} has the new {} (sha256 {})",
+                    input.secret,
+                    input.what,
+                    &sha[..12]
+                ),
+            ));
+        }
+        let cp_ns = format!("{ns}-{}", input.cluster);
+        let copied = m
+            .get_secret_data(&cp_ns, &input.control_plane_secret, &input.key)
+            .await?;
+        if copied.as_ref().map(|h| h.expose().as_slice()) != Some(new.expose().as_slice()) {
+            return Ok(ctx.wait(
+                self.0.poll(),
+                format!(
+                    "waiting for HyperShift to copy Secret {ns}/{} into {cp_ns}/{}",
+                    input.secret, input.control_plane_secret
+                ),
+            ));
+        }
+        let mut ledger = vec![k8s(
+            Kind::Secret,
+            ns,
+            &input.secret,
+            LedgerAction::Updated,
+            Some(format!(
+                "new {} (sha256 {}); HyperShift's copy {cp_ns}/{} matches",
+                input.what,
+                &sha[..12],
+                input.control_plane_secret
+            )),
+        )];
+        for pool in &input.pools {
+            let p = ours(&m, Kind::NodePool, ns, pool, &input.owner).await?;
+            let now = current_config(&m, ns, pool).await?;
+            let now = now.as_str();
+            let was = before.get(pool).map(String::as_str).unwrap_or_default();
+            let updating = condition(&p, "UpdatingConfig").filter(|c| c.0 == "True");
+            if now == was || updating.is_some() || !is_true(&p, "Ready") {
+                let why = match updating {
+                    Some((_, reason, msg)) => format!("UpdatingConfig=True ({reason}): {msg}"),
+                    None if now == was => format!(
+                        "config still {}",
+                        if was.is_empty() { "not reported" } else { was }
+                    ),
+                    None => condition(&p, "Ready")
+                        .map(|c| format!("Ready={} ({}): {}", c.0, c.1, c.2))
+                        .unwrap_or_else(|| "Ready not reported yet".into()),
+                };
+                return Ok(ctx.wait(
+                    self.0.poll(),
+                    format!(
+                        "waiting for HyperShift to replace NodePool {ns}/{pool}'s machines with the new {} ({why})",
+                        input.what
+                    ),
+                ));
+            }
+            ledger.push(k8s(
+                Kind::NodePool,
+                ns,
+                pool,
+                LedgerAction::Updated,
+                Some(format!(
+                    "machines replaced for the new {} (config {now})",
+                    input.what
+                )),
+            ));
+        }
+        Ok(Outcome::Done(RotateSecretOutput {
+            ledger,
+            sha256: sha,
+        }))
     }
 }
 

@@ -470,7 +470,14 @@ fn invalid(kind: &Kind, name: &str, errors: Vec<super::crd::FieldError>) -> Resp
     )
 }
 
-fn validate(sim: &Simulator, kind: &Kind, obj: &Value) -> Result<(), Response> {
+/// Schema validation and the hand-written CEL rules; `old` is the stored object on an
+/// update (transition rules, `oldSelf`), `None` on a create.
+fn validate(
+    sim: &Simulator,
+    kind: &Kind,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), Response> {
     let name = str_at(obj, "/metadata/name")
         .unwrap_or_default()
         .to_string();
@@ -480,7 +487,7 @@ fn validate(sim: &Simulator, kind: &Kind, obj: &Value) -> Result<(), Response> {
         .validate(&kind.key(), obj)
         .err()
         .unwrap_or_default();
-    errs.extend(super::crd::validation_rules(&kind.key(), obj));
+    errs.extend(super::crd::validation_rules(&kind.key(), obj, old));
     if errs.is_empty() {
         Ok(())
     } else {
@@ -654,7 +661,7 @@ fn create_obj(
     }
     obj["apiVersion"] = json!(kind.api_version());
     obj["kind"] = json!(kind.kind);
-    validate(sim, kind, &obj)?;
+    validate(sim, kind, &obj, None)?;
     Ok(store::create_by(sim, st, now, kind, ns, obj, by, dry_run))
 }
 
@@ -841,7 +848,7 @@ fn write_existing(
             &now,
         );
     }
-    if let Err(r) = validate(sim, kind, &obj) {
+    if let Err(r) = validate(sim, kind, &obj, Some(&old)) {
         return r;
     }
     json_resp(

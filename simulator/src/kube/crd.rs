@@ -300,24 +300,41 @@ fn prune_value(schema: &Value, v: &mut Value, path: &str, pruned: &mut Vec<Strin
     }
 }
 
-/// The CEL rules (`x-kubernetes-validations`) of HyperShift's CRDs that an update of a
-/// NodePool's size meets, evaluated by hand (api/hypershift/v1beta1/nodepool_types.go,
-/// release-4.22): on `NodePoolSpec`, "Both replicas or autoScaling should not be set"
-/// (`!has(self.replicas) || !has(self.autoScaling)`) and "Scale-from-zero (autoScaling.min=0)
-/// is currently only supported for AWS platform"; on `NodePoolAutoScaling`, "max must be equal
-/// or greater than min". The API server reports a failed rule on an object as
+/// A failed CEL rule on an object, as the API server reports it:
 /// `<path>: Invalid value: "object": <message>` (reason `FieldValueInvalid`).
-pub(crate) fn validation_rules(kind_key: &str, obj: &Value) -> Vec<FieldError> {
+fn rule(field: &str, message: &str) -> FieldError {
+    FieldError {
+        reason: "FieldValueInvalid",
+        field: field.to_string(),
+        message: format!("Invalid value: \"object\": {message}"),
+    }
+}
+
+/// The CEL rules (`x-kubernetes-validations`) of HyperShift's CRDs that a day-2 change meets,
+/// evaluated by hand (release-4.22). `old` is the stored object on an update (replace,
+/// patch, apply of an existing object) and `None` on a create: transition rules (those
+/// reading `oldSelf`) are evaluated only on an update, and only where the old object has
+/// the field the rule sits on, as the API server does.
+///
+/// - NodePool (`api/hypershift/v1beta1/nodepool_types.go`): on `NodePoolSpec`, "Both
+///   replicas or autoScaling should not be set" (`!has(self.replicas) ||
+///   !has(self.autoScaling)`) and "Scale-from-zero (autoScaling.min=0) is currently only
+///   supported for AWS platform"; on `NodePoolAutoScaling`, "max must be equal or greater
+///   than min".
+/// - HostedCluster: [`hosted_cluster_transition_rules`].
+pub(crate) fn validation_rules(
+    kind_key: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Vec<FieldError> {
+    if kind_key == format!("{}/hostedclusters", crate::kube::HYPERSHIFT) {
+        return old.map_or_else(Vec::new, |old| hosted_cluster_transition_rules(obj, old));
+    }
     if kind_key != format!("{}/nodepools", crate::kube::HYPERSHIFT) {
         return Vec::new();
     }
     let Some(spec) = obj.get("spec") else {
         return Vec::new();
-    };
-    let rule = |field: &str, message: &str| FieldError {
-        reason: "FieldValueInvalid",
-        field: field.to_string(),
-        message: format!("Invalid value: \"object\": {message}"),
     };
     let mut errs = Vec::new();
     let auto = spec.get("autoScaling").filter(|a| !a.is_null());
@@ -346,4 +363,198 @@ pub(crate) fn validation_rules(kind_key: &str, obj: &Value) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// Whether CEL's `has(o.<field>)` holds on a JSON object (a JSON `null` is no value: the API
+/// server prunes nulls of non-nullable fields before validation).
+fn has(o: &Value, field: &str) -> bool {
+    o.get(field).is_some_and(|v| !v.is_null())
+}
+
+/// The HostedCluster's transition rules (`oldSelf`) a day-2 change meets, messages verbatim:
+/// - on `AzurePlatformSpec` (`api/hypershift/v1beta1/azure.go`, path
+///   `spec.platform.azure`): `has(self.private) == has(oldSelf.private)` "private cannot be
+///   added or removed after cluster creation"; `!has(oldSelf.topology) ||
+///   has(self.topology)` "topology cannot be removed once set"; `!has(self.topology) ||
+///   !has(oldSelf.topology) || (self.topology == 'Public') == (oldSelf.topology ==
+///   'Public')` "transitions between Public and non-Public topology are not supported"
+///   (PublicAndPrivate ↔ Private is allowed);
+/// - on `HostedClusterSpec` (`api/hypershift/v1beta1/hostedcluster_types.go`, path `spec`):
+///   `self.platform.type != "IBMCloud" ? self.services == oldSelf.services : true`
+///   "Services is immutable. Changes might result in unpredictable and disruptive
+///   behavior." (`services` is an atomic list: compared in order).
+///
+/// Where CEL would fail to evaluate (a field missing on both sides, which the CRD schema
+/// requires anyway) the rule passes here.
+pub(crate) fn hosted_cluster_transition_rules(obj: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let (Some(spec), Some(old_spec)) = (obj.get("spec"), old.get("spec")) else {
+        return errs;
+    };
+    if let (Some(az), Some(old_az)) = (
+        spec.pointer("/platform/azure").filter(|v| v.is_object()),
+        old_spec
+            .pointer("/platform/azure")
+            .filter(|v| v.is_object()),
+    ) {
+        const AZ: &str = "spec.platform.azure";
+        if has(az, "private") != has(old_az, "private") {
+            errs.push(rule(
+                AZ,
+                "private cannot be added or removed after cluster creation",
+            ));
+        }
+        if has(old_az, "topology") && !has(az, "topology") {
+            errs.push(rule(AZ, "topology cannot be removed once set"));
+        }
+        if has(az, "topology") && has(old_az, "topology") {
+            let public = |a: &Value| a.get("topology").and_then(Value::as_str) == Some("Public");
+            if public(az) != public(old_az) {
+                errs.push(rule(
+                    AZ,
+                    "transitions between Public and non-Public topology are not supported",
+                ));
+            }
+        }
+    }
+    let ibm = spec.pointer("/platform/type").and_then(Value::as_str) == Some("IBMCloud");
+    if !ibm && spec.get("services") != old_spec.get("services") {
+        errs.push(rule(
+            "spec",
+            "Services is immutable. Changes might result in unpredictable and disruptive behavior.",
+        ));
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hc(azure: Value, services: Value) -> Value {
+        json!({"spec": {"platform": {"type": "Azure", "azure": azure}, "services": services}})
+    }
+
+    fn kas(t: &str) -> Value {
+        json!([{"service": "APIServer", "servicePublishingStrategy": {"type": t}}])
+    }
+
+    fn messages(errs: &[FieldError]) -> Vec<String> {
+        errs.iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect()
+    }
+
+    const HCS: &str = "hypershift.openshift.io/hostedclusters";
+
+    #[test]
+    fn hosted_cluster_rules_apply_only_on_update() {
+        let old = hc(json!({"topology": "Public"}), kas("Route"));
+        let new = hc(
+            json!({"topology": "Private", "private": {}}),
+            kas("LoadBalancer"),
+        );
+        assert!(validation_rules(HCS, &new, None).is_empty());
+        assert_eq!(validation_rules(HCS, &new, Some(&old)).len(), 3);
+        assert!(validation_rules(HCS, &old, Some(&old)).is_empty());
+    }
+
+    #[test]
+    fn private_cannot_be_added_or_removed() {
+        let with = hc(
+            json!({"topology": "Private", "private": {"type": "PrivateLink"}}),
+            kas("Route"),
+        );
+        let without = hc(json!({"topology": "Private"}), kas("Route"));
+        let want = vec![
+            "spec.platform.azure: Invalid value: \"object\": private cannot be added or removed after cluster creation".to_string(),
+        ];
+        assert_eq!(
+            messages(&validation_rules(HCS, &without, Some(&with))),
+            want
+        );
+        assert_eq!(
+            messages(&validation_rules(HCS, &with, Some(&without))),
+            want
+        );
+        let changed = hc(
+            json!({"topology": "Private", "private": {"type": "Swift"}}),
+            kas("Route"),
+        );
+        assert!(validation_rules(HCS, &changed, Some(&with)).is_empty());
+        let null = hc(
+            json!({"topology": "Private", "private": null}),
+            kas("Route"),
+        );
+        assert!(validation_rules(HCS, &null, Some(&without)).is_empty());
+    }
+
+    #[test]
+    fn topology_cannot_be_removed() {
+        let old = hc(json!({"topology": "Private"}), kas("Route"));
+        let new = hc(json!({}), kas("Route"));
+        assert_eq!(
+            messages(&validation_rules(HCS, &new, Some(&old))),
+            vec![
+                "spec.platform.azure: Invalid value: \"object\": topology cannot be removed once set"
+            ]
+        );
+        // Setting it where it was unset is allowed (the default is Public).
+        assert!(validation_rules(HCS, &old, Some(&new)).is_empty());
+    }
+
+    #[test]
+    fn public_and_non_public_do_not_transition() {
+        let t = |topology: &str| hc(json!({"topology": topology}), kas("Route"));
+        let refused = vec![
+            "spec.platform.azure: Invalid value: \"object\": transitions between Public and non-Public topology are not supported".to_string(),
+        ];
+        for (from, to) in [
+            ("Public", "Private"),
+            ("Public", "PublicAndPrivate"),
+            ("Private", "Public"),
+            ("PublicAndPrivate", "Public"),
+        ] {
+            assert_eq!(
+                messages(&validation_rules(HCS, &t(to), Some(&t(from)))),
+                refused,
+                "{from} -> {to}"
+            );
+        }
+        for (from, to) in [
+            ("PublicAndPrivate", "Private"),
+            ("Private", "PublicAndPrivate"),
+        ] {
+            assert!(
+                validation_rules(HCS, &t(to), Some(&t(from))).is_empty(),
+                "{from} -> {to}"
+            );
+        }
+    }
+
+    #[test]
+    fn services_are_immutable_but_on_ibm_cloud() {
+        let old = hc(json!({"topology": "Public"}), kas("Route"));
+        let new = hc(json!({"topology": "Public"}), kas("LoadBalancer"));
+        let err = validation_rules(HCS, &new, Some(&old));
+        assert_eq!(
+            messages(&err),
+            vec![
+                "spec: Invalid value: \"object\": Services is immutable. Changes might result in unpredictable and disruptive behavior."
+            ]
+        );
+        assert_eq!(err[0].reason, "FieldValueInvalid");
+        let ibm = |s: Value| json!({"spec": {"platform": {"type": "IBMCloud"}, "services": s}});
+        assert!(
+            validation_rules(HCS, &ibm(kas("LoadBalancer")), Some(&ibm(kas("Route")))).is_empty()
+        );
+    }
+
+    #[test]
+    fn node_pool_rules_are_unchanged() {
+        let np = json!({"spec": {"replicas": 2, "autoScaling": {"min": 1, "max": 2}}});
+        let kind = "hypershift.openshift.io/nodepools";
+        assert_eq!(validation_rules(kind, &np, None).len(), 1);
+        assert_eq!(validation_rules(kind, &np, Some(&np)).len(), 1);
+    }
 }
