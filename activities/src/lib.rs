@@ -24,3 +24,4 @@ pub mod preflight;
 pub mod secret;
 pub mod steps;
 pub mod tls;
+pub mod verify;

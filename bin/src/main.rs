@@ -23,6 +23,7 @@ pub mod style;
 mod target;
 mod telemetry;
 mod ui;
+mod verify;
 mod views;
 
 use anyhow::{Context, Result};
@@ -133,12 +134,23 @@ enum Command {
     #[command(after_help = "Example:\n  hcp-workflow watch 6f1c…")]
     Watch(views::WatchArgs),
     /// Resources per cluster from every run's ledger; `--orphans`: left by failed runs.
-    #[command(after_help = "Example:\n  hcp-workflow inventory --cluster demo --orphans")]
+    #[command(
+        after_help = "Examples:\n  hcp-workflow inventory --cluster demo --orphans\n  hcp-workflow inventory --orphans --live   # ask Azure what deleted clusters left"
+    )]
     Inventory(views::InventoryArgs),
     /// Each cluster's own state: exists or deleted, the run it exists by, and its latest
     /// run with that run's outcome.
     #[command(after_help = "Example:\n  hcp-workflow clusters --cluster demo")]
     Clusters(views::ClustersArgs),
+    /// Is what the journal says still true? Read-only checks of a cluster against Azure
+    /// and the management cluster: every resource of its ledger exists and carries its
+    /// marks, identities, the private link, DNS, the HostedCluster and its NodePools, and
+    /// nothing foreign in its own resource groups. Exit 0: everything ok; 3: drift found;
+    /// 2: it could not check.
+    #[command(
+        after_help = "Examples:\n  hcp-workflow verify cluster/demo\n  hcp-workflow verify 6f1c… --output json\n  hcp-workflow verify --all"
+    )]
+    Verify(verify::VerifyArgs),
     /// Serve the operator web UI (run list, run pages, actions, /metrics).
     #[command(
         after_help = "Example:\n  hcp-workflow ui --listen 127.0.0.1:8080\n  HCP_WORKFLOW_UI_TOKEN=… hcp-workflow ui --listen 0.0.0.0:8080"
@@ -595,8 +607,10 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::History(a) => views::history(&db, out, a).await,
         Command::Why(a) => views::why(&db, out, a).await,
         Command::Watch(a) => watch(&db, out, a).await,
+        Command::Inventory(a) if a.live => verify::live_orphans(&db, &reach, out, a.cluster).await,
         Command::Inventory(a) => views::inventory(&db, out, a).await,
         Command::Clusters(a) => views::clusters(&db, out, a).await,
+        Command::Verify(a) => verify::verify(&db, &reach, out, a).await,
         Command::Ui(a) => ui::serve(&db, a).await,
         Command::Migrate => {
             open_store(&db).await?;

@@ -4,8 +4,9 @@
 //! a pool removed, a release upgrade, the topology PublicAndPrivate → Private, new SSH-key
 //! and pull-secret contents; the undoable switch back is in update_topology.rs):
 //! - a permanent failure injected at each step: before the first pivot the run unwinds to
-//!   the cluster as it was; after it, the run pauses with its work kept and `retry` finishes
-//!   it;
+//!   the cluster as it was (a cluster per step); after it, the run pauses with its work kept
+//!   and `retry` goes on (one cluster for every step after the pivot, failing at each in
+//!   turn, until the update completes);
 //! - every step succeeds when repeated: a worker SIGKILLed at every boundary of every step
 //!   (before its effect, after it, after its journal write) and restarted ends in the same
 //!   cluster, with nothing created twice and the pivot's PATCH sent once;
@@ -176,21 +177,29 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
     // Before the first pivot: the steps that descend from no pivot.
     let first_pivot = steps.iter().position(|(_, p)| *p).unwrap();
     assert_eq!(steps[first_pivot].0, "update-cluster.release.control-plane");
+    let before: Vec<String> = steps[..first_pivot].iter().map(|s| s.0.clone()).collect();
+    let after: Vec<String> = steps[first_pivot..].iter().map(|s| s.0.clone()).collect();
     // Each cluster in its own subscription (its machines count against that subscription's
     // regional vCPU quota), which needs the public zone of baseDomain.
     let sub_of = |k: usize| format!("{k:08}-2222-3333-4444-555555555555");
-    for k in 0..steps.len() {
+    for k in 0..=before.len() {
         env.sim.seed_public_zone(&sub_of(k), "hcp.example.com");
     }
     let failures = std::sync::Mutex::new(Vec::<String>::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
     let (dir, base) = (env.dir.clone(), env.sim.base.clone());
+    // One job per step before the pivot (a fresh cluster each: it unwinds), and one job for
+    // every step after it, on one cluster: a failure at each in turn pauses the run, and
+    // `retry` + `drive` go on to the next (each step's failure is injected until it has
+    // failed once).
     std::thread::scope(|scope| {
         for _ in 0..3 {
             scope.spawn(|| {
                 loop {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some((node, _)) = steps.get(k) else { break };
+                    if k > before.len() {
+                        break;
+                    }
                     let (name, infra) = (format!("e{k}"), format!("e{k}-upd4t"));
                     let db = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
                     let sub = sub_of(k);
@@ -202,42 +211,73 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
                         a.extend_from_slice(rest);
                         run(&dir, &a, envs)
                     };
-                    let (code, out, err) = cli(
-                        &["start", "update-cluster", "--config", &c],
-                        &[("HCP_INJECT_FAIL", node.as_str())],
-                    );
                     let mut problems = Vec::new();
-                    if code != 1 {
-                        problems.push(format!("exit {code}\n{out}\n{err}"));
-                    }
-                    if k < first_pivot {
-                        if !says_run(&out, "rolled back") {
-                            problems.push(format!("not rolled back\n{out}"));
+                    let what = if let Some(node) = before.get(k) {
+                        let (code, out, err) = cli(
+                            &["start", "update-cluster", "--config", &c],
+                            &[("HCP_INJECT_FAIL", node.as_str())],
+                        );
+                        if code != 1 || !says_run(&out, "rolled back") {
+                            problems.push(format!("exit {code}, not rolled back\n{out}\n{err}"));
                         }
                         let now = snapshot(&base, &name, &infra);
                         if now != as_it_was(&sub) {
                             problems.push(format!("not as it was: {now}"));
                         }
+                        node.clone()
                     } else {
-                        if !out.contains("‖ Update paused after") {
-                            problems.push(format!("not paused\n{out}"));
-                        }
+                        let mut left = after.clone();
+                        let (mut code, mut out, mut err) = cli(
+                            &["start", "update-cluster", "--config", &c],
+                            &[("HCP_INJECT_FAIL", left.join(",").as_str())],
+                        );
                         let run_id = hcp_e2e_tests::run_id(&out);
-                        let (c1, o1, e1) = cli(&["retry", &run_id], &[]);
-                        let (c2, o2, e2) = cli(&["drive", &run_id], &[]);
-                        if c1 != 0 || c2 != 0 || !o2.contains("✓ Update complete") {
-                            problems.push(format!("retry/drive: {c1} {o1}{e1} / {c2} {o2}{e2}"));
+                        let mut rounds = 0;
+                        while !out.contains("✓ Update complete") && rounds <= after.len() {
+                            rounds += 1;
+                            if code != 1 || !out.contains("‖ Update paused after") {
+                                problems.push(format!("not paused: exit {code}\n{out}\n{err}"));
+                                break;
+                            }
+                            let (_, shown, _) = cli(&["--output", "json", "show", &run_id], &[]);
+                            let shown: Value = serde_json::from_str(&shown).unwrap_or(Value::Null);
+                            let failed: Vec<String> = shown["stages"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .flat_map(|g| g["steps"].as_array().cloned().unwrap_or_default())
+                                .filter(|s| s["state"] == "failed")
+                                .filter_map(|s| s["name"].as_str().map(str::to_string))
+                                .collect();
+                            if failed.is_empty() || failed.iter().any(|f| !left.contains(f)) {
+                                problems.push(format!("paused, but failed: {failed:?}"));
+                                break;
+                            }
+                            left.retain(|n| !failed.contains(n));
+                            let (c1, o1, e1) = cli(&["retry", &run_id], &[]);
+                            if c1 != 0 {
+                                problems.push(format!("retry: {c1} {o1}{e1}"));
+                                break;
+                            }
+                            (code, out, err) = cli(
+                                &["drive", &run_id],
+                                &[("HCP_INJECT_FAIL", left.join(",").as_str())],
+                            );
+                        }
+                        if !left.is_empty() {
+                            problems.push(format!("these never failed: {left:?}\n{out}{err}"));
                         }
                         let now = snapshot(&base, &name, &infra);
                         if now != as_the_file_says(&sub) {
                             problems.push(format!("not as the file says after retry: {now}"));
                         }
-                    }
+                        "every step after the pivot".to_string()
+                    };
                     if !problems.is_empty() {
                         failures
                             .lock()
                             .unwrap()
-                            .push(format!("{node}: {}", problems.join("; ")));
+                            .push(format!("{what}: {}", problems.join("; ")));
                     }
                 }
             });
@@ -246,7 +286,7 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
     let failures = failures.into_inner().unwrap();
     assert!(
         failures.is_empty(),
-        "{} steps:\n{}",
+        "{} failed:\n{}",
         failures.len(),
         failures.join("\n\n")
     );

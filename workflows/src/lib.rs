@@ -17,6 +17,7 @@ pub mod delete_cluster;
 pub mod layout;
 pub mod plan;
 pub mod update_cluster;
+pub mod verify;
 pub mod workflow;
 
 use hcp_activities::steps::Clients;

@@ -112,10 +112,15 @@ pub struct WatchArgs {
 pub struct InventoryArgs {
     /// Only this cluster.
     #[arg(long)]
-    cluster: Option<String>,
+    pub(crate) cluster: Option<String>,
     /// Only resources created by runs that ended without success and deleted by no later run.
     #[arg(long)]
-    orphans: bool,
+    pub(crate) orphans: bool,
+    /// With `--orphans`: ask Azure, not the journal. For every deleted cluster, list what is
+    /// still tagged with its name and infra id anywhere in its subscriptions (read-only;
+    /// exit 3 when something is left).
+    #[arg(long, requires = "orphans")]
+    pub(crate) live: bool,
 }
 
 /// Parse `--state` values; `Err` carries the message for exit code 2.

@@ -445,7 +445,9 @@ pub(crate) fn list_groups(ctx: &mut Ctx<'_>, req: &Req, sub: &str) -> Result<Res
 /// (`GET /subscriptions/{s}/resources`), modelled on
 /// `specification/resources/resource-manager/Microsoft.Resources/stable/2021-04-01/resources.json`
 /// in Azure/azure-rest-api-specs. Only top-level (tracked) resources are listed, as
-/// `GenericResourceExpanded` (`id`, `name`, `type`, `location`, `tags`); child and
+/// `GenericResourceExpanded` (`id`, `name`, `type`, `location`, `tags`, and `managedBy` —
+/// `GenericResource`'s "ID of the resource that manages this resource", e.g. a VM's OS
+/// disk); child and
 /// extension resources (subnets, record sets, role assignments) are not. `$filter`
 /// supports what ARM documents for it: `tagName eq 'k'` (optionally `and tagValue eq 'v'`),
 /// `resourceType eq 'ns/type'` and `name eq 'n'`; anything else answers 400 like ARM.
@@ -491,6 +493,9 @@ pub(crate) fn list_resources(
                 v["location"] = l.clone();
             }
             v["tags"] = r.body.get("tags").cloned().unwrap_or_else(|| json!({}));
+            if let Some(m) = r.body.get("managedBy").filter(|m| m.is_string()) {
+                v["managedBy"] = m.clone();
+            }
             v
         })
         .collect();

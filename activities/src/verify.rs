@@ -1,0 +1,962 @@
+//! `hcp-workflow verify` (issue 25): is what the journal says still true in Azure and on the
+//! management cluster?
+//!
+//! Read-only by construction: every call here is a GET (or a list, which is a GET that
+//! follows `nextLink`). One [`Row`] per check, with what the journal expects, what was
+//! found, and the fix. The expectations come from the caller (the cluster's ledger and its
+//! layout, `hcp-workflows`' `verify` module); this module only looks.
+//!
+//! What is checked:
+//! - **existence** of every resource the ledger holds as created, adopted, updated or kept
+//!   (a GET at the api-version of its type);
+//! - **ownership marks** of what hcp-workflow created: the `hcp-workflow.io/cluster` and
+//!   `hcp-workflow.io/infra-id` tags (labels on Kubernetes objects, record-set metadata in
+//!   DNS zones);
+//! - **identity**: every federated credential's issuer, subject and audience; every role
+//!   assignment's principal is the current `principalId` of one of the cluster's
+//!   identities (a recreated identity leaves assignments to a principal that no longer
+//!   exists: HyperShift's stale-assignment 403);
+//! - **private link** (hcp-workflow's own): the Private Link Service's visibility and
+//!   auto-approval are exactly the allowed subscriptions; every private endpoint
+//!   connection is ours or from an allowed subscription, and Approved; the private DNS A
+//!   records point at the endpoint's address;
+//! - **management cluster**: the HostedCluster is `Available`; each NodePool is `Ready`
+//!   with the replicas the file says;
+//! - **foreign**: resources in the cluster's own resource groups that no ledger knows
+//!   (the machines HyperShift's CAPZ makes, tagged as its own, are expected).
+
+use crate::azure::client::ArmClient;
+use crate::azure::durable::{TAG_CLUSTER, TAG_INFRA_ID};
+use crate::azure::models::{
+    API_AUTHORIZATION, API_DNS, API_MSI, API_NETWORK, API_PRIVATE_DNS, API_RESOURCES, API_STORAGE,
+};
+use crate::kube::mgmt::Kind;
+use crate::steps::{AzureEnv, Clients, MgmtEnv};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// What a check found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// As the journal says.
+    Ok,
+    /// It exists, but differs from what the journal expects.
+    Drifted,
+    /// The journal holds it, and it does not exist.
+    Missing,
+    /// It exists, and no ledger knows it.
+    Foreign,
+    /// It could not be checked (an error reading it).
+    Unknown,
+}
+
+impl Verdict {
+    /// Kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Drifted => "drifted",
+            Verdict::Missing => "missing",
+            Verdict::Foreign => "foreign",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// One check.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The check (`exists`, `tags`, `pls.visibility`, …).
+    pub check: String,
+    /// What it looked at: an ARM id or `Kind ns/name`.
+    pub resource: String,
+    /// Verdict.
+    pub verdict: Verdict,
+    /// What the journal expects.
+    pub expected: String,
+    /// What was found.
+    pub found: String,
+    /// The fix (a command), when not ok.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// A resource the ledger holds (its newest entry is not a deletion).
+#[derive(Clone, Debug)]
+pub struct Expected {
+    /// `azure` or `kubernetes`.
+    pub kind: String,
+    /// Resource type (`Microsoft.Network/virtualNetworks`, `HostedCluster`).
+    pub resource_type: String,
+    /// ARM id, or `ns/name` (Kubernetes).
+    pub id: String,
+    /// Created by hcp-workflow (its ownership marks are checked), not adopted or kept.
+    pub ours: bool,
+}
+
+/// hcp-workflow's own private link.
+#[derive(Clone, Debug)]
+pub struct PrivateLink {
+    /// The Private Link Service.
+    pub pls_id: String,
+    /// Our private endpoint.
+    pub pe_id: String,
+    /// Subscriptions whose endpoints may connect (the guest's first).
+    pub allowed: Vec<String>,
+    /// The private DNS A record sets that must point at the endpoint.
+    pub records: Vec<String>,
+}
+
+/// A NodePool and the size the file gives it.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    /// NodePool name (`<cluster>-<pool>`).
+    pub name: String,
+    /// `replicas`, or `(min, max)` with autoscaling.
+    pub replicas: Result<i64, (i64, i64)>,
+}
+
+/// Everything one verify of one cluster needs.
+#[derive(Clone, Debug)]
+pub struct Input {
+    /// Cluster name.
+    pub cluster: String,
+    /// Infra id.
+    pub infra_id: String,
+    /// Guest subscription target.
+    pub azure: AzureEnv,
+    /// Management subscription target.
+    pub mgmt_azure: AzureEnv,
+    /// Management cluster.
+    pub mgmt: MgmtEnv,
+    /// The ledger's resources.
+    pub expected: Vec<Expected>,
+    /// The issuer URL every federated credential must name.
+    pub issuer_url: String,
+    /// hcp-workflow's private link, when it made one.
+    pub private_link: Option<PrivateLink>,
+    /// HostedCluster namespace.
+    pub namespace: String,
+    /// The cluster's NodePools.
+    pub pools: Vec<Pool>,
+    /// Resource groups that are the cluster's own (created by it), scanned for foreign
+    /// resources.
+    pub own_groups: Vec<String>,
+}
+
+/// The api-version a GET of `resource_type` uses (`None`: not checked by GET).
+pub fn api_version(resource_type: &str) -> Option<&'static str> {
+    let t = resource_type.to_ascii_lowercase();
+    Some(if t == "microsoft.resources/resourcegroups" {
+        API_RESOURCES
+    } else if t.starts_with("microsoft.managedidentity/") {
+        API_MSI
+    } else if t.starts_with("microsoft.authorization/") {
+        API_AUTHORIZATION
+    } else if t.starts_with("microsoft.storage/") {
+        API_STORAGE
+    } else if t.starts_with("microsoft.network/privatednszones") {
+        API_PRIVATE_DNS
+    } else if t.starts_with("microsoft.network/dnszones") {
+        API_DNS
+    } else if t.starts_with("microsoft.network/") {
+        API_NETWORK
+    } else {
+        return None;
+    })
+}
+
+/// Whether resources of this type carry tags hcp-workflow sets (children such as subnets,
+/// federated credentials, record sets and role assignments do not).
+fn tagged(resource_type: &str) -> bool {
+    let t = resource_type.to_ascii_lowercase();
+    let parts = t.split('/').count();
+    t == "microsoft.resources/resourcegroups"
+        || (parts == 2 && !t.starts_with("microsoft.authorization/"))
+}
+
+/// A record set hcp-workflow writes into a public zone it does not own (marked by its
+/// `metadata`, since the zone is shared; the private zones' records are in zones of ours).
+fn record_set(resource_type: &str) -> bool {
+    resource_type
+        .to_ascii_lowercase()
+        .starts_with("microsoft.network/dnszones/")
+}
+
+/// Recreates what is missing (create-cluster's ensure steps, same names; what exists is
+/// adopted as it is).
+const RECREATE: &str = "hcp-workflow start create-cluster --config FILE (it recreates what is missing, with the same names, and adopts what exists as it is)";
+
+fn row(
+    check: &str,
+    resource: &str,
+    verdict: Verdict,
+    expected: impl Into<String>,
+    found: impl Into<String>,
+    fix: Option<String>,
+) -> Row {
+    Row {
+        check: check.into(),
+        resource: resource.into(),
+        verdict,
+        expected: expected.into(),
+        found: found.into(),
+        fix: if verdict == Verdict::Ok { None } else { fix },
+    }
+}
+
+fn unknown(check: &str, resource: &str, err: impl std::fmt::Display) -> Row {
+    row(
+        check,
+        resource,
+        Verdict::Unknown,
+        "readable",
+        format!("could not read it: {err}"),
+        Some(
+            "check the credentials and reachability (`hcp-workflow preflight`), then verify again"
+                .into(),
+        ),
+    )
+}
+
+fn str_at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
+    v.pointer(p).and_then(Value::as_str)
+}
+
+fn eq_ci(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// Subscription id of an ARM id (`/subscriptions/<id>/…`).
+fn subscription_of(id: &str) -> &str {
+    id.split('/').nth(2).unwrap_or_default()
+}
+
+/// Verify one cluster: every row, in a stable order (ledger order, then the cross-checks).
+pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let arm = match clients.arm(&input.azure).await {
+        Ok(a) => a,
+        Err(e) => return vec![unknown("azure", &input.cluster, e)],
+    };
+    let mgmt_arm = clients.arm(&input.mgmt_azure).await.ok();
+    let arm_for = |id: &str| -> &ArmClient {
+        match &mgmt_arm {
+            // Each subscription's client carries its token; both reach the same ARM.
+            Some(m)
+                if input
+                    .private_link
+                    .as_ref()
+                    .is_some_and(|p| eq_ci(subscription_of(&p.pls_id), subscription_of(id))) =>
+            {
+                m
+            }
+            _ => &arm,
+        }
+    };
+    let mut principals: Vec<String> = Vec::new();
+    let mut assignments: Vec<(String, String)> = Vec::new();
+    for e in &input.expected {
+        if e.kind == "kubernetes" {
+            rows.push(kube_exists(clients, input, e).await);
+            continue;
+        }
+        let Some(api) = api_version(&e.resource_type) else {
+            continue;
+        };
+        let found = match arm_for(&e.id).get_value(&e.id, api).await {
+            Ok(v) => v,
+            Err(err) => {
+                rows.push(unknown("exists", &e.id, err));
+                continue;
+            }
+        };
+        let Some(body) = found else {
+            rows.push(row(
+                "exists",
+                &e.id,
+                Verdict::Missing,
+                format!(
+                    "{} ({})",
+                    e.resource_type,
+                    if e.ours {
+                        "created by hcp-workflow"
+                    } else {
+                        "used by it"
+                    }
+                ),
+                "not found (404)",
+                Some(if e.ours {
+                    format!("recreate it: {RECREATE}")
+                } else {
+                    "it is not hcp-workflow's to recreate: restore it, or make the cluster again"
+                        .into()
+                }),
+            ));
+            continue;
+        };
+        rows.push(row(
+            "exists",
+            &e.id,
+            Verdict::Ok,
+            &e.resource_type,
+            "exists",
+            None,
+        ));
+        let t = e.resource_type.to_ascii_lowercase();
+        if e.ours && tagged(&e.resource_type) {
+            let tags = body.get("tags").cloned().unwrap_or(Value::Null);
+            let have = |k: &str| {
+                tags.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("(none)")
+                    .to_string()
+            };
+            let (c, i) = (have(TAG_CLUSTER), have(TAG_INFRA_ID));
+            let ok = c == input.cluster && i == input.infra_id;
+            rows.push(row(
+                "tags",
+                &e.id,
+                if ok { Verdict::Ok } else { Verdict::Drifted },
+                format!(
+                    "{TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
+                    input.cluster, input.infra_id
+                ),
+                format!("{TAG_CLUSTER}={c} {TAG_INFRA_ID}={i}"),
+                Some(format!(
+                    "az tag update --resource-id {} --operation Merge --tags {TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
+                    e.id, input.cluster, input.infra_id
+                )),
+            ));
+        }
+        if e.ours && record_set(&e.resource_type) {
+            let meta = body
+                .pointer("/properties/metadata")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let c = meta
+                .get(crate::steps::dns::META_CLUSTER)
+                .and_then(Value::as_str)
+                .unwrap_or("(none)");
+            rows.push(row(
+                "marks",
+                &e.id,
+                if c == input.cluster {
+                    Verdict::Ok
+                } else {
+                    Verdict::Drifted
+                },
+                format!(
+                    "metadata {}={}",
+                    crate::steps::dns::META_CLUSTER,
+                    input.cluster
+                ),
+                format!("metadata {}={c}", crate::steps::dns::META_CLUSTER),
+                Some(format!(
+                    "az network dns record-set a update --ids {} --metadata {}={} {}={}",
+                    e.id,
+                    crate::steps::dns::META_CLUSTER,
+                    input.cluster,
+                    crate::steps::dns::META_INFRA_ID,
+                    input.infra_id
+                )),
+            ));
+        }
+        if t.ends_with("/federatedidentitycredentials") {
+            let issuer = str_at(&body, "/properties/issuer").unwrap_or_default();
+            let audiences: Vec<&str> = body
+                .pointer("/properties/audiences")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let ok = issuer.trim_end_matches('/') == input.issuer_url.trim_end_matches('/')
+                && audiences == ["openshift"];
+            rows.push(row(
+                "identity.federation",
+                &e.id,
+                if ok { Verdict::Ok } else { Verdict::Drifted },
+                format!("issuer {} audience openshift", input.issuer_url),
+                format!(
+                    "issuer {} audience {} (subject {})",
+                    if issuer.is_empty() { "(none)" } else { issuer },
+                    audiences.join(","),
+                    str_at(&body, "/properties/subject").unwrap_or("(none)")
+                ),
+                Some(format!(
+                    "az identity federated-credential update --ids {} --issuer {} --audiences openshift",
+                    e.id, input.issuer_url
+                )),
+            ));
+        }
+        if t == "microsoft.managedidentity/userassignedidentities"
+            && let Some(p) = str_at(&body, "/properties/principalId")
+        {
+            principals.push(p.to_ascii_lowercase());
+        }
+        if t == "microsoft.authorization/roleassignments" {
+            assignments.push((
+                e.id.clone(),
+                str_at(&body, "/properties/principalId")
+                    .unwrap_or_default()
+                    .to_ascii_lowercase(),
+            ));
+        }
+    }
+    // Role assignments whose principal is no identity of this cluster any more.
+    if !principals.is_empty() {
+        for (id, p) in assignments {
+            let ok = principals.contains(&p);
+            rows.push(row(
+                "identity.assignment",
+                &id,
+                if ok { Verdict::Ok } else { Verdict::Drifted },
+                "the principalId of one of the cluster's identities",
+                format!(
+                    "principal {p}{}",
+                    if ok {
+                        ""
+                    } else {
+                        ", which is none of them (an identity recreated since?)"
+                    }
+                ),
+                Some(format!(
+                    "remove the stale assignment (az role assignment delete --ids {id}), then {RECREATE}"
+                )),
+            ));
+        }
+    }
+    if let Some(pl) = &input.private_link {
+        rows.extend(private_link(arm_for(&pl.pls_id), &arm, pl).await);
+    }
+    rows.extend(management(clients, input).await);
+    rows.extend(foreign(&arm, input).await);
+    rows
+}
+
+async fn kube_exists(clients: &Clients, input: &Input, e: &Expected) -> Row {
+    let kind = match e.resource_type.as_str() {
+        "HostedCluster" => Kind::HostedCluster,
+        "NodePool" => Kind::NodePool,
+        "Secret" => Kind::Secret,
+        "Service" => Kind::Service,
+        "Namespace" => Kind::Namespace,
+        other => {
+            return row(
+                "exists",
+                &e.id,
+                Verdict::Unknown,
+                other,
+                "a kind verify does not read",
+                None,
+            );
+        }
+    };
+    let (ns, name) = e.id.split_once('/').unwrap_or(("", &e.id));
+    let m = match clients.mgmt(&input.mgmt).await {
+        Ok(m) => m,
+        Err(err) => return unknown("exists", &e.id, err),
+    };
+    let resource = format!("{} {}", kind.type_name(), e.id);
+    match m.get(kind, ns, name).await {
+        Err(err) => unknown("exists", &resource, err),
+        Ok(None) => row(
+            "exists",
+            &resource,
+            Verdict::Missing,
+            "exists",
+            "not found",
+            Some(if e.ours {
+                format!("recreate it: {RECREATE}")
+            } else {
+                "it is not hcp-workflow's to recreate".into()
+            }),
+        ),
+        Ok(Some(obj)) => {
+            let labels = obj.metadata.labels.unwrap_or_default();
+            let c = labels
+                .get(crate::kube::LABEL_CLUSTER)
+                .map(String::as_str)
+                .unwrap_or("(none)");
+            let ok = !e.ours || c == input.cluster;
+            row(
+                "exists",
+                &resource,
+                if ok { Verdict::Ok } else { Verdict::Drifted },
+                format!("{}={}", crate::kube::LABEL_CLUSTER, input.cluster),
+                format!("exists, {}={c}", crate::kube::LABEL_CLUSTER),
+                Some(format!(
+                    "kubectl label -n {ns} {} {name} {}={} {}={} --overwrite",
+                    kind.type_name().to_ascii_lowercase(),
+                    crate::kube::LABEL_CLUSTER,
+                    input.cluster,
+                    crate::kube::LABEL_INFRA_ID,
+                    input.infra_id
+                )),
+            )
+        }
+    }
+}
+
+fn set_of(v: &Value, p: &str) -> BTreeSet<String> {
+    v.pointer(p)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_ascii_lowercase)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let pls = match pls_arm.get_value(&pl.pls_id, API_NETWORK).await {
+        Err(e) => return vec![unknown("pls", &pl.pls_id, e)],
+        Ok(None) => return rows, // its `exists` row says it is missing
+        Ok(Some(p)) => p,
+    };
+    let want: BTreeSet<String> = pl.allowed.iter().map(|s| s.to_ascii_lowercase()).collect();
+    let show = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+    for (check, ptr) in [
+        ("pls.visibility", "/properties/visibility/subscriptions"),
+        (
+            "pls.auto-approval",
+            "/properties/autoApproval/subscriptions",
+        ),
+    ] {
+        let have = set_of(&pls, ptr);
+        rows.push(row(
+            check,
+            &pl.pls_id,
+            if have == want {
+                Verdict::Ok
+            } else {
+                Verdict::Drifted
+            },
+            format!("[{}]", show(&want)),
+            format!("[{}]", show(&have)),
+            Some(format!(
+                "az network private-link-service update --ids {} --visibility {} --auto-approval {}",
+                pl.pls_id,
+                pl.allowed.join(" "),
+                pl.allowed.join(" ")
+            )),
+        ));
+    }
+    let conns = pls
+        .pointer("/properties/privateEndpointConnections")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut ours_seen = false;
+    for c in &conns {
+        let id = str_at(c, "/id").unwrap_or_default();
+        let pe = str_at(c, "/properties/privateEndpoint/id").unwrap_or_default();
+        let status =
+            str_at(c, "/properties/privateLinkServiceConnectionState/status").unwrap_or("Unknown");
+        let ours = eq_ci(pe, &pl.pe_id);
+        ours_seen |= ours;
+        let allowed = want.contains(&subscription_of(pe).to_ascii_lowercase());
+        let (verdict, fix) = if !ours && !allowed {
+            (
+                Verdict::Foreign,
+                format!(
+                    "az network private-link-service connection update --ids {id} --connection-status Rejected, then az network private-link-service connection delete --ids {id}"
+                ),
+            )
+        } else if status != "Approved" {
+            (
+                Verdict::Drifted,
+                if ours {
+                    format!(
+                        "a rejected connection is not approved again: delete our endpoint (az network private-endpoint delete --ids {}), then {RECREATE}",
+                        pl.pe_id
+                    )
+                } else {
+                    "its owner asks again, or approve it in the portal".to_string()
+                },
+            )
+        } else {
+            (Verdict::Ok, String::new())
+        };
+        rows.push(row(
+            "pls.connection",
+            id,
+            verdict,
+            "ours or from an allowed subscription, Approved",
+            format!("endpoint {pe}, {status}"),
+            Some(fix),
+        ));
+    }
+    if !ours_seen {
+        rows.push(row(
+            "pls.connection",
+            &pl.pe_id,
+            Verdict::Missing,
+            "our private endpoint's connection, Approved",
+            "no connection from it",
+            Some(format!(
+                "delete our endpoint (az network private-endpoint delete --ids {}), then {RECREATE}",
+                pl.pe_id
+            )),
+        ));
+    }
+    let ip = match crate::azure::privatelink::private_endpoint_ip(arm, &pl.pe_id).await {
+        Ok(ip) => ip,
+        Err(e) => {
+            rows.push(unknown("dns.a", &pl.pe_id, e));
+            return rows;
+        }
+    };
+    for rec in &pl.records {
+        let found = match arm.get_value(rec, API_PRIVATE_DNS).await {
+            Err(e) => {
+                rows.push(unknown("dns.a", rec, e));
+                continue;
+            }
+            Ok(None) => continue, // its `exists` row says it is missing
+            Ok(Some(r)) => r,
+        };
+        let have: Vec<&str> = found
+            .pointer("/properties/aRecords")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|x| str_at(x, "/ipv4Address")).collect())
+            .unwrap_or_default();
+        let ok = ip.as_deref().is_some_and(|ip| have == [ip]);
+        rows.push(row(
+            "dns.a",
+            rec,
+            if ok { Verdict::Ok } else { Verdict::Drifted },
+            format!(
+                "→ {} (the private endpoint)",
+                ip.as_deref().unwrap_or("(no address)")
+            ),
+            format!(
+                "→ {}",
+                if have.is_empty() {
+                    "(nothing)".into()
+                } else {
+                    have.join(", ")
+                }
+            ),
+            Some(format!(
+                "az network private-dns record-set a update --ids {rec} --set aRecords[0].ipv4Address={}",
+                ip.as_deref().unwrap_or("<the endpoint's address>")
+            )),
+        ));
+    }
+    rows
+}
+
+async fn management(clients: &Clients, input: &Input) -> Vec<Row> {
+    let m = match clients.mgmt(&input.mgmt).await {
+        Ok(m) => m,
+        Err(e) => return vec![unknown("management-cluster", &input.cluster, e)],
+    };
+    let ns = &input.namespace;
+    let mut rows = Vec::new();
+    let hc = format!("HostedCluster {ns}/{}", input.cluster);
+    match m
+        .condition(Kind::HostedCluster, ns, &input.cluster, "Available")
+        .await
+    {
+        Err(e) => rows.push(unknown("hosted-cluster.available", &hc, e)),
+        Ok(c) => {
+            let ok = c.as_ref().is_some_and(|c| c.is_true());
+            rows.push(row(
+                "hosted-cluster.available",
+                &hc,
+                if ok { Verdict::Ok } else { Verdict::Drifted },
+                "Available=True",
+                c.map(|c| {
+                    format!(
+                        "Available={} ({}): {}",
+                        c.status,
+                        c.reason.unwrap_or_default(),
+                        c.message.unwrap_or_default()
+                    )
+                })
+                .unwrap_or_else(|| "no Available condition (is it there?)".into()),
+                Some(format!(
+                    "kubectl describe hostedcluster -n {ns} {}",
+                    input.cluster
+                )),
+            ));
+        }
+    }
+    for p in &input.pools {
+        let res = format!("NodePool {ns}/{}", p.name);
+        let obj = match m.get(Kind::NodePool, ns, &p.name).await {
+            Err(e) => {
+                rows.push(unknown("node-pool.ready", &res, e));
+                continue;
+            }
+            Ok(None) => continue, // its `exists` row says it is missing
+            Ok(Some(o)) => o.data,
+        };
+        let ready = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| str_at(c, "/type") == Some("Ready")))
+            .and_then(|c| str_at(c, "/status"))
+            .unwrap_or("Unknown")
+            .to_string();
+        let spec = obj.pointer("/spec/replicas").and_then(Value::as_i64);
+        let auto = obj
+            .pointer("/spec/autoScaling")
+            .and_then(|a| Some((a.get("min")?.as_i64()?, a.get("max")?.as_i64()?)));
+        let running = obj
+            .pointer("/status/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let (want, size_ok) = match p.replicas {
+            Ok(r) => (
+                format!("{r} replicas"),
+                spec == Some(r) && auto.is_none() && running == r,
+            ),
+            Err((min, max)) => (
+                format!("autoscaling {min}–{max}"),
+                auto == Some((min, max)) && (min..=max).contains(&running),
+            ),
+        };
+        let ok = ready == "True" && size_ok;
+        rows.push(row(
+            "node-pool.ready",
+            &res,
+            if ok { Verdict::Ok } else { Verdict::Drifted },
+            format!("Ready=True, {want}"),
+            format!(
+                "Ready={ready}, {}, {running} running",
+                match (spec, auto) {
+                    (_, Some((a, b))) => format!("autoscaling {a}–{b}"),
+                    (Some(r), None) => format!("{r} replicas"),
+                    (None, None) => "no size".into(),
+                }
+            ),
+            Some(format!(
+                "kubectl describe nodepool -n {ns} {}; a size changed by hand: kubectl patch nodepool -n {ns} {} --type merge -p '{}'",
+                p.name,
+                p.name,
+                match p.replicas {
+                    Ok(r) => format!("{{\"spec\":{{\"replicas\":{r},\"autoScaling\":null}}}}"),
+                    Err((min, max)) => format!("{{\"spec\":{{\"replicas\":null,\"autoScaling\":{{\"min\":{min},\"max\":{max}}}}}}}"),
+                }
+            )),
+        ));
+    }
+    rows
+}
+
+async fn foreign(arm: &ArmClient, input: &Input) -> Vec<Row> {
+    let mut known: BTreeSet<String> = input
+        .expected
+        .iter()
+        .map(|e| e.id.to_ascii_lowercase())
+        .collect();
+    // A private endpoint's network interface is Azure's, made with the endpoint.
+    for e in &input.expected {
+        if e.resource_type
+            .eq_ignore_ascii_case("Microsoft.Network/privateEndpoints")
+            && let Ok(Some(pe)) = arm.get_value(&e.id, API_NETWORK).await
+        {
+            for nic in pe
+                .pointer("/properties/networkInterfaces")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(id) = str_at(nic, "/id") {
+                    known.insert(id.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    let capz = format!(
+        "sigs.k8s.io_cluster-api-provider-azure_cluster_{}",
+        input.infra_id
+    );
+    let mut rows = Vec::new();
+    for g in &input.own_groups {
+        let listed = match arm
+            .list_values(&format!("{g}/resources"), API_RESOURCES)
+            .await
+        {
+            Ok(l) => l,
+            Err(e) => {
+                if e.status == 404 {
+                    continue; // the group itself is checked by its `exists` row
+                }
+                rows.push(unknown("foreign", g, e));
+                continue;
+            }
+        };
+        // What the live cluster makes for itself: HyperShift's machines (CAPZ tags them
+        // with the infra id) and the guest's cloud controller's load balancers and public
+        // addresses (tagged `kubernetes-cluster-name`), and what those own (a VM's OS disk
+        // and NIC: `managedBy`, or named after it).
+        let guest_made = |r: &Value| {
+            let tags = r.get("tags");
+            tags.and_then(|t| t.get(&capz)).is_some()
+                || tags
+                    .and_then(|t| t.get("kubernetes-cluster-name"))
+                    .and_then(Value::as_str)
+                    == Some(input.infra_id.as_str())
+        };
+        let made: BTreeSet<String> = listed
+            .iter()
+            .filter(|r| guest_made(r))
+            .filter_map(|r| str_at(r, "/id").map(str::to_ascii_lowercase))
+            .collect();
+        for r in &listed {
+            let Some(id) = str_at(r, "/id") else { continue };
+            let lid = id.to_ascii_lowercase();
+            if known.contains(&lid) || made.contains(&lid) {
+                continue;
+            }
+            if str_at(r, "/managedBy").is_some_and(|m| made.contains(&m.to_ascii_lowercase())) {
+                continue;
+            }
+            rows.push(row(
+                "foreign",
+                id,
+                Verdict::Foreign,
+                "only what the ledger holds (and what the live cluster makes: machines, its load balancers)",
+                format!(
+                    "{} that no ledger knows{}",
+                    str_at(r, "/type").unwrap_or("a resource"),
+                    r.pointer("/tags")
+                        .filter(|t| t.as_object().is_some_and(|m| !m.is_empty()))
+                        .map(|t| format!(", tags {t}"))
+                        .unwrap_or_default()
+                ),
+                Some("find who made it (the guest's cloud controller, HyperShift, a person): hcp-workflow never deletes what it did not create".into()),
+            ));
+        }
+    }
+    rows
+}
+
+/// A resource still tagged as a deleted cluster's.
+#[derive(Clone, Debug, Serialize)]
+pub struct Leftover {
+    /// ARM id.
+    pub id: String,
+    /// Resource type (`Microsoft.Resources/resourceGroups` for a group).
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// Its subscription.
+    pub subscription: String,
+}
+
+/// Everything in `subscription` tagged `hcp-workflow.io/cluster=<cluster>` and
+/// `hcp-workflow.io/infra-id=<infra_id>`: resource groups and resources, from the generic
+/// lists with a tag filter (`$filter=tagName eq '…' and tagValue eq '…'`, following
+/// `nextLink`; ARM filters on one tag, the infra id is matched here). Read-only.
+///
+/// # Errors
+/// The lists could not be read (a message naming the list).
+pub async fn tagged_leftovers(
+    clients: &Clients,
+    azure: &AzureEnv,
+    subscription: &str,
+    cluster: &str,
+    infra_id: &str,
+) -> Result<Vec<Leftover>, String> {
+    let arm = clients.arm(azure).await.map_err(|e| e.to_string())?;
+    let filter = format!("tagName eq '{TAG_CLUSTER}' and tagValue eq '{cluster}'");
+    let mut out = Vec::new();
+    for (path, rtype) in [
+        (
+            format!("/subscriptions/{subscription}/resourcegroups"),
+            Some("Microsoft.Resources/resourceGroups"),
+        ),
+        (format!("/subscriptions/{subscription}/resources"), None),
+    ] {
+        let listed = arm
+            .list_values_with(&path, API_RESOURCES, &[("$filter", filter.as_str())])
+            .await
+            .map_err(|e| format!("listing {path}: {e}"))?;
+        for r in listed {
+            let infra = r
+                .pointer("/tags")
+                .and_then(|t| t.get(TAG_INFRA_ID))
+                .and_then(Value::as_str);
+            if infra != Some(infra_id) {
+                continue;
+            }
+            out.push(Leftover {
+                id: str_at(&r, "/id").unwrap_or_default().to_string(),
+                resource_type: rtype
+                    .map(str::to_string)
+                    .or_else(|| str_at(&r, "/type").map(str::to_string))
+                    .unwrap_or_default(),
+                subscription: subscription.to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_ledger_type_is_read_at_its_api_version_and_only_tracked_ones_carry_tags() {
+        assert_eq!(
+            api_version("Microsoft.Resources/resourceGroups"),
+            Some(API_RESOURCES)
+        );
+        assert_eq!(
+            api_version(
+                "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials"
+            ),
+            Some(API_MSI)
+        );
+        assert_eq!(
+            api_version("Microsoft.Network/privateDnsZones/A"),
+            Some(API_PRIVATE_DNS)
+        );
+        assert_eq!(api_version("Microsoft.Network/dnszones/A"), Some(API_DNS));
+        assert_eq!(
+            api_version("Microsoft.Network/privateLinkServices"),
+            Some(API_NETWORK)
+        );
+        assert_eq!(api_version("Microsoft.Compute/virtualMachines"), None);
+        assert!(tagged("Microsoft.Network/virtualNetworks"));
+        assert!(tagged("Microsoft.Resources/resourceGroups"));
+        assert!(!tagged("Microsoft.Network/virtualNetworks/subnets"));
+        assert!(!tagged("Microsoft.Authorization/roleAssignments"));
+        assert!(record_set("Microsoft.Network/dnszones/A"));
+        assert!(!record_set("Microsoft.Network/privateDnsZones/A"));
+    }
+
+    #[test]
+    fn a_row_that_is_ok_carries_no_fix() {
+        let r = row(
+            "tags",
+            "/x",
+            Verdict::Ok,
+            "a",
+            "a",
+            Some("do something".into()),
+        );
+        assert_eq!(r.fix, None);
+        let r = row(
+            "tags",
+            "/x",
+            Verdict::Drifted,
+            "a",
+            "b",
+            Some("do something".into()),
+        );
+        assert_eq!(r.fix.as_deref(), Some("do something"));
+        assert_eq!(
+            subscription_of("/subscriptions/abc/resourceGroups/g"),
+            "abc"
+        );
+    }
+}

@@ -1,0 +1,374 @@
+//! `hcp-workflow verify` (issue 25): compare what the journal says a cluster is with what
+//! exists in Azure and on the management cluster. Read-only: GETs and lists only, nothing
+//! journaled. Exit 0 when everything is as the journal says, 3 when something drifted, is
+//! missing or foreign, 2 when it could not check.
+
+use crate::OutputFormat;
+use crate::output::{self, Refused};
+use anyhow::Result;
+use hcp_activities::steps::Clients;
+use hcp_activities::verify::{Expected, Row, Verdict};
+use hcp_runtime::{JournalStore, RunFilter, RunState};
+use std::sync::Arc;
+
+/// Exit code when a check found drift (terraform's `-detailed-exitcode` uses 2 for that;
+/// here 2 already means "could not", so drift is 3).
+pub const EXIT_DRIFT: u8 = 3;
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// A run (id or unique prefix: its cluster is verified), or `cluster/<name>`.
+    #[arg(value_name = "RUN|cluster/NAME", required_unless_present = "all")]
+    target: Option<String>,
+    /// Every cluster that exists in this journal.
+    #[arg(long, conflicts_with = "target")]
+    all: bool,
+    /// Also print the checks that are ok (text output; JSON always has every row).
+    #[arg(long)]
+    show_ok: bool,
+}
+
+/// A cluster as its newest succeeded create or update left it.
+struct Applied {
+    infra: String,
+    run: String,
+    doc: serde_json::Value,
+}
+
+/// The newest succeeded create or update of cluster `name`, even if a delete came after.
+async fn last_made(store: &Arc<dyn JournalStore>, name: &str) -> Result<Option<Applied>> {
+    let runs = store
+        .list_runs(&RunFilter {
+            label: Some(("cluster".to_string(), name.to_string())),
+            ..Default::default()
+        })
+        .await?;
+    for r in runs.iter().filter(|r| {
+        r.state == RunState::Succeeded
+            && hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|w| w.applies_config)
+    }) {
+        let Some(rec) = store.load_run(r.id).await? else {
+            continue;
+        };
+        let dag: Option<hcp_runtime::SagaDag> = serde_json::from_str(&rec.dag).ok();
+        if let Some(doc) = dag.and_then(|d| d.record) {
+            return Ok(Some(Applied {
+                infra: r.labels.get("infra-id").cloned().unwrap_or_default(),
+                run: r.id.to_string(),
+                doc,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// A resource a deleted cluster left, as `inventory --orphans --live` lists it.
+#[derive(serde::Serialize)]
+struct LiveOrphan {
+    cluster: String,
+    infra_id: String,
+    #[serde(flatten)]
+    leftover: hcp_activities::verify::Leftover,
+}
+
+/// `inventory --orphans --live`: for every deleted cluster (or `cluster`), what Azure still
+/// holds tagged with its name and infra id, beyond what its ledger says was kept on
+/// purpose (the persistent resources). Exit 0 when nothing is left, 3 when something is,
+/// 2 when it could not look.
+pub async fn live_orphans(
+    db: &str,
+    reach_args: &crate::cluster::ReachArgs,
+    out: OutputFormat,
+    cluster: Option<String>,
+) -> Result<u8> {
+    let store = crate::open_existing_store_read_only(db).await?;
+    let runs = crate::views::folded_runs(&store, cluster.clone()).await?;
+    let rows = crate::views::model::clusters(&runs);
+    if let Some(c) = &cluster
+        && let Some(r) = rows
+            .iter()
+            .find(|r| &r.cluster == c && r.status == "exists")
+    {
+        return Err(Refused::input(format!(
+            "cluster {} exists: `--live` looks for what deleted clusters left; to compare a live cluster with its journal, run `hcp-workflow verify cluster/{}`",
+            r.cluster, r.cluster
+        )));
+    }
+    let kept: std::collections::BTreeSet<String> = crate::views::model::inventory(&runs, false)
+        .into_iter()
+        .map(|r| r.id.to_ascii_lowercase())
+        .collect();
+    let mut found = Vec::new();
+    let mut failed = false;
+    for row in rows.iter().filter(|r| r.status == "deleted") {
+        let Some(ap) = last_made(&store, &row.cluster).await? else {
+            continue;
+        };
+        let Ok(cfg) = hcp_workflows::verify::config_from_applied(&ap.doc) else {
+            continue;
+        };
+        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&cfg)).await?;
+        let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
+        let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
+        let clients = Clients::new(reach);
+        let mgmt_sub = layout
+            .mgmt_lb_rg
+            .split('/')
+            .nth(2)
+            .unwrap_or_default()
+            .to_string();
+        let mut subs = vec![layout.sub.clone()];
+        if !mgmt_sub.is_empty() && !mgmt_sub.eq_ignore_ascii_case(&layout.sub) {
+            subs.push(mgmt_sub);
+        }
+        for (sub, env) in subs.iter().zip([&layout.azure, &layout.mgmt_azure]) {
+            match hcp_activities::verify::tagged_leftovers(
+                &clients,
+                env,
+                sub,
+                &row.cluster,
+                &ap.infra,
+            )
+            .await
+            {
+                Ok(left) => found.extend(
+                    left.into_iter()
+                        .filter(|l| !kept.contains(&l.id.to_ascii_lowercase()))
+                        .map(|leftover| LiveOrphan {
+                            cluster: row.cluster.clone(),
+                            infra_id: ap.infra.clone(),
+                            leftover,
+                        }),
+                ),
+                Err(e) => {
+                    eprintln!("error: cluster {}: {e}", row.cluster);
+                    failed = true;
+                }
+            }
+        }
+    }
+    match out {
+        OutputFormat::Json => output::list("LiveOrphans", &found),
+        OutputFormat::Text => {
+            if found.is_empty() {
+                println!("Nothing tagged as a deleted cluster's is left in Azure.");
+            } else {
+                println!(
+                    "{} resource(s) still tagged as a deleted cluster's:",
+                    found.len()
+                );
+                for o in &found {
+                    println!(
+                        "  {} ({}) — cluster {} infra id {}",
+                        o.leftover.id, o.leftover.resource_type, o.cluster, o.infra_id
+                    );
+                }
+                println!(
+                    "hcp-workflow never deletes these on its own: check who made each, then remove it (`az resource delete --ids …`)."
+                );
+            }
+        }
+    }
+    Ok(if failed {
+        2
+    } else if found.is_empty() {
+        0
+    } else {
+        EXIT_DRIFT
+    })
+}
+
+async fn applied(store: &Arc<dyn JournalStore>, name: &str) -> Result<Option<Applied>> {
+    let runs = store
+        .list_runs(&RunFilter {
+            label: Some(("cluster".to_string(), name.to_string())),
+            ..Default::default()
+        })
+        .await?;
+    // Newest first: the first succeeded create, update or delete says what it is now.
+    let Some(r) = runs.iter().find(|r| {
+        r.state == RunState::Succeeded && hcp_workflows::workflow::lookup(&r.workflow).is_some()
+    }) else {
+        return Ok(None);
+    };
+    if !hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|w| w.applies_config) {
+        return Ok(None); // deleted since
+    }
+    let Some(rec) = store.load_run(r.id).await? else {
+        return Ok(None);
+    };
+    let dag: Option<hcp_runtime::SagaDag> = serde_json::from_str(&rec.dag).ok();
+    let Some(doc) = dag.and_then(|d| d.record) else {
+        return Ok(None);
+    };
+    Ok(Some(Applied {
+        infra: r.labels.get("infra-id").cloned().unwrap_or_default(),
+        run: r.id.to_string(),
+        doc,
+    }))
+}
+
+/// The clusters `a` names.
+async fn names(store: &Arc<dyn JournalStore>, db: &str, a: &VerifyArgs) -> Result<Vec<String>> {
+    if a.all {
+        let runs = crate::views::folded_runs(store, None).await?;
+        return Ok(crate::views::model::clusters(&runs)
+            .into_iter()
+            .filter(|c| c.status == "exists")
+            .map(|c| c.cluster)
+            .collect());
+    }
+    let t = a.target.clone().unwrap_or_default();
+    if let Some(name) = t.strip_prefix("cluster/") {
+        return Ok(vec![name.to_string()]);
+    }
+    let run = crate::views::resolve(store, &t, db).await?;
+    let Some(rec) = store.load_run(run).await? else {
+        return Err(Refused::input(format!("run {t}: not found")));
+    };
+    match rec.summary.labels.get("cluster") {
+        Some(c) => Ok(vec![c.clone()]),
+        None => Err(Refused::input(format!(
+            "run {t} is not a cluster's run (no cluster label): give `cluster/<name>` or a create/update/delete run"
+        ))),
+    }
+}
+
+/// One cluster's report.
+#[derive(serde::Serialize)]
+struct Report {
+    cluster: String,
+    infra_id: String,
+    applied_by_run: String,
+    ok: bool,
+    counts: std::collections::BTreeMap<&'static str, usize>,
+    items: Vec<Row>,
+}
+
+pub async fn verify(
+    db: &str,
+    reach_args: &crate::cluster::ReachArgs,
+    out: OutputFormat,
+    a: VerifyArgs,
+) -> Result<u8> {
+    let store = crate::open_existing_store_read_only(db).await?;
+    let names = names(&store, db, &a).await?;
+    if names.is_empty() {
+        if out == OutputFormat::Text {
+            println!(
+                "No cluster exists in {}: nothing to verify.",
+                crate::target::shown_url(db)
+            );
+        } else {
+            output::list::<Report>("VerifyReportList", &[]);
+        }
+        return Ok(0);
+    }
+    let mut reports = Vec::new();
+    for name in &names {
+        let Some(ap) = applied(&store, name).await? else {
+            return Err(Refused::input(format!(
+                "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
+                crate::target::shown_url(db)
+            )));
+        };
+        let cfg = hcp_workflows::verify::config_from_applied(&ap.doc)
+            .map_err(|e| Refused::input(format!("cluster/{name}: {e}")))?;
+        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&cfg)).await?;
+        let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
+        let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
+        let runs = crate::views::folded_runs(&store, Some(name.clone())).await?;
+        let expected: Vec<Expected> = crate::views::model::inventory(&runs, false)
+            .into_iter()
+            .filter(|r| (r.kind == "azure" || r.kind == "kubernetes") && r.action != "resolved")
+            .map(|r| Expected {
+                ours: r.action == "created" || r.action == "updated",
+                kind: r.kind,
+                resource_type: r.resource_type,
+                id: r.id,
+            })
+            .collect();
+        let input = hcp_workflows::verify::input(&cfg, &layout, expected);
+        let clients = Clients::new(reach);
+        let items = hcp_activities::verify::verify(&clients, &input).await;
+        let mut counts = std::collections::BTreeMap::new();
+        for r in &items {
+            *counts.entry(r.verdict.as_str()).or_insert(0) += 1;
+        }
+        reports.push(Report {
+            cluster: name.clone(),
+            infra_id: ap.infra,
+            applied_by_run: ap.run,
+            ok: items.iter().all(|r| r.verdict == Verdict::Ok),
+            counts,
+            items,
+        });
+    }
+    match out {
+        OutputFormat::Json => {
+            if a.all {
+                output::list("VerifyReportList", &reports);
+            } else if let Some(r) = reports.first() {
+                output::document("VerifyReport", r);
+            }
+        }
+        OutputFormat::Text => {
+            for r in &reports {
+                print!("{}", text(r, a.show_ok));
+            }
+        }
+    }
+    let all: Vec<&Row> = reports.iter().flat_map(|r| r.items.iter()).collect();
+    Ok(if all.iter().any(|r| r.verdict == Verdict::Unknown) {
+        2
+    } else if all.iter().any(|r| r.verdict != Verdict::Ok) {
+        EXIT_DRIFT
+    } else {
+        0
+    })
+}
+
+fn text(r: &Report, show_ok: bool) -> String {
+    let mut s = format!(
+        "Cluster {} (infra id {}, as applied by run {}): {} checks, {}\n",
+        r.cluster,
+        r.infra_id,
+        crate::runref::short(&r.applied_by_run),
+        r.items.len(),
+        r.counts
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let shown: Vec<&Row> = r
+        .items
+        .iter()
+        .filter(|x| show_ok || x.verdict != Verdict::Ok)
+        .collect();
+    let w = shown
+        .iter()
+        .map(|x| x.check.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    for x in shown {
+        s.push_str(&format!(
+            "{:<8} {:<w$} {}\n{:<8} {:<w$}   expected {}; found {}\n",
+            x.verdict.as_str(),
+            x.check,
+            x.resource,
+            "",
+            "",
+            x.expected,
+            x.found
+        ));
+        if let Some(fix) = &x.fix {
+            s.push_str(&format!("{:<8} {:<w$}   fix: {fix}\n", "", ""));
+        }
+    }
+    if r.ok {
+        s.push_str("Everything is as the journal says.\n");
+    }
+    s
+}

@@ -1,0 +1,367 @@
+//! Issue 25, end to end with real processes against `simulator serve`: `hcp-workflow
+//! verify` compares what the journal says with what exists. Each drift kind is caused out
+//! of band, through the same ARM and Kubernetes APIs an operator (or the portal) uses; verify
+//! must report exactly that (and nothing else) with exit 3, and say ok (exit 0) once it is
+//! put back. verify itself sends no PUT, PATCH or DELETE (the simulator's request log).
+#![allow(clippy::unwrap_used)]
+
+use hcp_e2e_tests::cluster::{Env, GUEST_SUB, cluster_file};
+use hcp_e2e_tests::{document, items};
+use serde_json::{Value, json};
+
+const FAST: f64 = 0.002;
+const A: &str = "22222222-3333-4444-5555-666666666666";
+const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools";
+
+/// `verify cluster/<name> --output json`: (exit code, the rows that are not ok as
+/// `(check, verdict, resource)`).
+fn verify(env: &Env, name: &str) -> (i32, Vec<(String, String, String)>) {
+    let target = format!("cluster/{name}");
+    let (code, out, err) = env.cli(&["--output", "json", "verify", &target], &[]);
+    assert!(code == 0 || code == 3, "exit {code}: {out}{err}");
+    let doc = document(&out, "VerifyReport");
+    assert_eq!(doc["cluster"], name);
+    let bad = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["verdict"] != "ok")
+        .map(|r| {
+            (
+                r["check"].as_str().unwrap().to_string(),
+                r["verdict"].as_str().unwrap().to_string(),
+                r["resource"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (code, bad)
+}
+
+fn assert_ok(env: &Env, name: &str) {
+    let (code, _) = verify(env, name);
+    if code != 0 {
+        let (_, out, _) = env.cli(&["verify", &format!("cluster/{name}")], &[]);
+        panic!("not ok:\n{out}");
+    }
+}
+
+/// ARM id → its path with the api-version.
+fn arm(id: &str, api: &str) -> String {
+    format!("{id}?api-version={api}")
+}
+
+/// PUT `body` at `id` (as an operator would in the portal), asserting success.
+fn put(env: &Env, id: &str, api: &str, body: &Value) {
+    let (s, b) = env.sim.put(&arm(id, api), body);
+    assert!((200..300).contains(&s), "PUT {id}: {s} {b}");
+}
+
+fn merge_patch(env: &Env, path: &str, body: &Value) {
+    let r = reqwest::blocking::Client::new()
+        .patch(format!("{}{path}", env.sim.base))
+        .header("authorization", "Bearer test")
+        .header("content-type", "application/merge-patch+json")
+        .json(body)
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "PATCH {path}: {}", r.status());
+}
+
+/// The `fix` of the row about `resource`.
+fn doc_fix(env: &Env, name: &str, resource: &str) -> String {
+    let (_, out, _) = env.cli(
+        &["--output", "json", "verify", &format!("cluster/{name}")],
+        &[],
+    );
+    document(&out, "VerifyReport")["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == resource && r["verdict"] != "ok")
+        .map(|r| r["fix"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+/// Ok once what was put back settles (a pool scaling down, an asynchronous delete).
+fn eventually_ok(env: &Env, name: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, bad) = verify(env, name);
+        if code == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "still not ok: {bad:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
+    let env = Env::new("verify", FAST);
+    let (name, infra) = ("vfy", "vfy-v3r1f");
+    let cfg = cluster_file(
+        &env.dir,
+        name,
+        infra,
+        "Private",
+        &format!("allowedSubscriptions:\n  - {A}\nprivateLink:\n  managedBy: hcp-workflow\n"),
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // Everything as the journal says; and verify is read-only.
+    env.sim.clear_requests();
+    assert_ok(&env, name);
+    let writes: Vec<Value> = env
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            let m = r["method"].as_str().unwrap_or_default();
+            let p = r["path"].as_str().unwrap_or_default();
+            m != "GET" && !(m == "POST" && p.contains("/oauth2/v2.0/token"))
+        })
+        .collect();
+    assert_eq!(writes, Vec::<Value>::new(), "verify wrote something");
+    // The text form says the same; `--all` lists every cluster that exists.
+    let (code, out, _) = env.cli(&["verify", &format!("cluster/{name}")], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Everything is as the journal says."), "{out}");
+    let (code, out, _) = env.cli(&["--output", "json", "verify", "--all"], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(items(&out, "VerifyReportList").len(), 1);
+    // Nothing to verify: exit 2, naming what exists.
+    let (code, _, err) = env.cli(&["verify", "cluster/nobody"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hcp-workflow clusters"), "{err}");
+
+    let rg = format!("/subscriptions/{GUEST_SUB}/resourceGroups/{name}-{infra}");
+    let vnet = format!(
+        "/subscriptions/{GUEST_SUB}/resourceGroups/{name}-vnet-{infra}/providers/Microsoft.Network/virtualNetworks/{name}-{infra}"
+    );
+    let pls = format!(
+        "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/privateLinkServices/pls-{infra}"
+    );
+    let zone = format!("{rg}/providers/Microsoft.Network/privateDnsZones/{name}.hypershift.local");
+    let net = "2023-11-01";
+    let dns = "2024-06-01";
+
+    // 1. A tag removed from the VNet hcp-workflow created.
+    let original = env.sim.get(&arm(&vnet, net));
+    assert!(original.get("tags").is_some(), "{original}");
+    let mut untagged = original.clone();
+    untagged["tags"] = json!({"owner": "someone"});
+    put(&env, &vnet, net, &untagged);
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(bad, vec![("tags".into(), "drifted".into(), vnet.clone())]);
+    put(&env, &vnet, net, &original);
+    assert_ok(&env, name);
+
+    // 2. A subscription allowed by hand on the Private Link Service.
+    let original = env.sim.get(&arm(&pls, net));
+    let mut widened = original.clone();
+    widened["properties"]["visibility"]["subscriptions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("44444444-5555-6666-7777-888888888888"));
+    put(&env, &pls, net, &widened);
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("pls.visibility".into(), "drifted".into(), pls.clone())]
+    );
+    put(&env, &pls, net, &original);
+    assert_ok(&env, name);
+
+    // 3. The private endpoint's A record re-pointed, then removed.
+    let api_rec = format!("{zone}/A/api");
+    let original = env.sim.get(&arm(&api_rec, dns));
+    let mut elsewhere = original.clone();
+    elsewhere["properties"]["aRecords"] = json!([{"ipv4Address": "10.9.9.9"}]);
+    put(&env, &api_rec, dns, &elsewhere);
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("dns.a".into(), "drifted".into(), api_rec.clone())]
+    );
+    assert_eq!(env.sim.delete(&arm(&api_rec, dns)), 200);
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("exists".into(), "missing".into(), api_rec.clone())]
+    );
+    // The fix verify names for what is missing: create-cluster over the unchanged file
+    // recreates it under the same name (and adopts the rest as it is).
+    let fix = doc_fix(&env, name, &api_rec);
+    assert!(fix.contains("start create-cluster --config FILE"), "{fix}");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        env.sim.get(&arm(&api_rec, dns))["properties"]["aRecords"],
+        original["properties"]["aRecords"]
+    );
+    assert_ok(&env, name);
+
+    // 4. A federated credential pointed at another issuer.
+    let ids = env.sim.ids();
+    let fic = ids
+        .iter()
+        .find(|i| i.contains("/federatedIdentityCredentials/"))
+        .unwrap()
+        .clone();
+    let original = env.sim.get(&arm(&fic, "2024-11-30"));
+    let mut other = original.clone();
+    other["properties"]["issuer"] = json!("https://issuer.example.com/other");
+    put(&env, &fic, "2024-11-30", &other);
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("identity.federation".into(), "drifted".into(), fic.clone())]
+    );
+    put(&env, &fic, "2024-11-30", &original);
+    assert_ok(&env, name);
+
+    // 5. A NodePool scaled by hand.
+    merge_patch(
+        &env,
+        &format!("{NP}/{name}-workers"),
+        &json!({"spec": {"replicas": 3}}),
+    );
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![(
+            "node-pool.ready".into(),
+            "drifted".into(),
+            format!("NodePool clusters/{name}-workers")
+        )]
+    );
+    merge_patch(
+        &env,
+        &format!("{NP}/{name}-workers"),
+        &json!({"spec": {"replicas": 2}}),
+    );
+    eventually_ok(&env, name);
+
+    // 6. A load balancer nobody journaled, in the cluster's own resource group.
+    let lb = format!("{rg}/providers/Microsoft.Network/loadBalancers/planted");
+    put(
+        &env,
+        &lb,
+        net,
+        &json!({"location": "eastus", "sku": {"name": "Standard"}, "properties": {}}),
+    );
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(bad, vec![("foreign".into(), "foreign".into(), lb.clone())]);
+    assert!(matches!(env.sim.delete(&arm(&lb, net)), 200 | 202));
+    eventually_ok(&env, name);
+
+    // 7. An identity deleted and recreated under its name: a new principal, so every role
+    //    assignment of the old one is stale (HyperShift's 403), and its federated
+    //    credentials went with it.
+    let identity = ids
+        .iter()
+        .find(|i| {
+            i.to_ascii_lowercase().contains("/userassignedidentities/")
+                && !i.contains("/federatedIdentityCredentials/")
+        })
+        .unwrap()
+        .clone();
+    let body = env.sim.get(&arm(&identity, "2024-11-30"));
+    assert!(matches!(
+        env.sim.delete(&arm(&identity, "2024-11-30")),
+        200 | 204
+    ));
+    put(
+        &env,
+        &identity,
+        "2024-11-30",
+        &json!({"location": body["location"], "tags": body["tags"]}),
+    );
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert!(!bad.is_empty());
+    for (check, verdict, resource) in &bad {
+        assert!(
+            (check == "identity.assignment" && verdict == "drifted")
+                || (check == "exists"
+                    && verdict == "missing"
+                    && resource.contains("/federatedIdentityCredentials/")),
+            "{bad:?}"
+        );
+    }
+    assert!(
+        bad.iter().any(|(c, _, _)| c == "identity.assignment"),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn after_delete_nothing_tagged_is_left_live_and_a_planted_leftover_is_reported() {
+    let env = Env::new("verify-live", FAST);
+    let (name, infra) = ("gone", "gone-g0n3x");
+    let cfg = cluster_file(&env.dir, name, infra, "Public", "");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    // A live cluster is verify's, not --live's.
+    let (code, _, err) = env.cli(
+        &["inventory", "--orphans", "--live", "--cluster", name],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("verify cluster/{name}")), "{err}");
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    env.sim.clear_requests();
+    let (code, out, err) = env.cli(
+        &["--output", "json", "inventory", "--orphans", "--live"],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(items(&out, "LiveOrphans"), Vec::<Value>::new());
+    // Read-only: only GETs (and token requests).
+    assert!(
+        env.sim.requests().iter().all(|r| r["method"] == "GET"
+            || r["path"]
+                .as_str()
+                .is_some_and(|p| p.contains("/oauth2/v2.0/token"))),
+        "inventory --live wrote something"
+    );
+    // Something left with the cluster's tags (as a crashed tool of old would leave it).
+    let rg = format!("/subscriptions/{GUEST_SUB}/resourceGroups/{name}-leftover");
+    put(
+        &env,
+        &rg,
+        "2021-04-01",
+        &json!({"location": "eastus", "tags": {"hcp-workflow.io/cluster": name, "hcp-workflow.io/infra-id": infra}}),
+    );
+    // Same name, another infra id (another cluster of that name): not this one's.
+    put(
+        &env,
+        &format!("/subscriptions/{GUEST_SUB}/resourceGroups/{name}-other"),
+        "2021-04-01",
+        &json!({"location": "eastus", "tags": {"hcp-workflow.io/cluster": name, "hcp-workflow.io/infra-id": "gone-0th3r"}}),
+    );
+    let (code, out, err) = env.cli(
+        &["--output", "json", "inventory", "--orphans", "--live"],
+        &[],
+    );
+    assert_eq!(code, 3, "{out}{err}");
+    let left = items(&out, "LiveOrphans");
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(
+        left[0]["id"].as_str().unwrap().to_ascii_lowercase(),
+        rg.to_ascii_lowercase()
+    );
+    assert_eq!(left[0]["cluster"], name);
+    let (code, out, _) = env.cli(&["inventory", "--orphans", "--live"], &[]);
+    assert_eq!(code, 3);
+    assert!(out.contains("still tagged as a deleted cluster's"), "{out}");
+}
