@@ -185,9 +185,9 @@ fn record_set(resource_type: &str) -> bool {
         .starts_with("microsoft.network/dnszones/")
 }
 
-/// Recreates what is missing (create-cluster's ensure steps, same names; what exists is
-/// adopted as it is).
-const RECREATE: &str = "hcp-workflow start create-cluster --config FILE (it recreates what is missing, with the same names, and adopts what exists as it is)";
+/// Puts back what is missing or drifted (create-cluster's steps run forward again over the
+/// unchanged file, plus the private link's access: `hcp-workflows`' `repair_cluster`).
+const REPAIR: &str = "hcp-workflow start repair-cluster --config FILE";
 
 fn row(
     check: &str,
@@ -289,7 +289,7 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
                 ),
                 "not found (404)",
                 Some(if e.ours {
-                    format!("recreate it: {RECREATE}")
+                    format!("recreate it under the same name: {REPAIR}")
                 } else {
                     "it is not hcp-workflow's to recreate: restore it, or make the cluster again"
                         .into()
@@ -385,8 +385,8 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
                     str_at(&body, "/properties/subject").unwrap_or("(none)")
                 ),
                 Some(format!(
-                    "az identity federated-credential update --ids {} --issuer {} --audiences openshift",
-                    e.id, input.issuer_url
+                    "{REPAIR} (writes it again with issuer {} and audience openshift)",
+                    input.issuer_url
                 )),
             ));
         }
@@ -422,7 +422,7 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
                     }
                 ),
                 Some(format!(
-                    "remove the stale assignment (az role assignment delete --ids {id}), then {RECREATE}"
+                    "{REPAIR} (replaces it with an assignment to the identity's current principal)"
                 )),
             ));
         }
@@ -468,7 +468,7 @@ async fn kube_exists(clients: &Clients, input: &Input, e: &Expected) -> Row {
             "exists",
             "not found",
             Some(if e.ours {
-                format!("recreate it: {RECREATE}")
+                format!("recreate it under the same name: {REPAIR}")
             } else {
                 "it is not hcp-workflow's to recreate".into()
             }),
@@ -538,12 +538,7 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
             },
             format!("[{}]", show(&want)),
             format!("[{}]", show(&have)),
-            Some(format!(
-                "az network private-link-service update --ids {} --visibility {} --auto-approval {}",
-                pl.pls_id,
-                pl.allowed.join(" "),
-                pl.allowed.join(" ")
-            )),
+            Some(format!("{REPAIR} (sets them to {})", pl.allowed.join(", "))),
         ));
     }
     let conns = pls
@@ -563,16 +558,14 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
         let (verdict, fix) = if !ours && !allowed {
             (
                 Verdict::Foreign,
-                format!(
-                    "az network private-link-service connection update --ids {id} --connection-status Rejected, then az network private-link-service connection delete --ids {id}"
-                ),
+                format!("{REPAIR} (rejects, then removes it)"),
             )
         } else if status != "Approved" {
             (
                 Verdict::Drifted,
                 if ours {
                     format!(
-                        "a rejected connection is not approved again: delete our endpoint (az network private-endpoint delete --ids {}), then {RECREATE}",
+                        "a rejected connection is not approved again: delete our endpoint (az network private-endpoint delete --ids {}), then {REPAIR}",
                         pl.pe_id
                     )
                 } else {
@@ -599,7 +592,7 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
             "our private endpoint's connection, Approved",
             "no connection from it",
             Some(format!(
-                "delete our endpoint (az network private-endpoint delete --ids {}), then {RECREATE}",
+                "delete our endpoint (az network private-endpoint delete --ids {}), then {REPAIR}",
                 pl.pe_id
             )),
         ));
@@ -643,8 +636,8 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
                 }
             ),
             Some(format!(
-                "az network private-dns record-set a update --ids {rec} --set aRecords[0].ipv4Address={}",
-                ip.as_deref().unwrap_or("<the endpoint's address>")
+                "{REPAIR} (points it at {} again)",
+                ip.as_deref().unwrap_or("the endpoint's address")
             )),
         ));
     }
@@ -737,13 +730,8 @@ async fn management(clients: &Clients, input: &Input) -> Vec<Row> {
                 }
             ),
             Some(format!(
-                "kubectl describe nodepool -n {ns} {}; a size changed by hand: kubectl patch nodepool -n {ns} {} --type merge -p '{}'",
-                p.name,
-                p.name,
-                match p.replicas {
-                    Ok(r) => format!("{{\"spec\":{{\"replicas\":{r},\"autoScaling\":null}}}}"),
-                    Err((min, max)) => format!("{{\"spec\":{{\"replicas\":null,\"autoScaling\":{{\"min\":{min},\"max\":{max}}}}}}}"),
-                }
+                "a size changed by hand: {REPAIR} (applies the pool again); not ready: kubectl describe nodepool -n {ns} {}",
+                p.name
             )),
         ));
     }

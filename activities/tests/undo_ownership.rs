@@ -240,6 +240,7 @@ fn fic_input(names: &[&str]) -> FederatedInput {
             })
             .collect(),
         persistent: true,
+        converge: false,
     }
 }
 
@@ -511,6 +512,7 @@ async fn dns_record_sets_that_existed_before_the_run_survive_its_undo() {
         zone_id: zone.clone(),
         names: vec!["api".into(), "*.apps".into()],
         endpoint: serde_json::from_value(json!({"$ref": "pe"})).unwrap(),
+        converge: false,
     };
     let outputs = HashMap::from([(
         "pe".to_string(),
@@ -557,6 +559,73 @@ async fn dns_record_sets_that_existed_before_the_run_survive_its_undo() {
             .is_none()
     );
     assert_eq!(created_seq(&w.sim, &api), Some(api_seq));
+}
+
+/// repair-cluster (`converge`): a record of ours that no longer points at the endpoint is
+/// written again and recorded `updated` (not `created`): the repair's undo keeps it.
+#[tokio::test]
+async fn a_drifted_record_is_written_again_by_a_repair_and_kept_by_its_undo() {
+    let w = world().await;
+    let rg = ensure_rg(&w, "demo-managed").await;
+    let zone = format!("{rg}/providers/Microsoft.Network/privateDnsZones/demo.hypershift.local");
+    let zone_input = resource(
+        "Microsoft.Network/privateDnsZones",
+        &zone,
+        API_PRIVATE_DNS,
+        json!({"location": "global"}),
+    );
+    run_action(
+        &EnsureDnsZone(w.clients.clone()),
+        run(0),
+        &zone_input,
+        &HashMap::new(),
+        None,
+    )
+    .await;
+    let api = format!("{zone}/A/api");
+    w.arm
+        .put(
+            &api,
+            API_PRIVATE_DNS,
+            &json!({"properties": {"ttl": 300, "aRecords": [{"ipv4Address": "10.0.0.9"}]}}),
+        )
+        .await
+        .unwrap();
+    let records = EnsureARecords(w.clients.clone());
+    let input = ARecordInput {
+        azure: azure(),
+        owner: owner(),
+        zone_id: zone.clone(),
+        names: vec!["api".into()],
+        endpoint: serde_json::from_value(json!({"$ref": "pe"})).unwrap(),
+        converge: true,
+    };
+    let outputs = HashMap::from([(
+        "pe".to_string(),
+        json!({"id": "pe-id", "ip": "10.0.0.4", "ledger": []}),
+    )]);
+    let (out, cp) = run_action(&records, run(5), &input, &outputs, None).await;
+    assert_eq!(action_of(&out.ledger, &api), Some(LedgerAction::Updated));
+    let now = w
+        .arm
+        .get_value(&api, API_PRIVATE_DNS)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now["properties"]["aRecords"][0]["ipv4Address"], "10.0.0.4");
+    // Again: nothing to write (it says what we write), adopted.
+    let (again, _) = run_action(&records, run(6), &input, &outputs, None).await;
+    assert_eq!(action_of(&again.ledger, &api), Some(LedgerAction::Adopted));
+    undo_action(&records, run(5), &input, Some(&out), cp, &outputs).await;
+    assert!(
+        w.arm
+            .get_value(&api, API_PRIVATE_DNS)
+            .await
+            .unwrap()
+            .is_some(),
+        "kept"
+    );
+    assert_eq!(deletes_of(&w.sim, &api), 0);
 }
 
 #[tokio::test]

@@ -175,6 +175,10 @@ pub enum Workflow {
     /// Change a cluster that exists into what its file says now: node pools (add, scale,
     /// autoscale, new machine template, remove), the release, allowed subscriptions.
     UpdateCluster,
+    /// Put back what the journal says the cluster's runs made, when `verify` finds it
+    /// missing or drifted: the create steps run forward again over the unchanged file,
+    /// plus the private link's access (pauses on failure).
+    RepairCluster,
     /// Take it down.
     DeleteCluster,
 }
@@ -185,6 +189,7 @@ impl Workflow {
         match self {
             Self::CreateCluster => &create_cluster::DEF,
             Self::UpdateCluster => &hcp_workflows::update_cluster::DEF,
+            Self::RepairCluster => &hcp_workflows::repair_cluster::DEF,
             Self::DeleteCluster => &delete_cluster::DEF,
         }
     }
@@ -518,7 +523,7 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
         Some(st) if def.applies_config => last_applied(st, &cfg, def).await.ok().flatten(),
         _ => None,
     };
-    if def.updates && last.is_none() {
+    if def.requires_applied() && last.is_none() {
         return Err(no_applied_configuration(&cfg, &a.config, db));
     }
     let doc = hcp_workflows::applied::document(&cfg);
@@ -658,7 +663,7 @@ fn print_update_plan(
 /// journal.
 fn no_applied_configuration(cfg: &ClusterConfig, file: &Path, db: &str) -> anyhow::Error {
     Refused::input(format!(
-        "{}: cluster {} has no applied configuration in journal {}: no create-cluster or update-cluster of it succeeded there (or a delete-cluster did since); update-cluster changes a cluster this journal made. Create it first: {}\nnothing was journaled or created",
+        "{}: cluster {} has no applied configuration in journal {}: no create-cluster or update-cluster of it succeeded there (or a delete-cluster did since); update-cluster and repair-cluster work on a cluster this journal made. Create it first: {}\nnothing was journaled or created",
         file.display(),
         cfg.name,
         crate::target::shown_url(db),
@@ -932,6 +937,13 @@ pub async fn start(
                 return Ok(code);
             }
         } else {
+            if a.workflow.def().requires_applied()
+                && last_applied(&p.store, &p.cfg, a.workflow.def())
+                    .await?
+                    .is_none()
+            {
+                return Err(no_applied_configuration(&p.cfg, &a.config, db));
+            }
             refuse_drift(&p, &a, doc).await?;
         }
     }

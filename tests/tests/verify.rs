@@ -50,10 +50,37 @@ fn arm(id: &str, api: &str) -> String {
     format!("{id}?api-version={api}")
 }
 
-/// PUT `body` at `id` (as an operator would in the portal), asserting success.
+/// PUT `body` at `id` (as an operator would in the portal), asserting success; a
+/// throttled answer (the simulator's ARM limits, after a run's burst) is tried again.
 fn put(env: &Env, id: &str, api: &str, body: &Value) {
-    let (s, b) = env.sim.put(&arm(id, api), body);
-    assert!((200..300).contains(&s), "PUT {id}: {s} {b}");
+    for _ in 0..100 {
+        let (s, b) = env.sim.put(&arm(id, api), body);
+        if s == 429 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        }
+        assert!((200..300).contains(&s), "PUT {id}: {s} {b}");
+        return;
+    }
+    panic!("PUT {id}: throttled for 20 s");
+}
+
+/// GET `path`, asserting 200; throttled answers are tried again.
+fn get(env: &Env, path: &str) -> Value {
+    for _ in 0..100 {
+        let r = reqwest::blocking::Client::new()
+            .get(format!("{}{path}", env.sim.base))
+            .header("authorization", "Bearer test")
+            .send()
+            .unwrap();
+        if r.status().as_u16() == 429 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        }
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        return r.json().unwrap();
+    }
+    panic!("GET {path}: throttled for 20 s");
 }
 
 fn merge_patch(env: &Env, path: &str, body: &Value) {
@@ -147,7 +174,7 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     let dns = "2024-06-01";
 
     // 1. A tag removed from the VNet hcp-workflow created.
-    let original = env.sim.get(&arm(&vnet, net));
+    let original = get(&env, &arm(&vnet, net));
     assert!(original.get("tags").is_some(), "{original}");
     let mut untagged = original.clone();
     untagged["tags"] = json!({"owner": "someone"});
@@ -159,7 +186,7 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     assert_ok(&env, name);
 
     // 2. A subscription allowed by hand on the Private Link Service.
-    let original = env.sim.get(&arm(&pls, net));
+    let original = get(&env, &arm(&pls, net));
     let mut widened = original.clone();
     widened["properties"]["visibility"]["subscriptions"]
         .as_array_mut()
@@ -177,7 +204,7 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
 
     // 3. The private endpoint's A record re-pointed, then removed.
     let api_rec = format!("{zone}/A/api");
-    let original = env.sim.get(&arm(&api_rec, dns));
+    let original = get(&env, &arm(&api_rec, dns));
     let mut elsewhere = original.clone();
     elsewhere["properties"]["aRecords"] = json!([{"ipv4Address": "10.9.9.9"}]);
     put(&env, &api_rec, dns, &elsewhere);
@@ -194,14 +221,14 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
         bad,
         vec![("exists".into(), "missing".into(), api_rec.clone())]
     );
-    // The fix verify names for what is missing: create-cluster over the unchanged file
-    // recreates it under the same name (and adopts the rest as it is).
+    // The fix verify names for what is missing: repair-cluster recreates it under the same
+    // name (and adopts the rest as it is).
     let fix = doc_fix(&env, name, &api_rec);
-    assert!(fix.contains("start create-cluster --config FILE"), "{fix}");
-    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert!(fix.contains("start repair-cluster --config FILE"), "{fix}");
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
-        env.sim.get(&arm(&api_rec, dns))["properties"]["aRecords"],
+        get(&env, &arm(&api_rec, dns))["properties"]["aRecords"],
         original["properties"]["aRecords"]
     );
     assert_ok(&env, name);
@@ -213,7 +240,7 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
         .find(|i| i.contains("/federatedIdentityCredentials/"))
         .unwrap()
         .clone();
-    let original = env.sim.get(&arm(&fic, "2024-11-30"));
+    let original = get(&env, &arm(&fic, "2024-11-30"));
     let mut other = original.clone();
     other["properties"]["issuer"] = json!("https://issuer.example.com/other");
     put(&env, &fic, "2024-11-30", &other);
@@ -274,7 +301,7 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
         })
         .unwrap()
         .clone();
-    let body = env.sim.get(&arm(&identity, "2024-11-30"));
+    let body = get(&env, &arm(&identity, "2024-11-30"));
     assert!(matches!(
         env.sim.delete(&arm(&identity, "2024-11-30")),
         200 | 204
@@ -364,4 +391,142 @@ fn after_delete_nothing_tagged_is_left_live_and_a_planted_leftover_is_reported()
     let (code, out, _) = env.cli(&["inventory", "--orphans", "--live"], &[]);
     assert_eq!(code, 3);
     assert!(out.contains("still tagged as a deleted cluster's"), "{out}");
+}
+
+/// `start repair-cluster`: what verify finds missing or drifted is put back (and verify says
+/// ok after); a resource that lost its tags is not adopted: the repair pauses, the operator
+/// re-tags it, `retry` finishes. Refused over a changed file or a cluster never created.
+#[test]
+fn repair_puts_back_what_verify_finds_and_stops_at_what_may_not_be_ours() {
+    let env = Env::new("repair", FAST);
+    let (name, infra) = ("rpr", "rpr-r3pa1");
+    let cfg = cluster_file(
+        &env.dir,
+        name,
+        infra,
+        "Private",
+        &format!("allowedSubscriptions:\n  - {A}\nprivateLink:\n  managedBy: hcp-workflow\n"),
+    );
+    // Nothing to repair before a create.
+    let (code, _, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no applied configuration"), "{err}");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, name);
+
+    let rg = format!("/subscriptions/{GUEST_SUB}/resourceGroups/{name}-{infra}");
+    let pls = format!(
+        "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/privateLinkServices/pls-{infra}"
+    );
+    let zone = format!("{rg}/providers/Microsoft.Network/privateDnsZones/{name}.hypershift.local");
+    let (net, dns, msi) = ("2023-11-01", "2024-06-01", "2024-11-30");
+    // Several kinds of drift at once.
+    let apps = format!("{zone}/A/*.apps");
+    assert!(matches!(env.sim.delete(&arm(&apps, dns)), 200 | 204));
+    let api = format!("{zone}/A/api");
+    let mut rec = get(&env, &arm(&api, dns));
+    rec["properties"]["aRecords"] = json!([{"ipv4Address": "10.9.9.9"}]);
+    put(&env, &api, dns, &rec);
+    let mut p = get(&env, &arm(&pls, net));
+    p["properties"]["visibility"]["subscriptions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("44444444-5555-6666-7777-888888888888"));
+    put(&env, &pls, net, &p);
+    let ids = env.sim.ids();
+    let identity = ids
+        .iter()
+        .find(|i| {
+            i.to_ascii_lowercase().contains("/userassignedidentities/")
+                && !i.contains("/federatedIdentityCredentials/")
+        })
+        .unwrap()
+        .clone();
+    let body = get(&env, &arm(&identity, msi));
+    assert!(matches!(env.sim.delete(&arm(&identity, msi)), 200 | 204));
+    put(
+        &env,
+        &identity,
+        msi,
+        &json!({"location": body["location"], "tags": body["tags"]}),
+    );
+    let other_fic = ids
+        .iter()
+        .find(|i| i.contains("/federatedIdentityCredentials/") && !i.starts_with(&identity))
+        .unwrap()
+        .clone();
+    let mut f = get(&env, &arm(&other_fic, msi));
+    f["properties"]["issuer"] = json!("https://issuer.example.com/other");
+    put(&env, &other_fic, msi, &f);
+    merge_patch(
+        &env,
+        &format!("{NP}/{name}-workers"),
+        &json!({"spec": {"replicas": 3}}),
+    );
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    let kinds: std::collections::BTreeSet<&str> = bad.iter().map(|b| b.0.as_str()).collect();
+    for k in [
+        "exists",
+        "dns.a",
+        "pls.visibility",
+        "identity.assignment",
+        "identity.federation",
+        "node-pool.ready",
+    ] {
+        assert!(kinds.contains(k), "{k} missing from {bad:?}");
+    }
+
+    // The plan is create's steps plus the private link's access; a changed file is
+    // update-cluster's work.
+    let c = cfg.to_string_lossy().to_string();
+    let (code, plan, err) = env.cli(&["plan", "repair-cluster", "--config", &c], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(plan.contains("create-cluster.access.connections"), "{plan}");
+    let infra_pool = "  - name: infra\n    replicas: 1\n";
+    let bigger = "  - name: infra\n    replicas: 2\n";
+    hcp_e2e_tests::cluster::edit_file(&cfg, infra_pool, bigger);
+    let (code, _, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("update-cluster"), "{err}");
+    hcp_e2e_tests::cluster::edit_file(&cfg, bigger, infra_pool);
+
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("✓ Repair complete"), "{out}");
+    eventually_ok(&env, name);
+    let run = env.show(&hcp_e2e_tests::run_id(&out));
+    let rewritten = run["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "updated")
+        .count();
+    assert!(
+        rewritten >= 2,
+        "the drifted record and credential are written again: {}",
+        run["ledger"]
+    );
+
+    // A VNet that lost this cluster's tags may be someone else's now: not adopted.
+    let vnet = format!(
+        "/subscriptions/{GUEST_SUB}/resourceGroups/{name}-vnet-{infra}/providers/Microsoft.Network/virtualNetworks/{name}-{infra}"
+    );
+    let original = get(&env, &arm(&vnet, net));
+    let mut untagged = original.clone();
+    untagged["tags"] = json!({});
+    put(&env, &vnet, net, &untagged);
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("‖ Repair paused after"), "{out}");
+    let run_id = hcp_e2e_tests::run_id(&out);
+    // The operator checks it is ours and puts the tags back (verify's fix), then retries.
+    put(&env, &vnet, net, &original);
+    let (code, _, err) = env.cli(&["retry", &run_id], &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = env.cli(&["drive", &run_id], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("✓ Repair complete"), "{out}");
+    assert_ok(&env, name);
 }

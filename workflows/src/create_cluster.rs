@@ -68,7 +68,22 @@ fn n(s: &str) -> String {
 /// # Errors
 /// A definition error (a bug: caught by the unit tests).
 pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
-    let c = Ctx::new(cfg, l);
+    build_with(cfg, l, false)
+}
+
+/// [`build`]; with `repair` (repair-cluster, [`crate::repair_cluster`]) the NodePools are
+/// applied again even when they exist, and hcp-workflow's own Private Link Service also
+/// gets its access put back after its ensure: visibility and
+/// auto-approval written again when they drifted, and every connection from a
+/// subscription that is not allowed rejected, then removed (a pivot).
+///
+/// # Errors
+/// A definition error (a bug: caught by the unit tests).
+pub fn build_with(cfg: &ClusterConfig, l: &Layout, repair: bool) -> Result<SagaDag, DagError> {
+    let c = Ctx {
+        repair,
+        ..Ctx::new(cfg, l)
+    };
     let mut b = SagaBuilder::new(WORKFLOW, VERSION);
     b.stage("preflight");
     let pre = preflight(&mut b, &c)?;
@@ -85,6 +100,10 @@ pub fn build(cfg: &ClusterConfig, l: &Layout) -> Result<SagaDag, DagError> {
         let pls_ref = pls(&mut b, &c, &cp)?;
         b.stage("pe-dns");
         pe_dns(&mut b, &c, &pls_ref)?;
+        if repair {
+            b.stage("access");
+            crate::repair_cluster::access(&mut b, cfg, l)?;
+        }
     }
     if c.private && c.hypershift_link {
         b.stage("pls");
@@ -136,6 +155,8 @@ struct Ctx<'a> {
     /// `auto` reads the operator's args); an unresolved `auto` builds today's hcp-workflow
     /// stages (e.g. `plan` offline).
     hypershift_link: bool,
+    /// repair-cluster: existing NodePools are applied again.
+    repair: bool,
     /// PublicAndPrivate: the API server and OAuth have public hostnames whose A records
     /// hcp-workflow writes (issue 22 §1; `kube::render::hosted_cluster`).
     public_hostnames: Option<PublicHostnames>,
@@ -148,6 +169,7 @@ impl<'a> Ctx<'a> {
             l,
             private: cfg.topology.uses_private_link(),
             hypershift_link: cfg.private_link.managed_by == PrivateLinkManager::Hypershift,
+            repair: false,
             public_hostnames: hcp_activities::kube::render::public_hostnames(
                 &l.name,
                 &cfg.base_domain,
@@ -318,6 +340,7 @@ fn identities(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<IdentityRefs, DagError
                         })
                         .collect(),
                     persistent: true,
+                    converge: c.repair,
                 },
                 o().after(ident),
             )?;
@@ -823,6 +846,7 @@ fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>, pls: &Ref<ResourceOutput>) -> Result
             zone_id: l.pl_zone_id.clone(),
             names: vec!["api".into(), "*.apps".into()],
             endpoint: pe.clone(),
+            converge: c.repair,
         },
         o().after(&zone).after(&link).after(&pe),
     )?;
@@ -914,6 +938,7 @@ fn nodepools(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
                 mgmt: c.l.mgmt.clone(),
                 owner: c.l.owner.clone(),
                 spec: node_pool_input(c.cfg, c.l, p),
+                reapply: c.repair,
             },
             o(),
         )?;

@@ -16,6 +16,7 @@ pub mod create_cluster;
 pub mod delete_cluster;
 pub mod layout;
 pub mod plan;
+pub mod repair_cluster;
 pub mod update_cluster;
 pub mod verify;
 pub mod workflow;

@@ -703,6 +703,7 @@ fn add_pools(
                 mgmt: l.mgmt.clone(),
                 owner: l.owner.clone(),
                 spec: node_pool_input(cfg, l, p),
+                reapply: false,
             },
             o(),
         )?;

@@ -109,6 +109,12 @@ impl WorkflowDef {
         Ok(policy)
     }
 
+    /// It needs the cluster's last applied configuration in the journal (update-cluster,
+    /// repair-cluster): without one, a start is refused (exit 2).
+    pub fn requires_applied(&self) -> bool {
+        self.updates || (self.follows_create && self.applies_config)
+    }
+
     /// Build the DAG with the run's failure policy.
     ///
     /// # Errors
@@ -127,9 +133,10 @@ impl WorkflowDef {
 }
 
 /// Every workflow this binary can start (and so run and recover).
-pub static ALL: [&WorkflowDef; 3] = [
+pub static ALL: [&WorkflowDef; 4] = [
     &crate::create_cluster::DEF,
     &crate::update_cluster::DEF,
+    &crate::repair_cluster::DEF,
     &crate::delete_cluster::DEF,
 ];
 

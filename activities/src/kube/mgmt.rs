@@ -331,13 +331,25 @@ impl Mgmt {
         name: &str,
         body: &Value,
     ) -> Result<Applied, KubeError> {
+        self.apply_value_with(kind, ns, name, body, false).await
+    }
+
+    /// A server-side apply; `force` takes over fields another manager set (repair).
+    async fn apply_value_with(
+        &self,
+        kind: Kind,
+        ns: &str,
+        name: &str,
+        body: &Value,
+        force: bool,
+    ) -> Result<Applied, KubeError> {
+        let mut params = PatchParams::apply(FIELD_MANAGER);
+        if force {
+            params = params.force();
+        }
         let applied = self
             .api(kind, ns)
-            .patch(
-                name,
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Apply(body),
-            )
+            .patch(name, &params, &Patch::Apply(body))
             .await
             .map_err(|e| KubeError::from_kube("apply", &describe(kind, ns, name), e))?;
         Ok(Applied::from_meta(&applied.metadata))
@@ -437,6 +449,7 @@ impl Mgmt {
         kind: Kind,
         ns: &str,
         obj: &Value,
+        force: bool,
     ) -> Result<Applied, KubeError> {
         let name = obj
             .pointer("/metadata/name")
@@ -494,7 +507,7 @@ impl Mgmt {
         if !labels.is_empty() {
             meta.insert("labels".into(), json!(labels));
         }
-        self.apply_value(kind, ns, &name, &body).await
+        self.apply_value_with(kind, ns, &name, &body, force).await
     }
 
     /// Server-side applies a HostedCluster (from [`super::render::hosted_cluster`]).
@@ -504,7 +517,8 @@ impl Mgmt {
     /// HostedCluster of that name exists with another owner, a 422 API error when the CRD
     /// refuses it (permanent, with the API server's message), transport errors.
     pub async fn apply_hosted_cluster(&self, ns: &str, obj: &Value) -> Result<Applied, KubeError> {
-        self.apply_rendered(Kind::HostedCluster, ns, obj).await
+        self.apply_rendered(Kind::HostedCluster, ns, obj, false)
+            .await
     }
 
     /// Server-side applies a NodePool (from [`super::render::node_pool`]).
@@ -512,7 +526,16 @@ impl Mgmt {
     /// # Errors
     /// As [`Mgmt::apply_hosted_cluster`].
     pub async fn apply_node_pool(&self, ns: &str, obj: &Value) -> Result<Applied, KubeError> {
-        self.apply_rendered(Kind::NodePool, ns, obj).await
+        self.apply_rendered(Kind::NodePool, ns, obj, false).await
+    }
+
+    /// [`Mgmt::apply_node_pool`] taking back the fields another manager changed (a size
+    /// changed by hand), for repair-cluster: the object must still be ours (labels).
+    ///
+    /// # Errors
+    /// As [`Mgmt::apply_hosted_cluster`].
+    pub async fn reapply_node_pool(&self, ns: &str, obj: &Value) -> Result<Applied, KubeError> {
+        self.apply_rendered(Kind::NodePool, ns, obj, true).await
     }
 
     /// Condition `ctype` of `kind ns/name`; `Ok(None)` when the object has no such

@@ -416,7 +416,9 @@ async fn ensure_child(
     }))
 }
 
-/// Ensure untagged child resources (federated credentials, DNS records), one at a time:
+/// Ensure untagged child resources (federated credentials, DNS records), one at a time
+/// (with `converge`, repair-cluster's, one that exists but no longer says what we write is
+/// written again and recorded `updated`):
 /// Azure refuses concurrent writes on some parents. A child still being written makes the
 /// whole step wait (`Outcome::Wait`); the next attempt skips the children already there.
 ///
@@ -426,6 +428,7 @@ async fn ensure_child(
 ///
 /// # Errors
 /// ARM errors, classified; a failed journal write (retryable).
+#[allow(clippy::too_many_arguments)]
 pub async fn ensure_children(
     ctx: &StepContext,
     arm: &ArmClient,
@@ -434,6 +437,7 @@ pub async fn ensure_children(
     api: &str,
     children: Vec<(String, Value)>,
     persistent: bool,
+    converge: bool,
 ) -> Result<Outcome<Vec<LedgerRecord>>, StepError> {
     let mut journal = ChildrenJournal::of_action(ctx)?;
     let mut ledger = Vec::new();
@@ -448,12 +452,47 @@ pub async fn ensure_children(
         };
         match ensure_child(ctx, arm, &mut journal, &spec).await? {
             Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
+            Progress::Done(e) if converge && !e.created && !contains_ci(&e.body, &spec.body) => {
+                // repair-cluster: ours (in a parent of ours, at our deterministic name) but
+                // no longer what we wrote: an A record re-pointed, a credential federated with another
+                // issuer (`hcp-workflow verify` reports it). Written again: a plain PUT,
+                // synchronous for these types, so a repeat after a crash finds it right.
+                arm.put(&id, api, &spec.body)
+                    .await
+                    .map_err(|e| StepError::from(e.with_resource(&id)))?;
+                ledger.push(record(
+                    resource_type,
+                    &id,
+                    LedgerAction::Updated,
+                    persistent,
+                    Some("had drifted from what hcp-workflow wrote: written again".into()),
+                ));
+            }
             Progress::Done(e) => {
                 ledger.push(child_record(resource_type, &id, e.created, persistent))
             }
         }
     }
     Ok(Outcome::Done(ledger))
+}
+
+/// Whether `have` (what ARM returns) says everything `want` (what we PUT) sets: object keys
+/// matched case-insensitively (ARM echoes `TTL` as `ttl`), arrays element by element, and
+/// what ARM adds beside them (ids, etags, provisioning state) is no difference.
+pub fn contains_ci(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (_, Value::Null) => true,
+        (Value::Object(h), Value::Object(w)) => w.iter().all(|(k, wv)| {
+            wv.is_null()
+                || h.iter()
+                    .find(|(hk, _)| hk.eq_ignore_ascii_case(k))
+                    .is_some_and(|(_, hv)| contains_ci(hv, wv))
+        }),
+        (Value::Array(h), Value::Array(w)) => {
+            h.len() == w.len() && h.iter().zip(w).all(|(a, b)| contains_ci(a, b))
+        }
+        _ => have == want,
+    }
 }
 
 /// The undo of [`ensure_children`] (and of an untagged [`ensure_resource`]): delete, one at

@@ -1165,6 +1165,11 @@ pub struct NodePoolNodeInput {
     pub owner: Owner,
     /// Rendering input.
     pub spec: NodePoolInput,
+    /// Apply the pool again when it exists (repair-cluster: a size or template changed by
+    /// hand goes back to what the file says); otherwise an existing pool of ours is
+    /// adopted as it is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reapply: bool,
 }
 
 /// Output.
@@ -1204,6 +1209,8 @@ impl Action for ApplyNodePool {
         let exists = claim(ctx, &m, &input.owner, &[(Kind::NodePool, &ns, &name)]).await?;
         if exists.first() == Some(&false) {
             m.apply_node_pool(&ns, &render::node_pool(&spec)).await?;
+        } else if input.reapply {
+            m.reapply_node_pool(&ns, &render::node_pool(&spec)).await?;
         }
         let ready = m.condition(Kind::NodePool, &ns, &name, "Ready").await?;
         if ready.as_ref().is_none_or(|c| c.status != "True") {

@@ -418,6 +418,7 @@ impl Action for EnsurePublicRecords {
             API_DNS,
             children,
             false,
+            false,
         )
         .await?
         {

@@ -41,6 +41,9 @@ pub struct FederatedInput {
     /// Whether identities outlive the cluster.
     #[serde(default)]
     pub persistent: bool,
+    /// repair-cluster: write again what exists but drifted (see `arm::ensure_children`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub converge: bool,
 }
 
 /// Output: the credentials' ids.
@@ -102,6 +105,7 @@ impl Action for EnsureFederatedCredentials {
             API_MSI,
             children,
             input.persistent,
+            input.converge,
         )
         .await?
         {

@@ -525,6 +525,9 @@ pub struct ARecordInput {
     pub names: Vec<String>,
     /// The PE node (its IP).
     pub endpoint: Ref<PeOutput>,
+    /// repair-cluster: write again what exists but drifted (see `arm::ensure_children`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub converge: bool,
 }
 
 /// Output.
@@ -573,6 +576,7 @@ impl Action for EnsureARecords {
             API_PRIVATE_DNS,
             children,
             false,
+            input.converge,
         )
         .await?
         {

@@ -1,0 +1,93 @@
+//! repair-cluster (issue 25): put back what the journal says hcp-workflow made, when
+//! `hcp-workflow verify` finds it missing or drifted.
+//!
+//! Repair is never automatic, and it is create-cluster's DAG run forward again (the same
+//! steps, named `create-cluster.*`, over the cluster's unchanged file) with the run's
+//! failure policy at `pause` by default:
+//! - every ensure step recreates what is missing, under the same deterministic name, and
+//!   adopts what exists;
+//! - the untagged children of our own parents that drifted (the private zone's A records,
+//!   the federated credentials) are written again ([`hcp_activities::steps::arm::ensure_children`]);
+//! - a role assignment whose principal is stale (its identity was recreated) is replaced
+//!   (`azure.role-assignment.ensure`);
+//! - NodePools and the HostedCluster are applied again (server-side apply);
+//! - hcp-workflow's own Private Link Service gets its visibility and auto-approval back, and
+//!   every connection from a subscription that is not allowed is rejected, then removed
+//!   (stage `access`, [`access`]).
+//!
+//! What it never does: adopt or re-tag a resource that does not carry this cluster's tags
+//! (it stops for an operator: the resource may be someone else's), delete anything it did
+//! not create, or run over a file that differs from the applied configuration (that is
+//! update-cluster's work: refused, exit 2).
+
+use crate::config::ClusterConfig;
+use crate::layout::Layout;
+use crate::workflow::{BuildOptions, PreflightKind, WorkflowDef};
+use hcp_activities::steps::update::{PlsAccessInput, PlsRef, PruneConnections, SetPlsVisibility};
+use hcp_runtime::{DagError, FailurePolicy, NodeOptions, SagaBuilder, SagaDag};
+
+/// Workflow name.
+pub const WORKFLOW: &str = "repair-cluster";
+
+/// repair-cluster as `start`, `plan`, `preflight` and `drive` see it.
+pub static DEF: WorkflowDef = WorkflowDef {
+    name: WORKFLOW,
+    noun: "Repair",
+    default_on_failure: FailurePolicy::Pause {
+        deadline_secs: None,
+    },
+    forward_only: false,
+    destructive: false,
+    follows_create: true,
+    applies_config: true,
+    updates: false,
+    preflight: PreflightKind::Update,
+    build,
+};
+
+/// The create DAG with the access stage, under this workflow's name.
+///
+/// # Errors
+/// A definition error (a bug).
+pub fn build(cfg: &ClusterConfig, l: &Layout, _: BuildOptions<'_>) -> Result<SagaDag, DagError> {
+    let mut dag = crate::create_cluster::build_with(cfg, l, true)?;
+    dag.workflow = WORKFLOW.to_string();
+    dag.on_failure = DEF.default_on_failure;
+    Ok(dag)
+}
+
+/// Stage `access` (hcp-workflow's own private link): the Private Link Service's visibility
+/// and auto-approval back to the allowed subscriptions, then every connection from another
+/// subscription rejected and removed.
+///
+/// # Errors
+/// A definition error (a bug).
+pub(crate) fn access(b: &mut SagaBuilder, cfg: &ClusterConfig, l: &Layout) -> Result<(), DagError> {
+    let mut allowed = vec![l.sub.clone()];
+    for s in &cfg.allowed_subscriptions {
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(s)) {
+            allowed.push(s.clone());
+        }
+    }
+    let input = PlsAccessInput {
+        azure: l.mgmt_azure.clone(),
+        owner: l.owner.clone(),
+        pls: PlsRef::Ours {
+            id: l.pls_id.clone(),
+        },
+        subscriptions: allowed,
+    };
+    let vis = b.add::<SetPlsVisibility>(
+        "create-cluster.access.pls-visibility",
+        &input,
+        NodeOptions::default(),
+    )?;
+    b.add::<PruneConnections>(
+        "create-cluster.access.connections",
+        &input,
+        NodeOptions::default().after(&vis).pivot(
+            "a rejected private endpoint connection cannot be approved back by hcp-workflow: its owner must create it again",
+        ),
+    )?;
+    Ok(())
+}
