@@ -144,6 +144,9 @@ pub struct Input {
     /// Resource groups that are the cluster's own (created by it), scanned for foreign
     /// resources.
     pub own_groups: Vec<String>,
+    /// The Secret (in [`Input::namespace`]) with the service-account signing key whose
+    /// public half the issuer's JWKS must list.
+    pub signing_key_secret: String,
 }
 
 /// The api-version a GET of `resource_type` uses (`None`: not checked by GET).
@@ -430,8 +433,107 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
     if let Some(pl) = &input.private_link {
         rows.extend(private_link(arm_for(&pl.pls_id), &arm, pl).await);
     }
+    rows.extend(oidc(clients, input).await);
     rows.extend(management(clients, input).await);
     rows.extend(foreign(&arm, input).await);
+    rows
+}
+
+/// The issuer's discovery document and JWKS are publicly readable (anonymous GETs, as Entra
+/// ID reads them when a workload exchanges its token), the document names the issuer, and
+/// the JWKS lists the key the cluster signs with: the public half of the key in its
+/// Secret, compared by kid (the private key is never printed).
+async fn oidc(clients: &Clients, input: &Input) -> Vec<Row> {
+    let base = input.issuer_url.trim_end_matches('/');
+    let cloud = &input.azure.cloud;
+    let transport = clients.transport();
+    let disc_url = format!("{base}/{}", crate::oidc::DISCOVERY_PATH);
+    let mut rows = Vec::new();
+    let fix = "hcp-workflow start repair-cluster --config FILE (publishes the documents again)";
+    match crate::azure::storage::get_public(cloud, &transport, &disc_url).await {
+        Err(e) => rows.push(unknown("oidc.discovery", &disc_url, e)),
+        Ok(None) => rows.push(row(
+            "oidc.discovery",
+            &disc_url,
+            Verdict::Missing,
+            "publicly readable",
+            "404",
+            Some(fix.into()),
+        )),
+        Ok(Some(b)) => {
+            let issuer = serde_json::from_slice::<Value>(&b)
+                .ok()
+                .and_then(|v| v.get("issuer").and_then(Value::as_str).map(str::to_string))
+                .unwrap_or_default();
+            rows.push(row(
+                "oidc.discovery",
+                &disc_url,
+                if issuer.trim_end_matches('/') == base {
+                    Verdict::Ok
+                } else {
+                    Verdict::Drifted
+                },
+                format!("issuer {base}"),
+                format!(
+                    "issuer {}",
+                    if issuer.is_empty() { "(none)" } else { &issuer }
+                ),
+                Some(fix.into()),
+            ));
+        }
+    }
+    let jwks_url = crate::steps::cluster::jwks_url(clients, cloud, &input.issuer_url).await;
+    let want = match clients.mgmt(&input.mgmt).await {
+        Err(e) => return [rows, vec![unknown("oidc.jwks", &jwks_url, e)]].concat(),
+        Ok(m) => match m
+            .get_secret_data(&input.namespace, &input.signing_key_secret, "key")
+            .await
+        {
+            Err(e) => return [rows, vec![unknown("oidc.jwks", &jwks_url, e)]].concat(),
+            Ok(None) => None,
+            Ok(Some(pem)) => std::str::from_utf8(pem.expose())
+                .ok()
+                .and_then(|p| crate::oidc::IssuerKey::from_private_pem(p).ok())
+                .map(|k| k.kid()),
+        },
+    };
+    match crate::azure::storage::get_public(cloud, &transport, &jwks_url).await {
+        Err(e) => rows.push(unknown("oidc.jwks", &jwks_url, e)),
+        Ok(None) => rows.push(row(
+            "oidc.jwks",
+            &jwks_url,
+            Verdict::Missing,
+            "publicly readable",
+            "404",
+            Some(fix.into()),
+        )),
+        Ok(Some(b)) => {
+            let kids: Vec<String> = serde_json::from_slice::<Value>(&b)
+                .ok()
+                .and_then(|v| v.get("keys").and_then(Value::as_array).cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|k| k.get("kid").and_then(Value::as_str).map(str::to_string))
+                .collect();
+            let (verdict, expected) = match &want {
+                Some(kid) if kids.contains(kid) => (Verdict::Ok, format!("kid {kid}")),
+                Some(kid) => (Verdict::Drifted, format!("kid {kid}")),
+                // No signing key Secret (it is in the ledger: its `exists` row says so).
+                None => (
+                    Verdict::Ok,
+                    "a key (the signing key Secret is not readable here)".into(),
+                ),
+            };
+            rows.push(row(
+                "oidc.jwks",
+                &jwks_url,
+                verdict,
+                expected,
+                format!("kids [{}]", kids.join(", ")),
+                Some(fix.into()),
+            ));
+        }
+    }
     rows
 }
 

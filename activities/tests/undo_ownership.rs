@@ -474,8 +474,8 @@ async fn role_assignments_that_existed_before_the_run_survive_its_undo() {
     );
 }
 
-#[tokio::test]
-async fn dns_record_sets_that_existed_before_the_run_survive_its_undo() {
+/// A simulated world with the private zone `demo.hypershift.local` in group `demo-managed`.
+async fn world_with_private_zone() -> (World, String) {
     let w = world().await;
     let rg = ensure_rg(&w, "demo-managed").await;
     let zone = format!("{rg}/providers/Microsoft.Network/privateDnsZones/demo.hypershift.local");
@@ -493,6 +493,12 @@ async fn dns_record_sets_that_existed_before_the_run_survive_its_undo() {
         None,
     )
     .await;
+    (w, zone)
+}
+
+#[tokio::test]
+async fn dns_record_sets_that_existed_before_the_run_survive_its_undo() {
+    let (w, zone) = world_with_private_zone().await;
     let (api, apps) = (format!("{zone}/A/api"), format!("{zone}/A/*.apps"));
     // `api` exists before the run (an earlier run's, or written by hand).
     w.arm
@@ -565,23 +571,7 @@ async fn dns_record_sets_that_existed_before_the_run_survive_its_undo() {
 /// written again and recorded `updated` (not `created`): the repair's undo keeps it.
 #[tokio::test]
 async fn a_drifted_record_is_written_again_by_a_repair_and_kept_by_its_undo() {
-    let w = world().await;
-    let rg = ensure_rg(&w, "demo-managed").await;
-    let zone = format!("{rg}/providers/Microsoft.Network/privateDnsZones/demo.hypershift.local");
-    let zone_input = resource(
-        "Microsoft.Network/privateDnsZones",
-        &zone,
-        API_PRIVATE_DNS,
-        json!({"location": "global"}),
-    );
-    run_action(
-        &EnsureDnsZone(w.clients.clone()),
-        run(0),
-        &zone_input,
-        &HashMap::new(),
-        None,
-    )
-    .await;
+    let (w, zone) = world_with_private_zone().await;
     let api = format!("{zone}/A/api");
     w.arm
         .put(

@@ -26,48 +26,6 @@ fn day2_sim() -> Simulator {
     Simulator::new(c).unwrap()
 }
 
-async fn apply(sim: &Simulator, path: &str, obj: &Value) -> Resp {
-    call_with(
-        sim,
-        "PATCH",
-        &format!("{path}?fieldManager=test&force=true"),
-        Some(obj.clone()),
-        &[("content-type", "application/apply-patch+yaml")],
-    )
-    .await
-}
-
-async fn wait_for(sim: &Simulator, path: &str, what: &str, pred: impl Fn(&Resp) -> bool) -> Resp {
-    let mut last = None;
-    for _ in 0..1000 {
-        let r = call(sim, "GET", path, None).await;
-        if pred(&r) {
-            return r;
-        }
-        last = Some(r);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{what} never held on {path}: {:#}", last.unwrap().body);
-}
-
-fn condition<'a>(r: &'a Resp, t: &str) -> Option<&'a Value> {
-    r.body["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn status(r: &Resp, t: &str) -> Option<String> {
-    condition(r, t).and_then(|c| c["status"].as_str().map(str::to_string))
-}
-
-fn message(r: &Resp, t: &str) -> String {
-    condition(r, t)
-        .and_then(|c| c["message"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 fn release(v: &str) -> String {
     format!("quay.io/openshift-release-dev/ocp-release:{v}-multi")
 }
@@ -177,7 +135,7 @@ async fn wait_machines(sim: &Simulator, rg: &str, vms: usize, nics: usize) {
 }
 
 async fn pool_at(sim: &Simulator, replicas: u64) -> Resp {
-    wait_for(
+    wait_until(
         sim,
         &format!("{NP}/workers"),
         &format!("Ready with {replicas} replicas"),
@@ -306,11 +264,11 @@ async fn scaling_converges_with_vms_nics_and_disks_in_the_managed_group() {
     // Deleting the HostedCluster (HyperShift deletes its NodePools, CAPI their machines)
     // leaves nothing of the machines behind.
     call(&sim, "DELETE", &format!("{HC}/demo"), None).await;
-    wait_for(&sim, &format!("{HC}/demo"), "HostedCluster gone", |r| {
+    wait_until(&sim, &format!("{HC}/demo"), "HostedCluster gone", |r| {
         r.status == 404
     })
     .await;
-    wait_for(&sim, &format!("{NP}/workers"), "NodePool gone", |r| {
+    wait_until(&sim, &format!("{NP}/workers"), "NodePool gone", |r| {
         r.status == 404
     })
     .await;
@@ -336,7 +294,7 @@ async fn a_deleted_node_pool_removes_its_machines_before_its_finalizer_goes() {
     let r = call(&sim, "GET", &format!("{NP}/workers"), None).await;
     assert_eq!(r.status, 200);
     assert_eq!(arm_in(&sim, VM, "del-mrg").len(), 2);
-    wait_for(&sim, &format!("{NP}/workers"), "NodePool gone", |r| {
+    wait_until(&sim, &format!("{NP}/workers"), "NodePool gone", |r| {
         r.status == 404
     })
     .await;
@@ -453,7 +411,7 @@ async fn a_platform_change_rolls_the_machines_to_a_new_template() {
         apply(&sim, &format!("{NP}/workers"), &bigger).await.status,
         200
     );
-    let r = wait_for(&sim, &format!("{NP}/workers"), "rolling", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "rolling", |r| {
         status(r, "UpdatingPlatformMachineTemplate").as_deref() == Some("True")
     })
     .await;
@@ -471,7 +429,7 @@ async fn a_platform_change_rolls_the_machines_to_a_new_template() {
     assert!(r.body["status"]["replicas"].as_u64().unwrap() >= 2);
     assert_eq!(status(&r, "Ready").as_deref(), Some("True"));
 
-    let r = wait_for(&sim, &format!("{NP}/workers"), "rolled", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "rolled", |r| {
         status(r, "UpdatingPlatformMachineTemplate").as_deref() == Some("False")
     })
     .await;
@@ -516,11 +474,11 @@ async fn node_pool_release_upgrade_and_version_skew() {
     let r = pool_at(&sim, 2).await;
     assert_eq!(r.body["status"]["version"], "4.21.5");
     // The control plane's release rolls out once the pool is Ready.
-    wait_for(&sim, &format!("{HC}/up"), "rolled out", |r| {
+    wait_until(&sim, &format!("{HC}/up"), "rolled out", |r| {
         r.body["status"]["version"]["history"][0]["state"] == "Completed"
     })
     .await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "skew known", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "skew known", |r| {
         status(r, "SupportedVersionSkew").as_deref() == Some("True")
     })
     .await;
@@ -534,7 +492,7 @@ async fn node_pool_release_upgrade_and_version_skew() {
     // Upgrade the pool to the control plane's version: new machines at the new version.
     let up = node_pool("up", "4.22.2", "Standard_D4s_v5", json!({"replicas": 2}));
     apply(&sim, &format!("{NP}/workers"), &up).await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "updating", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "updating", |r| {
         status(r, "UpdatingVersion").as_deref() == Some("True")
     })
     .await;
@@ -545,7 +503,7 @@ async fn node_pool_release_upgrade_and_version_skew() {
         "Updating version in progress. Target version: 4.22.2"
     );
     assert_eq!(r.body["status"]["version"], "4.21.5");
-    let r = wait_for(&sim, &format!("{NP}/workers"), "updated", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "updated", |r| {
         r.body["status"]["version"] == "4.22.2"
             && status(r, "UpdatingVersion").as_deref() == Some("False")
     })
@@ -562,7 +520,7 @@ async fn node_pool_release_upgrade_and_version_skew() {
     // pool anyway (the condition does not block).
     let above = node_pool("up", "4.22.5", "Standard_D4s_v5", json!({"replicas": 2}));
     apply(&sim, &format!("{NP}/workers"), &above).await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "skew refused", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "skew refused", |r| {
         status(r, "SupportedVersionSkew").as_deref() == Some("False")
     })
     .await;
@@ -572,7 +530,7 @@ async fn node_pool_release_upgrade_and_version_skew() {
         c["message"],
         "NodePool version 4.22.5 cannot be higher than the HostedCluster version 4.22.2"
     );
-    wait_for(&sim, &format!("{NP}/workers"), "still upgraded", |r| {
+    wait_until(&sim, &format!("{NP}/workers"), "still upgraded", |r| {
         r.body["status"]["version"] == "4.22.5"
     })
     .await;
@@ -582,7 +540,7 @@ async fn node_pool_release_upgrade_and_version_skew() {
     let mut old = old;
     old["metadata"]["name"] = json!("old");
     apply(&sim, &format!("{NP}/old"), &old).await;
-    let r = wait_for(&sim, &format!("{NP}/old"), "old skew", |r| {
+    let r = wait_until(&sim, &format!("{NP}/old"), "old skew", |r| {
         status(r, "SupportedVersionSkew").as_deref() == Some("False")
     })
     .await;
@@ -599,7 +557,7 @@ async fn a_pool_above_the_control_planes_minor_is_refused_and_does_not_upgrade()
     let np = node_pool("skew", "4.21.3", "Standard_D4s_v5", json!({"replicas": 1}));
     apply(&sim, &format!("{NP}/workers"), &np).await;
     pool_at(&sim, 1).await;
-    wait_for(&sim, &format!("{HC}/skew"), "rolled out", |r| {
+    wait_until(&sim, &format!("{HC}/skew"), "rolled out", |r| {
         r.body["status"]["version"]["history"][0]["state"] == "Completed"
     })
     .await;
@@ -607,7 +565,7 @@ async fn a_pool_above_the_control_planes_minor_is_refused_and_does_not_upgrade()
     let before = names(&arm_in(&sim, VM, "skew-mrg"));
     let above = node_pool("skew", "4.22.0", "Standard_D4s_v5", json!({"replicas": 1}));
     apply(&sim, &format!("{NP}/workers"), &above).await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "refused", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "refused", |r| {
         status(r, "ValidReleaseImage").as_deref() == Some("False")
     })
     .await;
@@ -626,7 +584,7 @@ async fn a_pool_above_the_control_planes_minor_is_refused_and_does_not_upgrade()
     // A y-stream downgrade of the pool is refused as well.
     let down = node_pool("skew", "4.20.1", "Standard_D4s_v5", json!({"replicas": 1}));
     apply(&sim, &format!("{NP}/workers"), &down).await;
-    wait_for(&sim, &format!("{NP}/workers"), "downgrade refused", |r| {
+    wait_until(&sim, &format!("{NP}/workers"), "downgrade refused", |r| {
         message(r, "ValidReleaseImage")
             == "Failed to get release image: y-stream downgrade from \"4.21.3\" to \"4.20.1\" is not supported"
     })
@@ -653,7 +611,7 @@ async fn a_scale_up_beyond_the_vcpu_quota_is_refused_as_azure_refuses_it() {
     // A third D4s_v5 needs 4 more cores than the 8 allowed.
     let np3 = node_pool("quota", "4.22.0", "Standard_D4s_v5", json!({"replicas": 3}));
     apply(&sim, &format!("{NP}/workers"), &np3).await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "machines not ready", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "machines not ready", |r| {
         status(r, "AllMachinesReady").as_deref() == Some("False")
     })
     .await;
@@ -741,7 +699,7 @@ async fn a_create_beyond_the_quota_leaves_the_pool_short() {
     cluster(&sim, "small", "4.22.0").await;
     let np = node_pool("small", "4.22.0", "Standard_D8s_v5", json!({"replicas": 2}));
     apply(&sim, &format!("{NP}/workers"), &np).await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "short", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "short", |r| {
         status(r, "AllMachinesReady").as_deref() == Some("False")
             && message(r, "Ready")
                 == "Minimum availability requires 2 replicas, current 1 available"
@@ -765,7 +723,7 @@ async fn a_control_plane_upgrade_prepends_a_partial_entry_then_completes() {
         &node_pool("cp", "4.22.0", "Standard_D4s_v5", json!({"replicas": 1})),
     )
     .await;
-    let r = wait_for(&sim, &format!("{HC}/cp"), "rolled out", |r| {
+    let r = wait_until(&sim, &format!("{HC}/cp"), "rolled out", |r| {
         r.body["status"]["version"]["history"][0]["state"] == "Completed"
     })
     .await;
@@ -778,7 +736,7 @@ async fn a_control_plane_upgrade_prepends_a_partial_entry_then_completes() {
     let mut hc = hosted_cluster("cp", "4.22.3");
     hc["spec"]["release"]["image"] = json!(release("4.22.3"));
     assert_eq!(apply(&sim, &format!("{HC}/cp"), &hc).await.status, 200);
-    let r = wait_for(&sim, &format!("{HC}/cp"), "upgrading", |r| {
+    let r = wait_until(&sim, &format!("{HC}/cp"), "upgrading", |r| {
         r.body["status"]["version"]["history"][0]["version"] == "4.22.3"
     })
     .await;
@@ -803,7 +761,7 @@ async fn a_control_plane_upgrade_prepends_a_partial_entry_then_completes() {
         "Done applying 4.22.0"
     );
 
-    let r = wait_for(&sim, &format!("{HC}/cp"), "upgraded", |r| {
+    let r = wait_until(&sim, &format!("{HC}/cp"), "upgraded", |r| {
         r.body["status"]["version"]["history"][0]["state"] == "Completed"
     })
     .await;
@@ -838,7 +796,7 @@ async fn a_y_stream_downgrade_is_refused_and_the_cluster_keeps_its_version() {
         &node_pool("down", "4.22.0", "Standard_D4s_v5", json!({"replicas": 1})),
     )
     .await;
-    wait_for(&sim, &format!("{HC}/down"), "rolled out", |r| {
+    wait_until(&sim, &format!("{HC}/down"), "rolled out", |r| {
         r.body["status"]["version"]["history"][0]["state"] == "Completed"
     })
     .await;
@@ -848,7 +806,7 @@ async fn a_y_stream_downgrade_is_refused_and_the_cluster_keeps_its_version() {
         &hosted_cluster("down", "4.21.9"),
     )
     .await;
-    let r = wait_for(&sim, &format!("{HC}/down"), "refused", |r| {
+    let r = wait_until(&sim, &format!("{HC}/down"), "refused", |r| {
         status(r, "ValidReleaseImage").as_deref() == Some("False")
     })
     .await;
@@ -871,7 +829,7 @@ async fn a_y_stream_downgrade_is_refused_and_the_cluster_keeps_its_version() {
         &hosted_cluster("down", "4.22.0"),
     )
     .await;
-    wait_for(&sim, &format!("{HC}/down"), "valid", |r| {
+    wait_until(&sim, &format!("{HC}/down"), "valid", |r| {
         status(r, "ValidReleaseImage").as_deref() == Some("True")
     })
     .await;
@@ -887,7 +845,7 @@ async fn a_stalled_upgrade_stays_partial_with_the_cvos_words_until_unstalled() {
         &node_pool("stall", "4.22.0", "Standard_D4s_v5", json!({"replicas": 1})),
     )
     .await;
-    wait_for(&sim, &format!("{HC}/stall"), "rolled out", |r| {
+    wait_until(&sim, &format!("{HC}/stall"), "rolled out", |r| {
         r.body["status"]["version"]["history"][0]["state"] == "Completed"
     })
     .await;
@@ -904,7 +862,7 @@ async fn a_stalled_upgrade_stays_partial_with_the_cvos_words_until_unstalled() {
         &hosted_cluster("stall", "4.22.3"),
     )
     .await;
-    let r = wait_for(&sim, &format!("{HC}/stall"), "waiting on console", |r| {
+    let r = wait_until(&sim, &format!("{HC}/stall"), "waiting on console", |r| {
         condition(r, "ClusterVersionProgressing")
             .is_some_and(|c| c["reason"] == "ClusterOperatorDegraded")
     })
@@ -922,7 +880,7 @@ async fn a_stalled_upgrade_stays_partial_with_the_cvos_words_until_unstalled() {
         "Partial"
     );
     // Past the CVO's 40 minutes: failing.
-    let r = wait_for(&sim, &format!("{HC}/stall"), "failing", |r| {
+    let r = wait_until(&sim, &format!("{HC}/stall"), "failing", |r| {
         status(r, "ClusterVersionFailing").as_deref() == Some("True")
     })
     .await;
@@ -948,7 +906,7 @@ async fn a_stalled_upgrade_stays_partial_with_the_cvos_words_until_unstalled() {
         Some(json!({"stall_upgrade": false})),
     )
     .await;
-    let r = wait_for(&sim, &format!("{HC}/stall"), "completed", |r| {
+    let r = wait_until(&sim, &format!("{HC}/stall"), "completed", |r| {
         r.body["status"]["version"]["history"][0]["state"] == "Completed"
     })
     .await;
@@ -980,7 +938,7 @@ async fn a_scale_down_waits_for_a_drain_a_disruption_budget_blocks() {
     .await;
     np["spec"]["replicas"] = json!(1);
     apply(&sim, &format!("{NP}/workers"), &np).await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "draining", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "draining", |r| {
         condition(r, "AllMachinesReady").is_some_and(|c| c["reason"] == "Draining")
     })
     .await;

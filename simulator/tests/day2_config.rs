@@ -26,17 +26,6 @@ fn fast(mut c: SimConfig) -> Simulator {
     Simulator::new(c).unwrap()
 }
 
-async fn apply(sim: &Simulator, path: &str, obj: &Value) -> Resp {
-    call_with(
-        sim,
-        "PATCH",
-        &format!("{path}?fieldManager=test&force=true"),
-        Some(obj.clone()),
-        &[("content-type", "application/apply-patch+yaml")],
-    )
-    .await
-}
-
 async fn merge_patch(sim: &Simulator, path: &str, patch: Value) -> Resp {
     call_with(
         sim,
@@ -48,51 +37,9 @@ async fn merge_patch(sim: &Simulator, path: &str, patch: Value) -> Resp {
     .await
 }
 
-async fn wait_for(sim: &Simulator, path: &str, what: &str, pred: impl Fn(&Resp) -> bool) -> Resp {
-    let mut last = None;
-    for _ in 0..1000 {
-        let r = call(sim, "GET", path, None).await;
-        if pred(&r) {
-            return r;
-        }
-        last = Some(r);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{what} never held on {path}: {:#}", last.unwrap().body);
-}
-
-fn condition<'a>(r: &'a Resp, t: &str) -> Option<&'a Value> {
-    r.body["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn status(r: &Resp, t: &str) -> Option<String> {
-    condition(r, t).and_then(|c| c["status"].as_str().map(str::to_string))
-}
-
-fn message(r: &Resp, t: &str) -> String {
-    condition(r, t)
-        .and_then(|c| c["message"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 fn b64(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s)
-}
-
-async fn ensure_ns(sim: &Simulator, ns: &str) {
-    let r = call(
-        sim,
-        "POST",
-        "/api/v1/namespaces",
-        Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
-    )
-    .await;
-    assert!(r.status == 201 || r.status == 409, "{r:?}");
 }
 
 /// Creates or replaces Secret `clusters/<name>` with `data` (plain text, encoded here).
@@ -194,7 +141,7 @@ fn annotation(r: &Resp) -> Option<String> {
 /// The pool Ready with `replicas` nodes, its config rolled out (annotation set,
 /// `UpdatingConfig` False).
 async fn settled(sim: &Simulator, replicas: u64) -> Resp {
-    wait_for(sim, &format!("{NP}/workers"), "settled", |r| {
+    wait_until(sim, &format!("{NP}/workers"), "settled", |r| {
         status(r, "Ready").as_deref() == Some("True")
             && r.body["status"]["replicas"] == replicas
             && status(r, "UpdatingConfig").as_deref() == Some("False")
@@ -226,7 +173,7 @@ async fn the_operator_syncs_the_pull_secret_and_ssh_key_into_the_control_plane_n
         201
     );
     let cp = "/api/v1/namespaces/clusters-sync/secrets";
-    let pull = wait_for(
+    let pull = wait_until(
         &sim,
         &format!("{cp}/pull-secret"),
         "pull secret copied",
@@ -238,7 +185,7 @@ async fn the_operator_syncs_the_pull_secret_and_ssh_key_into_the_control_plane_n
         pull.body["data"][".dockerconfigjson"],
         b64("{\"auths\":{}}").as_str()
     );
-    let ssh = wait_for(&sim, &format!("{cp}/ssh-key"), "SSH key copied", |r| {
+    let ssh = wait_until(&sim, &format!("{cp}/ssh-key"), "SSH key copied", |r| {
         r.status == 200
     })
     .await;
@@ -264,7 +211,7 @@ async fn the_operator_syncs_the_pull_secret_and_ssh_key_into_the_control_plane_n
         json!({"id_rsa.pub": "ssh-ed25519 BBBB two"}),
     )
     .await;
-    wait_for(&sim, &format!("{cp}/ssh-key"), "new SSH key copied", |r| {
+    wait_until(&sim, &format!("{cp}/ssh-key"), "new SSH key copied", |r| {
         r.body["data"]["id_rsa.pub"] == b64("ssh-ed25519 BBBB two").as_str()
     })
     .await;
@@ -290,8 +237,8 @@ async fn the_operator_syncs_the_pull_secret_and_ssh_key_into_the_control_plane_n
     );
     // The copies go with the HostedCluster.
     call(&sim, "DELETE", &format!("{HC}/sync"), None).await;
-    wait_for(&sim, &format!("{HC}/sync"), "deleted", |r| r.status == 404).await;
-    wait_for(&sim, &format!("{cp}/ssh-key"), "copy deleted", |r| {
+    wait_until(&sim, &format!("{HC}/sync"), "deleted", |r| r.status == 404).await;
+    wait_until(&sim, &format!("{cp}/ssh-key"), "copy deleted", |r| {
         r.status == 404
     })
     .await;
@@ -339,7 +286,7 @@ async fn a_changed_ssh_key_rolls_the_machines_and_a_pull_secret_content_change_d
         json!({".dockerconfigjson": "{\"auths\":{\"quay.io\":{}}}"}),
     )
     .await;
-    wait_for(
+    wait_until(
         &sim,
         "/api/v1/namespaces/clusters-cfg/secrets/pull-secret",
         "new pull secret copied",
@@ -359,7 +306,7 @@ async fn a_changed_ssh_key_rolls_the_machines_and_a_pull_secret_content_change_d
         json!({"id_rsa.pub": "ssh-ed25519 BBBB two"}),
     )
     .await;
-    let r = wait_for(&sim, &format!("{NP}/workers"), "rolling", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "rolling", |r| {
         status(r, "UpdatingConfig").as_deref() == Some("True")
     })
     .await;
@@ -380,7 +327,7 @@ async fn a_changed_ssh_key_rolls_the_machines_and_a_pull_secret_content_change_d
         Some("False")
     );
 
-    let r = wait_for(&sim, &format!("{NP}/workers"), "rolled", |r| {
+    let r = wait_until(&sim, &format!("{NP}/workers"), "rolled", |r| {
         status(r, "UpdatingConfig").as_deref() == Some("False")
     })
     .await;
@@ -501,7 +448,7 @@ async fn public_and_private_to_private_and_back_removes_and_recreates_the_public
     public_and_private(&sim).await;
     let router = "/api/v1/namespaces/clusters-pl/services/router";
     let private_router = "/api/v1/namespaces/clusters-pl/services/private-router";
-    let svc = wait_for(&sim, router, "public router", |r| r.status == 200).await;
+    let svc = wait_until(&sim, router, "public router", |r| r.status == 200).await;
     let ip = svc.body["status"]["loadBalancer"]["ingress"][0]["ip"]
         .as_str()
         .unwrap()
@@ -517,7 +464,7 @@ async fn public_and_private_to_private_and_back_removes_and_recreates_the_public
         json!({"properties": {"TTL": 60, "ARecords": [{"ipv4Address": ip}]}}),
     )
     .await;
-    let hc = wait_for(&sim, &format!("{HC}/pl"), "Available, DNS reachable", |r| {
+    let hc = wait_until(&sim, &format!("{HC}/pl"), "Available, DNS reachable", |r| {
         status(r, "Available").as_deref() == Some("True")
             && status(r, "ExternalDNSReachable").as_deref() == Some("True")
     })
@@ -527,7 +474,7 @@ async fn public_and_private_to_private_and_back_removes_and_recreates_the_public
         endpoint,
         json!({"host": "api-pl.hcp.example.com", "port": 443})
     );
-    wait_for(&sim, &format!("{NP}/workers"), "pool Ready", |r| {
+    wait_until(&sim, &format!("{NP}/workers"), "pool Ready", |r| {
         status(r, "Ready").as_deref() == Some("True")
     })
     .await;
@@ -541,8 +488,8 @@ async fn public_and_private_to_private_and_back_removes_and_recreates_the_public
     )
     .await;
     assert_eq!(r.status, 200, "{r:?}");
-    wait_for(&sim, router, "public router deleted", |r| r.status == 404).await;
-    let hc = wait_for(&sim, &format!("{HC}/pl"), "DNS unknown", |r| {
+    wait_until(&sim, router, "public router deleted", |r| r.status == 404).await;
+    let hc = wait_until(&sim, &format!("{HC}/pl"), "DNS unknown", |r| {
         status(r, "ExternalDNSReachable").as_deref() == Some("Unknown")
     })
     .await;
@@ -572,12 +519,12 @@ async fn public_and_private_to_private_and_back_removes_and_recreates_the_public
     )
     .await;
     assert_eq!(r.status, 200, "{r:?}");
-    let svc = wait_for(&sim, router, "public router recreated", |r| r.status == 200).await;
+    let svc = wait_until(&sim, router, "public router recreated", |r| r.status == 200).await;
     assert_eq!(
         svc.body["status"]["loadBalancer"]["ingress"][0]["ip"],
         ip.as_str()
     );
-    let hc = wait_for(&sim, &format!("{HC}/pl"), "DNS reachable again", |r| {
+    let hc = wait_until(&sim, &format!("{HC}/pl"), "DNS reachable again", |r| {
         status(r, "ExternalDNSReachable").as_deref() == Some("True")
     })
     .await;

@@ -28,28 +28,6 @@ fn seeded(zones: &[&str]) -> Simulator {
     Simulator::new(c).unwrap()
 }
 
-async fn apply(sim: &Simulator, path: &str, obj: &Value) -> Resp {
-    call_with(
-        sim,
-        "PATCH",
-        &format!("{path}?fieldManager=test&force=true"),
-        Some(obj.clone()),
-        &[("content-type", "application/apply-patch+yaml")],
-    )
-    .await
-}
-
-async fn ensure_ns(sim: &Simulator, ns: &str) {
-    let r = call(
-        sim,
-        "POST",
-        "/api/v1/namespaces",
-        Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
-    )
-    .await;
-    assert!(r.status == 201 || r.status == 409, "{r:?}");
-}
-
 async fn wait_for(sim: &Simulator, path: &str, pred: impl Fn(&Resp) -> bool) -> Resp {
     for _ in 0..500 {
         let r = call(sim, "GET", path, None).await;
@@ -59,17 +37,6 @@ async fn wait_for(sim: &Simulator, path: &str, pred: impl Fn(&Resp) -> bool) -> 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("condition on {path} never held");
-}
-
-fn condition<'a>(r: &'a Resp, t: &str) -> Option<&'a Value> {
-    r.body["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == t)
-}
-
-fn status(r: &Resp, t: &str) -> Option<String> {
-    condition(r, t).and_then(|c| c["status"].as_str().map(str::to_string))
 }
 
 fn zone_id(domain: &str) -> String {

@@ -607,3 +607,15 @@ pub fn persistent_only(
         .cloned()
         .collect()
 }
+
+/// A GET on the simulator at `base` (for threads that cannot share a [`Sim`]); `Null`
+/// when the answer is not JSON.
+pub fn get_at(base: &str, path: &str) -> Value {
+    reqwest::blocking::Client::new()
+        .get(format!("{base}{path}"))
+        .header("authorization", "Bearer test")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap_or(Value::Null)
+}

@@ -13,7 +13,7 @@
 //! - unwinding twice is harmless: a worker SIGKILLed at every boundary of the unwind.
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Env, GUEST_SUB, Sim, cluster_file, edit_file, run};
+use hcp_e2e_tests::cluster::{Env, GUEST_SUB, Sim, cluster_file, edit_file, get_at as get, run};
 use hcp_e2e_tests::crash::{crash_through, created_twice, targets};
 use hcp_e2e_tests::{document, says_run};
 use serde_json::{Value, json};
@@ -26,16 +26,6 @@ const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/node
 const HC: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/hostedclusters";
 const OLD: &str = "quay.io/openshift-release-dev/ocp-release:4.22.0-multi";
 const NEW: &str = "quay.io/openshift-release-dev/ocp-release:4.22.3-multi";
-
-fn get(base: &str, path: &str) -> Value {
-    reqwest::blocking::Client::new()
-        .get(format!("{base}{path}"))
-        .header("authorization", "Bearer test")
-        .send()
-        .unwrap()
-        .json()
-        .unwrap_or(Value::Null)
-}
 
 /// A created cluster `name` (PublicAndPrivate, hcp-workflow's private link, A and B allowed)
 /// and its file edited to the update with every kind of change: B revoked, `workers`

@@ -11,7 +11,9 @@
 //!   to the cluster as it was (Private, no public router, no public records).
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Env, GUEST_SUB, cluster_file, edit_file, persistent_only, run};
+use hcp_e2e_tests::cluster::{
+    Env, GUEST_SUB, cluster_file, edit_file, get_at, persistent_only, run,
+};
 use hcp_e2e_tests::{document, run_id, says_run};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -26,16 +28,6 @@ fn update(env: &Env, cfg: &Path) -> (i32, String, String) {
 
 fn topology(env: &Env, name: &str) -> Value {
     env.sim.get(&format!("{HC}/{name}"))["spec"]["platform"]["azure"]["topology"].clone()
-}
-
-fn get_at(base: &str, path: &str) -> Value {
-    reqwest::blocking::Client::new()
-        .get(format!("{base}{path}"))
-        .header("authorization", "Bearer test")
-        .send()
-        .unwrap()
-        .json()
-        .unwrap_or(Value::Null)
 }
 
 /// The public `router` Service's IP in the control-plane namespace, if the Service exists.

@@ -13,6 +13,17 @@ const FAST: f64 = 0.002;
 const A: &str = "22222222-3333-4444-5555-666666666666";
 const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools";
 
+/// The file of a Private cluster with hcp-workflow's private link, subscription A allowed.
+fn linked(env: &Env, name: &str, infra: &str) -> std::path::PathBuf {
+    cluster_file(
+        &env.dir,
+        name,
+        infra,
+        "Private",
+        &format!("allowedSubscriptions:\n  - {A}\nprivateLink:\n  managedBy: hcp-workflow\n"),
+    )
+}
+
 /// `verify cluster/<name> --output json`: (exit code, the rows that are not ok as
 /// `(check, verdict, resource)`).
 fn verify(env: &Env, name: &str) -> (i32, Vec<(String, String, String)>) {
@@ -126,13 +137,7 @@ fn eventually_ok(env: &Env, name: &str) {
 fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     let env = Env::new("verify", FAST);
     let (name, infra) = ("vfy", "vfy-v3r1f");
-    let cfg = cluster_file(
-        &env.dir,
-        name,
-        infra,
-        "Private",
-        &format!("allowedSubscriptions:\n  - {A}\nprivateLink:\n  managedBy: hcp-workflow\n"),
-    );
+    let cfg = linked(&env, name, infra);
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
 
@@ -290,7 +295,36 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     assert!(matches!(env.sim.delete(&arm(&lb, net)), 200 | 202));
     eventually_ok(&env, name);
 
-    // 7. An identity deleted and recreated under its name: a new principal, so every role
+    // 7. The issuer's JWKS replaced by one without the cluster's signing key (anyone with
+    //    the storage account's key can): Entra would refuse every workload's token.
+    let account = ids
+        .iter()
+        .find(|i| i.contains("/storageAccounts/") && !i.contains("/blobServices/"))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        env.sim.put_blob(
+            &account,
+            "oidc",
+            "openid/v1/jwks",
+            "application/json",
+            br#"{"keys":[]}"#.to_vec()
+        ),
+        201
+    );
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(
+        (bad[0].0.as_str(), bad[0].1.as_str()),
+        ("oidc.jwks", "drifted")
+    );
+    assert!(bad[0].2.ends_with("/oidc/openid/v1/jwks"), "{bad:?}");
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, name);
+
+    // 8. An identity deleted and recreated under its name: a new principal, so every role
     //    assignment of the old one is stale (HyperShift's 403), and its federated
     //    credentials went with it.
     let identity = ids
@@ -400,13 +434,7 @@ fn after_delete_nothing_tagged_is_left_live_and_a_planted_leftover_is_reported()
 fn repair_puts_back_what_verify_finds_and_stops_at_what_may_not_be_ours() {
     let env = Env::new("repair", FAST);
     let (name, infra) = ("rpr", "rpr-r3pa1");
-    let cfg = cluster_file(
-        &env.dir,
-        name,
-        infra,
-        "Private",
-        &format!("allowedSubscriptions:\n  - {A}\nprivateLink:\n  managedBy: hcp-workflow\n"),
-    );
+    let cfg = linked(&env, name, infra);
     // Nothing to repair before a create.
     let (code, _, err) = env.start("repair-cluster", &cfg, &[], &[]);
     assert_eq!(code, 2, "{err}");

@@ -90,6 +90,7 @@ pub fn input(cfg: &ClusterConfig, l: &Layout, expected: Vec<Expected>) -> Input 
             })
             .collect(),
         own_groups,
+        signing_key_secret: l.secret("sa-token-issuer-key"),
     }
 }
 

@@ -94,6 +94,75 @@ pub async fn call(sim: &Simulator, method: &str, path: &str, body: Option<Value>
     call_with(sim, method, path, body, &[]).await
 }
 
+/// A server-side apply of `obj` at `path` (field manager `test`, forced).
+pub async fn apply(sim: &Simulator, path: &str, obj: &Value) -> Resp {
+    call_with(
+        sim,
+        "PATCH",
+        &format!("{path}?fieldManager=test&force=true"),
+        Some(obj.clone()),
+        &[("content-type", "application/apply-patch+yaml")],
+    )
+    .await
+}
+
+/// A namespace, created if missing.
+pub async fn ensure_ns(sim: &Simulator, ns: &str) {
+    let r = call(
+        sim,
+        "POST",
+        "/api/v1/namespaces",
+        Some(
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        ),
+    )
+    .await;
+    assert!(r.status == 201 || r.status == 409, "{r:?}");
+}
+
+/// GET `path` until `pred` holds (20 s at most); panics naming `what`.
+pub async fn wait_until(
+    sim: &Simulator,
+    path: &str,
+    what: &str,
+    pred: impl Fn(&Resp) -> bool,
+) -> Resp {
+    let mut last = None;
+    for _ in 0..1000 {
+        let r = call(sim, "GET", path, None).await;
+        if pred(&r) {
+            return r;
+        }
+        last = Some(r);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "{what} never held on {path}: {:#}",
+        last.map(|r| r.body).unwrap_or_default()
+    );
+}
+
+/// Condition `t` of an object's `status.conditions`.
+pub fn condition<'a>(r: &'a Resp, t: &str) -> Option<&'a Value> {
+    r.body["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+/// Its status.
+pub fn status(r: &Resp, t: &str) -> Option<String> {
+    condition(r, t).and_then(|c| c["status"].as_str().map(str::to_string))
+}
+
+/// Its message.
+pub fn message(r: &Resp, t: &str) -> String {
+    condition(r, t)
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
 pub fn rg_path(rg: &str) -> String {
     format!("/subscriptions/{SUB}/resourceGroups/{rg}")
 }
