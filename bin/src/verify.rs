@@ -35,28 +35,45 @@ struct Applied {
     doc: serde_json::Value,
 }
 
-/// The newest succeeded create or update of cluster `name`, even if a delete came after.
-async fn last_made(store: &Arc<dyn JournalStore>, name: &str) -> Result<Option<Applied>> {
+/// The newest succeeded create or update of cluster `name` and the configuration it
+/// applied. `None` when there is none, or, unless `even_if_deleted`, when a delete
+/// succeeded after it (or that run predates applied configurations).
+async fn applied(
+    store: &Arc<dyn JournalStore>,
+    name: &str,
+    even_if_deleted: bool,
+) -> Result<Option<Applied>> {
     let runs = store
         .list_runs(&RunFilter {
             label: Some(("cluster".to_string(), name.to_string())),
             ..Default::default()
         })
         .await?;
-    for r in runs.iter().filter(|r| {
-        r.state == RunState::Succeeded
-            && hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|w| w.applies_config)
-    }) {
-        let Some(rec) = store.load_run(r.id).await? else {
+    // Newest first: the first succeeded create, update or delete says what it is now.
+    for r in runs.iter().filter(|r| r.state == RunState::Succeeded) {
+        let Some(def) = hcp_workflows::workflow::lookup(&r.workflow) else {
             continue;
         };
-        let dag: Option<hcp_runtime::SagaDag> = serde_json::from_str(&rec.dag).ok();
-        if let Some(doc) = dag.and_then(|d| d.record) {
-            return Ok(Some(Applied {
-                infra: r.labels.get("infra-id").cloned().unwrap_or_default(),
-                run: r.id.to_string(),
-                doc,
-            }));
+        if !def.applies_config {
+            if even_if_deleted {
+                continue;
+            }
+            return Ok(None); // deleted since
+        }
+        let dag: Option<hcp_runtime::SagaDag> = match store.load_run(r.id).await? {
+            Some(rec) => serde_json::from_str(&rec.dag).ok(),
+            None => None,
+        };
+        match dag.and_then(|d| d.record) {
+            Some(doc) => {
+                return Ok(Some(Applied {
+                    infra: r.labels.get("infra-id").cloned().unwrap_or_default(),
+                    run: r.id.to_string(),
+                    doc,
+                }));
+            }
+            None if even_if_deleted => continue,
+            None => return Ok(None),
         }
     }
     Ok(None)
@@ -101,7 +118,7 @@ pub async fn live_orphans(
     let mut found = Vec::new();
     let mut failed = false;
     for row in rows.iter().filter(|r| r.status == "deleted") {
-        let Some(ap) = last_made(&store, &row.cluster).await? else {
+        let Some(ap) = applied(&store, &row.cluster, true).await? else {
             continue;
         };
         let Ok(cfg) = hcp_workflows::verify::config_from_applied(&ap.doc) else {
@@ -178,36 +195,6 @@ pub async fn live_orphans(
     })
 }
 
-async fn applied(store: &Arc<dyn JournalStore>, name: &str) -> Result<Option<Applied>> {
-    let runs = store
-        .list_runs(&RunFilter {
-            label: Some(("cluster".to_string(), name.to_string())),
-            ..Default::default()
-        })
-        .await?;
-    // Newest first: the first succeeded create, update or delete says what it is now.
-    let Some(r) = runs.iter().find(|r| {
-        r.state == RunState::Succeeded && hcp_workflows::workflow::lookup(&r.workflow).is_some()
-    }) else {
-        return Ok(None);
-    };
-    if !hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|w| w.applies_config) {
-        return Ok(None); // deleted since
-    }
-    let Some(rec) = store.load_run(r.id).await? else {
-        return Ok(None);
-    };
-    let dag: Option<hcp_runtime::SagaDag> = serde_json::from_str(&rec.dag).ok();
-    let Some(doc) = dag.and_then(|d| d.record) else {
-        return Ok(None);
-    };
-    Ok(Some(Applied {
-        infra: r.labels.get("infra-id").cloned().unwrap_or_default(),
-        run: r.id.to_string(),
-        doc,
-    }))
-}
-
 /// The clusters `a` names.
 async fn names(store: &Arc<dyn JournalStore>, db: &str, a: &VerifyArgs) -> Result<Vec<String>> {
     if a.all {
@@ -266,7 +253,7 @@ pub async fn verify(
     }
     let mut reports = Vec::new();
     for name in &names {
-        let Some(ap) = applied(&store, name).await? else {
+        let Some(ap) = applied(&store, name, false).await? else {
             return Err(Refused::input(format!(
                 "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
                 crate::target::shown_url(db)

@@ -619,3 +619,16 @@ pub fn get_at(base: &str, path: &str) -> Value {
         .json()
         .unwrap_or(Value::Null)
 }
+
+/// The decoded value under `key` of Secret `ns/name` on the simulator at `base` (`""` when
+/// the Secret or the key is missing).
+pub fn secret_data_at(base: &str, ns: &str, name: &str, key: &str) -> String {
+    use base64::Engine;
+    let s = get_at(base, &format!("/api/v1/namespaces/{ns}/secrets/{name}"));
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(s["data"][key].as_str().unwrap_or_default())
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default()
+}

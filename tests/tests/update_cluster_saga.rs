@@ -84,17 +84,12 @@ const NEW_KEY: &str =
 
 /// The `id_rsa.pub` of HyperShift's copy of the SSH key Secret, decoded.
 fn ssh_copy(base: &str, name: &str) -> String {
-    use base64::Engine;
-    let s = get(
+    hcp_e2e_tests::cluster::secret_data_at(
         base,
-        &format!("/api/v1/namespaces/clusters-{name}/secrets/ssh-key"),
-    );
-    String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(s["data"]["id_rsa.pub"].as_str().unwrap_or_default())
-            .unwrap_or_default(),
+        &format!("clusters-{name}"),
+        "ssh-key",
+        "id_rsa.pub",
     )
-    .unwrap_or_default()
 }
 
 /// What the update changes, as the management cluster and Azure show it.

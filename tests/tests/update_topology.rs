@@ -74,17 +74,7 @@ fn vms(env: &Env, cluster: &str, pool: &str) -> BTreeSet<String> {
 }
 
 fn secret_data(env: &Env, ns: &str, name: &str, key: &str) -> String {
-    use base64::Engine;
-    let s = env
-        .sim
-        .get(&format!("/api/v1/namespaces/{ns}/secrets/{name}"));
-    let b64 = s["data"][key].as_str().unwrap_or_default();
-    String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .unwrap_or_default(),
-    )
-    .unwrap_or_default()
+    hcp_e2e_tests::cluster::secret_data_at(&env.sim.base, ns, name, key)
 }
 
 fn ledger_has(run: &Value, action: &str, id_part: &str) -> bool {

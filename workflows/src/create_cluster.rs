@@ -766,6 +766,20 @@ fn hosted_cluster_spec(c: &Ctx<'_>) -> HostedClusterInput {
     }
 }
 
+/// The subscriptions whose private endpoints may connect to the cluster's Private Link
+/// Service: the guest's, then `allowedSubscriptions` (each once, compared ignoring case).
+/// Create, update, repair and verify all read the PLS's visibility and auto-approval as
+/// this list.
+pub(crate) fn pls_subscriptions(cfg: &ClusterConfig, l: &Layout) -> Vec<String> {
+    let mut subs = vec![l.sub.clone()];
+    for s in &cfg.allowed_subscriptions {
+        if !subs.iter().any(|a| a.eq_ignore_ascii_case(s)) {
+            subs.push(s.clone());
+        }
+    }
+    subs
+}
+
 /// `pls` (private topologies, hcp-workflow's private link): the Private Link Service on the
 /// management cluster's load balancer, open to the guest and allowed subscriptions.
 fn pls(
@@ -774,12 +788,7 @@ fn pls(
     cp: &ControlPlaneRefs,
 ) -> Result<Ref<ResourceOutput>, DagError> {
     let (cfg, l) = (c.cfg, c.l);
-    let mut subs = vec![l.sub.clone()];
-    for s in &cfg.allowed_subscriptions {
-        if !subs.contains(s) {
-            subs.push(s.clone());
-        }
-    }
+    let subs = pls_subscriptions(cfg, l);
     b.add::<EnsurePrivateLinkService>(
         n("pls.service"),
         &PlsInput {

@@ -63,12 +63,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, _: BuildOptions<'_>) -> Result<Sag
 /// # Errors
 /// A definition error (a bug).
 pub(crate) fn access(b: &mut SagaBuilder, cfg: &ClusterConfig, l: &Layout) -> Result<(), DagError> {
-    let mut allowed = vec![l.sub.clone()];
-    for s in &cfg.allowed_subscriptions {
-        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(s)) {
-            allowed.push(s.clone());
-        }
-    }
+    let allowed = crate::create_cluster::pls_subscriptions(cfg, l);
     let input = PlsAccessInput {
         azure: l.mgmt_azure.clone(),
         owner: l.owner.clone(),

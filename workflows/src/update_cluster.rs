@@ -378,12 +378,7 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
             id: l.pls_id.clone(),
         }
     };
-    let mut allowed = vec![l.sub.clone()];
-    for s in &cfg.allowed_subscriptions {
-        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(s)) {
-            allowed.push(s.clone());
-        }
-    }
+    let allowed = crate::create_cluster::pls_subscriptions(cfg, l);
     let access = PlsAccessInput {
         azure: l.mgmt_azure.clone(),
         owner: l.owner.clone(),

@@ -47,12 +47,7 @@ pub fn config_from_applied(doc: &Value) -> Result<ClusterConfig, String> {
 pub fn input(cfg: &ClusterConfig, l: &Layout, expected: Vec<Expected>) -> Input {
     let ours_link = cfg.topology.uses_private_link()
         && cfg.private_link.managed_by == PrivateLinkManager::HcpWorkflow;
-    let mut allowed = vec![l.sub.clone()];
-    for s in &cfg.allowed_subscriptions {
-        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(s)) {
-            allowed.push(s.clone());
-        }
-    }
+    let allowed = crate::create_cluster::pls_subscriptions(cfg, l);
     let mut own_groups = vec![l.managed_rg.clone()];
     if l.network_created {
         own_groups.push(l.vnet_rg.clone());

@@ -77,13 +77,13 @@ fn azure(
 
 /// The object `kind ns/name`, which must exist and be ours (else a permanent error: an
 /// update never adopts, and never writes what another owner made).
-async fn ours(
+async fn ours_object(
     m: &Mgmt,
     kind: Kind,
     ns: &str,
     name: &str,
     owner: &Owner,
-) -> Result<Value, StepError> {
+) -> Result<kube::api::DynamicObject, StepError> {
     let Some(obj) = m.get(kind, ns, name).await? else {
         return Err(StepError::permanent(
             "not-found",
@@ -104,7 +104,18 @@ async fn ours(
             ),
         ));
     }
-    Ok(obj.data)
+    Ok(obj)
+}
+
+/// [`ours_object`]'s body (everything but its metadata).
+async fn ours(
+    m: &Mgmt,
+    kind: Kind,
+    ns: &str,
+    name: &str,
+    owner: &Owner,
+) -> Result<Value, StepError> {
+    Ok(ours_object(m, kind, ns, name, owner).await?.data)
 }
 
 fn str_at<'a>(v: &'a Value, p: &str) -> Option<&'a str> {
@@ -1122,12 +1133,12 @@ pub struct RotateSecretOutput {
 pub const CURRENT_CONFIG: &str = "hypershift.openshift.io/nodePoolCurrentConfig";
 
 /// A NodePool's [`CURRENT_CONFIG`] annotation (`""` when it has none yet).
-async fn current_config(m: &Mgmt, ns: &str, pool: &str) -> Result<String, StepError> {
-    Ok(m.get(Kind::NodePool, ns, pool)
-        .await?
-        .and_then(|o| o.metadata.annotations)
+fn current_config(pool: &kube::api::DynamicObject) -> String {
+    pool.metadata
+        .annotations
+        .as_ref()
         .and_then(|a| a.get(CURRENT_CONFIG).cloned())
-        .unwrap_or_default())
+        .unwrap_or_default()
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -1188,8 +1199,8 @@ impl Action for RotateClusterSecret {
             None => {
                 let mut b = std::collections::BTreeMap::new();
                 for pool in &input.pools {
-                    ours(&m, Kind::NodePool, ns, pool, &input.owner).await?;
-                    b.insert(pool.clone(), current_config(&m, ns, pool).await?);
+                    let p = ours_object(&m, Kind::NodePool, ns, pool, &input.owner).await?;
+                    b.insert(pool.clone(), current_config(&p));
                 }
                 save_checkpoint_field(ctx, BEFORE_KEY, &b).await?;
                 b
@@ -1251,9 +1262,10 @@ impl Action for RotateClusterSecret {
             )),
         )];
         for pool in &input.pools {
-            let p = ours(&m, Kind::NodePool, ns, pool, &input.owner).await?;
-            let now = current_config(&m, ns, pool).await?;
+            let obj = ours_object(&m, Kind::NodePool, ns, pool, &input.owner).await?;
+            let now = current_config(&obj);
             let now = now.as_str();
+            let p = obj.data;
             let was = before.get(pool).map(String::as_str).unwrap_or_default();
             let updating = condition(&p, "UpdatingConfig").filter(|c| c.0 == "True");
             if now == was || updating.is_some() || !is_true(&p, "Ready") {
