@@ -18,6 +18,25 @@ pub struct WorkerArgs {
     /// Directory the self-test saga's side effects go to.
     #[arg(long, default_value = "./hcp-workflow-selftest")]
     world: PathBuf,
+    /// Verify every cluster this worker serves once per DURATION (`10m`, `1h`; at least
+    /// `1s`, though each verify reads every resource of a cluster: minutes suit a fleet),
+    /// as `hcp-workflow verify` does, and record each report in the journal. The
+    /// schedule is kept in the journal: a restart does not verify early, and of several
+    /// workers exactly one runs each verify.
+    #[arg(long, value_name = "DURATION", value_parser = parse_every)]
+    verify_every: Option<Duration>,
+}
+
+/// `--verify-every`'s value: a humantime duration of at least a second.
+fn parse_every(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{s:?} is not a duration ({e}); write it like 10m, 1h or 30s"))?;
+    if d < Duration::from_secs(1) {
+        return Err(format!(
+            "{s:?} is too often: a verify reads every resource of a cluster; give at least 1s (minutes suit a fleet)"
+        ));
+    }
+    Ok(d)
 }
 
 #[derive(Args, Debug)]
@@ -210,6 +229,7 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     // One worker runs every workflow: the self-test saga and the cluster sagas, but only
     // runs of the world it reaches (runs of other targets stay pending for their workers).
     let (reach, _sim) = crate::cluster::reach(reach_args, db).await?;
+    let clients_reach = reach.clone();
     let clients = hcp_activities::steps::Clients::new(reach);
     let mut registry = testkit::registry(&w);
     hcp_workflows::register(&mut registry, &clients)?;
@@ -239,7 +259,26 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
         shutdown_signal().await;
         stopping.store(true, std::sync::atomic::Ordering::SeqCst);
     };
+    let verifier = a.verify_every.map(|every| {
+        eprintln!(
+            "worker {} verifies the clusters it serves every {}",
+            e.worker_id(),
+            humantime::format_duration(every)
+        );
+        tokio::spawn(crate::verify::verify_every(
+            e.store().clone(),
+            db.to_string(),
+            clients_reach.clone(),
+            served.clone(),
+            every,
+            e.worker_id().to_string(),
+        ))
+    });
     let worked = e.run_worker(shutdown).await;
+    if let Some(v) = verifier {
+        // Read-only: stopping it mid-verify leaves nothing half done.
+        v.abort();
+    }
     crate::telemetry::stop_watching_runs();
     // The last runs' release lines, unless the journal stopped answering.
     let _ = tokio::time::timeout(Duration::from_secs(5), reporter).await;

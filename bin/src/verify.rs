@@ -221,15 +221,89 @@ async fn names(store: &Arc<dyn JournalStore>, db: &str, a: &VerifyArgs) -> Resul
     }
 }
 
-/// One cluster's report.
+/// One cluster's report, as printed and as recorded ([`REPORT_KIND`] reports).
 #[derive(serde::Serialize)]
-struct Report {
+pub(crate) struct Report {
     cluster: String,
     infra_id: String,
     applied_by_run: String,
     ok: bool,
     counts: std::collections::BTreeMap<&'static str, usize>,
     items: Vec<Row>,
+}
+
+/// The journal's report kind of a verify ([`hcp_runtime::NewReport::kind`]).
+pub const REPORT_KIND: &str = "verify";
+
+/// How many verifies of one cluster the journal keeps (the oldest go).
+pub const KEEP: usize = 100;
+
+/// The report subject of cluster `name`.
+pub fn subject(name: &str) -> String {
+    format!("cluster/{name}")
+}
+
+/// Verify cluster `name` as its newest succeeded create or update applied it, through
+/// `reach`. Read-only: GETs and lists (and read-only POSTs) only.
+async fn check(
+    store: &Arc<dyn JournalStore>,
+    db: &str,
+    name: &str,
+    reach: hcp_activities::steps::Reach,
+) -> Result<Report> {
+    let Some(ap) = applied(store, name, false).await? else {
+        return Err(Refused::input(format!(
+            "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
+            crate::target::shown_url(db)
+        )));
+    };
+    let cfg = hcp_workflows::verify::config_from_applied(&ap.doc)
+        .map_err(|e| Refused::input(format!("cluster/{name}: {e}")))?;
+    let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
+    let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
+    let runs = crate::views::folded_runs(store, Some(name.to_string())).await?;
+    let expected: Vec<Expected> = crate::views::model::inventory(&runs, false)
+        .into_iter()
+        .filter(|r| (r.kind == "azure" || r.kind == "kubernetes") && r.action != "resolved")
+        .map(|r| Expected {
+            ours: r.action == "created" || r.action == "updated",
+            kind: r.kind,
+            resource_type: r.resource_type,
+            id: r.id,
+        })
+        .collect();
+    let input = hcp_workflows::verify::input(&cfg, &layout, expected);
+    let clients = Clients::new(reach);
+    let items = hcp_activities::verify::verify(&clients, &input).await;
+    let mut counts = std::collections::BTreeMap::new();
+    for r in &items {
+        *counts.entry(r.verdict.as_str()).or_insert(0) += 1;
+    }
+    Ok(Report {
+        cluster: name.to_string(),
+        infra_id: ap.infra,
+        applied_by_run: ap.run,
+        ok: items.iter().all(|r| r.verdict == Verdict::Ok),
+        counts,
+        items,
+    })
+}
+
+/// Keep `report` in the journal (`history`, `clusters`, the UI and `/metrics` read it).
+async fn record(store: &Arc<dyn JournalStore>, report: &Report, by: &str) -> Result<()> {
+    let data = serde_json::to_string(report)?;
+    store
+        .record_report(hcp_runtime::NewReport {
+            kind: REPORT_KIND.into(),
+            subject: subject(&report.cluster),
+            at: hcp_runtime::Clock::now(&hcp_runtime::SystemClock),
+            ok: report.ok,
+            by: by.to_string(),
+            data,
+            keep: KEEP,
+        })
+        .await?;
+    Ok(())
 }
 
 pub async fn verify(
@@ -252,44 +326,22 @@ pub async fn verify(
         return Ok(0);
     }
     let mut reports = Vec::new();
+    let me = crate::ops::who();
     for name in &names {
-        let Some(ap) = applied(&store, name, false).await? else {
-            return Err(Refused::input(format!(
-                "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
-                crate::target::shown_url(db)
-            )));
+        let cfg = match applied(&store, name, false).await? {
+            Some(ap) => hcp_workflows::verify::config_from_applied(&ap.doc).ok(),
+            None => None,
         };
-        let cfg = hcp_workflows::verify::config_from_applied(&ap.doc)
-            .map_err(|e| Refused::input(format!("cluster/{name}: {e}")))?;
-        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&cfg)).await?;
-        let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
-        let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
-        let runs = crate::views::folded_runs(&store, Some(name.clone())).await?;
-        let expected: Vec<Expected> = crate::views::model::inventory(&runs, false)
-            .into_iter()
-            .filter(|r| (r.kind == "azure" || r.kind == "kubernetes") && r.action != "resolved")
-            .map(|r| Expected {
-                ours: r.action == "created" || r.action == "updated",
-                kind: r.kind,
-                resource_type: r.resource_type,
-                id: r.id,
-            })
-            .collect();
-        let input = hcp_workflows::verify::input(&cfg, &layout, expected);
-        let clients = Clients::new(reach);
-        let items = hcp_activities::verify::verify(&clients, &input).await;
-        let mut counts = std::collections::BTreeMap::new();
-        for r in &items {
-            *counts.entry(r.verdict.as_str()).or_insert(0) += 1;
+        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, cfg.as_ref()).await?;
+        let report = check(&store, db, name, reach).await?;
+        // A verify is recorded when the journal can be written; a read-only journal still
+        // gets its report printed.
+        if let Err(e) = record(&store, &report, &me).await {
+            eprintln!(
+                "warning: this verify of cluster {name} is not recorded in the journal: {e:#}"
+            );
         }
-        reports.push(Report {
-            cluster: name.clone(),
-            infra_id: ap.infra,
-            applied_by_run: ap.run,
-            ok: items.iter().all(|r| r.verdict == Verdict::Ok),
-            counts,
-            items,
-        });
+        reports.push(report);
     }
     match out {
         OutputFormat::Json => {
@@ -313,6 +365,92 @@ pub async fn verify(
     } else {
         0
     })
+}
+
+/// The clusters that exist in `store` (their newest succeeded run created or changed
+/// them) and whose runs target one of `served`, from the run summaries alone.
+async fn served_clusters(store: &Arc<dyn JournalStore>, served: &[String]) -> Result<Vec<String>> {
+    let runs = store.list_runs(&RunFilter::default()).await?;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    // Newest first: the first succeeded run of a cluster says whether it exists.
+    for r in runs.iter().filter(|r| r.state == RunState::Succeeded) {
+        let Some(name) = r.labels.get("cluster") else {
+            continue;
+        };
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let exists = hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|d| d.applies_config);
+        let ours = r
+            .target
+            .as_ref()
+            .is_none_or(|t| served.iter().any(|s| s == t));
+        if exists && ours {
+            out.push(name.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// `worker --verify-every`: verify every cluster this worker serves once per `every`, on a
+/// schedule kept in the journal (a restart does not verify again before it is due), each
+/// due verify claimed by exactly one worker ([`JournalStore::claim_schedule`]). Runs until
+/// the task is dropped; a failed round is logged and tried again at the next tick.
+pub async fn verify_every(
+    store: Arc<dyn JournalStore>,
+    db: String,
+    reach: hcp_activities::steps::Reach,
+    served: Vec<String>,
+    every: std::time::Duration,
+    me: String,
+) {
+    let tick = (every / 4).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(30),
+    );
+    loop {
+        if let Err(e) = verify_due(&store, &db, &reach, &served, every, &me).await {
+            tracing::warn!(error = %format!("{e:#}"), "scheduled verify round failed; trying again at the next tick");
+        }
+        tokio::time::sleep(tick).await;
+    }
+}
+
+async fn verify_due(
+    store: &Arc<dyn JournalStore>,
+    db: &str,
+    reach: &hcp_activities::steps::Reach,
+    served: &[String],
+    every: std::time::Duration,
+    me: &str,
+) -> Result<()> {
+    for name in served_clusters(store, served).await? {
+        let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+        let key = format!("verify/{name}");
+        if !store.claim_schedule(&key, me, now, now.plus(every)).await? {
+            continue;
+        }
+        match check(store, db, &name, reach.clone()).await {
+            Ok(report) => {
+                record(store, &report, me).await?;
+                let drift = report
+                    .items
+                    .iter()
+                    .filter(|r| r.verdict != Verdict::Ok)
+                    .count();
+                if report.ok {
+                    tracing::info!(cluster = %name, checks = report.items.len(), "verified: everything is as the journal says");
+                } else {
+                    tracing::warn!(cluster = %name, checks = report.items.len(), drift, "verified: drift found; `hcp-workflow verify cluster/{name}` shows it");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %format!("{e:#}"), "scheduled verify could not check the cluster");
+            }
+        }
+    }
+    Ok(())
 }
 
 fn text(r: &Report, show_ok: bool) -> String {

@@ -871,6 +871,121 @@ pub async fn claim_executor_is_reentrant(h: &dyn Harness) {
     s.claim_executor("A", None).await.unwrap();
 }
 
+fn report(subject: &str, at: Timestamp, ok: bool, keep: usize) -> NewReport {
+    NewReport {
+        kind: "verify".into(),
+        subject: subject.into(),
+        at,
+        ok,
+        by: "worker-a".into(),
+        data: format!(r#"{{"at":{}}}"#, at.0),
+        keep,
+    }
+}
+
+pub async fn reports_are_kept_newest_first_and_pruned(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(
+            s.record_report(report(
+                "cluster/a",
+                T0.plus(Duration::from_secs(i)),
+                i % 2 == 0,
+                3,
+            ))
+            .await
+            .unwrap(),
+        );
+    }
+    s.record_report(report("cluster/b", T0, false, 3))
+        .await
+        .unwrap();
+    let mut other = report("cluster/a", T0, true, 0);
+    other.kind = "other".into();
+    s.record_report(other).await.unwrap();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase: {ids:?}");
+
+    let filter = |subject: Option<&str>, latest_only: bool, limit: usize| ReportFilter {
+        kind: "verify".into(),
+        subject: subject.map(str::to_string),
+        latest_only,
+        limit,
+    };
+    let a = s
+        .list_reports(&filter(Some("cluster/a"), false, 0))
+        .await
+        .unwrap();
+    // keep = 3: the oldest of four went.
+    assert_eq!(
+        a.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![ids[3], ids[2], ids[1]]
+    );
+    assert_eq!(a[0].at, T0.plus(Duration::from_secs(3)));
+    assert!(!a[0].ok && a[1].ok);
+    assert_eq!(
+        a[0].data,
+        format!(r#"{{"at":{}}}"#, a[0].at.0),
+        "data byte for byte"
+    );
+    assert_eq!(a[0].by, "worker-a");
+    let latest = s.list_reports(&filter(None, true, 0)).await.unwrap();
+    assert_eq!(
+        latest
+            .iter()
+            .map(|r| r.subject.as_str())
+            .collect::<Vec<_>>(),
+        vec!["cluster/b", "cluster/a"]
+    );
+    assert_eq!(latest[1].id, ids[3]);
+    assert_eq!(
+        s.list_reports(&filter(None, false, 2)).await.unwrap().len(),
+        2
+    );
+    let none = s
+        .list_reports(&filter(Some("cluster/zz"), false, 0))
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+pub async fn a_due_schedule_slot_has_exactly_one_claimant(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let next = T0.plus(Duration::from_secs(600));
+    // A new slot is due.
+    assert!(s.claim_schedule("verify/a", "w1", T0, next).await.unwrap());
+    // Not due again before `next`.
+    assert!(
+        !s.claim_schedule("verify/a", "w2", T0.plus(Duration::from_secs(599)), next)
+            .await
+            .unwrap()
+    );
+    // Another key is its own slot.
+    assert!(s.claim_schedule("verify/b", "w2", T0, next).await.unwrap());
+    // Due at `next`: of many claimants at once, exactly one wins.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            s.claim_schedule(
+                "verify/a",
+                &format!("w{i}"),
+                next,
+                next.plus(Duration::from_secs(600)),
+            )
+            .await
+            .unwrap()
+        }));
+    }
+    let mut won = 0;
+    for t in tasks {
+        if t.await.unwrap() {
+            won += 1;
+        }
+    }
+    assert_eq!(won, 1, "exactly one claimant of a due slot");
+}
+
 /// Expand to one `#[tokio::test]` per conformance case for harness expression `$h`.
 #[macro_export]
 macro_rules! conformance_tests {
@@ -884,6 +999,8 @@ macro_rules! conformance_tests {
             terminal_runs_are_never_acquired, commands_need_no_lease_and_are_acknowledged,
             list_filters_newest_first, recovery_takes_over_every_expired_lease,
             corrupt_row_is_returned_raw, claim_executor_is_reentrant,
+            reports_are_kept_newest_first_and_pruned,
+            a_due_schedule_slot_has_exactly_one_claimant,
             load_runs_returns_each_run_whole, concurrent_appends_are_fenced_one_by_one,
             engine_runs_saga_to_completion,
             engine_parks_corrupt_run_and_others_go_on, engine_unwinds_in_reverse,

@@ -50,5 +50,8 @@ pub use journal::{
 };
 pub use memory::MemoryStore;
 pub use retry::RetryPolicy;
-pub use store::{ExecutorHolder, JournalStore, RunFilter, RunId, RunSummary, StoreError};
+pub use store::{
+    ExecutorHolder, JournalStore, NewReport, ReportFilter, ReportRecord, RunFilter, RunId,
+    RunSummary, StoreError,
+};
 pub use time::{Clock, SystemClock, Timestamp, TokioClock};

@@ -22,6 +22,9 @@ struct Inner {
     runs: HashMap<RunId, MemRun>,
     keys: HashMap<String, RunId>,
     next_command: i64,
+    reports: Vec<ReportRecord>,
+    next_report: i64,
+    schedules: HashMap<String, Timestamp>,
 }
 
 /// In-memory journal store.
@@ -332,5 +335,70 @@ impl JournalStore for MemoryStore {
 
     fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.wake.subscribe()
+    }
+
+    async fn record_report(&self, report: NewReport) -> Result<i64, StoreError> {
+        let mut g = self.lock()?;
+        g.next_report += 1;
+        let id = g.next_report;
+        g.reports.push(ReportRecord {
+            id,
+            kind: report.kind.clone(),
+            subject: report.subject.clone(),
+            at: report.at,
+            ok: report.ok,
+            by: report.by,
+            data: report.data,
+        });
+        if report.keep > 0 {
+            let same = |r: &ReportRecord| r.kind == report.kind && r.subject == report.subject;
+            let n = g.reports.iter().filter(|r| same(r)).count();
+            let mut drop = n.saturating_sub(report.keep);
+            // Oldest first: `reports` is in id order.
+            g.reports.retain(|r| {
+                if drop > 0 && same(r) {
+                    drop -= 1;
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        Ok(id)
+    }
+
+    async fn list_reports(&self, filter: &ReportFilter) -> Result<Vec<ReportRecord>, StoreError> {
+        let g = self.lock()?;
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<ReportRecord> = g
+            .reports
+            .iter()
+            .rev()
+            .filter(|r| r.kind == filter.kind)
+            .filter(|r| filter.subject.as_ref().is_none_or(|s| s == &r.subject))
+            .filter(|r| !filter.latest_only || seen.insert(r.subject.clone()))
+            .cloned()
+            .collect();
+        if filter.limit > 0 {
+            out.truncate(filter.limit);
+        }
+        Ok(out)
+    }
+
+    async fn claim_schedule(
+        &self,
+        key: &str,
+        _by: &str,
+        now: Timestamp,
+        next: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut g = self.lock()?;
+        match g.schedules.get(key) {
+            Some(due) if *due > now => Ok(false),
+            _ => {
+                g.schedules.insert(key.to_string(), next);
+                Ok(true)
+            }
+        }
     }
 }

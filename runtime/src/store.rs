@@ -32,6 +32,11 @@
 //!   by any worker.
 //! - **Commands never need the lease.** Operators write to a per-run inbox that the lease
 //!   holder drains; a run with pending commands is acquirable even if it has no timer.
+//! - **Reports beside runs.** [`JournalStore::record_report`] keeps what a read-only check
+//!   found (a cluster's verify), newest first per subject, pruned to the newest `keep`.
+//! - **One claimant per schedule slot.** [`JournalStore::claim_schedule`] is a compare and
+//!   set on the slot's next due time: of any number of processes asking at once for a slot
+//!   that is due, exactly one gets `true`; the next due time it sets survives restarts.
 
 use crate::journal::RunState;
 use crate::time::Timestamp;
@@ -232,6 +237,57 @@ pub struct CommandRecord {
     pub requested_at: Timestamp,
     /// When a worker applied it.
     pub applied_at: Option<Timestamp>,
+}
+
+/// A report to keep (see [`JournalStore::record_report`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewReport {
+    /// What kind of report (`verify`).
+    pub kind: String,
+    /// What it is about (`cluster/<name>`).
+    pub subject: String,
+    /// When it was made.
+    pub at: Timestamp,
+    /// Whether everything it checked was as expected.
+    pub ok: bool,
+    /// Who made it (a worker id, or `user@host`).
+    pub by: String,
+    /// Its rows, as JSON text (the store never reads it).
+    pub data: String,
+    /// Keep at most this many reports of this kind and subject (the oldest go); 0: all.
+    pub keep: usize,
+}
+
+/// A report as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReportRecord {
+    /// Store-assigned id, increasing.
+    pub id: i64,
+    /// Kind.
+    pub kind: String,
+    /// Subject.
+    pub subject: String,
+    /// When it was made.
+    pub at: Timestamp,
+    /// Whether everything was as expected.
+    pub ok: bool,
+    /// Who made it.
+    pub by: String,
+    /// JSON text, byte for byte.
+    pub data: String,
+}
+
+/// Filter for [`JournalStore::list_reports`].
+#[derive(Clone, Debug, Default)]
+pub struct ReportFilter {
+    /// Only this kind.
+    pub kind: String,
+    /// Only this subject (`None`: every subject).
+    pub subject: Option<String>,
+    /// Only the newest report of each subject.
+    pub latest_only: bool,
+    /// At most this many (newest first); 0 = no limit.
+    pub limit: usize,
 }
 
 /// The per-run summary row.
@@ -444,4 +500,24 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
     /// A wake-up hint that changes when runs are created or commands submitted (in this
     /// process; Postgres also relays other processes' NOTIFYs). Workers poll regardless.
     fn subscribe(&self) -> tokio::sync::watch::Receiver<u64>;
+
+    /// Keep a report (needs no lease; any process may write one). Returns its id. Reports
+    /// of the same kind and subject beyond the newest `keep` are removed in the same
+    /// transaction.
+    async fn record_report(&self, report: NewReport) -> Result<i64, StoreError>;
+
+    /// Reports, newest first (by id).
+    async fn list_reports(&self, filter: &ReportFilter) -> Result<Vec<ReportRecord>, StoreError>;
+
+    /// Claim the schedule slot `key` for `by` at `now`: when no slot `key` exists yet, or
+    /// its next due time is at or before `now`, set it to `next` and return `true`;
+    /// otherwise change nothing and return `false`. Atomic across processes: of several
+    /// claimants of one due slot, exactly one gets `true`.
+    async fn claim_schedule(
+        &self,
+        key: &str,
+        by: &str,
+        now: Timestamp,
+        next: Timestamp,
+    ) -> Result<bool, StoreError>;
 }

@@ -10,7 +10,10 @@
 //! waiting for an operator — a stuck undo, a wait past its budget, or a parked run),
 //! `runs_without_worker` (gauge: due for over a minute with no live lease holder),
 //! `oldest_wait_seconds` (gauge: the oldest wait in progress), `step_duration_seconds{phase}`
-//! (histogram of finished attempts), `step_retries_total{phase}`, `undos_total{outcome}`.
+//! (histogram of finished attempts), `step_retries_total{phase}`, `undos_total{outcome}`,
+//! and from each cluster's newest recorded verify: `drift{cluster,kind}` (checks of that
+//! kind not ok; 0 for a kind that was ok), `verify_ok{cluster}`,
+//! `verify_last_timestamp_seconds{cluster}`.
 
 use super::AppState;
 use crate::views::model;
@@ -218,6 +221,40 @@ pub async fn render(st: &AppState) -> anyhow::Result<String> {
         "undos",
         "Undo outcomes (undone, skipped, gave_up, resolved)",
         undos,
+    );
+    // Issue 25: each cluster's newest recorded verify.
+    let verified = crate::views::latest_verifies(&st.store, None).await;
+    let drift = Family::<Vec<(String, String)>, Gauge>::default();
+    let verify_ok = Family::<Vec<(String, String)>, Gauge>::default();
+    let verify_at =
+        Family::<Vec<(String, String)>, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    for (cluster, v) in &verified {
+        for (kind, n) in &v.by_check {
+            drift
+                .get_or_create(&vec![
+                    ("cluster".into(), cluster.clone()),
+                    ("kind".into(), kind.clone()),
+                ])
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        let c = vec![("cluster".into(), cluster.clone())];
+        verify_ok.get_or_create(&c).set(i64::from(v.ok));
+        verify_at.get_or_create(&c).set(v.at_ms as f64 / 1000.0);
+    }
+    reg.register(
+        "drift",
+        "Checks of the newest verify of each cluster that were not ok (drifted, missing, foreign or unknown), by check kind",
+        drift,
+    );
+    reg.register(
+        "verify_ok",
+        "1 when the newest verify of the cluster found everything as the journal says",
+        verify_ok,
+    );
+    reg.register(
+        "verify_last_timestamp_seconds",
+        "When the cluster was last verified (Unix time)",
+        verify_at,
     );
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg)?;

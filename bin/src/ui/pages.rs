@@ -251,12 +251,13 @@ pub async fn runs(State(st): State<Arc<AppState>>, Query(q): Query<ListQuery>) -
 
 /// `GET /clusters`: each cluster's own state (see `hcp-workflow clusters`).
 pub async fn clusters(State(st): State<Arc<AppState>>) -> Response {
+    let verified = views::latest_verifies(&st.store, None).await;
     match views::folded_runs(&st.store, None).await {
-        Ok(runs) => render(
-            &st,
-            "clusters.html",
-            context! { rows => model::clusters(&runs) },
-        ),
+        Ok(runs) => {
+            let mut rows = model::clusters(&runs);
+            model::attach_verified(&mut rows, &verified);
+            render(&st, "clusters.html", context! { rows => rows })
+        }
         Err(e) => message(
             &st,
             StatusCode::INTERNAL_SERVER_ERROR,

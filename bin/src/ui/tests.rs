@@ -886,3 +886,48 @@ async fn a_succeeded_run_shows_how_to_reach_the_cluster_escaped() {
     );
     assert!(!page.contains("demo.hcp.example.com<b>"), "escaped: {page}");
 }
+
+#[tokio::test]
+async fn the_newest_verify_of_each_cluster_is_on_the_clusters_page_and_in_metrics() {
+    let (store, _run) = stuck_run().await;
+    let report = |ok: bool, items: serde_json::Value| hcp_runtime::NewReport {
+        kind: crate::verify::REPORT_KIND.into(),
+        subject: crate::verify::subject("<b>demo</b>"),
+        at: hcp_runtime::Timestamp(1_800_000_000_000),
+        ok,
+        by: "alice@bastion".into(),
+        data: serde_json::json!({ "cluster": "<b>demo</b>", "ok": ok, "items": items }).to_string(),
+        keep: 10,
+    };
+    let ok_row = serde_json::json!({"check": "exists", "resource": "/r/1", "verdict": "ok", "expected": "x", "found": "x"});
+    store
+        .record_report(report(true, serde_json::json!([ok_row])))
+        .await
+        .unwrap();
+    // The newer one drifted: it is the one shown.
+    let drifted = serde_json::json!({"check": "pls.visibility", "resource": "/r/pls<i>", "verdict": "drifted",
+        "expected": "[a]", "found": "[a, b]", "fix": "hcp-workflow start repair-cluster --config FILE"});
+    store
+        .record_report(report(false, serde_json::json!([ok_row, drifted])))
+        .await
+        .unwrap();
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let (s, text) = get(&app, "/metrics", None).await;
+    assert_eq!(s, StatusCode::OK);
+    for line in [
+        "hcp_workflow_drift{cluster=\"<b>demo</b>\",kind=\"pls.visibility\"} 1",
+        "hcp_workflow_drift{cluster=\"<b>demo</b>\",kind=\"exists\"} 0",
+        "hcp_workflow_verify_ok{cluster=\"<b>demo</b>\"} 0",
+        "hcp_workflow_verify_last_timestamp_seconds{cluster=\"<b>demo</b>\"} 1800000000.0",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    let (s, page) = get(&app, "/clusters", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(page.contains("data-verified=\"drift\""), "{page}");
+    assert!(page.contains("1 not ok"), "{page}");
+    assert!(page.contains("data-check=\"pls.visibility\""), "{page}");
+    assert!(page.contains("pls&lt;i&gt;"), "escaped: {page}");
+    assert!(!page.contains("/r/pls<i>"), "{page}");
+    assert!(page.contains("alice@bastion"), "{page}");
+}

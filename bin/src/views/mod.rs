@@ -245,6 +245,17 @@ pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> 
         None => None,
     };
     let rows = model::history(&rec, step.as_deref(), a.failed);
+    // A cluster's run: when the cluster was last verified, and what drifted (issue 25).
+    let verified = match rec.summary.labels.get("cluster") {
+        Some(name) => {
+            let store = crate::open_existing_store_read_only(db).await?;
+            latest_verifies(&store, Some(name))
+                .await
+                .remove(name)
+                .map(|v| (name.clone(), v))
+        }
+        None => None,
+    };
     match out {
         OutputFormat::Json => output::document(
             "RunHistory",
@@ -252,9 +263,15 @@ pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> 
                 "run_id": rec.summary.id.to_string(),
                 "short_id": crate::runref::short(&rec.summary.id.to_string()),
                 "items": rows,
+                "cluster_verified": verified.as_ref().map(|(_, v)| v),
             }),
         ),
-        OutputFormat::Text => print!("{}", text::history(&rows)),
+        OutputFormat::Text => {
+            print!("{}", text::history(&rows));
+            if let Some((name, v)) = &verified {
+                print!("{}", text::verified(name, v));
+            }
+        }
     }
     Ok(0)
 }
@@ -329,10 +346,39 @@ pub async fn folded_runs(
 
 /// `clusters`: each cluster's own state (exists, deleted, partial, absent), the run it
 /// exists by, and its latest run with that run's outcome.
+/// Each cluster's newest recorded verify, by cluster name. A journal that keeps no reports
+/// (read-only, from before schema v3) has none.
+pub async fn latest_verifies(
+    store: &Arc<dyn JournalStore>,
+    cluster: Option<&str>,
+) -> std::collections::HashMap<String, model::Verified> {
+    let filter = hcp_runtime::ReportFilter {
+        kind: crate::verify::REPORT_KIND.into(),
+        subject: cluster.map(crate::verify::subject),
+        latest_only: true,
+        limit: 0,
+    };
+    match store.list_reports(&filter).await {
+        Ok(reports) => reports
+            .iter()
+            .filter_map(|r| {
+                let name = r.subject.strip_prefix("cluster/")?;
+                Some((name.to_string(), model::verified(r)?))
+            })
+            .collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "no verify reports to read");
+            std::collections::HashMap::new()
+        }
+    }
+}
+
 pub async fn clusters(db: &str, out: OutputFormat, a: ClustersArgs) -> Result<u8> {
     let store = crate::open_existing_store_read_only(db).await?;
+    let verified = latest_verifies(&store, a.cluster.as_deref()).await;
     let runs = folded_runs(&store, a.cluster).await?;
-    let rows = model::clusters(&runs);
+    let mut rows = model::clusters(&runs);
+    model::attach_verified(&mut rows, &verified);
     match out {
         OutputFormat::Json => output::list("ClusterList", &rows),
         OutputFormat::Text => print!("{}", text::clusters(&rows)),

@@ -2098,6 +2098,90 @@ pub struct ClusterRow {
     pub resources: usize,
     /// Of those, how many outlive the cluster (persistent).
     pub persistent: usize,
+    /// Its newest recorded `verify` (issue 25), if any.
+    pub verified: Option<Verified>,
+}
+
+/// A cluster's recorded verify as the views show it: when, by whom, and what was not ok.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verified {
+    /// When (RFC 3339).
+    pub at: String,
+    /// Epoch milliseconds (for `/metrics`).
+    #[serde(skip)]
+    pub at_ms: i64,
+    /// Who verified (`user@host`, or a worker's id).
+    pub by: String,
+    /// Everything was as the journal says.
+    pub ok: bool,
+    /// Verdict → rows.
+    pub counts: BTreeMap<String, usize>,
+    /// Check → rows that were not ok (every check that ran is here, 0 when ok).
+    pub by_check: BTreeMap<String, usize>,
+    /// The rows that were not ok, as verify printed them.
+    pub drift: Vec<DriftRow>,
+}
+
+/// One check that was not ok.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftRow {
+    pub verdict: String,
+    pub check: String,
+    pub resource: String,
+    pub expected: String,
+    pub found: String,
+    pub fix: Option<String>,
+}
+
+/// The view of a recorded verify report, or `None` when its data does not read as one.
+pub fn verified(r: &hcp_runtime::ReportRecord) -> Option<Verified> {
+    let doc: serde_json::Value = serde_json::from_str(&r.data).ok()?;
+    let text = |v: &serde_json::Value, k: &str| {
+        v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string()
+    };
+    let mut by_check = BTreeMap::new();
+    let mut drift = Vec::new();
+    for item in doc.get("items")?.as_array()? {
+        let verdict = text(item, "verdict");
+        let check = text(item, "check");
+        let n = by_check.entry(check.clone()).or_insert(0usize);
+        if verdict != "ok" {
+            *n += 1;
+            drift.push(DriftRow {
+                verdict,
+                check,
+                resource: text(item, "resource"),
+                expected: text(item, "expected"),
+                found: text(item, "found"),
+                fix: item.get("fix").and_then(|f| f.as_str()).map(str::to_string),
+            });
+        }
+    }
+    let counts = doc
+        .get("counts")
+        .and_then(|c| c.as_object())
+        .map(|c| {
+            c.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0) as usize))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Verified {
+        at: ts(r.at),
+        at_ms: r.at.0,
+        by: r.by.clone(),
+        ok: r.ok,
+        counts,
+        by_check,
+        drift,
+    })
+}
+
+/// Attach each cluster's newest verify (`latest`: subject `cluster/<name>` → report).
+pub fn attach_verified(rows: &mut [ClusterRow], latest: &HashMap<String, Verified>) {
+    for r in rows {
+        r.verified = latest.get(&r.cluster).cloned();
+    }
 }
 
 /// The cluster view of `runs` (oldest first), one row per `cluster` label.
@@ -2150,6 +2234,7 @@ pub fn clusters(runs: &[(RunSummary, Folded)]) -> Vec<ClusterRow> {
                 .map(|s| ClusterRun::of(s)),
             resources,
             persistent,
+            verified: None,
         });
     }
     out

@@ -581,28 +581,63 @@ pub fn clusters(rows: &[crate::views::model::ClusterRow]) -> String {
         })
         .collect();
     let lw = width("LAST RUN", lasts.iter().map(String::as_str));
+    let ress: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            if r.persistent > 0 {
+                format!("{} ({} persistent)", r.resources, r.persistent)
+            } else {
+                r.resources.to_string()
+            }
+        })
+        .collect();
+    let rw = width("RESOURCES", ress.iter().map(String::as_str));
     let mut o = format!(
-        "{}  {}  {}  {}  RESOURCES\n",
+        "{}  {}  {}  {}  {}  VERIFIED\n",
         pad("CLUSTER", cw),
         pad("STATUS", sw),
         pad("BY RUN", bw),
-        pad("LAST RUN", lw)
+        pad("LAST RUN", lw),
+        pad("RESOURCES", rw)
     );
-    for ((r, b), l) in rows.iter().zip(&bys).zip(&lasts) {
+    for (((r, b), l), res) in rows.iter().zip(&bys).zip(&lasts).zip(&ress) {
+        let verified = match &r.verified {
+            None => "-".to_string(),
+            Some(v) if v.ok => format!("ok at {}", v.at),
+            Some(v) => format!("{} not ok at {}", v.drift.len(), v.at),
+        };
         let _ = writeln!(
             o,
-            "{}  {}  {}  {}  {}{}",
+            "{}  {}  {}  {}  {}  {}",
             pad(&r.cluster, cw),
             pad(&r.status, sw),
             pad(b, bw),
             pad(l, lw),
-            r.resources,
-            if r.persistent > 0 {
-                format!(" ({} persistent)", r.persistent)
-            } else {
-                String::new()
-            }
+            pad(res, rw),
+            verified
         );
+    }
+    o
+}
+
+/// The lines `history` adds about a cluster's newest verify.
+pub fn verified(cluster: &str, v: &crate::views::model::Verified) -> String {
+    let mut o = format!(
+        "\nCluster {cluster} was last verified at {} by {}: {}\n",
+        v.at,
+        v.by,
+        if v.ok {
+            "everything was as the journal says".to_string()
+        } else {
+            format!(
+                "{} check(s) not ok (`hcp-workflow verify cluster/{cluster}` checks again)",
+                v.drift.len()
+            )
+        }
+    );
+    for d in &v.drift {
+        let _ = writeln!(o, "  {:<8} {} {}", d.verdict, d.check, d.resource);
+        let _ = writeln!(o, "           expected {}; found {}", d.expected, d.found);
     }
     o
 }

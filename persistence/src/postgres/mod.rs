@@ -21,8 +21,8 @@ use crate::error::{bad_row, classify, migrate_error};
 use crate::rows;
 use async_trait::async_trait;
 use hcp_runtime::store::{
-    Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewRun, RunFilter,
-    RunId, RunRecord, RunSummary, StoredEvent,
+    Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewReport, NewRun,
+    ReportFilter, ReportRecord, RunFilter, RunId, RunRecord, RunSummary, StoredEvent,
 };
 use hcp_runtime::{StoreError, Timestamp};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
@@ -798,5 +798,103 @@ impl JournalStore for PostgresStore {
 
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.wake.subscribe()
+    }
+
+    async fn record_report(&self, r: NewReport) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO reports (kind, subject, at, ok, made_by, data) \
+             VALUES ($1, $2, hcp_ts($3), $4, $5, $6) RETURNING id",
+        )
+        .bind(&r.kind)
+        .bind(&r.subject)
+        .bind(r.at.0)
+        .bind(r.ok)
+        .bind(&r.by)
+        .bind(&r.data)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        if r.keep > 0 {
+            sqlx::query(
+                "DELETE FROM reports WHERE kind = $1 AND subject = $2 AND id < \
+                 (SELECT id FROM reports WHERE kind = $1 AND subject = $2 \
+                  ORDER BY id DESC LIMIT 1 OFFSET $3)",
+            )
+            .bind(&r.kind)
+            .bind(&r.subject)
+            .bind(i64::try_from(r.keep - 1).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(id)
+    }
+
+    async fn list_reports(&self, filter: &ReportFilter) -> Result<Vec<ReportRecord>, StoreError> {
+        let mut q = QueryBuilder::<Postgres>::new(
+            "SELECT id, kind, subject, hcp_ms(at), ok, made_by, data FROM reports r WHERE kind = ",
+        );
+        q.push_bind(filter.kind.as_str());
+        if let Some(s) = &filter.subject {
+            q.push(" AND subject = ").push_bind(s.as_str());
+        }
+        if filter.latest_only {
+            q.push(
+                " AND id = (SELECT max(id) FROM reports x \
+                 WHERE x.kind = r.kind AND x.subject = r.subject)",
+            );
+        }
+        q.push(" ORDER BY id DESC");
+        if filter.limit > 0 {
+            q.push(" LIMIT ")
+                .push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
+        }
+        q.build()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)?
+            .iter()
+            .map(|row| {
+                Ok(ReportRecord {
+                    id: row.try_get(0).map_err(classify)?,
+                    kind: row.try_get(1).map_err(classify)?,
+                    subject: row.try_get(2).map_err(classify)?,
+                    at: Timestamp(row.try_get(3).map_err(classify)?),
+                    ok: row.try_get(4).map_err(classify)?,
+                    by: row.try_get(5).map_err(classify)?,
+                    data: row.try_get(6).map_err(classify)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_schedule(
+        &self,
+        key: &str,
+        by: &str,
+        now: Timestamp,
+        next: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // One statement: a new slot is inserted; a due one is updated; a slot another
+        // claimant just moved on is left alone (its row lock makes this one wait for that
+        // commit, then re-check the WHERE against the new due time).
+        let claimed: Option<String> = sqlx::query_scalar(
+            "INSERT INTO schedules (key, next_at, claimed_by, claimed_at) \
+             VALUES ($1, hcp_ts($2), $3, hcp_ts($4)) \
+             ON CONFLICT (key) DO UPDATE SET next_at = excluded.next_at, \
+                 claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at \
+             WHERE schedules.next_at <= hcp_ts($4) \
+             RETURNING key",
+        )
+        .bind(key)
+        .bind(next.0)
+        .bind(by)
+        .bind(now.0)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(classify)?;
+        Ok(claimed.is_some())
     }
 }

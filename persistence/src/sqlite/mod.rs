@@ -22,8 +22,8 @@ mod writer;
 use crate::error::{bad_row, classify, migrate_error};
 use async_trait::async_trait;
 use hcp_runtime::store::{
-    Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewRun, RunFilter,
-    RunId, RunRecord, RunSummary, StoredEvent,
+    Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewReport, NewRun,
+    ReportFilter, ReportRecord, RunFilter, RunId, RunRecord, RunSummary, StoredEvent,
 };
 use hcp_runtime::{StoreError, Timestamp};
 pub use ops::SqliteSettings;
@@ -655,5 +655,69 @@ impl JournalStore for SqliteStore {
 
     fn subscribe(&self) -> watch::Receiver<u64> {
         self.wake.subscribe()
+    }
+
+    async fn record_report(&self, report: NewReport) -> Result<i64, StoreError> {
+        match self.write(WriteOp::RecordReport(report)).await? {
+            WriteOk::ReportId(id) => Ok(id),
+            other => Err(unexpected("record_report", other)),
+        }
+    }
+
+    async fn list_reports(&self, filter: &ReportFilter) -> Result<Vec<ReportRecord>, StoreError> {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT id, kind, subject, at, ok, made_by, data FROM reports r WHERE kind = ",
+        );
+        q.push_bind(filter.kind.as_str());
+        if let Some(s) = &filter.subject {
+            q.push(" AND subject = ").push_bind(s.as_str());
+        }
+        if filter.latest_only {
+            q.push(
+                " AND id = (SELECT max(id) FROM reports x \
+                 WHERE x.kind = r.kind AND x.subject = r.subject)",
+            );
+        }
+        q.push(" ORDER BY id DESC");
+        if filter.limit > 0 {
+            q.push(" LIMIT ")
+                .push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
+        }
+        q.build()
+            .fetch_all(&self.readers)
+            .await
+            .map_err(classify)?
+            .iter()
+            .map(|row| {
+                Ok(ReportRecord {
+                    id: row.try_get(0).map_err(classify)?,
+                    kind: row.try_get(1).map_err(classify)?,
+                    subject: row.try_get(2).map_err(classify)?,
+                    at: Timestamp(row.try_get(3).map_err(classify)?),
+                    ok: row.try_get(4).map_err(classify)?,
+                    by: row.try_get(5).map_err(classify)?,
+                    data: row.try_get(6).map_err(classify)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_schedule(
+        &self,
+        key: &str,
+        by: &str,
+        now: Timestamp,
+        next: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let op = WriteOp::ClaimSchedule {
+            key: key.to_string(),
+            by: by.to_string(),
+            now,
+            next,
+        };
+        match self.write(op).await? {
+            WriteOk::Claimed(c) => Ok(c),
+            other => Err(unexpected("claim_schedule", other)),
+        }
     }
 }

@@ -16,7 +16,7 @@ use super::{id_text, parse_id};
 use crate::error::classify;
 use hcp_runtime::StoreError;
 use hcp_runtime::Timestamp;
-use hcp_runtime::store::{Append, CreateOutcome, Lease, NewCommand, NewRun, RunId};
+use hcp_runtime::store::{Append, CreateOutcome, Lease, NewCommand, NewReport, NewRun, RunId};
 use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 use std::sync::OnceLock;
@@ -52,6 +52,13 @@ pub(crate) enum WriteOp {
     },
     /// `claim_executor`: every other lease holder is dead.
     ReleaseAllLeases,
+    RecordReport(NewReport),
+    ClaimSchedule {
+        key: String,
+        by: String,
+        now: Timestamp,
+        next: Timestamp,
+    },
     /// Diagnostics: the writer connection's settings.
     Settings,
 }
@@ -65,6 +72,8 @@ pub(crate) enum WriteOk {
     Runs(Vec<RunId>),
     Unit,
     CommandId(i64),
+    ReportId(i64),
+    Claimed(bool),
     Count(u64),
     Settings(SqliteSettings),
 }
@@ -129,6 +138,10 @@ pub(crate) async fn apply(
             .await
             .map(WriteOk::CommandId),
         WriteOp::ReleaseAllLeases => release_all_leases(conn).await.map(WriteOk::Count),
+        WriteOp::RecordReport(r) => record_report(conn, r).await.map(WriteOk::ReportId),
+        WriteOp::ClaimSchedule { key, by, now, next } => claim_schedule(conn, key, by, *now, *next)
+            .await
+            .map(WriteOk::Claimed),
         WriteOp::Settings => settings(conn).await.map(WriteOk::Settings),
     }
 }
@@ -666,6 +679,63 @@ async fn submit_command(
     .await
     .map_err(classify)?;
     ids.first().copied().ok_or(StoreError::NotFound(run))
+}
+
+async fn record_report(conn: &mut SqliteConnection, r: &NewReport) -> Result<i64, StoreError> {
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO reports (kind, subject, at, ok, made_by, data) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+    )
+    .bind(&r.kind)
+    .bind(&r.subject)
+    .bind(r.at.0)
+    .bind(r.ok)
+    .bind(&r.by)
+    .bind(&r.data)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(classify)?;
+    if r.keep > 0 {
+        // Everything of this subject older than its `keep`-th newest report.
+        sqlx::query(
+            "DELETE FROM reports WHERE kind = ?1 AND subject = ?2 AND id < \
+             (SELECT id FROM reports WHERE kind = ?1 AND subject = ?2 \
+              ORDER BY id DESC LIMIT 1 OFFSET ?3)",
+        )
+        .bind(&r.kind)
+        .bind(&r.subject)
+        .bind(i64::try_from(r.keep - 1).unwrap_or(i64::MAX))
+        .execute(&mut *conn)
+        .await
+        .map_err(classify)?;
+    }
+    Ok(id)
+}
+
+async fn claim_schedule(
+    conn: &mut SqliteConnection,
+    key: &str,
+    by: &str,
+    now: Timestamp,
+    next: Timestamp,
+) -> Result<bool, StoreError> {
+    // Inside the writer's IMMEDIATE transaction: no other process writes between the check
+    // and the update (the WHERE of the upsert is the check).
+    let claimed: Option<String> = sqlx::query_scalar(
+        "INSERT INTO schedules (key, next_at, claimed_by, claimed_at) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (key) DO UPDATE SET next_at = excluded.next_at, \
+             claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at \
+         WHERE schedules.next_at <= ?4 \
+         RETURNING key",
+    )
+    .bind(key)
+    .bind(next.0)
+    .bind(by)
+    .bind(now.0)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(classify)?;
+    Ok(claimed.is_some())
 }
 
 async fn release_all_leases(conn: &mut SqliteConnection) -> Result<u64, StoreError> {
