@@ -311,6 +311,46 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         .filter(|r| r.path.starts_with("/subscriptions/"))
         .count();
     let throttled = log.iter().filter(|r| r.status == 429).count();
+    // The floor the budget allows (issue 26): each class's requests beyond its burst, over
+    // its refill rate; the slowest class bounds the wall time.
+    let budget = hcp_activities::azure::budget::global();
+    let stats = budget.stats();
+    let share = budget.share_of_default();
+    let mut floor = 0.0f64;
+    let mut classes = serde_json::Map::new();
+    for class in [
+        hcp_activities::azure::budget::Class::Read,
+        hcp_activities::azure::budget::Class::Write,
+        hcp_activities::azure::budget::Class::Delete,
+    ] {
+        let sent = log
+            .iter()
+            .filter(|r| r.path.starts_with("/subscriptions/") && r.status != 429)
+            .filter(|r| match class {
+                hcp_activities::azure::budget::Class::Read => {
+                    r.method == "GET" || r.method == "HEAD"
+                }
+                hcp_activities::azure::budget::Class::Delete => r.method == "DELETE",
+                hcp_activities::azure::budget::Class::Write => {
+                    !matches!(r.method.as_str(), "GET" | "HEAD" | "DELETE")
+                }
+            })
+            .count() as f64;
+        let (cap, rate) = class.documented();
+        if let Some(s) = share {
+            floor = floor.max((sent - cap * s).max(0.0) / (rate * s));
+        }
+        let (used, waited, deferred) = stats
+            .iter()
+            .filter(|(k, _)| k.class == class)
+            .fold((0, 0, 0), |(u, w, d), (_, st)| {
+                (u + st.used, w + st.waited_ms, d + st.deferred)
+            });
+        classes.insert(
+            class.as_str().into(),
+            serde_json::json!({"sent": sent, "budget_used": used, "budget_waited_s": round(waited as f64 / 1e3), "deferred": deferred}),
+        );
+    }
     let mean = |f: fn(&(f64, f64, f64)) -> f64| {
         per_run.iter().map(f).sum::<f64>() / per_run.len().max(1) as f64
     };
@@ -326,6 +366,10 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
             "mean_sequential_sum_s": round(seq), "sequential_over_wall": round(seq / wall),
             "arm_requests_per_create": round(arm as f64 / a.creates as f64),
             "throttled_responses": throttled,
+            "arm_share": share,
+            "budget_floor_s": round(floor),
+            "wall_over_budget_floor": if floor > 0.0 { serde_json::json!(round(wall_all / floor)) } else { serde_json::Value::Null },
+            "by_class": classes,
             "steps_per_create": e.view(runs[0]).await?.dag.nodes.len(),
         }),
     );

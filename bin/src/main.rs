@@ -66,8 +66,58 @@ struct Cli {
     log_format: LogFormat,
     #[command(flatten)]
     reach: cluster::ReachArgs,
+    /// The share of ARM's documented per-subscription buckets (reads 250 at 25/s, writes and
+    /// deletes 200 at 10/s) this process's runs may use: `0.5` (the default: half is left to
+    /// the guest clusters and everything else in the subscription), `SUBSCRIPTION=0.8` for
+    /// one subscription (repeatable), or `off`. On Postgres every worker shares one budget.
+    #[arg(long, global = true, help_heading = "Global options", env = "HCP_ARM_SHARE", value_name = "SHARE|SUBSCRIPTION=SHARE|off", value_delimiter = ',', value_parser = parse_arm_share)]
+    arm_share: Vec<ArmShare>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// One `--arm-share` value.
+#[derive(Debug, Clone, PartialEq)]
+enum ArmShare {
+    Off,
+    All(f64),
+    One(String, f64),
+}
+
+fn parse_arm_share(s: &str) -> Result<ArmShare, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(ArmShare::Off);
+    }
+    let share = |v: &str| -> Result<f64, String> {
+        match v.trim().parse::<f64>() {
+            Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+            _ => Err(format!(
+                "{v:?} is not a share: give a number above 0 and at most 1 (0.5 leaves half of each ARM bucket to the rest of the subscription), SUBSCRIPTION=SHARE, or off"
+            )),
+        }
+    };
+    match s.split_once('=') {
+        Some((sub, v)) if !sub.trim().is_empty() => {
+            Ok(ArmShare::One(sub.trim().to_ascii_lowercase(), share(v)?))
+        }
+        _ => share(s).map(ArmShare::All),
+    }
+}
+
+/// Size this process's ARM budget from `--arm-share`.
+fn configure_budget(shares: &[ArmShare]) {
+    let mut cfg = hcp_activities::azure::budget::BudgetConfig::default();
+    for s in shares {
+        match s {
+            ArmShare::Off => cfg.enabled = false,
+            ArmShare::All(f) => cfg.share = *f,
+            ArmShare::One(sub, f) => {
+                cfg.shares.insert(sub.clone(), *f);
+            }
+        }
+    }
+    hcp_activities::azure::budget::global().configure(cfg);
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -594,6 +644,7 @@ async fn run(cli: Cli) -> Result<u8> {
     let out = cli.output;
     let db = cli.database;
     target::set_database(&db);
+    configure_budget(&cli.arm_share);
     let reach = cli.reach;
     match cli.command {
         Command::Worker(a) => ops::worker(&db, &reach, a).await,

@@ -153,6 +153,13 @@ fn engine_with(
     };
     let mut c = config();
     c.targets = targets;
+    // On Postgres, several workers run a subscription's requests: they share its ARM budget
+    // through the journal (issue 26). SQLite has one executor per file: in-process is all.
+    if store.backend() == "postgres" {
+        hcp_activities::azure::budget::global().share_through(Arc::new(
+            hcp_activities::azure::budget::JournalTokens(store.clone()),
+        ));
+    }
     Engine::with(store, registry, Arc::new(SystemClock), hooks, c)
 }
 

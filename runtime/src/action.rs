@@ -120,6 +120,38 @@ pub(crate) trait CheckpointSink: Send + Sync {
     ) -> BoxFuture<'a, Result<(), StepError>>;
 }
 
+tokio::task_local! {
+    static CURRENT_STEP: StepInfo;
+}
+
+/// Which step the current task runs, for code far below the step that has no
+/// [`StepContext`] (an HTTP client deciding whose request goes first). Set by the engine
+/// around every attempt; read with [`current_step`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepInfo {
+    /// The run.
+    pub run_id: Uuid,
+    /// Its workflow (the DAG's name).
+    pub workflow: String,
+    /// The node.
+    pub node: String,
+    /// Action or undo.
+    pub phase: Phase,
+    /// How far the run is: its succeeded nodes over all its nodes (0 to 1) when the
+    /// attempt began.
+    pub progress: f32,
+}
+
+/// The step the current task is running an attempt of, if any.
+pub fn current_step() -> Option<StepInfo> {
+    CURRENT_STEP.try_with(Clone::clone).ok()
+}
+
+/// Run `f` as an attempt of `info` ([`current_step`] inside it says so).
+pub async fn in_step<F: std::future::Future>(info: StepInfo, f: F) -> F::Output {
+    CURRENT_STEP.scope(info, f).await
+}
+
 /// Everything a step may know about its run.
 pub struct StepContext {
     pub(crate) run_id: Uuid,

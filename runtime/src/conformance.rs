@@ -986,6 +986,44 @@ pub async fn a_due_schedule_slot_has_exactly_one_claimant(h: &dyn Harness) {
     assert_eq!(won, 1, "exactly one claimant of a due slot");
 }
 
+pub async fn shared_token_buckets_never_grant_more_than_capacity_plus_refill(h: &dyn Harness) {
+    let s = h.fresh().await;
+    // New: full. Whole tokens only, up to what was asked.
+    let g = s
+        .take_tokens("arm/s/write", 4, 10.0, 0.0, T0)
+        .await
+        .unwrap();
+    assert_eq!((g.granted, g.left), (4, 6.0));
+    // Many takers at once: together never more than what is left (no refill).
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            s.take_tokens("arm/s/write", 2, 10.0, 0.0, T0)
+                .await
+                .unwrap()
+                .granted
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 6, "granted exactly what was left");
+    let g = s
+        .take_tokens("arm/s/write", 1, 10.0, 0.0, T0)
+        .await
+        .unwrap();
+    assert_eq!(g.granted, 0);
+    assert!(
+        g.next_token_in() >= Duration::from_secs(3600),
+        "no refill: never"
+    );
+    // Another key is another bucket.
+    let g = s.take_tokens("arm/s/read", 3, 5.0, 1.0, T0).await.unwrap();
+    assert_eq!(g.granted, 3);
+}
+
 /// Expand to one `#[tokio::test]` per conformance case for harness expression `$h`.
 #[macro_export]
 macro_rules! conformance_tests {
@@ -1001,6 +1039,7 @@ macro_rules! conformance_tests {
             corrupt_row_is_returned_raw, claim_executor_is_reentrant,
             reports_are_kept_newest_first_and_pruned,
             a_due_schedule_slot_has_exactly_one_claimant,
+            shared_token_buckets_never_grant_more_than_capacity_plus_refill,
             load_runs_returns_each_run_whole, concurrent_appends_are_fenced_one_by_one,
             engine_runs_saga_to_completion,
             engine_parks_corrupt_run_and_others_go_on, engine_unwinds_in_reverse,

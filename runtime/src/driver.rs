@@ -726,6 +726,18 @@ impl RunDriver {
         let output = st.output.clone();
         let hooks = self.sh.hooks.clone();
         let run_id = self.lease.run_id;
+        let done = view
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.status, crate::journal::NodeStatus::Succeeded))
+            .count();
+        let info = crate::action::StepInfo {
+            run_id,
+            workflow: view.dag.workflow.clone(),
+            node: spec.name.clone(),
+            phase,
+            progress: done as f32 / view.nodes.len().max(1) as f32,
+        };
         let span = info_span!("step", node = %spec.name, ?phase, attempt);
         let h = tasks.spawn(
             async move {
@@ -748,7 +760,8 @@ impl RunDriver {
                                 }
                             }
                         };
-                        match tokio::time::timeout(timeout, fut).await {
+                        match tokio::time::timeout(timeout, crate::action::in_step(info, fut)).await
+                        {
                             Ok(r) => r,
                             Err(_) => Err(StepError::retryable(
                                 kind::TIMEOUT,

@@ -36,7 +36,8 @@ pub mod testkit;
 pub mod time;
 
 pub use action::{
-    Action, CheckpointCell, Outcome, Phase, Registry, RegistryError, StepContext, UndoOutcome,
+    Action, CheckpointCell, Outcome, Phase, Registry, RegistryError, StepContext, StepInfo,
+    UndoOutcome, current_step, in_step,
 };
 pub use dag::{DagError, FailurePolicy, NodeOptions, NodeSpec, Ref, SagaBuilder, SagaDag};
 pub use engine::{
@@ -52,6 +53,6 @@ pub use memory::MemoryStore;
 pub use retry::RetryPolicy;
 pub use store::{
     ExecutorHolder, JournalStore, NewReport, ReportFilter, ReportRecord, RunFilter, RunId,
-    RunSummary, StoreError,
+    RunSummary, StoreError, TokenGrant,
 };
 pub use time::{Clock, SystemClock, Timestamp, TokioClock};

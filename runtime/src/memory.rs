@@ -25,6 +25,7 @@ struct Inner {
     reports: Vec<ReportRecord>,
     next_report: i64,
     schedules: HashMap<String, Timestamp>,
+    buckets: HashMap<String, (f64, Timestamp)>,
 }
 
 /// In-memory journal store.
@@ -383,6 +384,28 @@ impl JournalStore for MemoryStore {
             out.truncate(filter.limit);
         }
         Ok(out)
+    }
+
+    async fn take_tokens(
+        &self,
+        key: &str,
+        want: u32,
+        capacity: f64,
+        per_second: f64,
+        now: Timestamp,
+    ) -> Result<TokenGrant, StoreError> {
+        let mut g = self.lock()?;
+        let (tokens, at) = g.buckets.get(key).copied().unwrap_or((capacity, now));
+        let elapsed = (now.0 - at.0).max(0) as f64 / 1000.0;
+        let level = (tokens + elapsed * per_second).min(capacity);
+        let granted = level.floor().clamp(0.0, f64::from(want)) as u32;
+        let left = level - f64::from(granted);
+        g.buckets.insert(key.to_string(), (left, now.max(at)));
+        Ok(TokenGrant {
+            granted,
+            left,
+            per_second,
+        })
     }
 
     async fn claim_schedule(

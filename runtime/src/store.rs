@@ -34,6 +34,9 @@
 //!   holder drains; a run with pending commands is acquirable even if it has no timer.
 //! - **Reports beside runs.** [`JournalStore::record_report`] keeps what a read-only check
 //!   found (a cluster's verify), newest first per subject, pruned to the newest `keep`.
+//! - **Shared token buckets.** [`JournalStore::take_tokens`] refills and takes in one
+//!   atomic step: tokens granted to all processes together never exceed the bucket's
+//!   capacity plus its refill since it was created.
 //! - **One claimant per schedule slot.** [`JournalStore::claim_schedule`] is a compare and
 //!   set on the slot's next due time: of any number of processes asking at once for a slot
 //!   that is due, exactly one gets `true`; the next due time it sets survives restarts.
@@ -277,6 +280,30 @@ pub struct ReportRecord {
     pub data: String,
 }
 
+/// What [`JournalStore::take_tokens`] granted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenGrant {
+    /// Whole tokens taken (at most what was asked).
+    pub granted: u32,
+    /// Tokens left in the bucket after the take (fractional).
+    pub left: f64,
+    /// The bucket's refill rate (tokens per second), as given.
+    pub per_second: f64,
+}
+
+impl TokenGrant {
+    /// How long until the bucket holds one whole token again.
+    pub fn next_token_in(&self) -> Duration {
+        if self.left >= 1.0 {
+            Duration::ZERO
+        } else if self.per_second <= 0.0 {
+            Duration::from_secs(3600)
+        } else {
+            Duration::from_secs_f64((1.0 - self.left) / self.per_second)
+        }
+    }
+}
+
 /// Filter for [`JournalStore::list_reports`].
 #[derive(Clone, Debug, Default)]
 pub struct ReportFilter {
@@ -508,6 +535,20 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
 
     /// Reports, newest first (by id).
     async fn list_reports(&self, filter: &ReportFilter) -> Result<Vec<ReportRecord>, StoreError>;
+
+    /// A token bucket shared by every process on this journal (e.g. one ARM subscription's
+    /// write budget): refill bucket `key` (`capacity` tokens, `per_second` refill, full when
+    /// first used) to now, then take up to `want` whole tokens. SQLite and memory use `now`;
+    /// Postgres uses the database's clock, so workers whose clocks disagree still share one
+    /// bucket. Atomic across processes.
+    async fn take_tokens(
+        &self,
+        key: &str,
+        want: u32,
+        capacity: f64,
+        per_second: f64,
+        now: Timestamp,
+    ) -> Result<TokenGrant, StoreError>;
 
     /// Claim the schedule slot `key` for `by` at `now`: when no slot `key` exists yet, or
     /// its next due time is at or before `now`, set it to `next` and return `true`;

@@ -13,10 +13,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
-/// Token-bucket limits per subscription (DOMAIN.md §6: reads ≈250 burst at 25/s,
-/// writes ≈200 burst at 10/s). Throttling runs on real (tokio) time, not scaled time:
-/// it models what a client must survive per wall-clock second.
+/// ARM's subscription throttling, as Microsoft documents it since the 2024 move to regional
+/// token buckets ("Understand how Azure Resource Manager throttles requests",
+/// learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling,
+/// "Regional throttling and token bucket algorithm"): per subscription, **per service
+/// principal and per operation type**, reads 250 tokens refilled at 25/s, writes 200 at
+/// 10/s, deletes 200 at 10/s; and per subscription and operation type a global limit "15
+/// times the individual service principal limit" that all principals share. A request is
+/// throttled when either bucket is empty. Runs on real (tokio) time, not scaled time: it
+/// models what a client must survive per wall-clock second.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct ThrottleConfig {
     /// When false, no request is ever throttled.
     pub enabled: bool,
@@ -24,10 +31,17 @@ pub struct ThrottleConfig {
     pub read_burst: u32,
     /// Read tokens added per second.
     pub read_per_second: f64,
-    /// Write (PUT/PATCH/POST/DELETE) bucket capacity.
+    /// Write (PUT/PATCH/POST) bucket capacity.
     pub write_burst: u32,
     /// Write tokens added per second.
     pub write_per_second: f64,
+    /// Delete bucket capacity.
+    pub delete_burst: u32,
+    /// Delete tokens added per second.
+    pub delete_per_second: f64,
+    /// The subscription's global bucket of each operation type, shared by every principal,
+    /// is this many times a principal's (15 in the documentation).
+    pub global_multiplier: u32,
 }
 
 impl Default for ThrottleConfig {
@@ -38,6 +52,9 @@ impl Default for ThrottleConfig {
             read_per_second: 25.0,
             write_burst: 200,
             write_per_second: 10.0,
+            delete_burst: 200,
+            delete_per_second: 10.0,
+            global_multiplier: 15,
         }
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::faults::FaultAction;
 use crate::sim::{RequestRecord, Simulator, lock};
-use crate::throttle::Take;
+use crate::throttle::{OpClass, Take};
 use crate::{arm, blob, control, entra, kube};
 
 /// Largest request body accepted (blobs and ARM bodies are small).
@@ -242,13 +242,14 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
     if surface == Surface::Arm
         && let Some(sub) = arm::subscription_of(&req)
     {
-        let write = !matches!(req.method, Method::GET | Method::HEAD);
-        let take = lock(&sim.inner.throttle).take(&sub, write);
+        let class = OpClass::of(&req.method);
+        let principal = principal_of(&req);
+        let take = lock(&sim.inner.throttle).take(&sub, &principal, class);
         match take {
             Take::Throttled(secs) => {
                 let msg = format!(
-                    "Number of {} requests for subscription '{sub}' exceeded the limit. Please try again after {secs} seconds.",
-                    if write { "write" } else { "read" }
+                    "Number of '{}' requests for subscription '{sub}' actor '{principal}' exceeded. Please try again after '{secs}' seconds after additional tokens are available. Refer to https://aka.ms/arm-throttling",
+                    class.singular()
                 );
                 let mut resp = arm::error_response(429, "SubscriptionRequestsThrottled", &msg);
                 set_header(&mut resp, "retry-after", &secs.to_string());
@@ -261,14 +262,11 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
                 );
                 return resp;
             }
-            Take::Ok(left) => {
+            Take::Ok { left, global_left } => {
                 let mut resp = arm::handle(&sim, &req, fail_async).await;
-                let name = if write {
-                    "x-ms-ratelimit-remaining-subscription-writes"
-                } else {
-                    "x-ms-ratelimit-remaining-subscription-reads"
-                };
-                set_header(&mut resp, name, &left.to_string());
+                let (own, global) = class.headers();
+                set_header(&mut resp, own, &left.to_string());
+                set_header(&mut resp, global, &global_left.to_string());
                 return finish(&sim, seq, &req, resp);
             }
         }
@@ -362,4 +360,29 @@ pub(crate) fn empty(status: u16) -> Response {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp
+}
+
+/// Who is calling, for ARM's per-principal buckets: the `appid` (else `oid`) of the bearer
+/// token the simulator's Entra issued, read without verifying it (the simulator signs
+/// nothing); `anonymous` for anything else.
+fn principal_of(req: &Req) -> String {
+    use base64::Engine as _;
+    let claims = req
+        .header("authorization")
+        .and_then(|a| {
+            a.strip_prefix("Bearer ")
+                .or_else(|| a.strip_prefix("bearer "))
+        })
+        .and_then(|t| t.split('.').nth(1))
+        .and_then(|p| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p.trim_end_matches('='))
+                .ok()
+        })
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    claims
+        .as_ref()
+        .and_then(|c| c.get("appid").or_else(|| c.get("oid")))
+        .and_then(|v| v.as_str())
+        .map_or_else(|| "anonymous".to_string(), str::to_string)
 }

@@ -1,14 +1,65 @@
-//! ARM throttling: one read and one write token bucket per subscription.
+//! ARM throttling: token buckets per subscription, service principal and operation type,
+//! plus each subscription's global bucket per operation type (see [`ThrottleConfig`] for
+//! the documentation modelled).
 //!
-//! Real ARM keeps buckets per subscription *and region instance*; a single client talks to
-//! one instance, so per subscription is what a client observes. Buckets refill on tokio
-//! time (not scaled time), so paused-time tests can refill them with `advance`.
+//! Real ARM keeps buckets per subscription *and region*; a client talks to one region, so
+//! per subscription is what it observes. Buckets refill on tokio time (not scaled time), so
+//! paused-time tests can refill them with `advance`.
 
 use std::collections::HashMap;
 
 use tokio::time::Instant;
 
 use crate::config::ThrottleConfig;
+
+/// ARM's operation types, each with its own buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum OpClass {
+    /// GET, HEAD.
+    Read,
+    /// PUT, PATCH, POST.
+    Write,
+    /// DELETE.
+    Delete,
+}
+
+impl OpClass {
+    /// The class of an HTTP method.
+    pub(crate) fn of(method: &axum::http::Method) -> Self {
+        match *method {
+            axum::http::Method::GET | axum::http::Method::HEAD => OpClass::Read,
+            axum::http::Method::DELETE => OpClass::Delete,
+            _ => OpClass::Write,
+        }
+    }
+
+    /// ARM's headers of what is left: the principal's bucket, the subscription's global one.
+    pub(crate) fn headers(self) -> (&'static str, &'static str) {
+        match self {
+            OpClass::Read => (
+                "x-ms-ratelimit-remaining-subscription-reads",
+                "x-ms-ratelimit-remaining-subscription-global-reads",
+            ),
+            OpClass::Write => (
+                "x-ms-ratelimit-remaining-subscription-writes",
+                "x-ms-ratelimit-remaining-subscription-global-writes",
+            ),
+            OpClass::Delete => (
+                "x-ms-ratelimit-remaining-subscription-deletes",
+                "x-ms-ratelimit-remaining-subscription-global-deletes",
+            ),
+        }
+    }
+
+    /// The word of ARM's throttling message.
+    pub(crate) fn singular(self) -> &'static str {
+        match self {
+            OpClass::Read => "read",
+            OpClass::Write => "write",
+            OpClass::Delete => "delete",
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Bucket {
@@ -19,8 +70,10 @@ struct Bucket {
 /// Outcome of taking a token.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Take {
-    /// Allowed; tokens left (reported in `x-ms-ratelimit-remaining-subscription-*`).
-    Ok(u32),
+    /// Allowed; tokens left in the principal's bucket and in the subscription's global one
+    /// (reported in `x-ms-ratelimit-remaining-subscription-{reads,writes,deletes}` and
+    /// `x-ms-ratelimit-remaining-subscription-global-…`).
+    Ok { left: u32, global_left: u32 },
     /// Throttled; seconds until a token is available.
     Throttled(u64),
 }
@@ -28,7 +81,8 @@ pub(crate) enum Take {
 #[derive(Debug)]
 pub(crate) struct Throttle {
     cfg: ThrottleConfig,
-    buckets: HashMap<(String, bool), Bucket>,
+    /// (subscription, principal or `None` for the global bucket, class) → bucket.
+    buckets: HashMap<(String, Option<String>, OpClass), Bucket>,
 }
 
 impl Throttle {
@@ -39,33 +93,70 @@ impl Throttle {
         }
     }
 
-    pub(crate) fn take(&mut self, subscription: &str, write: bool) -> Take {
-        let (burst, rate) = if write {
-            (self.cfg.write_burst, self.cfg.write_per_second)
-        } else {
-            (self.cfg.read_burst, self.cfg.read_per_second)
+    fn limits(&self, class: OpClass) -> (f64, f64) {
+        let (burst, rate) = match class {
+            OpClass::Read => (self.cfg.read_burst, self.cfg.read_per_second),
+            OpClass::Write => (self.cfg.write_burst, self.cfg.write_per_second),
+            OpClass::Delete => (self.cfg.delete_burst, self.cfg.delete_per_second),
         };
+        (f64::from(burst), rate)
+    }
+
+    /// The bucket's tokens now (refilled), and its refill rate.
+    fn level(&mut self, key: (String, Option<String>, OpClass), now: Instant) -> (f64, f64) {
+        let (mut burst, mut rate) = self.limits(key.2);
+        if key.1.is_none() {
+            let m = f64::from(self.cfg.global_multiplier.max(1));
+            burst *= m;
+            rate *= m;
+        }
+        let b = self.buckets.entry(key).or_insert(Bucket {
+            tokens: burst,
+            last: now,
+        });
+        let elapsed = now.duration_since(b.last).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * rate).min(burst);
+        b.last = now;
+        (b.tokens, rate)
+    }
+
+    /// Take one token of `class` for `principal` in `subscription`: from its own bucket and
+    /// from the subscription's global one, or from neither.
+    pub(crate) fn take(&mut self, subscription: &str, principal: &str, class: OpClass) -> Take {
         if !self.cfg.enabled {
-            return Take::Ok(burst);
+            let (burst, _) = self.limits(class);
+            return Take::Ok {
+                left: burst as u32,
+                global_left: (burst as u32).saturating_mul(self.cfg.global_multiplier),
+            };
         }
         let now = Instant::now();
-        let b = self
-            .buckets
-            .entry((subscription.to_ascii_lowercase(), write))
-            .or_insert(Bucket {
-                tokens: f64::from(burst),
-                last: now,
-            });
-        let elapsed = now.duration_since(b.last).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * rate).min(f64::from(burst));
-        b.last = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            Take::Ok(b.tokens.floor() as u32)
-        } else if rate <= 0.0 {
-            Take::Throttled(3600)
-        } else {
-            Take::Throttled(((1.0 - b.tokens) / rate).ceil().max(1.0) as u64)
+        let sub = subscription.to_ascii_lowercase();
+        let own_key = (sub.clone(), Some(principal.to_ascii_lowercase()), class);
+        let global_key = (sub, None, class);
+        let (own, own_rate) = self.level(own_key.clone(), now);
+        let (global, global_rate) = self.level(global_key.clone(), now);
+        let wait = |tokens: f64, rate: f64| {
+            if tokens >= 1.0 {
+                0
+            } else if rate <= 0.0 {
+                3600
+            } else {
+                ((1.0 - tokens) / rate).ceil().max(1.0) as u64
+            }
+        };
+        let secs = wait(own, own_rate).max(wait(global, global_rate));
+        if secs > 0 {
+            return Take::Throttled(secs);
+        }
+        for key in [own_key, global_key] {
+            if let Some(b) = self.buckets.get_mut(&key) {
+                b.tokens -= 1.0;
+            }
+        }
+        Take::Ok {
+            left: (own - 1.0).floor() as u32,
+            global_left: (global - 1.0).floor() as u32,
         }
     }
 }
@@ -75,19 +166,28 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn bucket_empties_and_refills() {
+    async fn buckets_are_per_principal_and_class_under_a_global_one() {
         let cfg = ThrottleConfig {
             read_burst: 2,
             read_per_second: 1.0,
+            global_multiplier: 2,
             ..ThrottleConfig::default()
         };
         let mut t = Throttle::new(cfg);
-        assert_eq!(t.take("s", false), Take::Ok(1));
-        assert_eq!(t.take("s", false), Take::Ok(0));
-        assert_eq!(t.take("s", false), Take::Throttled(1));
-        // Writes have their own bucket.
-        assert!(matches!(t.take("s", true), Take::Ok(_)));
+        let ok = |left, global_left| Take::Ok { left, global_left };
+        assert_eq!(t.take("s", "a", OpClass::Read), ok(1, 3));
+        assert_eq!(t.take("s", "a", OpClass::Read), ok(0, 2));
+        assert_eq!(t.take("s", "a", OpClass::Read), Take::Throttled(1));
+        // Writes and deletes have their own buckets.
+        assert!(matches!(t.take("s", "a", OpClass::Write), Take::Ok { .. }));
+        assert!(matches!(t.take("s", "a", OpClass::Delete), Take::Ok { .. }));
+        // Another principal has its own bucket, but shares the global one (2 × 2).
+        assert_eq!(t.take("s", "b", OpClass::Read), ok(1, 1));
+        assert_eq!(t.take("s", "b", OpClass::Read), ok(0, 0));
+        assert_eq!(t.take("s", "c", OpClass::Read), Take::Throttled(1));
+        // Another subscription is not affected.
+        assert!(matches!(t.take("t", "a", OpClass::Read), Take::Ok { .. }));
         tokio::time::advance(std::time::Duration::from_millis(1100)).await;
-        assert_eq!(t.take("s", false), Take::Ok(0));
+        assert_eq!(t.take("s", "a", OpClass::Read), ok(0, 1));
     }
 }

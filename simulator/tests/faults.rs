@@ -210,11 +210,11 @@ async fn invalid_rules_are_rejected() {
 async fn throttling_answers_429_with_retry_after() {
     let mut cfg = config();
     cfg.throttle = ThrottleConfig {
-        enabled: true,
         read_burst: 3,
         read_per_second: 1.0,
         write_burst: 2,
         write_per_second: 1.0,
+        ..ThrottleConfig::default()
     };
     let sim = Simulator::new(cfg).unwrap();
     create_rg(&sim, "rg").await; // 1 write

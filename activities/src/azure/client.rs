@@ -272,7 +272,21 @@ impl ArmClient {
         };
         let mut slept = Duration::ZERO;
         let mut attempt = 0;
+        let class = super::budget::Class::of(&method);
+        let budget_key = super::budget::Key::of(&self.inner.host, url.path(), class);
+        let caller = super::budget::Caller::current();
         loop {
+            // The subscription's budget first (issue 26): a turn further away than a moment
+            // goes back to the engine as a soft, throttled retry that names the budget.
+            if let Some(k) = &budget_key
+                && let Err(d) = super::budget::global().acquire(k, caller.as_ref()).await
+            {
+                let mut e = ArmError::local("ArmBudgetWait", d.message, rid);
+                e.class = super::error::ErrorClass::Throttled;
+                e.status = 429;
+                e.retry_after = Some(d.after);
+                return Err(e);
+            }
             let mut req = Request::new(url.clone(), method);
             req.insert_header("accept", "application/json");
             if let Some(p) = &payload {
@@ -295,6 +309,12 @@ impl ArmClient {
                 Ok(rsp) => {
                     let status = u16::from(rsp.status());
                     let headers = rsp.headers().clone();
+                    if let Some(k) = &budget_key {
+                        let left = headers
+                            .get_optional_str(&HeaderName::from_static(class.remaining_header()))
+                            .and_then(|v| v.trim().parse::<u32>().ok());
+                        super::budget::global().observe(k, status, left, retry_after(&headers));
+                    }
                     let body = rsp.into_body().as_ref().to_vec();
                     let raw = Raw {
                         status,

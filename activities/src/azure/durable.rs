@@ -452,6 +452,21 @@ pub async fn ensure(
     arm: &ArmClient,
     spec: &EnsureSpec,
 ) -> Result<Progress<Ensured>, StepError> {
+    ensure_seen(ctx, arm, spec, None).await
+}
+
+/// [`ensure`] when this attempt has just read the resource: `seen` is `Some(what it
+/// found)` (`Some(None)`: nothing), and it is not read again. `None`: read it. A write
+/// journaled by an earlier attempt is always polled and the resource read anew.
+///
+/// # Errors
+/// As [`ensure`].
+pub async fn ensure_seen(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    spec: &EnsureSpec,
+    seen: Option<Option<Value>>,
+) -> Result<Progress<Ensured>, StepError> {
     let id = spec.id.as_str();
     if spec.tagged && spec.adopt == Adopt::OursOnly && !spec.ownership.is_complete() {
         return Err(StepError::permanent(
@@ -460,7 +475,9 @@ pub async fn ensure(
         ));
     }
     let mut created = false;
+    let mut seen = seen;
     if let Some(op) = journaled(ctx, id, Verb::Put)? {
+        seen = None;
         match poll_journaled(ctx, arm, id, Verb::Put, &op).await? {
             Polled::Wait(after) => {
                 return Ok(Progress::pending(
@@ -471,10 +488,13 @@ pub async fn ensure(
             Polled::Look => created = true,
         }
     }
-    let existing = arm
-        .get_value(id, &spec.api)
-        .await
-        .map_err(|e| StepError::from(e.with_resource(id)))?;
+    let existing = match seen {
+        Some(v) => v,
+        None => arm
+            .get_value(id, &spec.api)
+            .await
+            .map_err(|e| StepError::from(e.with_resource(id)))?,
+    };
     match existing {
         Some(body) => {
             if spec.adopt == Adopt::Any {

@@ -14,6 +14,7 @@
 //! - [`models`] and [`names`]: typed resource models with their pinned api-versions, and
 //!   every deterministic name of DOMAIN.md §3.
 
+pub mod budget;
 pub mod client;
 pub mod cloud;
 pub mod credential;

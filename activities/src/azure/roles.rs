@@ -81,12 +81,29 @@ pub async fn exists_as_specified(
     arm: &ArmClient,
     spec: &RoleAssignmentSpec,
 ) -> Result<bool, StepError> {
-    let id = spec.id();
-    Ok(arm
-        .get::<RoleAssignment>(&id, API_AUTHORIZATION)
-        .await
-        .map_err(|e| StepError::from(e.with_resource(&id)))?
+    Ok(look(arm, spec)
+        .await?
         .is_some_and(|existing| same_assignment(&existing, spec)))
+}
+
+/// The assignment with the spec's name, as it is now (one GET): hand it to
+/// [`ensure_seen`] so the ensure does not read it again.
+///
+/// # Errors
+/// ARM errors, classified.
+pub async fn look(
+    arm: &ArmClient,
+    spec: &RoleAssignmentSpec,
+) -> Result<Option<RoleAssignment>, StepError> {
+    let id = spec.id();
+    arm.get::<RoleAssignment>(&id, API_AUTHORIZATION)
+        .await
+        .map_err(|e| StepError::from(e.with_resource(&id)))
+}
+
+/// Whether `seen` (from [`look`]) is the assignment `spec` describes.
+pub fn is_as_specified(seen: Option<&RoleAssignment>, spec: &RoleAssignmentSpec) -> bool {
+    seen.is_some_and(|existing| same_assignment(existing, spec))
 }
 
 /// Makes the assignment exist (synchronous in ARM: always `Done` or an error).
@@ -99,9 +116,24 @@ pub async fn ensure(
     arm: &ArmClient,
     spec: &RoleAssignmentSpec,
 ) -> Result<Progress<Ensured>, StepError> {
+    let seen = look(arm, spec).await?;
+    ensure_seen(ctx, arm, spec, seen).await
+}
+
+/// [`ensure`] when this attempt has just read the assignment ([`look`]): `seen` is what it
+/// found, and it is not read again (issue 26: one read where a read is needed).
+///
+/// # Errors
+/// As [`ensure`].
+pub async fn ensure_seen(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    spec: &RoleAssignmentSpec,
+    seen: Option<RoleAssignment>,
+) -> Result<Progress<Ensured>, StepError> {
     let _ = ctx;
     let id = spec.id();
-    if let Some(existing) = arm.get::<RoleAssignment>(&id, API_AUTHORIZATION).await? {
+    if let Some(existing) = seen {
         if same_assignment(&existing, spec) {
             let body = serde_json::to_value(&existing).unwrap_or(Value::Null);
             return Ok(Progress::Done(Ensured {

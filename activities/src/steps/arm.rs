@@ -400,6 +400,7 @@ async fn ensure_child(
     journal: &mut ChildrenJournal,
     spec: &EnsureSpec,
 ) -> Result<Progress<Ensured>, StepError> {
+    let mut seen = None;
     if !journal.lists(&spec.id) {
         let existing = arm
             .get_value(&spec.id, &spec.api)
@@ -408,8 +409,11 @@ async fn ensure_child(
         if existing.is_none() {
             journal.record_creating(ctx, &spec.id).await?;
         }
+        seen = Some(existing);
     }
-    let progress = durable::ensure(ctx, arm, spec).await?;
+    // What this attempt just read (before journaling its intent) is not read again: one
+    // GET per child, not two (issue 26). A later attempt (the child journaled) reads anew.
+    let progress = durable::ensure_seen(ctx, arm, spec, seen).await?;
     Ok(progress.map(|mut e| {
         e.created = journal.lists(&e.id);
         e

@@ -283,10 +283,13 @@ impl Action for EnsureRoleAssignment {
         // replaced by a write of this run, so it is journaled too.
         let id = spec.id();
         let mut journal = ChildrenJournal::of_action(ctx)?;
-        if !journal.lists(&id) && !roles::exists_as_specified(&arm, &spec).await? {
+        let seen = roles::look(&arm, &spec).await?;
+        if !journal.lists(&id) && !roles::is_as_specified(seen.as_ref(), &spec) {
             journal.record_creating(ctx, &id).await?;
         }
-        match roles::ensure(ctx, &arm, &spec).await? {
+        // What this attempt just read is still what there is (the intent is journaled in
+        // between, nothing else): one GET per assignment, not two.
+        match roles::ensure_seen(ctx, &arm, &spec, seen).await? {
             Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
             Progress::Done(e) => {
                 // An identical assignment under another name (`RoleAssignmentExists`) is

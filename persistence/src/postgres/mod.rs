@@ -22,7 +22,7 @@ use crate::rows;
 use async_trait::async_trait;
 use hcp_runtime::store::{
     Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewReport, NewRun,
-    ReportFilter, ReportRecord, RunFilter, RunId, RunRecord, RunSummary, StoredEvent,
+    ReportFilter, ReportRecord, RunFilter, RunId, RunRecord, RunSummary, StoredEvent, TokenGrant,
 };
 use hcp_runtime::{StoreError, Timestamp};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
@@ -868,6 +868,42 @@ impl JournalStore for PostgresStore {
                 })
             })
             .collect()
+    }
+
+    async fn take_tokens(
+        &self,
+        key: &str,
+        want: u32,
+        capacity: f64,
+        per_second: f64,
+        _now: Timestamp,
+    ) -> Result<TokenGrant, StoreError> {
+        // The database's clock refills: workers whose clocks disagree share one bucket.
+        let row: (f64, i32) = sqlx::query_as(
+            "INSERT INTO token_buckets AS b (key, tokens, at, granted) \
+             VALUES ($1, $3 - least($2, floor($3)), clock_timestamp(), least($2, floor($3))) \
+             ON CONFLICT (key) DO UPDATE SET \
+                 granted = least($2, floor(least($3, b.tokens + \
+                     greatest(0, extract(epoch FROM clock_timestamp() - b.at)) * $4))), \
+                 tokens = least($3, b.tokens + \
+                     greatest(0, extract(epoch FROM clock_timestamp() - b.at)) * $4) \
+                     - least($2, floor(least($3, b.tokens + \
+                     greatest(0, extract(epoch FROM clock_timestamp() - b.at)) * $4))), \
+                 at = greatest(b.at, clock_timestamp()) \
+             RETURNING tokens, granted",
+        )
+        .bind(key)
+        .bind(f64::from(want))
+        .bind(capacity)
+        .bind(per_second)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(classify)?;
+        Ok(TokenGrant {
+            granted: u32::try_from(row.1.max(0)).unwrap_or(0),
+            left: row.0,
+            per_second,
+        })
     }
 
     async fn claim_schedule(

@@ -23,7 +23,7 @@ use crate::error::{bad_row, classify, migrate_error};
 use async_trait::async_trait;
 use hcp_runtime::store::{
     Append, CommandRecord, CreateOutcome, JournalStore, Lease, NewCommand, NewReport, NewRun,
-    ReportFilter, ReportRecord, RunFilter, RunId, RunRecord, RunSummary, StoredEvent,
+    ReportFilter, ReportRecord, RunFilter, RunId, RunRecord, RunSummary, StoredEvent, TokenGrant,
 };
 use hcp_runtime::{StoreError, Timestamp};
 pub use ops::SqliteSettings;
@@ -700,6 +700,27 @@ impl JournalStore for SqliteStore {
                 })
             })
             .collect()
+    }
+
+    async fn take_tokens(
+        &self,
+        key: &str,
+        want: u32,
+        capacity: f64,
+        per_second: f64,
+        now: Timestamp,
+    ) -> Result<TokenGrant, StoreError> {
+        let op = WriteOp::TakeTokens {
+            key: key.to_string(),
+            want,
+            capacity,
+            per_second,
+            now,
+        };
+        match self.write(op).await? {
+            WriteOk::Tokens(t) => Ok(t),
+            other => Err(unexpected("take_tokens", other)),
+        }
     }
 
     async fn claim_schedule(

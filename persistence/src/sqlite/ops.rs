@@ -16,7 +16,9 @@ use super::{id_text, parse_id};
 use crate::error::classify;
 use hcp_runtime::StoreError;
 use hcp_runtime::Timestamp;
-use hcp_runtime::store::{Append, CreateOutcome, Lease, NewCommand, NewReport, NewRun, RunId};
+use hcp_runtime::store::{
+    Append, CreateOutcome, Lease, NewCommand, NewReport, NewRun, RunId, TokenGrant,
+};
 use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 use std::sync::OnceLock;
@@ -53,6 +55,13 @@ pub(crate) enum WriteOp {
     /// `claim_executor`: every other lease holder is dead.
     ReleaseAllLeases,
     RecordReport(NewReport),
+    TakeTokens {
+        key: String,
+        want: u32,
+        capacity: f64,
+        per_second: f64,
+        now: Timestamp,
+    },
     ClaimSchedule {
         key: String,
         by: String,
@@ -73,6 +82,7 @@ pub(crate) enum WriteOk {
     Unit,
     CommandId(i64),
     ReportId(i64),
+    Tokens(TokenGrant),
     Claimed(bool),
     Count(u64),
     Settings(SqliteSettings),
@@ -139,6 +149,15 @@ pub(crate) async fn apply(
             .map(WriteOk::CommandId),
         WriteOp::ReleaseAllLeases => release_all_leases(conn).await.map(WriteOk::Count),
         WriteOp::RecordReport(r) => record_report(conn, r).await.map(WriteOk::ReportId),
+        WriteOp::TakeTokens {
+            key,
+            want,
+            capacity,
+            per_second,
+            now,
+        } => take_tokens(conn, key, *want, *capacity, *per_second, *now)
+            .await
+            .map(WriteOk::Tokens),
         WriteOp::ClaimSchedule { key, by, now, next } => claim_schedule(conn, key, by, *now, *next)
             .await
             .map(WriteOk::Claimed),
@@ -710,6 +729,40 @@ async fn record_report(conn: &mut SqliteConnection, r: &NewReport) -> Result<i64
         .map_err(classify)?;
     }
     Ok(id)
+}
+
+async fn take_tokens(
+    conn: &mut SqliteConnection,
+    key: &str,
+    want: u32,
+    capacity: f64,
+    per_second: f64,
+    now: Timestamp,
+) -> Result<TokenGrant, StoreError> {
+    // Refill to `now` (never backwards), take whole tokens up to `want`, keep the grant.
+    let row: (f64, i64) = sqlx::query_as(
+        "INSERT INTO token_buckets (key, tokens, at, granted) \
+         VALUES (?1, ?3 - min(?2, CAST(?3 AS INTEGER)), ?5, min(?2, CAST(?3 AS INTEGER))) \
+         ON CONFLICT (key) DO UPDATE SET \
+             granted = min(?2, CAST(min(?3, tokens + max(0, ?5 - at) / 1000.0 * ?4) AS INTEGER)), \
+             tokens = min(?3, tokens + max(0, ?5 - at) / 1000.0 * ?4) \
+                 - min(?2, CAST(min(?3, tokens + max(0, ?5 - at) / 1000.0 * ?4) AS INTEGER)), \
+             at = max(at, ?5) \
+         RETURNING tokens, granted",
+    )
+    .bind(key)
+    .bind(i64::from(want))
+    .bind(capacity)
+    .bind(per_second)
+    .bind(now.0)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(classify)?;
+    Ok(TokenGrant {
+        granted: u32::try_from(row.1.max(0)).unwrap_or(0),
+        left: row.0,
+        per_second,
+    })
 }
 
 async fn claim_schedule(
