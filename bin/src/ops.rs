@@ -281,7 +281,10 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
             e.worker_id().to_string(),
         ))
     });
+    let budget_reporter = tokio::spawn(report_budget(e.store().clone(), e.worker_id().to_string()));
     let worked = e.run_worker(shutdown).await;
+    budget_reporter.abort();
+    record_budget(e.store(), e.worker_id()).await;
     if let Some(v) = verifier {
         // Read-only: stopping it mid-verify leaves nothing half done.
         v.abort();
@@ -292,6 +295,41 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     worked?;
     eprintln!("worker {} stopped; its leases are released", e.worker_id());
     Ok(0)
+}
+
+/// The journal's report kind of a worker's ARM budget counters.
+pub const BUDGET_REPORT: &str = "arm-budget";
+
+/// Keep this process's ARM budget counters in the journal every 15 s, for `/metrics`
+/// (issue 26: tokens used and waited per budget, across every worker).
+async fn report_budget(store: Arc<dyn JournalStore>, me: String) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        record_budget(&store, &me).await;
+    }
+}
+
+async fn record_budget(store: &Arc<dyn JournalStore>, me: &str) {
+    let stats = hcp_activities::azure::budget::global().stats();
+    if stats.is_empty() {
+        return;
+    }
+    let rows: Vec<serde_json::Value> = stats
+        .iter()
+        .map(|(k, s)| serde_json::json!({"subscription": k.subscription, "class": k.class, "stats": s}))
+        .collect();
+    let report = hcp_runtime::NewReport {
+        kind: BUDGET_REPORT.into(),
+        subject: format!("worker/{me}"),
+        at: hcp_runtime::Clock::now(&SystemClock),
+        ok: true,
+        by: me.to_string(),
+        data: serde_json::Value::Array(rows).to_string(),
+        keep: 1,
+    };
+    if let Err(e) = store.record_report(report).await {
+        tracing::debug!(error = %e, "cannot record the ARM budget counters");
+    }
 }
 
 /// Log (at info, with `run_id`, `cluster`, `state`) each run this process's engine picks

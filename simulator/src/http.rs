@@ -309,6 +309,7 @@ fn record(sim: &Simulator, seq: u64, req: &Req, status: u16, error_code: Option<
         error_code,
         actor: None,
         error_message: None,
+        at_ms: sim.now_ms(),
     };
     let mut log = lock(&sim.inner.log);
     // Concurrent requests finish out of order; keep the log ordered by arrival.

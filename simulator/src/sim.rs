@@ -55,6 +55,10 @@ pub struct RequestRecord {
     /// truncates). `None` for HTTP clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// When it was answered, Unix milliseconds (the simulator's clock: wall time at start
+    /// plus real time since; not the scaled model time).
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 /// Simulator clock: wall time at start plus tokio time since, so paused-time tests control

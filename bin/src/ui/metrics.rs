@@ -13,7 +13,10 @@
 //! (histogram of finished attempts), `step_retries_total{phase}`, `undos_total{outcome}`,
 //! and from each cluster's newest recorded verify: `drift{cluster,kind}` (checks of that
 //! kind not ok; 0 for a kind that was ok), `verify_ok{cluster}`,
-//! `verify_last_timestamp_seconds{cluster}`.
+//! `verify_last_timestamp_seconds{cluster}`; and summed over every worker's newest budget
+//! report: `arm_budget_tokens_used_total`, `arm_budget_waited_seconds_total`,
+//! `arm_budget_deferred_total`, `arm_budget_throttled_total`,
+//! `arm_budget_leased_tokens_total`, each `{subscription,class}`.
 
 use super::AppState;
 use crate::views::model;
@@ -256,6 +259,79 @@ pub async fn render(st: &AppState) -> anyhow::Result<String> {
         "When the cluster was last verified (Unix time)",
         verify_at,
     );
+    // Issue 26: every worker's ARM budget counters (its newest report of the last ten
+    // minutes), summed per subscription and class.
+    let budget = st
+        .store
+        .list_reports(&hcp_runtime::ReportFilter {
+            kind: crate::ops::BUDGET_REPORT.into(),
+            subject: None,
+            latest_only: true,
+            limit: 0,
+        })
+        .await
+        .unwrap_or_default();
+    let families: [(&str, &str, &str, f64); 5] = [
+        (
+            "arm_budget_tokens_used",
+            "used",
+            "ARM requests sent through hcp-workflow's budget",
+            1.0,
+        ),
+        (
+            "arm_budget_waited_seconds",
+            "waited_ms",
+            "Time ARM requests waited for the budget",
+            1000.0,
+        ),
+        (
+            "arm_budget_deferred",
+            "deferred",
+            "ARM requests sent back to wait for their turn (a journaled, soft retry)",
+            1.0,
+        ),
+        (
+            "arm_budget_throttled",
+            "throttled",
+            "429 answers ARM gave anyway",
+            1.0,
+        ),
+        (
+            "arm_budget_leased_tokens",
+            "leased",
+            "Tokens leased from the journal's shared bucket (Postgres)",
+            1.0,
+        ),
+    ];
+    let mut sums: HashMap<(String, String), [f64; 5]> = HashMap::new();
+    for r in budget.iter().filter(|r| now.0 - r.at.0 <= 600_000) {
+        let Ok(serde_json::Value::Array(rows)) = serde_json::from_str::<serde_json::Value>(&r.data)
+        else {
+            continue;
+        };
+        for row in rows {
+            let key = (
+                row["subscription"].as_str().unwrap_or("").to_string(),
+                row["class"].as_str().unwrap_or("").to_string(),
+            );
+            let e = sums.entry(key).or_insert([0.0; 5]);
+            for (i, (_, field, _, div)) in families.iter().enumerate() {
+                e[i] += row["stats"][*field].as_f64().unwrap_or(0.0) / div;
+            }
+        }
+    }
+    for (i, (name, _, help, _)) in families.iter().enumerate() {
+        let fam =
+            Family::<Vec<(String, String)>, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        for ((sub, class), v) in &sums {
+            fam.get_or_create(&vec![
+                ("subscription".into(), sub.clone()),
+                ("class".into(), class.clone()),
+            ])
+            .inc_by(v[i]);
+        }
+        reg.register(*name, *help, fam);
+    }
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg)?;
     Ok(out)

@@ -931,3 +931,36 @@ async fn the_newest_verify_of_each_cluster_is_on_the_clusters_page_and_in_metric
     assert!(!page.contains("/r/pls<i>"), "{page}");
     assert!(page.contains("alice@bastion"), "{page}");
 }
+
+#[tokio::test]
+async fn metrics_sum_every_workers_arm_budget() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+    for (w, used, waited) in [("w1", 10, 1500), ("w2", 5, 500)] {
+        store
+            .record_report(hcp_runtime::NewReport {
+                kind: crate::ops::BUDGET_REPORT.into(),
+                subject: format!("worker/{w}"),
+                at: now,
+                ok: true,
+                by: w.into(),
+                data: serde_json::json!([{"subscription": "s1", "class": "write",
+                    "stats": {"used": used, "waited_ms": waited, "deferred": 1, "throttled": 0, "leased": 20}}])
+                .to_string(),
+                keep: 1,
+            })
+            .await
+            .unwrap();
+    }
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let (s, text) = get(&app, "/metrics", None).await;
+    assert_eq!(s, StatusCode::OK);
+    for line in [
+        "hcp_workflow_arm_budget_tokens_used_total{subscription=\"s1\",class=\"write\"} 15.0",
+        "hcp_workflow_arm_budget_waited_seconds_total{subscription=\"s1\",class=\"write\"} 2.0",
+        "hcp_workflow_arm_budget_deferred_total{subscription=\"s1\",class=\"write\"} 2.0",
+        "hcp_workflow_arm_budget_leased_tokens_total{subscription=\"s1\",class=\"write\"} 40.0",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+}

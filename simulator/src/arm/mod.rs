@@ -421,5 +421,6 @@ pub(crate) fn log_internal(
         error_code,
         actor: Some(actor.to_string()),
         error_message,
+        at_ms: sim.now_ms(),
     });
 }
