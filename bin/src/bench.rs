@@ -41,6 +41,14 @@ pub struct ClusterArgs {
     /// Simulated Azure durations × this (1.0 = realistic minutes).
     #[arg(long, default_value_t = 0.02)]
     time_scale: f64,
+    /// Engines (workers, each with its own id and leases) in this process sharing the
+    /// journal; on Postgres they share one ARM budget through it, as separate processes do.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Also delete one cluster (created first, untimed) while the creates run: how long a
+    /// teardown waits behind a storm of creates.
+    #[arg(long)]
+    with_delete: bool,
 }
 
 #[derive(Args, Debug)]
@@ -85,9 +93,30 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
         bail!("--runs, --steps and --concurrency must be at least 1");
     }
     let store = open_store(db).await?;
+    // The floor first, then the steps, then the floor again: side by side in one run, so a
+    // busy machine shows in both (issue 26).
+    let floor_url = match db.strip_prefix("sqlite://") {
+        Some(p) => Some(format!("sqlite://{p}.floor")),
+        None if db == "memory:" => None,
+        None => Some(db.to_string()),
+    };
+    let mut floor = Vec::new();
+    if let Some(u) = &floor_url {
+        floor.extend(hcp_persistence::floor::commit_floor(u, 500).await?);
+    }
     let r = benchkit::noop_bench(store.clone(), a.runs, a.steps, a.concurrency).await?;
+    if let Some(u) = &floor_url {
+        floor.extend(hcp_persistence::floor::commit_floor(u, 500).await?);
+        if let Some(p) = u.strip_prefix("sqlite://") {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{p}{suffix}"));
+            }
+        }
+    }
     let wall = r.wall.as_secs_f64();
     let ms = |p| benchkit::percentile(&r.deltas, p).as_secs_f64() * 1e3;
+    let floor_ms =
+        (!floor.is_empty()).then(|| benchkit::percentile(&floor, 0.50).as_secs_f64() * 1e3);
     let steps = a.runs as f64 * f64::from(a.steps);
     crate::output::compact(
         "BenchResult",
@@ -97,6 +126,8 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
             "steps_per_s": round(steps / wall),
             "p50_ms_per_step": round(ms(0.50)),
             "p99_ms_per_step": round(ms(0.99)),
+            "floor_p50_ms_per_commit": floor_ms.map(round),
+            "step_over_floor": floor_ms.map(|f| round(ms(0.50) / f)),
             "samples": r.deltas.len(),
         }),
     );
@@ -250,10 +281,26 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         let _ = sim.serve(listener).await;
     });
     let clients = Clients::new(Reach::Simulator(base));
-    let e = crate::ops::cluster_engine(store.clone(), &clients, None)?;
-    let mut runs = Vec::new();
-    let t0 = std::time::Instant::now();
-    for i in 0..a.creates {
+    let engines: Vec<Engine> = (0..a.workers.max(1))
+        .map(|_| crate::ops::cluster_engine(store.clone(), &clients, None))
+        .collect::<Result<_>>()?;
+    let e = engines[0].clone();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut workers = Vec::new();
+    let spawn_workers = |workers: &mut Vec<tokio::task::JoinHandle<()>>| {
+        for e in &engines {
+            let e = e.clone();
+            let mut rx = rx.clone();
+            workers.push(tokio::spawn(async move {
+                let _ = e
+                    .run_worker(async move {
+                        let _ = rx.changed().await;
+                    })
+                    .await;
+            }));
+        }
+    };
+    let bench_cfg = |i: &str| -> Result<(config::ClusterConfig, String)> {
         let mut c = cfg.clone();
         c.name = format!("bench{i}");
         let infra = format!(
@@ -264,22 +311,44 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         if let config::OidcIssuer::Create(o) = &mut c.oidc_issuer {
             o.storage_account = None;
         }
+        Ok((c, infra))
+    };
+    // The cluster to delete amid the creates, made first (untimed).
+    let victim = if a.with_delete {
+        let (c, infra) = bench_cfg("victim")?;
+        let dag = create_cluster::build(&c, &Layout::new(&c, &infra, true))?;
+        let id = e.start(&dag, StartOptions::default()).await?.run_id;
+        let drive = e.clone();
+        drive.drive(id, std::future::pending()).await?;
+        if e.view(id).await?.state() != RunState::Succeeded {
+            bail!("the cluster to delete could not be created");
+        }
+        Some((c, infra))
+    } else {
+        None
+    };
+    // Count only what the timed part sends.
+    let before = requests.requests().iter().map(|r| r.seq).max().unwrap_or(0);
+    hcp_activities::azure::budget::global().reset();
+    let mut runs = Vec::new();
+    let t0 = std::time::Instant::now();
+    for i in 0..a.creates {
+        let (c, infra) = bench_cfg(&i.to_string())?;
         let dag = create_cluster::build(&c, &Layout::new(&c, &infra, true))?;
         let started = e.start(&dag, StartOptions::default()).await?;
         runs.push(started.run_id);
     }
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let worker = {
-        let e = e.clone();
-        let mut rx = rx.clone();
-        tokio::spawn(async move {
-            let _ = e
-                .run_worker(async move {
-                    let _ = rx.changed().await;
-                })
-                .await;
-        })
-    };
+    let mut delete_run = None;
+    if let Some((c, infra)) = &victim {
+        let dag = hcp_workflows::delete_cluster::build(
+            c,
+            &Layout::new(c, infra, true),
+            hcp_workflows::delete_cluster::DeleteOptions::default(),
+        )?;
+        delete_run = Some(e.start(&dag, StartOptions::default()).await?.run_id);
+    }
+    spawn_workers(&mut workers);
+    let mut delete_wall = None;
     loop {
         let mut done = 0;
         for r in &runs {
@@ -287,14 +356,37 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
                 done += 1;
             }
         }
-        if done == runs.len() {
+        if let Some(d) = delete_run
+            && delete_wall.is_none()
+            && e.view(d).await.is_ok_and(|v| v.state().is_terminal())
+        {
+            delete_wall = Some(t0.elapsed().as_secs_f64());
+        }
+        if done == runs.len() && (delete_run.is_none() || delete_wall.is_some()) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let wall_all = t0.elapsed().as_secs_f64();
     let _ = tx.send(true);
-    let _ = worker.await;
+    for w in workers {
+        let _ = w.await;
+    }
+    // How long the delete waited for the budget: its deferred (journaled) turns.
+    let delete_deferrals = match delete_run {
+        Some(d) => {
+            let v = e.view(d).await?;
+            let rec = store.load_run(d).await?;
+            let n = rec.map_or(0, |r| {
+                r.events
+                    .iter()
+                    .filter(|ev| ev.data.contains("ArmBudgetWait"))
+                    .count()
+            });
+            Some((n, v.state() == RunState::Succeeded))
+        }
+        None => None,
+    };
     let mut per_run = Vec::new();
     let mut failed = 0;
     for r in &runs {
@@ -305,7 +397,17 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         }
         per_run.push(critical_path(&v));
     }
-    let log = requests.requests();
+    let all: Vec<_> = requests
+        .requests()
+        .into_iter()
+        .filter(|r| r.seq > before)
+        .collect();
+    // The simulated HyperShift controllers' own Azure calls (`actor`) are not hcp-workflow's.
+    let with_controllers = all
+        .iter()
+        .filter(|r| r.path.starts_with("/subscriptions/"))
+        .count();
+    let log: Vec<_> = all.into_iter().filter(|r| r.actor.is_none()).collect();
     let arm = log
         .iter()
         .filter(|r| r.path.starts_with("/subscriptions/"))
@@ -365,7 +467,12 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
             "wall_over_critical_path": round(wall / crit),
             "mean_sequential_sum_s": round(seq), "sequential_over_wall": round(seq / wall),
             "arm_requests_per_create": round(arm as f64 / a.creates as f64),
+            "arm_requests_per_create_with_simulated_controllers": round(with_controllers as f64 / a.creates as f64),
             "throttled_responses": throttled,
+            "workers": a.workers.max(1),
+            "delete_wall_s": delete_wall.map(round),
+            "delete_budget_deferrals": delete_deferrals.map(|d| d.0),
+            "delete_succeeded": delete_deferrals.map(|d| d.1),
             "arm_share": share,
             "budget_floor_s": round(floor),
             "wall_over_budget_floor": if floor > 0.0 { serde_json::json!(round(wall_all / floor)) } else { serde_json::Value::Null },

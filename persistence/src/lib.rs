@@ -27,6 +27,7 @@
 //! - **Errors are classified by code, never by message text** ([`error::classify`]).
 
 pub mod error;
+pub mod floor;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
