@@ -16,12 +16,19 @@
 //!   assignment's principal is the current `principalId` of one of the cluster's
 //!   identities (a recreated identity leaves assignments to a principal that no longer
 //!   exists: HyperShift's stale-assignment 403);
-//! - **private link** (hcp-workflow's own): the Private Link Service's visibility and
+//! - **private link**, whoever made it: the Private Link Service's visibility and
 //!   auto-approval are exactly the allowed subscriptions; every private endpoint
-//!   connection is ours or from an allowed subscription, and Approved; the private DNS A
-//!   records point at the endpoint's address;
-//! - **management cluster**: the HostedCluster is `Available`; each NodePool is `Ready`
-//!   with the replicas the file says;
+//!   connection is the cluster's own endpoint's or from an allowed subscription, and
+//!   Approved; the private DNS A records point at the endpoint's address. hcp-workflow's
+//!   own (`privateLink.managedBy: hcp-workflow`) is found in the layout; HyperShift's
+//!   (`managedBy: hypershift`) in the status of its `AzurePrivateLinkService`, whose
+//!   conditions must all be True (`hypershift_link`);
+//! - **VNet links**: every private DNS zone's virtual network link (the infra zone's and
+//!   the private-link zone's, hcp-workflow's or HyperShift's) exists, names the guest VNet
+//!   and is not in a failed state ([`vnet_link`]);
+//! - **management cluster**: the Secrets the HostedCluster reads exist (pull secret, SSH
+//!   key, service-account signing key, etcd encryption key); the HostedCluster is
+//!   `Available`; each NodePool is `Ready` with the replicas the file says;
 //! - **foreign**: resources in the cluster's own resource groups that no ledger knows
 //!   (the machines HyperShift's CAPZ makes, tagged as its own, are expected).
 
@@ -34,7 +41,7 @@ use crate::kube::mgmt::Kind;
 use crate::steps::{AzureEnv, Clients, MgmtEnv};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a check found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -96,17 +103,82 @@ pub struct Expected {
     pub ours: bool,
 }
 
-/// hcp-workflow's own private link.
+/// Who made a private link (its Private Link Service, endpoint, zones, links and records),
+/// and so who puts it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkManager {
+    /// hcp-workflow (`privateLink.managedBy: hcp-workflow`): `repair-cluster` puts it back.
+    HcpWorkflow,
+    /// HyperShift's controllers (`managedBy: hypershift`), as the `AzurePrivateLinkService`
+    /// `cr` (`<namespace>/<name>`) reports them; hcp-workflow never writes them.
+    HyperShift {
+        /// The `AzurePrivateLinkService`, `<namespace>/<name>`.
+        cr: String,
+    },
+}
+
+impl LinkManager {
+    /// How an operator sees what HyperShift's controllers report.
+    fn describe(&self) -> String {
+        match self {
+            LinkManager::HcpWorkflow => String::new(),
+            LinkManager::HyperShift { cr } => {
+                let (ns, name) = cr.split_once('/').unwrap_or(("", cr));
+                format!("kubectl describe azureprivatelinkservice -n {ns} {name}")
+            }
+        }
+    }
+}
+
+/// A private link: hcp-workflow's own, or HyperShift's.
 #[derive(Clone, Debug)]
 pub struct PrivateLink {
     /// The Private Link Service.
     pub pls_id: String,
-    /// Our private endpoint.
+    /// The cluster's own private endpoint (hcp-workflow's, or HyperShift's
+    /// `private-router-pe`).
     pub pe_id: String,
     /// Subscriptions whose endpoints may connect (the guest's first).
     pub allowed: Vec<String>,
     /// The private DNS A record sets that must point at the endpoint.
     pub records: Vec<String>,
+    /// Who made it.
+    pub manager: LinkManager,
+}
+
+/// HyperShift's own private link (`privateLink.managedBy: hypershift`): what verify
+/// expects of the `AzurePrivateLinkService` HyperShift makes for the cluster and of the
+/// Azure resources its status names (`hypershift_link`).
+#[derive(Clone, Debug)]
+pub struct HyperShiftLinkCheck {
+    /// Subscriptions whose endpoints may connect, as HyperShift's operator computes them
+    /// (`buildAllowedSubscriptions`: the guest subnet's subscription, then the CR's
+    /// `additionalAllowedSubscriptions`, i.e. the file's `allowedSubscriptions`).
+    pub allowed: Vec<String>,
+    /// The guest VNet HyperShift's private DNS zones must be linked to (the CR's
+    /// `spec.guestVNetID`, the HostedCluster's `platform.azure.vnetID`).
+    pub vnet_id: String,
+}
+
+/// A private DNS zone's virtual network link that must exist and name a VNet.
+#[derive(Clone, Debug)]
+pub struct VnetLink {
+    /// The link (`…/privateDnsZones/<zone>/virtualNetworkLinks/<name>`).
+    pub id: String,
+    /// The VNet its `properties.virtualNetwork.id` must name.
+    pub vnet_id: String,
+}
+
+/// A Secret the HostedCluster reads (in [`Input::namespace`]).
+#[derive(Clone, Debug)]
+pub struct SecretRef {
+    /// Secret name.
+    pub name: String,
+    /// The HostedCluster field naming it (`spec.pullSecret`).
+    pub field: String,
+    /// The fix when it is missing (what puts it back depends on what it holds: a pull
+    /// secret comes from the file, an etcd encryption key only from a copy of it).
+    pub fix: String,
 }
 
 /// A NodePool and the size the file gives it.
@@ -147,6 +219,17 @@ pub struct Input {
     /// The Secret (in [`Input::namespace`]) with the service-account signing key whose
     /// public half the issuer's JWKS must list.
     pub signing_key_secret: String,
+    /// The management subscription (the Private Link Service's, the NAT subnet's): read
+    /// with the management target's token.
+    pub mgmt_subscription: String,
+    /// HyperShift's private link, when HyperShift makes it.
+    pub hypershift_link: Option<HyperShiftLinkCheck>,
+    /// The private DNS zones' VNet links hcp-workflow made (the ledger's `exists` row of
+    /// each is this check's: `dns.vnet-link`).
+    pub vnet_links: Vec<VnetLink>,
+    /// The Secrets the HostedCluster reads (the ledger's `exists` row of each is this
+    /// check's: `secret.exists`).
+    pub secrets: Vec<SecretRef>,
 }
 
 /// The api-version a GET of `resource_type` uses (`None`: not checked by GET).
@@ -190,7 +273,7 @@ fn record_set(resource_type: &str) -> bool {
 
 /// Puts back what is missing or drifted (create-cluster's steps run forward again over the
 /// unchanged file, plus the private link's access: `hcp-workflows`' `repair_cluster`).
-const REPAIR: &str = "hcp-workflow start repair-cluster --config FILE";
+pub const REPAIR: &str = "hcp-workflow start repair-cluster --config FILE";
 
 fn row(
     check: &str,
@@ -249,21 +332,37 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
         match &mgmt_arm {
             // Each subscription's client carries its token; both reach the same ARM.
             Some(m)
-                if input
-                    .private_link
-                    .as_ref()
-                    .is_some_and(|p| eq_ci(subscription_of(&p.pls_id), subscription_of(id))) =>
+                if !input.mgmt_subscription.is_empty()
+                    && eq_ci(&input.mgmt_subscription, subscription_of(id)) =>
             {
                 m
             }
             _ => &arm,
         }
     };
+    // The Azure resources whose existence the ledger's `exists` rows report.
+    let ledger: BTreeSet<String> = input
+        .expected
+        .iter()
+        .filter(|e| e.kind == "azure")
+        .map(|e| e.id.to_ascii_lowercase())
+        .collect();
+    // Secrets the HostedCluster reads that the ledger holds (name → created by us): their
+    // rows are `secret.exists`'s, not `exists`'s.
+    let mut ledger_secrets: BTreeMap<String, bool> = BTreeMap::new();
     let mut principals: Vec<String> = Vec::new();
     let mut assignments: Vec<(String, String)> = Vec::new();
     for e in &input.expected {
         if e.kind == "kubernetes" {
+            if let Some(s) = referenced_secret(input, e) {
+                ledger_secrets.insert(s.name.clone(), e.ours);
+                continue;
+            }
             rows.push(kube_exists(clients, input, e).await);
+            continue;
+        }
+        // A VNet link's existence is its `dns.vnet-link` row's (one row per drift).
+        if input.vnet_links.iter().any(|l| eq_ci(&l.id, &e.id)) {
             continue;
         }
         let Some(api) = api_version(&e.resource_type) else {
@@ -431,11 +530,25 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
         }
     }
     if let Some(pl) = &input.private_link {
-        rows.extend(private_link(arm_for(&pl.pls_id), &arm, pl).await);
+        rows.extend(private_link(arm_for(&pl.pls_id), &arm, pl, &ledger).await);
     }
+    // What HyperShift's AzurePrivateLinkService names is HyperShift's, ledger or not (a
+    // create records what the status named when its wait ended: the base-domain zone may
+    // come after).
+    let mut hypershift_made = Vec::new();
+    if let Some(hs) = &input.hypershift_link {
+        let pls_arm = mgmt_arm.as_ref().unwrap_or(&arm);
+        let (r, named) = hypershift_link(clients, input, hs, pls_arm, &arm, &ledger).await;
+        rows.extend(r);
+        hypershift_made = named;
+    }
+    for l in &input.vnet_links {
+        rows.push(vnet_link(&arm, l, &LinkManager::HcpWorkflow).await);
+    }
+    rows.extend(secrets(clients, input, &ledger_secrets).await);
     rows.extend(oidc(clients, input).await);
     rows.extend(management(clients, input).await);
-    rows.extend(foreign(&arm, input).await);
+    rows.extend(foreign(&arm, input, &hypershift_made).await);
     rows
 }
 
@@ -575,30 +688,113 @@ async fn kube_exists(clients: &Clients, input: &Input, e: &Expected) -> Row {
                 "it is not hcp-workflow's to recreate".into()
             }),
         ),
-        Ok(Some(obj)) => {
-            let labels = obj.metadata.labels.unwrap_or_default();
-            let c = labels
-                .get(crate::kube::LABEL_CLUSTER)
-                .map(String::as_str)
-                .unwrap_or("(none)");
-            let ok = !e.ours || c == input.cluster;
-            row(
-                "exists",
-                &resource,
-                if ok { Verdict::Ok } else { Verdict::Drifted },
-                format!("{}={}", crate::kube::LABEL_CLUSTER, input.cluster),
-                format!("exists, {}={c}", crate::kube::LABEL_CLUSTER),
-                Some(format!(
-                    "kubectl label -n {ns} {} {name} {}={} {}={} --overwrite",
-                    kind.type_name().to_ascii_lowercase(),
-                    crate::kube::LABEL_CLUSTER,
-                    input.cluster,
-                    crate::kube::LABEL_INFRA_ID,
-                    input.infra_id
-                )),
-            )
-        }
+        Ok(Some(obj)) => labelled(
+            "exists",
+            &resource,
+            (kind, ns, name),
+            &obj.metadata.labels.unwrap_or_default(),
+            e.ours,
+            input,
+        ),
     }
+}
+
+/// The row of a Kubernetes object that exists: one hcp-workflow created (`ours`) must
+/// still carry the cluster's label.
+fn labelled(
+    check: &str,
+    resource: &str,
+    (kind, ns, name): (Kind, &str, &str),
+    labels: &BTreeMap<String, String>,
+    ours: bool,
+    input: &Input,
+) -> Row {
+    let c = labels
+        .get(crate::kube::LABEL_CLUSTER)
+        .map(String::as_str)
+        .unwrap_or("(none)");
+    let ok = !ours || c == input.cluster;
+    row(
+        check,
+        resource,
+        if ok { Verdict::Ok } else { Verdict::Drifted },
+        format!("{}={}", crate::kube::LABEL_CLUSTER, input.cluster),
+        format!("exists, {}={c}", crate::kube::LABEL_CLUSTER),
+        Some(format!(
+            "kubectl label -n {ns} {} {name} {}={} {}={} --overwrite",
+            kind.type_name().to_ascii_lowercase(),
+            crate::kube::LABEL_CLUSTER,
+            input.cluster,
+            crate::kube::LABEL_INFRA_ID,
+            input.infra_id
+        )),
+    )
+}
+
+/// The Secret the HostedCluster reads that ledger entry `e` is, if it is one.
+fn referenced_secret<'a>(input: &'a Input, e: &Expected) -> Option<&'a SecretRef> {
+    if e.resource_type != Kind::Secret.type_name() {
+        return None;
+    }
+    let (ns, name) = e.id.split_once('/')?;
+    if ns != input.namespace {
+        return None;
+    }
+    input.secrets.iter().find(|s| s.name == name)
+}
+
+/// `secret.exists`: every Secret the HostedCluster names exists (HyperShift's operator
+/// copies each into the control-plane namespace on every reconcile and fails without it:
+/// `hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`, "failed to
+/// get pull secret", "failed to get active aescbc secret"); one hcp-workflow created
+/// (`ledger`: name → created by us) still carries the cluster's label.
+async fn secrets(clients: &Clients, input: &Input, ledger: &BTreeMap<String, bool>) -> Vec<Row> {
+    if input.secrets.is_empty() {
+        return Vec::new();
+    }
+    let ns = &input.namespace;
+    let m = match clients.mgmt(&input.mgmt).await {
+        Ok(m) => m,
+        Err(e) => {
+            return input
+                .secrets
+                .iter()
+                .map(|s| unknown("secret.exists", &format!("Secret {ns}/{}", s.name), &e))
+                .collect();
+        }
+    };
+    let mut rows = Vec::new();
+    for s in &input.secrets {
+        let resource = format!("Secret {ns}/{}", s.name);
+        let reads = format!(
+            "the HostedCluster {ns}/{} reads it ({})",
+            input.cluster, s.field
+        );
+        rows.push(match m.get(Kind::Secret, ns, &s.name).await {
+            Err(e) => unknown("secret.exists", &resource, e),
+            Ok(None) => row(
+                "secret.exists",
+                &resource,
+                Verdict::Missing,
+                format!("exists: {reads}"),
+                "not found",
+                Some(s.fix.clone()),
+            ),
+            Ok(Some(obj)) => {
+                let mut r = labelled(
+                    "secret.exists",
+                    &resource,
+                    (Kind::Secret, ns, &s.name),
+                    &obj.metadata.labels.unwrap_or_default(),
+                    ledger.get(&s.name).copied().unwrap_or(false),
+                    input,
+                );
+                r.expected = format!("exists ({reads}), {}", r.expected);
+                r
+            }
+        });
+    }
+    rows
 }
 
 fn set_of(v: &Value, p: &str) -> BTreeSet<String> {
@@ -613,11 +809,54 @@ fn set_of(v: &Value, p: &str) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) -> Vec<Row> {
+/// The rows of a private link, whoever made it (hcp-workflow's own, from the layout; or
+/// HyperShift's, from its `AzurePrivateLinkService`: `hypershift_link`): the Private
+/// Link Service's visibility and auto-approval are exactly `pl.allowed` (HyperShift's
+/// operator sets both to that list: `hypershift-operator/controllers/platform/azure/
+/// controller.go` `buildAllowedSubscriptions`, `plsSubscriptionsDrifted`); every private
+/// endpoint connection is the cluster's own endpoint's or from an allowed subscription,
+/// and Approved; the A records point at the endpoint's address. Shapes as Azure's
+/// `network` 2023-11-01 `privateLinkService.json` (`PrivateLinkServiceProperties`:
+/// `visibility`, `autoApproval`, `privateEndpointConnections[].properties.
+/// privateLinkServiceConnectionState.status`) and `privatedns` 2024-06-01
+/// `privatedns.json` (`RecordSetProperties.aRecords`). What the ledger holds (`ledger`,
+/// lower-case ids) has its existence reported by its `exists` row; what it does not
+/// (HyperShift's records, a Private Link Service HyperShift made again) by these rows.
+async fn private_link(
+    pls_arm: &ArmClient,
+    arm: &ArmClient,
+    pl: &PrivateLink,
+    ledger: &BTreeSet<String>,
+) -> Vec<Row> {
     let mut rows = Vec::new();
+    let hs = match &pl.manager {
+        LinkManager::HcpWorkflow => None,
+        LinkManager::HyperShift { cr } => Some((cr.as_str(), pl.manager.describe())),
+    };
+    let in_ledger = |id: &str| ledger.contains(&id.to_ascii_lowercase());
     let pls = match pls_arm.get_value(&pl.pls_id, API_NETWORK).await {
         Err(e) => return vec![unknown("pls", &pl.pls_id, e)],
-        Ok(None) => return rows, // its `exists` row says it is missing
+        Ok(None) if in_ledger(&pl.pls_id) => return rows, // its `exists` row says so
+        Ok(None) => {
+            return vec![row(
+                "exists",
+                &pl.pls_id,
+                Verdict::Missing,
+                match &hs {
+                    Some((cr, _)) => format!(
+                        "Microsoft.Network/privateLinkServices (AzurePrivateLinkService {cr} names it)"
+                    ),
+                    None => "Microsoft.Network/privateLinkServices".into(),
+                },
+                "not found (404)",
+                Some(match &hs {
+                    Some((_, describe)) => format!(
+                        "HyperShift's operator makes it again on its next reconcile; if it does not: {describe}"
+                    ),
+                    None => format!("recreate it under the same name: {REPAIR}"),
+                }),
+            )];
+        }
         Ok(Some(p)) => p,
     };
     let want: BTreeSet<String> = pl.allowed.iter().map(|s| s.to_ascii_lowercase()).collect();
@@ -640,7 +879,16 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
             },
             format!("[{}]", show(&want)),
             format!("[{}]", show(&have)),
-            Some(format!("{REPAIR} (sets them to {})", pl.allowed.join(", "))),
+            Some(match &hs {
+                // `reconcilePrivateLinkService`: an existing PLS whose lists drifted is
+                // updated in place (`updatePLSSubscriptions`) on the operator's next
+                // reconcile (it requeues every `DriftDetectionRequeueInterval`).
+                Some((_, describe)) => format!(
+                    "HyperShift's operator sets them back to [{}] on its next reconcile; if it does not: {describe} (the list itself changes with hcp-workflow start update-cluster)",
+                    pl.allowed.join(", ")
+                ),
+                None => format!("{REPAIR} (sets them to {})", pl.allowed.join(", ")),
+            }),
         ));
     }
     let conns = pls
@@ -660,18 +908,29 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
         let (verdict, fix) = if !ours && !allowed {
             (
                 Verdict::Foreign,
-                format!("{REPAIR} (rejects, then removes it)"),
+                match &hs {
+                    // HyperShift's operator only rejects connections when the CR is
+                    // deleted (`rejectPrivateEndpointConnections`); repair-cluster's
+                    // access stage is hcp-workflow's own Private Link Service's.
+                    Some(_) => format!(
+                        "reject, then remove it: az network private-endpoint-connection reject --id {id}; az network private-endpoint-connection delete --id {id} (neither HyperShift nor repair-cluster removes it)"
+                    ),
+                    None => format!("{REPAIR} (rejects, then removes it)"),
+                },
             )
         } else if status != "Approved" {
             (
                 Verdict::Drifted,
-                if ours {
-                    format!(
+                match (&hs, ours) {
+                    (Some((_, describe)), true) => format!(
+                        "a rejected connection is not approved again: delete HyperShift's endpoint (az network private-endpoint delete --ids {}) and its control-plane operator makes it again; a pending one: az network private-endpoint-connection approve --id {id} ({describe})",
+                        pl.pe_id
+                    ),
+                    (None, true) => format!(
                         "a rejected connection is not approved again: delete our endpoint (az network private-endpoint delete --ids {}), then {REPAIR}",
                         pl.pe_id
-                    )
-                } else {
-                    "its owner asks again, or approve it in the portal".to_string()
+                    ),
+                    (_, false) => "its owner asks again, or approve it in the portal".to_string(),
                 },
             )
         } else {
@@ -681,7 +940,7 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
             "pls.connection",
             id,
             verdict,
-            "ours or from an allowed subscription, Approved",
+            "the cluster's endpoint's or from an allowed subscription, Approved",
             format!("endpoint {pe}, {status}"),
             Some(fix),
         ));
@@ -691,12 +950,18 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
             "pls.connection",
             &pl.pe_id,
             Verdict::Missing,
-            "our private endpoint's connection, Approved",
+            "the cluster's private endpoint's connection, Approved",
             "no connection from it",
-            Some(format!(
-                "delete our endpoint (az network private-endpoint delete --ids {}), then {REPAIR}",
-                pl.pe_id
-            )),
+            Some(match &hs {
+                Some((_, describe)) => format!(
+                    "delete HyperShift's endpoint (az network private-endpoint delete --ids {}): its control-plane operator makes it again, connected ({describe})",
+                    pl.pe_id
+                ),
+                None => format!(
+                    "delete our endpoint (az network private-endpoint delete --ids {}), then {REPAIR}",
+                    pl.pe_id
+                ),
+            }),
         ));
     }
     let ip = match crate::azure::privatelink::private_endpoint_ip(arm, &pl.pe_id).await {
@@ -706,13 +971,39 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
             return rows;
         }
     };
+    let record_fix = |ip: Option<&str>| match &hs {
+        // `reconcileDNSZone` writes each record (`RecordSets.CreateOrUpdate`) on every
+        // reconcile of the CR.
+        Some((_, describe)) => format!(
+            "HyperShift's control-plane operator writes it again (→ {}) on its next reconcile; if it does not: {describe}",
+            ip.unwrap_or("the endpoint's address")
+        ),
+        None => format!(
+            "{REPAIR} (points it at {} again)",
+            ip.unwrap_or("the endpoint's address")
+        ),
+    };
     for rec in &pl.records {
         let found = match arm.get_value(rec, API_PRIVATE_DNS).await {
             Err(e) => {
                 rows.push(unknown("dns.a", rec, e));
                 continue;
             }
-            Ok(None) => continue, // its `exists` row says it is missing
+            Ok(None) if in_ledger(rec) => continue, // its `exists` row says it is missing
+            Ok(None) => {
+                rows.push(row(
+                    "dns.a",
+                    rec,
+                    Verdict::Missing,
+                    format!(
+                        "→ {} (the private endpoint)",
+                        ip.as_deref().unwrap_or("(no address)")
+                    ),
+                    "not found (404)",
+                    Some(record_fix(ip.as_deref())),
+                ));
+                continue;
+            }
             Ok(Some(r)) => r,
         };
         let have: Vec<&str> = found
@@ -737,13 +1028,272 @@ async fn private_link(pls_arm: &ArmClient, arm: &ArmClient, pl: &PrivateLink) ->
                     have.join(", ")
                 }
             ),
-            Some(format!(
-                "{REPAIR} (points it at {} again)",
-                ip.as_deref().unwrap_or("the endpoint's address")
-            )),
+            Some(record_fix(ip.as_deref())),
         ));
     }
     rows
+}
+
+/// The condition types HyperShift's controllers set on an `AzurePrivateLinkService`
+/// (`api/hypershift/v1beta1/azureprivatelinkservice_types.go`, release-4.22): each must be
+/// True on a working private link.
+pub const HYPERSHIFT_LINK_CONDITIONS: [&str; 5] = [
+    "AzurePrivateLinkServiceAvailable",
+    "AzureInternalLoadBalancerAvailable",
+    "AzurePLSCreated",
+    "AzurePrivateEndpointAvailable",
+    "AzurePrivateDNSAvailable",
+];
+
+/// HyperShift's own private link (`privateLink.managedBy: hypershift`), modelled on
+/// HyperShift release-4.22: `api/hypershift/v1beta1/azureprivatelinkservice_types.go` (the
+/// CR, its conditions and status ids), `hypershift-operator/controllers/platform/azure/
+/// controller.go` (the Private Link Service, its visibility and auto-approval) and
+/// `control-plane-operator/controllers/azureprivatelinkservice/controller.go` (the
+/// endpoint `private-router-pe`; the zone `<name>.hypershift.local` with link
+/// `<cr>-vnet-link` and records `api`, `*.apps`; the base-domain zone with link
+/// `<cr>-basedomain-vnet-link` and records `api-<name>`, `oauth-<name>`).
+///
+/// The CR is `private-router` in the control-plane namespace: the only one HyperShift's
+/// control-plane operator makes for a cluster whose OAuth server is published as a Route,
+/// as hcp-workflow renders it (`control-plane-operator/main.go`: the OAuth observer runs
+/// only for a LoadBalancer OAuth service). Rows: `pls.condition` per condition type (True
+/// or drifted), `pls.status` (its status names the Private Link Service, the endpoint and
+/// the zone), then `private_link`'s rows over what it names and [`vnet_link`]'s over
+/// its zones' links.
+async fn hypershift_link(
+    clients: &Clients,
+    input: &Input,
+    hs: &HyperShiftLinkCheck,
+    pls_arm: &ArmClient,
+    arm: &ArmClient,
+    ledger: &BTreeSet<String>,
+) -> (Vec<Row>, Vec<String>) {
+    use crate::steps::hypershift_link::{
+        CR_NAME, HyperShiftLinkIds, control_plane_namespace, read_cr,
+    };
+    let cp = control_plane_namespace(&input.namespace, &input.cluster);
+    let manager = LinkManager::HyperShift {
+        cr: format!("{cp}/{CR_NAME}"),
+    };
+    let describe = manager.describe();
+    let resource = format!("AzurePrivateLinkService {cp}/{CR_NAME}");
+    let cr = match clients.mgmt(&input.mgmt).await {
+        Err(e) => return (vec![unknown("pls.condition", &resource, e)], Vec::new()),
+        Ok(m) => match read_cr(&m, &input.namespace, &input.cluster).await {
+            Err(e) => return (vec![unknown("pls.condition", &resource, e)], Vec::new()),
+            Ok(Some(cr)) => cr,
+            Ok(None) => {
+                let missing = row(
+                    "pls.condition",
+                    &resource,
+                    Verdict::Missing,
+                    "HyperShift's AzurePrivateLinkService (its control-plane operator makes it once the private-router Service has an internal load balancer address)",
+                    "not found",
+                    Some(format!(
+                        "kubectl get service -n {cp} {CR_NAME} -o wide; is the HyperShift operator installed with --private-platform Azure (hcp-workflow preflight)?"
+                    )),
+                );
+                return (vec![missing], Vec::new());
+            }
+        },
+    };
+    let ids = HyperShiftLinkIds::of(&cr);
+    let named: Vec<String> = ids
+        .pls_id
+        .iter()
+        .chain(ids.pe_id.iter())
+        .chain(ids.zone_ids.iter())
+        .cloned()
+        .collect();
+    let mut rows = Vec::new();
+    let conditions: Vec<Value> = cr
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let others = conditions
+        .iter()
+        .filter_map(|c| str_at(c, "/type"))
+        .filter(|t| !HYPERSHIFT_LINK_CONDITIONS.contains(t));
+    let types: Vec<&str> = HYPERSHIFT_LINK_CONDITIONS
+        .iter()
+        .copied()
+        .chain(others)
+        .collect();
+    for t in types {
+        let c = conditions.iter().find(|c| str_at(c, "/type") == Some(t));
+        let status = c.and_then(|c| str_at(c, "/status"));
+        rows.push(row(
+            "pls.condition",
+            &resource,
+            if status == Some("True") {
+                Verdict::Ok
+            } else {
+                Verdict::Drifted
+            },
+            format!("{t}=True"),
+            match c {
+                None => format!("{t} not reported"),
+                Some(c) => format!(
+                    "{t}={} ({}): {}",
+                    status.unwrap_or("Unknown"),
+                    str_at(c, "/reason").unwrap_or_default(),
+                    str_at(c, "/message").unwrap_or_default()
+                ),
+            },
+            Some(format!(
+                "{describe} (the reason and message say what failed in Azure; HyperShift's controllers retry on their own)"
+            )),
+        ));
+    }
+    let status = |f: &str| {
+        str_at(&cr, &format!("/status/{f}"))
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let (pls, pe, zone) = (
+        status("privateLinkServiceID"),
+        status("privateEndpointID"),
+        status("privateDNSZoneID"),
+    );
+    let unnamed: Vec<&str> = [
+        ("privateLinkServiceID", &pls),
+        ("privateEndpointID", &pe),
+        ("privateDNSZoneID", &zone),
+    ]
+    .iter()
+    .filter(|(_, v)| v.is_none())
+    .map(|(f, _)| *f)
+    .collect();
+    rows.push(row(
+        "pls.status",
+        &resource,
+        if unnamed.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Missing
+        },
+        "status.privateLinkServiceID, privateEndpointID and privateDNSZoneID set",
+        if unnamed.is_empty() {
+            "all set".to_string()
+        } else {
+            format!("not set: {}", unnamed.join(", "))
+        },
+        Some(format!(
+            "{describe} (its conditions say which step is failing)"
+        )),
+    ));
+    let (Some(pls_id), Some(pe_id)) = (pls, pe) else {
+        return (rows, named);
+    };
+    let base = status("baseDomainDNSZoneID");
+    let mut records = Vec::new();
+    let mut links = Vec::new();
+    if let Some(z) = &zone {
+        records.extend(["api", "*.apps"].iter().map(|r| format!("{z}/A/{r}")));
+        links.push(format!("{z}/virtualNetworkLinks/{CR_NAME}-vnet-link"));
+    }
+    if let Some(z) = &base {
+        // `reconcileBaseDomainDNS` (private-router, no sibling OAuth CR).
+        records.extend(
+            ["api", "oauth"]
+                .iter()
+                .map(|r| format!("{z}/A/{r}-{}", input.cluster)),
+        );
+        links.push(format!(
+            "{z}/virtualNetworkLinks/{CR_NAME}-basedomain-vnet-link"
+        ));
+    }
+    let pl = PrivateLink {
+        pls_id,
+        pe_id,
+        allowed: hs.allowed.clone(),
+        records,
+        manager: manager.clone(),
+    };
+    rows.extend(private_link(pls_arm, arm, &pl, ledger).await);
+    for id in links {
+        let link = VnetLink {
+            id,
+            vnet_id: hs.vnet_id.clone(),
+        };
+        rows.push(vnet_link(arm, &link, &manager).await);
+    }
+    (rows, named)
+}
+
+/// `dns.vnet-link`: a private DNS zone's virtual network link exists, names the guest VNet
+/// (`properties.virtualNetwork.id`) and is not in a failed state (`properties.
+/// provisioningState` Failed or Canceled): Azure's `privatedns` 2024-06-01
+/// `privatedns.json` `VirtualNetworkLinkProperties` (`virtualNetworkLinkState`
+/// InProgress/Completed is reported as found). A zone without its link resolves nothing
+/// in the VNet: the guest's nodes cannot reach the API server by its private name.
+pub async fn vnet_link(arm: &ArmClient, link: &VnetLink, manager: &LinkManager) -> Row {
+    let check = "dns.vnet-link";
+    let expected = format!("linked to {}", link.vnet_id);
+    let body = match arm.get_value(&link.id, API_PRIVATE_DNS).await {
+        Err(e) => return unknown(check, &link.id, e),
+        Ok(None) => {
+            return row(
+                check,
+                &link.id,
+                Verdict::Missing,
+                expected,
+                "not found (404)",
+                Some(match manager {
+                    LinkManager::HcpWorkflow => format!(
+                        "{REPAIR} (recreates it under the same name, linked to {})",
+                        link.vnet_id
+                    ),
+                    LinkManager::HyperShift { .. } => format!(
+                        "HyperShift's control-plane operator makes it again on its next reconcile; if it does not: {}",
+                        manager.describe()
+                    ),
+                }),
+            );
+        }
+        Ok(Some(b)) => b,
+    };
+    let vnet = str_at(&body, "/properties/virtualNetwork/id").unwrap_or("(none)");
+    let prov = str_at(&body, "/properties/provisioningState").unwrap_or("(none)");
+    let state = str_at(&body, "/properties/virtualNetworkLinkState").unwrap_or("(none)");
+    let elsewhere = !eq_ci(vnet, &link.vnet_id);
+    let failed = matches!(prov, "Failed" | "Canceled");
+    let delete = format!(
+        "az network private-dns link vnet delete --ids {} --yes",
+        link.id
+    );
+    row(
+        check,
+        &link.id,
+        if elsewhere || failed {
+            Verdict::Drifted
+        } else {
+            Verdict::Ok
+        },
+        format!("{expected}, not failed"),
+        format!("linked to {vnet}, provisioningState {prov}, virtualNetworkLinkState {state}"),
+        Some(match (manager, elsewhere) {
+            // An existing link is adopted as it is: repair writes again only a missing or
+            // failed one.
+            (LinkManager::HcpWorkflow, true) => format!(
+                "delete it ({delete}), then {REPAIR} (recreates it linked to {})",
+                link.vnet_id
+            ),
+            (LinkManager::HcpWorkflow, false) => {
+                format!("{REPAIR} (writes a link of ours in a failed state again)")
+            }
+            (LinkManager::HyperShift { .. }, true) => format!(
+                "delete it ({delete}): HyperShift's control-plane operator makes it again, linked to its spec.guestVNetID ({})",
+                manager.describe()
+            ),
+            (LinkManager::HyperShift { .. }, false) => format!(
+                "HyperShift's control-plane operator writes it again on its next reconcile; if it does not: {}",
+                manager.describe()
+            ),
+        }),
+    )
 }
 
 async fn management(clients: &Clients, input: &Input) -> Vec<Row> {
@@ -840,18 +1390,22 @@ async fn management(clients: &Clients, input: &Input) -> Vec<Row> {
     rows
 }
 
-async fn foreign(arm: &ArmClient, input: &Input) -> Vec<Row> {
-    let mut known: BTreeSet<String> = input
+/// `foreign`: what the cluster's own groups hold beyond the ledger (`input.expected`) and
+/// `hypershift_made` (what HyperShift's `AzurePrivateLinkService` names).
+async fn foreign(arm: &ArmClient, input: &Input, hypershift_made: &[String]) -> Vec<Row> {
+    let ids: Vec<&str> = input
         .expected
         .iter()
-        .map(|e| e.id.to_ascii_lowercase())
+        .map(|e| e.id.as_str())
+        .chain(hypershift_made.iter().map(String::as_str))
         .collect();
+    let mut known: BTreeSet<String> = ids.iter().map(|i| i.to_ascii_lowercase()).collect();
     // A private endpoint's network interface is Azure's, made with the endpoint.
-    for e in &input.expected {
-        if e.resource_type
-            .eq_ignore_ascii_case("Microsoft.Network/privateEndpoints")
-            && let Ok(Some(pe)) = arm.get_value(&e.id, API_NETWORK).await
-        {
+    for id in ids.iter().filter(|i| {
+        i.to_ascii_lowercase()
+            .contains("/providers/microsoft.network/privateendpoints/")
+    }) {
+        if let Ok(Some(pe)) = arm.get_value(id, API_NETWORK).await {
             for nic in pe
                 .pointer("/properties/networkInterfaces")
                 .and_then(Value::as_array)
@@ -1022,6 +1576,19 @@ mod tests {
         assert!(!tagged("Microsoft.Authorization/roleAssignments"));
         assert!(record_set("Microsoft.Network/dnszones/A"));
         assert!(!record_set("Microsoft.Network/privateDnsZones/A"));
+    }
+
+    #[test]
+    fn hypershifts_link_is_described_by_its_azure_private_link_service() {
+        let m = LinkManager::HyperShift {
+            cr: "clusters-demo/private-router".into(),
+        };
+        assert_eq!(
+            m.describe(),
+            "kubectl describe azureprivatelinkservice -n clusters-demo private-router"
+        );
+        assert_eq!(LinkManager::HcpWorkflow.describe(), "");
+        assert!(HYPERSHIFT_LINK_CONDITIONS.contains(&"AzurePrivateDNSAvailable"));
     }
 
     #[test]

@@ -56,6 +56,41 @@ fn assert_ok(env: &Env, name: &str) {
     }
 }
 
+/// [`assert_ok`], and verify sent nothing but GETs (and token requests): the simulator's
+/// request log, our client's requests only (HyperShift's simulated controllers write on
+/// their own, under their own actor).
+fn assert_ok_read_only(env: &Env, name: &str) {
+    env.sim.clear_requests();
+    assert_ok(env, name);
+    let writes: Vec<Value> = env
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            let m = r["method"].as_str().unwrap_or_default();
+            let p = r["path"].as_str().unwrap_or_default();
+            let controller = matches!(
+                r["actor"].as_str(),
+                Some("hypershift-operator" | "control-plane-operator")
+            );
+            m != "GET" && !controller && !(m == "POST" && p.contains("/oauth2/v2.0/token"))
+        })
+        .collect();
+    assert_eq!(writes, Vec::<Value>::new(), "verify wrote something");
+}
+
+/// Every row of `verify cluster/<name> --output json`.
+fn rows(env: &Env, name: &str) -> Vec<Value> {
+    let (_, out, _) = env.cli(
+        &["--output", "json", "verify", &format!("cluster/{name}")],
+        &[],
+    );
+    document(&out, "VerifyReport")["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
 /// ARM id → its path with the api-version.
 fn arm(id: &str, api: &str) -> String {
     format!("{id}?api-version={api}")
@@ -142,19 +177,7 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     assert_eq!(code, 0, "{out}{err}");
 
     // Everything as the journal says; and verify is read-only.
-    env.sim.clear_requests();
-    assert_ok(&env, name);
-    let writes: Vec<Value> = env
-        .sim
-        .requests()
-        .into_iter()
-        .filter(|r| {
-            let m = r["method"].as_str().unwrap_or_default();
-            let p = r["path"].as_str().unwrap_or_default();
-            m != "GET" && !(m == "POST" && p.contains("/oauth2/v2.0/token"))
-        })
-        .collect();
-    assert_eq!(writes, Vec::<Value>::new(), "verify wrote something");
+    assert_ok_read_only(&env, name);
     // The text form says the same; `--all` lists every cluster that exists.
     let (code, out, _) = env.cli(&["verify", &format!("cluster/{name}")], &[]);
     assert_eq!(code, 0);
@@ -557,4 +580,369 @@ fn repair_puts_back_what_verify_finds_and_stops_at_what_may_not_be_ours() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("✓ Repair complete"), "{out}");
     assert_ok(&env, name);
+}
+
+/// Wait until a GET of `path` answers 404 (an asynchronous ARM delete finished).
+fn wait_gone(env: &Env, path: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let s = reqwest::blocking::Client::new()
+            .get(format!("{}{path}", env.sim.base))
+            .header("authorization", "Bearer test")
+            .send()
+            .unwrap()
+            .status()
+            .as_u16();
+        if s == 404 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{path} still answers {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The rows that are not ok, once they are `want` (what was caused settles: an endpoint's
+/// connection appears when Azure has made the endpoint).
+fn eventually_bad(env: &Env, name: &str, want: impl Fn(&[(String, String, String)]) -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, bad) = verify(env, name);
+        if want(&bad) {
+            assert_eq!(code, 3, "{bad:?}");
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "not as expected: {bad:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+const NET: &str = "2023-11-01";
+const DNS: &str = "2024-06-01";
+/// A subscription the test clusters do not allow.
+const STRANGER: &str = "44444444-5555-6666-7777-888888888888";
+const MGMT_VNET: &str = "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/virtualNetworks/management-vnet";
+
+/// `privateLink.managedBy: hypershift`: verify reads HyperShift's `AzurePrivateLinkService`
+/// (its conditions, and the Private Link Service, endpoint, records and VNet links its
+/// status names) and reports each drift as exactly one row: a condition HyperShift reports
+/// False, a connection from a subscription that is not allowed (which neither HyperShift
+/// nor repair-cluster removes: the fix says how), a VNet link of HyperShift's pointed
+/// elsewhere (deleted, HyperShift's control-plane operator makes it again).
+#[test]
+fn verify_checks_hypershifts_private_link_through_its_azure_private_link_service() {
+    let env = Env::with_sim_args("verify-hs", FAST, &["--private-platform", "azure"]);
+    let (name, infra) = ("vhs", "vhs-h5v3r");
+    let cfg = cluster_file(
+        &env.dir,
+        name,
+        infra,
+        "Private",
+        &format!("allowedSubscriptions:\n  - {A}\nprivateLink:\n  managedBy: hypershift\n"),
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let cr_path = format!(
+        "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters-{name}/azureprivatelinkservices/private-router"
+    );
+    // The create ends once the endpoint and its zone are there; HyperShift's control-plane
+    // operator goes on with the base-domain zone (which no ledger then holds: verify knows
+    // it from the status, not as foreign).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while get(&env, &cr_path)["status"]["baseDomainDNSZoneID"].is_null() {
+        assert!(std::time::Instant::now() < until, "no base-domain zone");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_ok_read_only(&env, name);
+    // HyperShift's link is checked, not only the ledger's existence rows.
+    let all = rows(&env, name);
+    let count = |c: &str| all.iter().filter(|r| r["check"] == c).count();
+    assert_eq!(
+        count("pls.condition"),
+        5,
+        "one per HyperShift condition type"
+    );
+    for c in [
+        "pls.status",
+        "pls.visibility",
+        "pls.auto-approval",
+        "pls.connection",
+    ] {
+        assert_eq!(count(c), 1, "{c}");
+    }
+    // `api`, `*.apps` in `<name>.hypershift.local`; `api-<name>`, `oauth-<name>` in the
+    // base-domain zone.
+    assert_eq!(count("dns.a"), 4);
+    // The infra zone's (ours), HyperShift's two.
+    assert_eq!(count("dns.vnet-link"), 3);
+    assert_eq!(count("secret.exists"), 4);
+
+    let cr_row = format!("AzurePrivateLinkService clusters-{name}/private-router");
+    let cr = get(&env, &cr_path);
+    let pls = cr["status"]["privateLinkServiceID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // 1. A condition HyperShift reports False (its operator, when it cannot find the
+    //    internal load balancer), through the status subresource.
+    let original = cr["status"]["conditions"].clone();
+    let mut conditions = original.clone();
+    for c in conditions.as_array_mut().unwrap() {
+        if c["type"] == "AzureInternalLoadBalancerAvailable" {
+            c["status"] = json!("False");
+            c["reason"] = json!("AzureError");
+            c["message"] = json!("no internal load balancer has frontend IP 10.224.0.4");
+        }
+    }
+    merge_patch(
+        &env,
+        &format!("{cr_path}/status"),
+        &json!({"status": {"conditions": conditions}}),
+    );
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("pls.condition".into(), "drifted".into(), cr_row.clone())]
+    );
+    let fix = doc_fix(&env, name, &cr_row);
+    assert!(
+        fix.contains(&format!(
+            "kubectl describe azureprivatelinkservice -n clusters-{name} private-router"
+        )),
+        "{fix}"
+    );
+    merge_patch(
+        &env,
+        &format!("{cr_path}/status"),
+        &json!({"status": {"conditions": original}}),
+    );
+    assert_ok(&env, name);
+
+    // 2. An endpoint in a subscription that is not allowed asks to connect (pending: not
+    //    auto-approved). HyperShift's operator rejects connections only when its CR goes.
+    let rg = format!("/subscriptions/{STRANGER}/resourceGroups/intruder");
+    put(&env, &rg, "2021-04-01", &json!({"location": "eastus"}));
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/v");
+    put(
+        &env,
+        &vnet,
+        NET,
+        &json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.9.0.0/16"]},
+            "subnets": [{"name": "s", "properties": {"addressPrefix": "10.9.0.0/24"}}]}}),
+    );
+    let pe = format!("{rg}/providers/Microsoft.Network/privateEndpoints/intruder-pe");
+    let stranger_pe = json!({"location": "eastus", "properties": {"subnet": {"id": format!("{vnet}/subnets/s")},
+        "manualPrivateLinkServiceConnections": [{"name": "c", "properties": {"privateLinkServiceId": pls}}]}});
+    for _ in 0..50 {
+        // Its subnet is usable once the VNet is made.
+        if env.sim.put(&arm(&pe, NET), &stranger_pe).0 < 300 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let prefix = format!("{pls}/privateEndpointConnections/");
+    eventually_bad(&env, name, |bad| {
+        bad.len() == 1
+            && bad[0].0 == "pls.connection"
+            && bad[0].1 == "foreign"
+            && bad[0].2.starts_with(&prefix)
+    });
+    let (_, bad) = verify(&env, name);
+    let conn = bad[0].2.clone();
+    let fix = doc_fix(&env, name, &conn);
+    assert!(
+        fix.contains(&format!(
+            "az network private-endpoint-connection reject --id {conn}"
+        )),
+        "{fix}"
+    );
+    // The fix: reject it, then remove it.
+    let mut c = get(&env, &arm(&conn, NET));
+    c["properties"]["privateLinkServiceConnectionState"] =
+        json!({"status": "Rejected", "description": "not allowed"});
+    put(&env, &conn, NET, &c);
+    assert!(matches!(env.sim.delete(&arm(&conn, NET)), 200 | 202 | 204));
+    eventually_ok(&env, name);
+
+    // 3. HyperShift's link of `<name>.hypershift.local` pointed at another network (the
+    //    simulator takes the PUT; in Azure it would be deleted and made again under its
+    //    name). Deleted, as the fix says, HyperShift's control-plane operator makes it again.
+    let zone = cr["status"]["privateDNSZoneID"].as_str().unwrap();
+    let link = format!("{zone}/virtualNetworkLinks/private-router-vnet-link");
+    let mut elsewhere = get(&env, &arm(&link, DNS));
+    elsewhere["properties"]["virtualNetwork"]["id"] = json!(MGMT_VNET);
+    put(&env, &link, DNS, &elsewhere);
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("dns.vnet-link".into(), "drifted".into(), link.clone())]
+    );
+    assert!(doc_fix(&env, name, &link).contains("az network private-dns link vnet delete"));
+    assert!(matches!(env.sim.delete(&arm(&link, DNS)), 200 | 202 | 204));
+    eventually_ok(&env, name);
+}
+
+/// The Secrets the HostedCluster reads: each one deleted is `secret.exists` missing (and
+/// nothing else). The pull secret comes from the file: repair-cluster writes it again. A
+/// generated key does not: the fix names HyperShift's copy in the control-plane namespace
+/// (repair would make a new key, which cannot decrypt what etcd holds).
+#[test]
+fn verify_reports_a_deleted_secret_the_hosted_cluster_reads() {
+    let env = Env::new("verify-secrets", FAST);
+    let (name, infra) = ("vsec", "vsec-s3cr7");
+    let cfg = cluster_file(&env.dir, name, infra, "Public", "");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok_read_only(&env, name);
+    let checked: Vec<String> = rows(&env, name)
+        .iter()
+        .filter(|r| r["check"] == "secret.exists")
+        .map(|r| r["resource"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        checked,
+        [
+            "pull-secret",
+            "ssh-key",
+            "sa-token-issuer-key",
+            "etcd-encryption-key"
+        ]
+        .map(|s| format!("Secret clusters/{name}-{s}"))
+    );
+
+    let secrets = "/api/v1/namespaces/clusters/secrets";
+    let pull = format!("{name}-pull-secret");
+    let etcd = format!("{name}-etcd-encryption-key");
+    let kept = get(&env, &format!("{secrets}/{etcd}"));
+    assert_eq!(env.sim.delete(&format!("{secrets}/{pull}")), 200);
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![(
+            "secret.exists".into(),
+            "missing".into(),
+            format!("Secret clusters/{pull}")
+        )]
+    );
+    assert!(doc_fix(&env, name, &format!("Secret clusters/{pull}")).contains("repair-cluster"));
+
+    assert_eq!(env.sim.delete(&format!("{secrets}/{etcd}")), 200);
+    let (_, bad) = verify(&env, name);
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert_eq!(
+        bad[1],
+        (
+            "secret.exists".into(),
+            "missing".into(),
+            format!("Secret clusters/{etcd}")
+        )
+    );
+    let fix = doc_fix(&env, name, &format!("Secret clusters/{etcd}"));
+    assert!(
+        fix.contains(&format!("kubectl get secret -n clusters-{name} {etcd}"))
+            && fix.contains("not repair-cluster"),
+        "{fix}"
+    );
+    // The operator copies the key back (here: as it was), labels and all.
+    let (s, b) = env.sim.post(
+        secrets,
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": kept["type"],
+            "metadata": {"name": etcd, "namespace": "clusters", "labels": kept["metadata"]["labels"]},
+            "data": kept["data"]}),
+    );
+    assert_eq!(s, 201, "{b}");
+    // repair-cluster writes the pull secret again from the file.
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, name);
+    assert_eq!(
+        get(&env, &format!("{secrets}/{etcd}"))["data"],
+        kept["data"],
+        "the etcd key is the one the cluster had"
+    );
+}
+
+/// The private-link zone's VNet link (hcp-workflow's own) made again under its name but
+/// linked to another network: `dns.vnet-link` drifted. repair-cluster keeps an existing link
+/// of ours as it is, so verify still says so after it; as the fix says, the link is
+/// deleted (`dns.vnet-link` missing, not a second `exists` row) and repair makes it again,
+/// linked to the guest VNet.
+#[test]
+fn verify_reports_a_vnet_link_repointed_or_deleted_and_repair_makes_it_again() {
+    let env = Env::new("verify-links", FAST);
+    let (name, infra) = ("vlnk", "vlnk-l1nk5");
+    let cfg = linked(&env, name, infra);
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok_read_only(&env, name);
+    let all = rows(&env, name);
+    let links: Vec<&str> = all
+        .iter()
+        .filter(|r| r["check"] == "dns.vnet-link")
+        .map(|r| r["resource"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        links.len(),
+        2,
+        "the infra zone's and the private-link zone's"
+    );
+    let link = links
+        .iter()
+        .find(|l| l.contains(".hypershift.local/virtualNetworkLinks/"))
+        .unwrap()
+        .to_string();
+    let original = get(&env, &arm(&link, DNS));
+    let guest_vnet = original["properties"]["virtualNetwork"]["id"].clone();
+
+    // Made again under its name (with our tags), linked elsewhere.
+    assert!(matches!(env.sim.delete(&arm(&link, DNS)), 200 | 202 | 204));
+    wait_gone(&env, &arm(&link, DNS));
+    put(
+        &env,
+        &link,
+        DNS,
+        &json!({"location": "global", "tags": original["tags"],
+            "properties": {"virtualNetwork": {"id": MGMT_VNET}, "registrationEnabled": false}}),
+    );
+    let drifted = vec![("dns.vnet-link".into(), "drifted".into(), link.clone())];
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(bad, drifted);
+    let fix = doc_fix(&env, name, &link);
+    assert!(
+        fix.contains(&format!(
+            "az network private-dns link vnet delete --ids {link}"
+        )) && fix.contains("repair-cluster"),
+        "{fix}"
+    );
+    // repair-cluster alone adopts the link as it is.
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(verify(&env, name).1, drifted);
+
+    // The fix: delete it, then repair.
+    assert!(matches!(env.sim.delete(&arm(&link, DNS)), 200 | 202 | 204));
+    wait_gone(&env, &arm(&link, DNS));
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("dns.vnet-link".into(), "missing".into(), link.clone())]
+    );
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, name);
+    assert_eq!(
+        get(&env, &arm(&link, DNS))["properties"]["virtualNetwork"]["id"],
+        guest_vnet
+    );
 }
