@@ -690,6 +690,7 @@ fn secrets_input(prefix: &str) -> (tempfile::TempDir, SecretsInput) {
         pull_secret: format!("{prefix}-pull-secret"),
         ssh_key: format!("{prefix}-ssh-key"),
         etcd_key: format!("{prefix}-etcd-encryption-key"),
+        keep_keys: false,
     };
     (dir, input)
 }
@@ -1251,4 +1252,46 @@ async fn the_creator_label_survives_a_later_adoption() {
             "{n} kept by the adopter's undo"
         );
     }
+}
+
+/// repair-cluster never makes a key anew: with the etcd key Secret gone, its secrets step
+/// stops for an operator (a new key could not decrypt what etcd holds), and no Secret of
+/// that name appears.
+#[tokio::test]
+async fn repair_stops_rather_than_make_a_lost_etcd_key_anew() {
+    let w = world().await;
+    let (_dir, mut input) = secrets_input("keys");
+    let secrets = EnsureClusterSecrets(w.clients.clone());
+    let none = HashMap::new();
+    run_action(&secrets, run(1), &input, &none, None).await;
+    let path = "/api/v1/namespaces/clusters/secrets/keys-etcd-encryption-key";
+    let status = reqwest::Client::new()
+        .delete(format!("{}{path}", w.base))
+        .header("authorization", "Bearer test")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+    input.keep_keys = true;
+    let (ctx, _cell) = StepContext::detached(
+        run(2),
+        "node",
+        Phase::Action,
+        1,
+        None,
+        none.clone(),
+        BTreeMap::new(),
+    );
+    let err = match secrets.run(&ctx, input.clone()).await {
+        Err(e) => e,
+        Ok(_) => panic!("repair made the key anew"),
+    };
+    assert!(!err.retryable);
+    assert_eq!(err.code.as_deref(), Some("KeySecretMissing"), "{err}");
+    assert!(err.message.contains("never makes a new one"), "{err}");
+    assert!(
+        secret_labels(&w.sim, "keys-etcd-encryption-key").is_none(),
+        "no new key"
+    );
 }

@@ -370,6 +370,7 @@ fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
                 }),
                 crate::config::OidcIssuer::Create(_) => None,
             },
+            keep_keys: c.repair,
         },
         o(),
     )?;
@@ -621,6 +622,7 @@ fn control_plane(
             pull_secret: l.secret("pull-secret"),
             ssh_key: l.secret("ssh-key"),
             etcd_key: l.secret("etcd-encryption-key"),
+            keep_keys: c.repair,
         },
         o(),
     )?;

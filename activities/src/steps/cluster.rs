@@ -339,6 +339,10 @@ pub struct IssuerKeyInput {
     /// checking the issuer publishes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub existing: Option<ExistingIssuerKey>,
+    /// repair-cluster: a missing signing key is never made anew (every token the cluster
+    /// issued, and the published JWKS, name the old one): the step stops for an operator.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_keys: bool,
 }
 
 /// The signing key of an existing OIDC issuer (`oidcIssuer.existing`): a file path only;
@@ -520,6 +524,14 @@ impl Action for EnsureIssuerKey {
                     StepError::permanent("validation", format!("issuer key Secret: {e}"))
                 })?
             }
+            None if input.keep_keys => {
+                return Err(lost_key(
+                    &input.namespace,
+                    &input.secret,
+                    "service-account signing key",
+                    "a new key would invalidate every token the cluster issued and the JWKS it published",
+                ));
+            }
             None => {
                 // RSA-4096 generation takes a second or two: keep it off the async workers.
                 let key = tokio::task::spawn_blocking(crate::oidc::generate)
@@ -604,6 +616,10 @@ pub struct SecretsInput {
     pub ssh_key: String,
     /// etcd encryption key Secret name.
     pub etcd_key: String,
+    /// repair-cluster: a missing etcd key is never made anew (a new key cannot decrypt
+    /// what etcd holds): the step stops for an operator instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_keys: bool,
 }
 
 /// Output: which Secrets.
@@ -679,6 +695,14 @@ impl Action for EnsureClusterSecrets {
             .await?
             .is_none()
         {
+            if input.keep_keys {
+                return Err(lost_key(
+                    ns,
+                    &input.etcd_key,
+                    "etcd encryption key",
+                    "a new key cannot decrypt what etcd already holds",
+                ));
+            }
             let mut bytes = vec![0u8; 32];
             aws_lc_rs::rand::fill(&mut bytes)
                 .map_err(|_| StepError::permanent("internal", "no system randomness"))?;
@@ -1389,4 +1413,16 @@ impl Action for DeleteObject {
         }
         Ok(Outcome::Done(DeleteObjectOutput { ledger }))
     }
+}
+
+/// repair-cluster found a key Secret it generated missing: it must not make a new one.
+/// HyperShift keeps a copy in the hosted control plane's namespace (`<ns>-<cluster>`).
+fn lost_key(ns: &str, name: &str, what: &str, why: &str) -> StepError {
+    StepError::permanent(
+        "validation",
+        format!(
+            "the {what} Secret {ns}/{name} is missing and repair never makes a new one ({why}). Copy HyperShift's copy back from the hosted control plane namespace (`kubectl get secret -n {ns}-<cluster> …`, as `hcp-workflow verify` names it) or restore it from a backup, then `hcp-workflow retry` this run"
+        ),
+    )
+    .with_code("KeySecretMissing")
 }
