@@ -575,16 +575,23 @@ impl Action for WaitHyperShiftEndpoint {
         }
         let ids = HyperShiftLinkIds::of(&cr);
         let ip = status_str(&cr, "privateEndpointIP");
+        // `AzurePrivateDNSAvailable` turns True once the cluster's own zone is done, before
+        // the base-domain zone (release-4.22
+        // control-plane-operator/controllers/azureprivatelinkservice/controller.go, steps 9
+        // and 10); `AzurePrivateLinkServiceAvailable` comes after both (step 11). Waiting for
+        // it too means the ledger records every zone HyperShift made.
         let ready = cond_true(&cr, "AzurePrivateEndpointAvailable")
             && cond_true(&cr, "AzurePrivateDNSAvailable")
+            && cond_true(&cr, "AzurePrivateLinkServiceAvailable")
             && status_str(&cr, "privateDNSZoneID").is_some();
         let (Some(pe), Some(ip), true) = (ids.pe_id.clone(), ip, ready) else {
             return Ok(ctx.wait(
                 self.0.poll(),
                 format!(
-                    "waiting for HyperShift's control-plane operator to create the private endpoint and DNS of {cp}/{CR_NAME}: {}; {}",
+                    "waiting for HyperShift's control-plane operator to create the private endpoint and DNS of {cp}/{CR_NAME}: {}; {}; {}",
                     cond_text(&cr, "AzurePrivateEndpointAvailable"),
-                    cond_text(&cr, "AzurePrivateDNSAvailable")
+                    cond_text(&cr, "AzurePrivateDNSAvailable"),
+                    cond_text(&cr, "AzurePrivateLinkServiceAvailable")
                 ),
             ));
         };
