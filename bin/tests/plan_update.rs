@@ -115,3 +115,105 @@ fn plan_update_cluster_shows_every_change_the_dag_pivots_and_undo_plan() {
     assert_eq!(code, 0);
     golden("plan_update_refused.txt", &norm(&out));
 }
+
+/// `plan repair-cluster` (issue 25) of a cluster created from `examples/cluster.yaml` with
+/// `--simulate`, locked by a golden file: create-cluster's steps under their names, each
+/// resource `[exists: created by run …]` (its step adopts it), the `access` stage with
+/// its pivot, the pause policy and what `cancel` undoes. The run id is replaced by `<run>`
+/// and the journal's URL by `<journal>`. The file changed: the plan says `start` refuses it
+/// and names update-cluster.
+#[test]
+fn plan_repair_cluster_shows_create_steps_the_access_stage_and_its_pivot() {
+    let dir = hcp_runtime::testkit::scratch_dir("plan-repair");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for f in ["cluster.yaml", "pull-secret.json", "id_ed25519.pub"] {
+        std::fs::copy(root.join("examples").join(f), dir.join(f)).unwrap();
+    }
+    let db = format!("sqlite://{}", dir.join("journal.db").display());
+    let cfg = dir.join("cluster.yaml");
+    let c = "cluster.yaml";
+    // The create only makes what the plan is of: fast (the simulator's time scale, no
+    // preflight: the plan runs its own).
+    let out = bin()
+        .args(["--database", &db, "--simulate", "start", "create-cluster"])
+        .args(["--config", c, "--skip-preflight"])
+        .env("HCP_SIM_TIME_SCALE", "0.002")
+        .env("HCP_POLL_MS", "20")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_whitespace().next())
+        })
+        .unwrap()
+        .to_string();
+    let short = &run[run.len() - 8..];
+    let norm = |s: &str| s.replace(short, "<run>").replace(&db, "<journal>");
+    let (code, out, err) = sh(&dir, &db, &["plan", "repair-cluster", "--config", c]);
+    assert_eq!(code, 0, "{err}");
+    golden("plan_repair.txt", &norm(&out));
+    let (code, out, _) = sh(
+        &dir,
+        &db,
+        &["--output", "json", "plan", "repair-cluster", "--config", c],
+    );
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["workflow"], "repair-cluster");
+    assert_eq!(v["on_failure"], "pause");
+    assert_eq!(v["applied_by_run"], run.as_str());
+    assert_eq!(v["differences"], serde_json::json!([]));
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 62);
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["node"].as_str().unwrap().starts_with("create-cluster.")),
+        "repair runs create's steps under their names"
+    );
+    let pivots: Vec<&str> = steps
+        .iter()
+        .filter(|s| s["pivot"].is_string())
+        .map(|s| s["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(pivots, vec!["create-cluster.access.connections"]);
+    // `cancel` after the pivot undoes the node pools only; before it, every step with an
+    // undo, in reverse order.
+    assert_eq!(
+        v["undo"],
+        serde_json::json!(["create-cluster.nodepools.workers"])
+    );
+    let before = v["undo_before_pivot"].as_array().unwrap();
+    assert_eq!(before.len(), 56);
+    assert_eq!(before[0], "create-cluster.access.pls-visibility");
+    assert_eq!(before[55], "create-cluster.identities.persistent-rg");
+    // Every Azure resource and Kubernetes object the create made exists: its step adopts it.
+    let existing = v["existing"].as_object().unwrap();
+    assert_eq!(existing.len(), 65);
+    assert!(
+        existing
+            .values()
+            .all(|e| e.as_str().unwrap().starts_with("exists: ")),
+        "{existing:?}"
+    );
+    // A changed file is update-cluster's work: the plan says start refuses it.
+    edit(&cfg, "    replicas: 2\n", "    replicas: 3\n");
+    let (code, out, _) = sh(&dir, &db, &["plan", "repair-cluster", "--config", c]);
+    assert_eq!(code, 0);
+    assert!(out.contains("nodePools[workers].replicas: 2 → 3"), "{out}");
+    assert!(
+        out.contains("`start repair-cluster` refuses this")
+            && out.contains("plan update-cluster --config cluster.yaml"),
+        "{out}"
+    );
+}

@@ -387,11 +387,19 @@ const BEFORE_KEY: &str = "before";
 /// In an undo: what the action found before its first write (its checkpoint's `before`);
 /// `None` when it never wrote.
 fn before_of<T: serde::de::DeserializeOwned>(ctx: &StepContext) -> Result<Option<T>, StepError> {
+    action_checkpoint_member(ctx, BEFORE_KEY)
+}
+
+/// In an undo: member `key` of the action's checkpoint.
+fn action_checkpoint_member<T: serde::de::DeserializeOwned>(
+    ctx: &StepContext,
+    key: &str,
+) -> Result<Option<T>, StepError> {
     let Some(Value::Object(cp)) = ctx.action_checkpoint::<Value>()? else {
         return Ok(None);
     };
     Ok(cp
-        .get(BEFORE_KEY)
+        .get(key)
         .and_then(|b| serde_json::from_value::<T>(b.clone()).ok()))
 }
 
@@ -1394,18 +1402,27 @@ async fn resolve_pls(clients: &Clients, r: &PlsRef) -> Result<Option<String>, St
 
 /// `azure.pls.visibility`: our Private Link Service's `visibility` and `autoApproval`
 /// become exactly the allowed subscriptions (the lists before are checkpointed; the undo
-/// puts them back). With HyperShift's PLS it waits until HyperShift's controller has
-/// applied `additionalAllowedSubscriptions` (its `reconcileAzurePrivateLinkService`),
+/// puts each back as it was). With HyperShift's PLS it waits until HyperShift's controller
+/// has applied `additionalAllowedSubscriptions` (its `reconcileAzurePrivateLinkService`),
 /// writing nothing.
 #[derive(Clone, Debug)]
 pub struct SetPlsVisibility(pub Arc<Clients>);
 
+/// Checkpoint member of `azure.pls.visibility`: the auto-approval list before its first
+/// write (`before` holds the visibility list). The two can differ (one widened by hand);
+/// the undo puts each back as it was. Absent in runs of an older binary: the undo then
+/// gives auto-approval the visibility list.
+const BEFORE_AUTO_APPROVAL_KEY: &str = "before-auto-approval";
+
 impl SetPlsVisibility {
+    /// One look at the PLS, writing `want_vis` as its visibility and `want_auto` as its
+    /// auto-approval when they are not there yet.
     async fn converge(
         &self,
         ctx: &StepContext,
         input: &PlsAccessInput,
-        want: &[String],
+        want_vis: &[String],
+        want_auto: &[String],
         undo: bool,
     ) -> Result<Result<String, String>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
@@ -1425,9 +1442,11 @@ impl SetPlsVisibility {
         };
         let (vis, auto) = pls_lists(&pls);
         if !undo && checkpoint_field::<Vec<String>>(ctx, BEFORE_KEY)?.is_none() {
+            // Both before the first write (`before` last: it says both are saved).
+            save_checkpoint_field(ctx, BEFORE_AUTO_APPROVAL_KEY, &auto).await?;
             save_checkpoint_field(ctx, BEFORE_KEY, &vis).await?;
         }
-        if same_set(&vis, want) && same_set(&auto, want) {
+        if same_set(&vis, want_vis) && same_set(&auto, want_auto) {
             let state = str_at(&pls, "/properties/provisioningState").unwrap_or("Succeeded");
             if state.eq_ignore_ascii_case("Succeeded") {
                 return Ok(Ok(id));
@@ -1439,7 +1458,7 @@ impl SetPlsVisibility {
         if matches!(input.pls, PlsRef::HyperShift { .. }) {
             return Ok(Err(format!(
                 "waiting for HyperShift to set the visibility of {id} to [{}] (now [{}])",
-                want.join(", "),
+                want_vis.join(", "),
                 vis.join(", ")
             )));
         }
@@ -1461,16 +1480,24 @@ impl SetPlsVisibility {
             p.remove("provisioningState");
             p.remove("alias");
             p.remove("networkInterfaces");
-            p.insert("visibility".into(), json!({"subscriptions": want}));
-            p.insert("autoApproval".into(), json!({"subscriptions": want}));
+            p.insert("visibility".into(), json!({"subscriptions": want_vis}));
+            p.insert("autoApproval".into(), json!({"subscriptions": want_auto}));
         }
         arm.put(&id, API_NETWORK, &body)
             .await
             .map_err(|e| StepError::from(e.with_resource(&id)))?;
-        Ok(Err(format!(
-            "{id}: visibility and auto-approval set to [{}]",
-            want.join(", ")
-        )))
+        Ok(Err(if same_set(want_vis, want_auto) {
+            format!(
+                "{id}: visibility and auto-approval set to [{}]",
+                want_vis.join(", ")
+            )
+        } else {
+            format!(
+                "{id}: visibility set to [{}], auto-approval to [{}]",
+                want_vis.join(", "),
+                want_auto.join(", ")
+            )
+        }))
     }
 }
 
@@ -1493,7 +1520,13 @@ impl Action for SetPlsVisibility {
         input: PlsAccessInput,
     ) -> Result<Outcome<PlsAccessOutput>, StepError> {
         match self
-            .converge(ctx, &input, &input.subscriptions, false)
+            .converge(
+                ctx,
+                &input,
+                &input.subscriptions,
+                &input.subscriptions,
+                false,
+            )
             .await?
         {
             Err(why) => Ok(ctx.wait(self.0.poll(), why)),
@@ -1527,7 +1560,12 @@ impl Action for SetPlsVisibility {
         let Some(before) = before_of::<Vec<String>>(ctx)? else {
             return Ok(UndoOutcome::Done);
         };
-        match self.converge(ctx, &input, &before, true).await? {
+        let before_auto = action_checkpoint_member::<Vec<String>>(ctx, BEFORE_AUTO_APPROVAL_KEY)?
+            .unwrap_or_else(|| before.clone());
+        match self
+            .converge(ctx, &input, &before, &before_auto, true)
+            .await?
+        {
             Ok(_) => Ok(UndoOutcome::Done),
             Err(why) => Ok(ctx.undo_wait(self.0.poll(), format!("restoring: {why}"))),
         }
