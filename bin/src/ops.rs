@@ -160,7 +160,28 @@ fn engine_with(
             hcp_activities::azure::budget::JournalTokens(store.clone()),
         ));
     }
-    Engine::with(store, registry, Arc::new(SystemClock), hooks, c)
+    Engine::with(store, registry, clock(), hooks, c)
+}
+
+/// The engine's clock: the system's, or, in a debug build only, the system's moved by
+/// `HCP_CLOCK_OFFSET_MS` (tests of a worker whose clock runs ahead: issue 27).
+fn clock() -> Arc<dyn hcp_runtime::Clock> {
+    #[derive(Debug)]
+    struct Offset(i64);
+    impl hcp_runtime::Clock for Offset {
+        fn now(&self) -> hcp_runtime::Timestamp {
+            let t = hcp_runtime::Clock::now(&SystemClock);
+            hcp_runtime::Timestamp(t.0.saturating_add(self.0))
+        }
+    }
+    if cfg!(debug_assertions)
+        && let Some(ms) = std::env::var("HCP_CLOCK_OFFSET_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        return Arc::new(Offset(ms));
+    }
+    Arc::new(SystemClock)
 }
 
 /// An engine knowing the cluster actions (reaching the world through `clients`), leasing

@@ -65,6 +65,28 @@ impl Harness for PgHarness {
         .unwrap();
         assert_eq!(done.rows_affected(), 1);
     }
+
+    /// The database's clock decides lease expiry: `by` passing is every lease ending `by`
+    /// earlier on that clock.
+    async fn lapse(&self, store: &Arc<dyn JournalStore>, by: std::time::Duration) {
+        let schema = self
+            .schemas
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(s, _)| Arc::ptr_eq(s, store))
+            .map(|(_, name)| name.clone())
+            .unwrap();
+        let mut conn = self.db.as_ref().unwrap().connect().await;
+        sqlx::query(&format!(
+            "UPDATE \"{schema}\".runs SET lease_expires_at = lease_expires_at - $1 * interval '1 millisecond' \
+             WHERE lease_expires_at IS NOT NULL"
+        ))
+        .bind(i64::try_from(by.as_millis()).unwrap())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
 }
 
 impl Skip for PgHarness {

@@ -681,8 +681,7 @@ impl Engine {
                     }
                 }
                 _ = renew.tick() => {
-                    let until = sh.clock.now().plus(sh.config.lease_ttl);
-                    match sh.store.renew(&owner, until).await {
+                    match sh.store.renew_for(&owner, sh.clock.now(), sh.config.lease_ttl).await {
                         Ok(held) => {
                             let held: std::collections::HashSet<RunId> = held.into_iter().collect();
                             for (id, (h, _, leaving)) in &active {

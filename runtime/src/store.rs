@@ -18,7 +18,8 @@
 //!   lease's epoch; a worker whose lease was taken over gets [`StoreError::Fenced`] and its
 //!   write leaves no trace.
 //! - **Exclusive leases.** At most one owner holds an unexpired lease on a run; `acquire`
-//!   takes expired leases over and bumps the epoch.
+//!   takes expired leases over and bumps the epoch. Postgres decides expiry by the
+//!   database's clock (the `now` callers pass only says which runs are due).
 //! - **Idempotent create.** A second `create_run` with the same idempotency key returns the
 //!   first run's id and writes nothing, if it names the same workflow and exclusive key;
 //!   otherwise [`CreateOutcome::KeyReused`] and nothing is written.
@@ -488,6 +489,20 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
     /// may leave out (and not extend) the lease of a run that is already finished: nothing
     /// is left to fence on it, and its holder is about to release it.
     async fn renew(&self, owner: &str, until: Timestamp) -> Result<Vec<RunId>, StoreError>;
+
+    /// Extend every lease `owner` holds for `ttl` from now, where "now" is the store's
+    /// clock when it has one: Postgres decides lease expiry by the database's `now()`
+    /// (issue 27), so a worker whose clock runs ahead can neither take a live run over nor
+    /// keep its own leases longer. The default is [`JournalStore::renew`] to `now + ttl`
+    /// (`now`: the caller's clock).
+    async fn renew_for(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<Vec<RunId>, StoreError> {
+        self.renew(owner, now.plus(ttl)).await
+    }
 
     /// Give the lease up; the run is next due at `wake_at` (`None`: only commands wake it).
     async fn release(&self, lease: &Lease, wake_at: Option<Timestamp>) -> Result<(), StoreError>;

@@ -176,3 +176,186 @@ where
     }
     panic!("condition not reached within {timeout:?}: {what}");
 }
+
+/// Issue 27 §6: lease expiry is decided by the database's clock. A worker whose clock runs
+/// an hour ahead sees every lease as long expired by its own reckoning; it must still never
+/// take a live run over (on Postgres), and only takes it once the holder is really gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_whose_clock_runs_ahead_never_takes_a_live_run_over() {
+    let Some(base) = postgres_url() else { return };
+    let db = fresh_postgres(&base).await;
+    let dir = scratch("clock-ahead");
+    let world_s = dir.join("world").to_str().unwrap().to_string();
+    // `b1` keeps polling for a while; the holder keeps its lease while it waits.
+    let waits: serde_json::Map<String, serde_json::Value> =
+        [("b1".to_string(), serde_json::json!(6))]
+            .into_iter()
+            .collect();
+    let faults = serde_json::json!({ "waits": waits, "wait_ms": 1000 }).to_string();
+    let env = [
+        ("HCP_LEASE_TTL_MS", "1500"),
+        ("HCP_POLL_MS", "50"),
+        ("HCP_HOLD_MS", "60000"),
+        ("HCP_SAMPLE_FAULTS", faults.as_str()),
+        ("RUST_LOG", "warn"),
+    ];
+    let p = Proc::spawn(
+        &dir,
+        &[
+            "selftest",
+            "--detach",
+            "--database",
+            &db,
+            "--world",
+            &world_s,
+            "--prefix",
+            "c.",
+        ],
+        &env,
+    );
+    let (code, out, err) = p.finish(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out:?} {err}");
+    let store = hcp_persistence::open(&db).await.unwrap();
+    let run = || async {
+        store
+            .list_runs(&RunFilter::default())
+            .await
+            .unwrap()
+            .remove(0)
+    };
+
+    let mut w1 = Proc::spawn(
+        &dir,
+        &["worker", "--database", &db, "--world", &world_s],
+        &env,
+    );
+    let w1_tag = format!("-{}-", w1.child.id());
+    wait_until("W1 holds the run", Duration::from_secs(30), || async {
+        run()
+            .await
+            .lease_owner
+            .as_deref()
+            .is_some_and(|o| o.contains(&w1_tag))
+    })
+    .await;
+    let epoch = run().await.lease_epoch;
+
+    // W2's clock runs an hour ahead: for four lease lifetimes, it never takes the run.
+    let mut ahead = env.to_vec();
+    ahead.push(("HCP_CLOCK_OFFSET_MS", "3600000"));
+    let w2 = Proc::spawn(
+        &dir,
+        &["worker", "--database", &db, "--world", &world_s],
+        &ahead,
+    );
+    let w2_tag = format!("-{}-", w2.child.id());
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        let r = run().await;
+        assert!(
+            r.lease_owner
+                .as_deref()
+                .is_some_and(|o| o.contains(&w1_tag))
+                || r.state.is_terminal(),
+            "the run left its live holder: {:?} (epoch {} → {})",
+            r.lease_owner,
+            epoch,
+            r.lease_epoch
+        );
+        assert_eq!(r.lease_epoch, epoch, "no takeover of a live lease");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The holder dies: W2 takes over once the lease lapses by the database's clock.
+    w1.kill();
+    wait_until("W2 takes the run over", Duration::from_secs(20), || async {
+        run()
+            .await
+            .lease_owner
+            .as_deref()
+            .is_some_and(|o| o.contains(&w2_tag))
+            || run().await.state == RunState::Succeeded
+    })
+    .await;
+    wait_until("the run succeeds", Duration::from_secs(30), || async {
+        run().await.state == RunState::Succeeded
+    })
+    .await;
+    drop(w2);
+}
+
+/// Issue 27 §6 on SQLite: two processes could share the file, but only one executes (the
+/// file's executor lock); a second worker whose clock runs an hour ahead is refused outright
+/// and the holder keeps the run.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_sqlite_a_worker_whose_clock_runs_ahead_cannot_execute_beside_the_holder() {
+    let dir = scratch("clock-ahead-sqlite");
+    let db = format!("sqlite://{}", dir.join("j.db").display());
+    let world_s = dir.join("world").to_str().unwrap().to_string();
+    let faults = serde_json::json!({ "waits": {"b1": 6}, "wait_ms": 1000 }).to_string();
+    let env = [
+        ("HCP_LEASE_TTL_MS", "1500"),
+        ("HCP_HOLD_MS", "60000"),
+        ("HCP_SAMPLE_FAULTS", faults.as_str()),
+        ("RUST_LOG", "warn"),
+    ];
+    let p = Proc::spawn(
+        &dir,
+        &[
+            "selftest",
+            "--detach",
+            "--database",
+            &db,
+            "--world",
+            &world_s,
+            "--prefix",
+            "s.",
+        ],
+        &env,
+    );
+    assert_eq!(p.finish(Duration::from_secs(30)).0, Some(0));
+    let store = hcp_persistence::open(&db).await.unwrap();
+    let run = || async {
+        store
+            .list_runs(&RunFilter::default())
+            .await
+            .unwrap()
+            .remove(0)
+    };
+    let w1 = Proc::spawn(
+        &dir,
+        &["worker", "--database", &db, "--world", &world_s],
+        &env,
+    );
+    let w1_tag = format!("-{}-", w1.child.id());
+    wait_until("W1 holds the run", Duration::from_secs(30), || async {
+        run()
+            .await
+            .lease_owner
+            .as_deref()
+            .is_some_and(|o| o.contains(&w1_tag))
+    })
+    .await;
+    let epoch = run().await.lease_epoch;
+    let mut ahead = env.to_vec();
+    ahead.push(("HCP_CLOCK_OFFSET_MS", "3600000"));
+    let w2 = Proc::spawn(
+        &dir,
+        &["worker", "--database", &db, "--world", &world_s],
+        &ahead,
+    );
+    let (code, _, err) = w2.finish(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("is being executed by another hcp-workflow process"),
+        "{err}"
+    );
+    let r = run().await;
+    assert!(
+        r.lease_owner
+            .as_deref()
+            .is_some_and(|o| o.contains(&w1_tag)),
+        "{r:?}"
+    );
+    assert_eq!(r.lease_epoch, epoch);
+    drop(w1);
+}

@@ -301,9 +301,11 @@ macro_rules! target_ok {
 }
 
 /// A lease nobody holds any more (never taken, released, or expired before `$3`).
+/// Whether a run's lease is free, by the **database's** clock (issue 27): a worker whose
+/// clock runs ahead must not find a live lease expired and take the run over.
 macro_rules! lease_free {
     () => {
-        "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < hcp_ts($3))"
+        "(lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < now())"
     };
 }
 
@@ -524,13 +526,15 @@ impl JournalStore for PostgresStore {
             return Ok(Vec::new());
         }
         let expires_at = now.plus(lease_for);
+        // The lease runs for `lease_for` from the database's now (not the worker's).
+        let lease_ms = i64::try_from(lease_for.as_millis()).unwrap_or(i64::MAX);
         // SKIP LOCKED: rows another worker is acquiring right now are left to it. Rows it
         // updated and committed meanwhile are re-checked against the WHERE clause on their
         // new version (so a run just leased by someone else is not taken twice).
         let rows = match only {
             None => sqlx::query(concat!(
                 "UPDATE runs SET lease_owner = $1, lease_epoch = runs.lease_epoch + 1, \
-                                 lease_expires_at = hcp_ts($2) \
+                                 lease_expires_at = now() + $2 * interval '1 millisecond' \
                  FROM (SELECT id FROM runs \
                        WHERE ",
                 active!(),
@@ -545,14 +549,14 @@ impl JournalStore for PostgresStore {
                  RETURNING runs.id, runs.lease_epoch, hcp_ms(runs.wake_at)"
             ))
             .bind(owner)
-            .bind(expires_at.0)
+            .bind(lease_ms)
             .bind(now.0)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(targets),
             // One run by primary key (a separate statement, so its plan is a key lookup).
             Some(id) => sqlx::query(concat!(
                 "UPDATE runs SET lease_owner = $1, lease_epoch = lease_epoch + 1, \
-                                 lease_expires_at = hcp_ts($2) \
+                                 lease_expires_at = now() + $2 * interval '1 millisecond' \
                  WHERE id = $4 AND ",
                 active!(),
                 " AND (wake_at <= hcp_ts($3) OR commands_pending) AND ",
@@ -562,7 +566,7 @@ impl JournalStore for PostgresStore {
                 " RETURNING id, lease_epoch, hcp_ms(wake_at)"
             ))
             .bind(owner)
-            .bind(expires_at.0)
+            .bind(lease_ms)
             .bind(now.0)
             .bind(id)
             .bind(targets),
@@ -622,6 +626,28 @@ impl JournalStore for PostgresStore {
         .map_err(classify)?;
         tx.commit().await.map_err(classify)?;
         Ok(last)
+    }
+
+    async fn renew_for(
+        &self,
+        owner: &str,
+        _now: Timestamp,
+        ttl: Duration,
+    ) -> Result<Vec<RunId>, StoreError> {
+        // By the database's clock, as acquisition decides expiry.
+        sqlx::query_scalar(concat!(
+            "UPDATE runs SET lease_expires_at = now() + $2 * interval '1 millisecond' \
+                 FROM (SELECT id FROM runs WHERE ",
+            active!(),
+            " AND lease_owner = $1 ORDER BY id FOR UPDATE) AS mine \
+                 WHERE runs.id = mine.id AND runs.lease_owner = $1 \
+                 RETURNING runs.id"
+        ))
+        .bind(owner)
+        .bind(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)
     }
 
     async fn renew(&self, owner: &str, until: Timestamp) -> Result<Vec<RunId>, StoreError> {
