@@ -144,7 +144,8 @@ pub async fn is_migrated(url: &str) -> Result<bool, StoreError> {
         };
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let options = sqlx::postgres::PgConnectOptions::from_str(url).map_err(error::classify)?;
+        let (url, _pooled) = postgres::pooler_of(url);
+        let options = sqlx::postgres::PgConnectOptions::from_str(&url).map_err(error::classify)?;
         let mut c = sqlx::PgConnection::connect_with(&options)
             .await
             .map_err(error::classify)?;

@@ -92,8 +92,67 @@ impl PostgresStore {
     /// [`StoreError::Transient`] if the server is unreachable; [`StoreError::Permanent`] for a
     /// bad URL, refused credentials, or a schema migrated by a newer binary.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let options = PgConnectOptions::from_str(url).map_err(classify)?;
+        let (url, pooled) = pooler_of(url);
+        let options = PgConnectOptions::from_str(&url).map_err(classify)?;
+        if pooled {
+            return Self::start_pooled(options).await;
+        }
         Self::start(options, None).await
+    }
+
+    /// Behind a transaction pooler (PgBouncer `pool_mode = transaction`, as Azure Database
+    /// for PostgreSQL builds in): nothing may outlive a transaction on a server connection.
+    /// So: no LISTEN (wake-ups come from polling alone), no migrations (they hold a session
+    /// advisory lock: run them against the server itself), no session settings. Every store
+    /// call is already one statement or one explicit transaction.
+    ///
+    /// # Caveats
+    /// sqlx speaks the extended protocol: every statement is a protocol-level prepared
+    /// statement, which a transaction pooler supports only from PgBouncer 1.21 on, with
+    /// `max_prepared_statements` > 0 (it then re-prepares them on whichever server
+    /// connection it hands out). Debian 12's PgBouncer 1.18 refuses them ("prepared
+    /// statement … already exists"): `persistence/tests/pgbouncer_conformance.rs`.
+    async fn start_pooled(options: PgConnectOptions) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .min_connections(0)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(classify)?;
+        let latest = Self::latest_schema_version();
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&pool)
+                .await
+                .unwrap_or(None);
+        match found {
+            Some(v) if v == latest => {}
+            Some(v) if v > latest => {
+                return Err(StoreError::permanent(format!(
+                    "the journal's schema is version {v}, newer than this binary's {latest}: use a newer hcp-workflow"
+                )));
+            }
+            other => {
+                return Err(StoreError::permanent(format!(
+                    "the journal's schema is {}, this binary needs version {latest}; through a transaction pooler nothing is migrated: run `hcp-workflow migrate --database <the server's own URL>` first",
+                    other.map_or_else(|| "missing".to_string(), |v| format!("version {v}"))
+                )));
+            }
+        }
+        tracing::warn!(
+            "the journal is reached through a transaction pooler (pooler=transaction): no LISTEN/NOTIFY, workers and views poll for changes"
+        );
+        let wake = Arc::new(watch::channel(0).0);
+        let listener = tokio::spawn(std::future::pending::<()>());
+        let batcher = batch::Batcher::spawn(pool.clone());
+        Ok(Self {
+            pool,
+            schema: None,
+            wake,
+            listener,
+            batcher,
+        })
     }
 
     /// Like [`PostgresStore::connect`], but in schema `schema` (created if missing): every
@@ -958,5 +1017,51 @@ impl JournalStore for PostgresStore {
         .await
         .map_err(classify)?;
         Ok(claimed.is_some())
+    }
+}
+
+/// `url` without hcp-workflow's own `pooler=transaction` query parameter, and whether it
+/// was there (the journal is reached through a transaction pooler such as PgBouncer).
+pub(crate) fn pooler_of(url: &str) -> (String, bool) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), false);
+    };
+    let mut pooled = false;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| {
+            let ours = kv.eq_ignore_ascii_case("pooler=transaction");
+            pooled |= ours;
+            !ours && !kv.is_empty()
+        })
+        .collect();
+    if rest.is_empty() {
+        (base.to_string(), pooled)
+    } else {
+        (format!("{base}?{}", rest.join("&")), pooled)
+    }
+}
+
+#[cfg(test)]
+mod pooler_tests {
+    #[test]
+    fn the_pooler_parameter_is_ours_and_removed() {
+        assert_eq!(
+            super::pooler_of("postgres://u@h:6432/db?pooler=transaction"),
+            ("postgres://u@h:6432/db".to_string(), true)
+        );
+        assert_eq!(
+            super::pooler_of(
+                "postgres://u@h/db?sslmode=require&pooler=transaction&application_name=x"
+            ),
+            (
+                "postgres://u@h/db?sslmode=require&application_name=x".to_string(),
+                true
+            )
+        );
+        assert_eq!(
+            super::pooler_of("postgres://u@h/db?sslmode=require"),
+            ("postgres://u@h/db?sslmode=require".to_string(), false)
+        );
     }
 }
