@@ -257,6 +257,23 @@ fn created_seq(sim: &Simulator, id: &str) -> Option<u64> {
         .map(|i| i.created_seq)
 }
 
+/// The identity's output as a later run sees it: that run adopted the identity (only the
+/// run that created it records it created, and only that run's children of a new identity
+/// skip their read before the write).
+fn as_later_run(outputs: &HashMap<String, Value>) -> HashMap<String, Value> {
+    let mut later = outputs.clone();
+    for v in later.values_mut() {
+        if let Some(Value::Array(ledger)) = v.get_mut("ledger") {
+            for r in ledger {
+                if r.get("action") == Some(&json!("created")) {
+                    r["action"] = json!("adopted");
+                }
+            }
+        }
+    }
+    later
+}
+
 fn deletes_of(sim: &Simulator, id: &str) -> usize {
     azure_support::requests(&sim.requests(), "DELETE", id).len()
 }
@@ -302,6 +319,7 @@ async fn federated_credentials_that_existed_before_the_run_survive_its_undo() {
     let one_seq = created_seq(&w.sim, &one).unwrap();
 
     // Run B finds `one` and creates `two`.
+    let outputs = as_later_run(&outputs);
     let input_b = fic_input(&["one", "two"]);
     let (out_b, cp_b) = run_action(&fic, run(2), &input_b, &outputs, None).await;
     let two = fic_id(&ident, "two");
@@ -362,6 +380,7 @@ async fn a_crash_between_journal_and_put_is_undone_either_way() {
     // `old` existed before the run.
     run_action(&fic, run(1), &fic_input(&["old"]), &outputs, None).await;
     let old_seq = created_seq(&w.sim, &old).unwrap();
+    let outputs = as_later_run(&outputs);
 
     // Run C journaled `landed` and `lost`, then crashed: `landed`'s PUT reached Azure,
     // `lost`'s never left. Simulate the PUT that landed.
@@ -451,7 +470,8 @@ async fn role_assignments_that_existed_before_the_run_survive_its_undo() {
     let (out_a, cp_a) = run_action(&role, run(1), &input, &outputs, None).await;
     assert_eq!(out_a.ledger[0].action, LedgerAction::Created);
     let seq = created_seq(&w.sim, &out_a.id).unwrap();
-    let (out_b, cp_b) = run_action(&role, run(2), &input, &outputs, None).await;
+    let later = as_later_run(&outputs);
+    let (out_b, cp_b) = run_action(&role, run(2), &input, &later, None).await;
     assert_eq!(out_b.ledger[0].action, LedgerAction::Adopted);
     assert_eq!(out_b.id, out_a.id);
     undo_action(&role, run(2), &input, None, cp_b.clone(), &outputs).await;
@@ -1293,5 +1313,80 @@ async fn repair_stops_rather_than_make_a_lost_etcd_key_anew() {
     assert!(
         secret_labels(&w.sim, "keys-etcd-encryption-key").is_none(),
         "no new key"
+    );
+}
+
+/// Issue 26: for an identity this run created, its role assignment is written without a read
+/// first. A stale assignment under our deterministic name (an older principal) refuses that
+/// write (409 `RoleAssignmentUpdateNotPermitted`); the step then reads and replaces it, and
+/// its undo deletes the replacement (journaled before the write) and nothing else.
+#[tokio::test]
+async fn a_new_identitys_assignment_replaces_a_stale_one_found_by_its_write() {
+    let w = world().await;
+    let (_, outputs) = identity(&w, "demo-cloud").await;
+    let scope = ensure_rg(&w, "demo-stale").await;
+    let input = RoleInput {
+        azure: azure(),
+        owner: owner(),
+        component: "cloud".into(),
+        scope: scope.clone(),
+        role: names::roles::INGRESS.into(),
+        identity: serde_json::from_value(json!({"$ref": "ident"})).unwrap(),
+        scope_from: None,
+    };
+    let role = EnsureRoleAssignment(w.clients.clone());
+    // Our first run, to learn the deterministic id; then the assignment is made stale: the
+    // same name for another principal.
+    let (first, _) = run_action(&role, run(7), &input, &outputs, None).await;
+    w.arm.delete(&first.id, API_AUTHORIZATION).await.unwrap();
+    let stale_principal = "99999999-9999-9999-9999-999999999999";
+    let role_def = w
+        .arm
+        .put(
+            &first.id,
+            API_AUTHORIZATION,
+            &json!({"properties": {
+                "roleDefinitionId": hcp_activities::azure::roles::role_definition_id(&scope, names::roles::INGRESS),
+                "principalId": stale_principal,
+                "principalType": "ServicePrincipal",
+            }}),
+        )
+        .await;
+    assert!(role_def.is_ok(), "{role_def:?}");
+    let before = w.sim.requests().len();
+    let (out, cp) = run_action(&role, run(8), &input, &outputs, None).await;
+    assert_eq!(out.id, first.id);
+    assert_eq!(out.ledger[0].action, LedgerAction::Created);
+    let now = w
+        .arm
+        .get_value(&out.id, API_AUTHORIZATION)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(
+        now.pointer("/properties/principalId")
+            .and_then(Value::as_str),
+        Some(stale_principal),
+        "the stale assignment was replaced"
+    );
+    // The write came first (no read before it), and was refused; then read and replace.
+    let after: Vec<(String, u16)> = w.sim.requests()[before..]
+        .iter()
+        .filter(|r| r.path.contains("roleAssignments/"))
+        .map(|r| (r.method.clone(), r.status))
+        .collect();
+    assert_eq!(
+        after.first().map(|(m, s)| (m.as_str(), *s)),
+        Some(("PUT", 409)),
+        "{after:?}"
+    );
+    assert_eq!(journaled(&cp), vec![out.id.clone()]);
+    undo_action(&role, run(8), &input, Some(&out), cp, &outputs).await;
+    assert!(
+        w.arm
+            .get_value(&out.id, API_AUTHORIZATION)
+            .await
+            .unwrap()
+            .is_none()
     );
 }

@@ -194,7 +194,7 @@ pub async fn ensure_resource(
     } else {
         // An untagged resource is a child: its creation is journaled like the others'.
         let mut journal = ChildrenJournal::of_action(ctx)?;
-        ensure_child(ctx, arm, &mut journal, &spec).await?
+        ensure_child(ctx, arm, &mut journal, &spec, false).await?
     };
     match progress {
         Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
@@ -399,13 +399,18 @@ async fn ensure_child(
     arm: &ArmClient,
     journal: &mut ChildrenJournal,
     spec: &EnsureSpec,
+    parent_new: bool,
 ) -> Result<Progress<Ensured>, StepError> {
     let mut seen = None;
     if !journal.lists(&spec.id) {
-        let existing = arm
-            .get_value(&spec.id, &spec.api)
-            .await
-            .map_err(|e| StepError::from(e.with_resource(&spec.id)))?;
+        // A parent this run created had no children before it: nothing to read.
+        let existing = if parent_new {
+            None
+        } else {
+            arm.get_value(&spec.id, &spec.api)
+                .await
+                .map_err(|e| StepError::from(e.with_resource(&spec.id)))?
+        };
         if existing.is_none() {
             journal.record_creating(ctx, &spec.id).await?;
         }
@@ -428,7 +433,9 @@ async fn ensure_child(
 ///
 /// Each child this run creates is journaled ([`ChildrenJournal`]) before its PUT, so
 /// [`delete_children`] can tell it from one that existed before the run: those are
-/// recorded `adopted` and never deleted by this run's undo.
+/// recorded `adopted` and never deleted by this run's undo. `parent_new`: this run created
+/// the parent (its ledger says so), so a child not yet journaled cannot exist and is not
+/// read before its PUT (issue 26: one write per resource where nothing can be there).
 ///
 /// # Errors
 /// ARM errors, classified; a failed journal write (retryable).
@@ -442,6 +449,7 @@ pub async fn ensure_children(
     children: Vec<(String, Value)>,
     persistent: bool,
     converge: bool,
+    parent_new: bool,
 ) -> Result<Outcome<Vec<LedgerRecord>>, StepError> {
     let mut journal = ChildrenJournal::of_action(ctx)?;
     let mut ledger = Vec::new();
@@ -454,7 +462,7 @@ pub async fn ensure_children(
             tagged: false,
             ownership: owner.ownership(ctx),
         };
-        match ensure_child(ctx, arm, &mut journal, &spec).await? {
+        match ensure_child(ctx, arm, &mut journal, &spec, parent_new).await? {
             Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
             Progress::Done(e) if converge && !e.created && !contains_ci(&e.body, &spec.body) => {
                 // repair-cluster: ours (in a parent of ours, at our deterministic name) but

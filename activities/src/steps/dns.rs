@@ -419,6 +419,7 @@ impl Action for EnsurePublicRecords {
             children,
             false,
             false,
+            false,
         )
         .await?
         {

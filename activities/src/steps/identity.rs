@@ -97,6 +97,7 @@ impl Action for EnsureFederatedCredentials {
             })
             .collect();
         let ids = children.iter().map(|(id, _)| id.clone()).collect();
+        let parent_new = created_here(&identity);
         match ensure_children(
             ctx,
             &arm,
@@ -106,6 +107,7 @@ impl Action for EnsureFederatedCredentials {
             children,
             input.persistent,
             input.converge,
+            parent_new,
         )
         .await?
         {
@@ -202,7 +204,27 @@ pub enum IdentitySource {
     },
 }
 
+/// Whether this run's ledger says it created `identity` (a new identity has no federated
+/// credentials and no role assignments yet).
+fn created_here(identity: &ResourceOutput) -> bool {
+    identity
+        .ledger
+        .iter()
+        .any(|r| r.action == LedgerAction::Created && r.id.eq_ignore_ascii_case(&identity.id))
+}
+
 impl IdentitySource {
+    /// Whether this run created the identity ([`created_here`]); a bring-your-own one never.
+    ///
+    /// # Errors
+    /// The referenced output is missing.
+    pub fn created_by_this_run(&self, ctx: &StepContext) -> Result<bool, StepError> {
+        match self {
+            IdentitySource::Created(r) => Ok(created_here(&ctx.output(r)?)),
+            IdentitySource::Resolved { .. } => Ok(false),
+        }
+    }
+
     /// The identity's principal (object) id.
     ///
     /// # Errors
@@ -283,13 +305,28 @@ impl Action for EnsureRoleAssignment {
         // replaced by a write of this run, so it is journaled too.
         let id = spec.id();
         let mut journal = ChildrenJournal::of_action(ctx)?;
-        let seen = roles::look(&arm, &spec).await?;
-        if !journal.lists(&id) && !roles::is_as_specified(seen.as_ref(), &spec) {
+        let progress = if !journal.lists(&id) && input.identity.created_by_this_run(ctx)? {
+            // A principal this run created has no assignment yet: journal, then write, with
+            // no read first (issue 26). One with our name for an older principal (a stale
+            // one) refuses the write (409 RoleAssignmentUpdateNotPermitted): then the usual
+            // read-and-replace.
             journal.record_creating(ctx, &id).await?;
-        }
-        // What this attempt just read is still what there is (the intent is journaled in
-        // between, nothing else): one GET per assignment, not two.
-        match roles::ensure_seen(ctx, &arm, &spec, seen).await? {
+            match roles::ensure_seen(ctx, &arm, &spec, None).await {
+                Err(e) if e.code.as_deref() == Some("RoleAssignmentUpdateNotPermitted") => {
+                    roles::ensure(ctx, &arm, &spec).await?
+                }
+                other => other?,
+            }
+        } else {
+            let seen = roles::look(&arm, &spec).await?;
+            if !journal.lists(&id) && !roles::is_as_specified(seen.as_ref(), &spec) {
+                journal.record_creating(ctx, &id).await?;
+            }
+            // What this attempt just read is still what there is (the intent is journaled
+            // in between, nothing else): one GET per assignment, not two.
+            roles::ensure_seen(ctx, &arm, &spec, seen).await?
+        };
+        match progress {
             Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
             Progress::Done(e) => {
                 // An identical assignment under another name (`RoleAssignmentExists`) is

@@ -577,6 +577,7 @@ impl Action for EnsureARecords {
             children,
             false,
             input.converge,
+            false,
         )
         .await?
         {
