@@ -592,6 +592,32 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             }
             match &drift {
                 _ if def.updates => {}
+                Some((run, changes))
+                    if !changes.is_empty()
+                        && def.name == hcp_workflows::repair_cluster::WORKFLOW =>
+                {
+                    println!(
+                        "\nThe cluster exists (made by run {}) and differs from this file in {} place{}:",
+                        crate::runref::short(&run.to_string()),
+                        changes.len(),
+                        if changes.len() == 1 { "" } else { "s" }
+                    );
+                    for c in changes {
+                        println!("  {c}");
+                    }
+                    println!(
+                        "`start {}` refuses this: a repair puts the cluster back as it was last applied, not as a changed file says. To change the cluster: {}",
+                        def.name,
+                        crate::target::command(
+                            None,
+                            &format!("plan update-cluster --config {}", a.config.display())
+                        )
+                    );
+                }
+                Some((run, _)) if def.name == hcp_workflows::repair_cluster::WORKFLOW => println!(
+                    "\nThe cluster exists (made by run {}) exactly as this file says: a repair reads every resource above, adopts what is as it should be, and puts back what is missing or drifted (`hcp-workflow verify` lists what that is now).",
+                    crate::runref::short(&run.to_string())
+                ),
                 Some((run, changes)) if !changes.is_empty() => {
                     println!(
                         "\nThe cluster exists (made by run {}) and differs from this file in {} place{}:",
