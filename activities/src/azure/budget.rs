@@ -24,7 +24,9 @@
 //!   batch at a time, so all workers share one bucket at one round trip per batch.
 //! - **Fair, with priorities.** Waiters are served in order of arrival, where an undo (or a
 //!   delete) counts as having arrived a minute earlier and a run near its end up to 20 s
-//!   earlier; every waiter ages, so none waits for ever. A step waits in memory at most
+//!   earlier; every waiter ages, so none waits for ever. A step keeps its first arrival for
+//!   all its requests, so a step that has started finishes before new ones start (no
+//!   attempt is sent back mid-way with its tokens wasted). A step waits in memory at most
 //!   [`BudgetConfig::inline_wait`]; past that it gets a soft, throttled error whose
 //!   message names the budget ("waiting for ARM write budget of subscription …") and
 //!   whose Retry-After is its expected turn: the engine journals the retry, so `why`,
@@ -151,7 +153,7 @@ impl Default for BudgetConfig {
             enabled: true,
             share: 0.5,
             shares: HashMap::new(),
-            inline_wait: Duration::from_secs(2),
+            inline_wait: Duration::from_secs(10),
         }
     }
 }
@@ -465,8 +467,13 @@ impl Budget {
                 } else if head && b.tokens >= 1.0 {
                     b.tokens -= 1.0;
                     b.queue.remove(&me);
-                    if let Some(c) = caller {
-                        b.first_seen.remove(&c.id);
+                    // The caller keeps its first arrival for its next requests: a step that
+                    // has started goes on before steps that have not (otherwise every step
+                    // is sent back mid-attempt, its spent tokens wasted, and under a
+                    // saturated budget no attempt ever ends). Forgotten after a while.
+                    if b.first_seen.len() > 4096 {
+                        let cutoff = self.ms(Instant::now()) - 15 * 60 * 1000;
+                        b.first_seen.retain(|_, t| *t > cutoff);
                     }
                     b.stats.used += 1;
                     b.stats.waited_ms += u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
