@@ -15,6 +15,10 @@
 
 mod bench;
 mod cluster;
+mod deploy;
+mod health;
+mod migrate;
+mod notify;
 mod ops;
 mod output;
 mod preflight;
@@ -54,14 +58,15 @@ pub const VERSION: &str = concat!(
 )]
 struct Cli {
     /// Journal database: `sqlite://PATH`, `postgres://…`, or `memory:` (nothing is kept).
-    #[arg(long, global = true, help_heading = "Global options", env = "HCP_WORKFLOW_DATABASE_URL", default_value = DEFAULT_DATABASE)]
+    #[arg(long, global = true, help_heading = "Global options", env = "HCP_WORKFLOW_DATABASE_URL", hide_env_values = true, default_value = DEFAULT_DATABASE)]
     database: String,
     /// Output format for commands that print data. `json`: one versioned document
     /// (`apiVersion: hcp-workflow/v1`, `kind`), or NDJSON events for `start`, `drive`,
     /// `selftest` and `watch`; errors too (README, "JSON output").
     #[arg(long, short = 'o', global = true, help_heading = "Global options", value_enum, default_value_t = OutputFormat::Text)]
     output: OutputFormat,
-    /// Log format (logs go to stderr; `RUST_LOG` sets the level, default `warn`).
+    /// Log format (logs go to stderr; `RUST_LOG` sets the level, default `warn`, with a
+    /// worker's one line per run picked up and let go at `info`).
     #[arg(long, global = true, help_heading = "Global options", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[command(flatten)]
@@ -157,9 +162,10 @@ enum Command {
         after_help = "Examples:\n  hcp-workflow preflight --config cluster.yaml\n  hcp-workflow --simulate preflight --config examples/cluster.yaml --output json\n  hcp-workflow preflight --config cluster.yaml --workflow delete-cluster"
     )]
     Preflight(preflight::PreflightArgs),
-    /// Run and recover runs until SIGTERM or Ctrl-C.
+    /// Run and recover runs until SIGTERM or Ctrl-C, then drain (`--grace`): the steps in
+    /// flight end, every run is released.
     #[command(
-        after_help = "Example:\n  hcp-workflow worker --database postgres://postgres@127.0.0.1/hcp"
+        after_help = "Examples:\n  hcp-workflow worker --database postgres://postgres@127.0.0.1/hcp\n  hcp-workflow worker --listen-health 0.0.0.0:9464 --grace 45s"
     )]
     Worker(ops::WorkerArgs),
     /// Run the engine self-test saga (five steps with side effects in a scratch directory)
@@ -220,10 +226,23 @@ enum Command {
     /// Resume a parked run (after upgrading) or retry every stuck undo.
     #[command(after_help = "Example:\n  hcp-workflow resume 6f1c…")]
     Resume(ops::CommandArgs),
-    /// Create or upgrade the journal's schema, and nothing else (`start` and `worker` do it
-    /// too; read-only commands never do). For a deployment's migration job.
+    /// Create or upgrade the journal's schema, and say from which version to which. The
+    /// only command that upgrades one (other commands refuse a schema older or newer than
+    /// they know, exit 2); only it creates a Postgres schema (a SQLite journal is created by
+    /// the first command that writes to it). For a deployment's migrate Job: directly
+    /// against the server, never through a pooler.
     #[command(after_help = "Example:\n  hcp-workflow --database postgres://hcp@db/hcp migrate")]
     Migrate,
+    /// Before deploying this binary: list the unfinished runs whose persisted DAG names a
+    /// step action it does not know (its workers would park them). Exit 0: none; 3: some;
+    /// 2: no journal, or a schema this binary does not use (run `migrate` first).
+    #[command(
+        after_help = "Examples:\n  hcp-workflow --database postgres://hcp@db/hcp compat\n  hcp-workflow compat --output json"
+    )]
+    Compat(migrate::CompatArgs),
+    /// Kubernetes manifests for running hcp-workflow as a team's service.
+    #[command(subcommand)]
+    Deploy(deploy::DeployCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -360,6 +379,8 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
         // Nothing survives the process: for benchmarks of the engine's own overhead.
         return Ok(Arc::new(hcp_runtime::MemoryStore::new()));
     }
+    // Only `migrate` changes an existing schema (issue 27 §8): see `migrate::gate`.
+    migrate::gate(url).await?;
     match hcp_persistence::open(url).await {
         Ok(s) => Ok(s),
         // A journal this process may only read: say so, and what still works (exit 2).
@@ -453,6 +474,7 @@ pub async fn open_existing_store_read_only(url: &str) -> Result<Arc<dyn JournalS
         }
         .into());
     }
+    migrate::gate(url).await?;
     let (store, read_only) = hcp_persistence::open_for_reading(url)
         .await
         .with_context(|| format!("opening the journal at {}", target::shown_url(url)))?;
@@ -468,7 +490,7 @@ pub async fn open_existing_store_read_only(url: &str) -> Result<Arc<dyn JournalS
 /// A database that holds no journal, for a read-only command (exit 2): nothing is created.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{url} holds no hcp-workflow journal (never migrated); read-only commands create nothing: check --database / HCP_WORKFLOW_DATABASE_URL, or create the journal with `hcp-workflow --database {url} migrate` (start and worker do it too)"
+    "{url} holds no hcp-workflow journal (never migrated); read-only commands create nothing: check --database / HCP_WORKFLOW_DATABASE_URL, or create the journal with `hcp-workflow --database {url} migrate` (on SQLite, start and worker create it too)"
 )]
 pub struct Unmigrated {
     pub url: String,
@@ -663,11 +685,8 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Clusters(a) => views::clusters(&db, out, a).await,
         Command::Verify(a) => verify::verify(&db, &reach, out, a).await,
         Command::Ui(a) => ui::serve(&db, a).await,
-        Command::Migrate => {
-            open_store(&db).await?;
-            eprintln!("journal at {} is up to date", target::shown_url(&db));
-            Ok(0)
-        }
+        Command::Migrate => migrate::migrate(&db, out).await,
+        Command::Compat(a) => migrate::compat(&db, out, a).await,
         Command::Cancel(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Cancel).await,
         Command::Resume(a) => ops::command(&db, out, a, hcp_runtime::OperatorCommand::Resume).await,
         Command::Retry(a) => {
@@ -687,7 +706,12 @@ async fn run(cli: Cli) -> Result<u8> {
             };
             ops::command(&db, out, common, cmd).await
         }
-        Command::Bench(b) => bench::run(&db, b).await,
+        Command::Bench(b) => {
+            // Its scratch journals: created and upgraded as `migrate` does.
+            migrate::allow_migrating();
+            bench::run(&db, b).await
+        }
+        Command::Deploy(d) => deploy::run(out, d),
         // Handled in `main`, before the runtime starts.
         Command::Completion(_) | Command::Man(_) => Ok(0),
         Command::Simulator(SimulatorCommand::Serve(a)) => {

@@ -25,6 +25,22 @@ pub struct WorkerArgs {
     /// workers exactly one runs each verify.
     #[arg(long, value_name = "DURATION", value_parser = parse_every)]
     verify_every: Option<Duration>,
+    /// `--listen-health` (probes and metrics) and `--grace` (the drain on SIGTERM).
+    #[command(flatten)]
+    service: crate::health::WorkerServiceArgs,
+    /// POST a JSON event to URL when a run needs an operator, stalls, is paused, fails,
+    /// succeeds, or has had no worker for its target for over a minute (repeatable; a Slack
+    /// incoming webhook works as is; README, "Notifications"). Each transition is sent once
+    /// across every worker on the journal.
+    #[arg(
+        long = "notify",
+        value_name = "URL",
+        env = "HCP_WORKFLOW_NOTIFY",
+        value_delimiter = ',',
+        hide_env_values = true,
+        value_parser = crate::notify::Raw::parse
+    )]
+    notify: Vec<crate::notify::Raw>,
 }
 
 /// `--verify-every`'s value: a humantime duration of at least a second.
@@ -252,6 +268,7 @@ async fn open_store_patiently(db: &str) -> Result<Arc<dyn hcp_runtime::JournalSt
 
 pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerArgs) -> Result<u8> {
     crate::cluster::refuse_simulate_without_shared_state(reach_args, db, "a worker")?;
+    let hooks = crate::notify::parse(&a.notify)?;
     let store = open_store_patiently(db).await?;
     let w = world(&a.world, &[])?;
     // One worker runs every workflow: the self-test saga and the cluster sagas, but only
@@ -283,9 +300,22 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
         moves,
         stopping.clone(),
     ));
+    // Probes and metrics (issue 27 §3); bound before the worker starts, so a taken port is
+    // refused at once (exit 2).
+    let endpoints = crate::health::serve(&a.service, &e).await?;
+    if let Some(ep) = &endpoints {
+        eprintln!(
+            "worker {} serves /healthz, /readyz and /metrics on http://{}/",
+            e.worker_id(),
+            ep.addr
+        );
+    }
+    let grace = a.service.grace.grace;
+    let draining = e.clone();
     let shutdown = async move {
         shutdown_signal().await;
         stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+        crate::health::announce_drain(&draining, grace);
     };
     let verifier = a.verify_every.map(|every| {
         eprintln!(
@@ -303,8 +333,14 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
         ))
     });
     let budget_reporter = tokio::spawn(report_budget(e.store().clone(), e.worker_id().to_string()));
-    let worked = e.run_worker(shutdown).await;
+    let notifier = crate::notify::spawn(e.store().clone(), e.worker_id(), hooks)?;
+    // On SIGTERM: drain for at most `--grace` (issue 27 §5).
+    let worked = e.run_worker_draining(shutdown, grace).await;
+    drop(endpoints);
     budget_reporter.abort();
+    if let Some(n) = notifier {
+        n.abort();
+    }
     record_budget(e.store(), e.worker_id()).await;
     if let Some(v) = verifier {
         // Read-only: stopping it mid-verify leaves nothing half done.
@@ -353,8 +389,12 @@ async fn record_budget(store: &Arc<dyn JournalStore>, me: &str) {
     }
 }
 
-/// Log (at info, with `run_id`, `cluster`, `state`) each run this process's engine picks
-/// up or lets go, until the sender goes away.
+/// The log target of a worker's run lines: shown at info by default (`RUST_LOG` unset),
+/// see `telemetry::env_filter`.
+pub const RUN_LOG: &str = "hcp_workflow::runs";
+
+/// Log (at info, with `run_id`, `cluster`, `state`; target [`RUN_LOG`], on by default) each
+/// run this process's engine picks up or lets go, until the sender goes away.
 async fn report_runs(
     store: Arc<dyn JournalStore>,
     me: String,
@@ -377,16 +417,16 @@ async fn report_runs(
         let blocked_on = summary.blocked_on.as_str();
         match m {
             RunMove::PickedUp(_) => {
-                tracing::info!(run_id = %id, cluster, %state, workflow = %summary.workflow, "picked up run");
+                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, workflow = %summary.workflow, "picked up run");
             }
             RunMove::Left(_) if state.is_terminal() => {
-                tracing::info!(run_id = %id, cluster, %state, "run finished");
+                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, "run finished");
             }
             RunMove::Left(_) if state == RunState::NeedsOperator => {
-                tracing::info!(run_id = %id, cluster, %state, blocked_on, "run needs an operator; released it");
+                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, blocked_on, "run needs an operator; released it");
             }
             RunMove::Left(_) if state == RunState::Failed => {
-                tracing::info!(run_id = %id, cluster, %state, blocked_on, "run parked; released it");
+                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, blocked_on, "run parked; released it");
             }
             RunMove::Left(_) => {
                 let why = if stopping.load(std::sync::atomic::Ordering::SeqCst) {
@@ -396,7 +436,7 @@ async fn report_runs(
                 } else {
                     "waiting"
                 };
-                tracing::info!(run_id = %id, cluster, %state, reason = why, blocked_on, "released run");
+                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, reason = why, blocked_on, "released run");
             }
         }
     }

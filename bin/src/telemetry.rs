@@ -34,11 +34,16 @@ impl Drop for Guard {
     }
 }
 
-/// The `RUST_LOG` filter, default `warn` (sqlx's pool at `error`).
+/// The `RUST_LOG` filter, default `warn` (sqlx's pool at `error`), but a worker's one line
+/// per run picked up, finished, failed, paused or released at `info` (`crate::ops::RUN_LOG`).
 fn env_filter() -> tracing_subscriber::EnvFilter {
     // sqlx warns on every slow pool acquire; under load that drowns real warnings.
-    tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx::pool=error"))
+    tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "warn,{}=info,sqlx::pool=error",
+            crate::ops::RUN_LOG
+        ))
+    })
 }
 
 /// Install the global subscriber. `json` selects JSON log lines.

@@ -30,9 +30,11 @@ pub mod error;
 pub mod floor;
 pub mod postgres;
 mod rows;
+mod schema;
 pub mod sqlite;
 
 pub use postgres::PostgresStore;
+pub use schema::{SchemaStatus, SchemaVerdict, schema_status};
 pub use sqlite::SqliteStore;
 
 use hcp_runtime::{JournalStore, StoreError};

@@ -151,6 +151,18 @@ pub(crate) fn check_command(view: &RunView, cmd: &OperatorCommand) -> Result<(),
     }
 }
 
+/// How far the worker's shutdown has gone (the drivers' `stop` channel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Halt {
+    /// Work as usual.
+    Run,
+    /// Drain: start no new attempt and apply no command; journal the outcomes of the
+    /// attempts in flight, then stop (and release the lease) once none is left.
+    Drain,
+    /// Stop at once: drop the attempts in flight (they run again elsewhere).
+    Now,
+}
+
 /// Why the driver stops early.
 enum Stop {
     LeaseLost,
@@ -371,7 +383,7 @@ pub(crate) struct RunDriver {
     /// Set just before this driver releases its lease (read by the worker's renewals).
     leaving: Arc<std::sync::atomic::AtomicBool>,
     notify: Arc<Notify>,
-    stop: watch::Receiver<bool>,
+    stop: watch::Receiver<Halt>,
 }
 
 impl RunDriver {
@@ -382,7 +394,7 @@ impl RunDriver {
         preloaded: Option<crate::engine::Preloaded>,
         leaving: Arc<std::sync::atomic::AtomicBool>,
         notify: Arc<Notify>,
-        stop: watch::Receiver<bool>,
+        stop: watch::Receiver<Halt>,
     ) -> Self {
         Self {
             sh,
@@ -540,11 +552,30 @@ impl RunDriver {
         // Outcomes staged for the next append, whose AfterWrite boundary fires after it.
         let mut written: Vec<(String, Phase, u32)> = Vec::new();
         loop {
-            if *self.stop.borrow() {
+            // Marked seen, so that `stop.changed()` below wakes only on the next change.
+            let halt = *self.stop.borrow_and_update();
+            if halt == Halt::Now {
                 tasks.abort_all();
                 return Err(Stop::Shutdown);
             }
-            if check_commands {
+            // Draining: nothing new starts; the outcomes of the attempts in flight are
+            // journaled as they come, and the run stops once none is left (the next worker
+            // plans what follows, exactly as after a crash at this point).
+            let draining = halt == Halt::Drain;
+            if draining && inflight.is_empty() {
+                writer.lock().await.flush(vec![]).await?;
+                for (name, phase, attempt) in written.drain(..) {
+                    sh.hooks.boundary(&Boundary {
+                        run_id,
+                        node: &name,
+                        phase,
+                        attempt,
+                        point: BoundaryPoint::AfterWrite,
+                    });
+                }
+                return Err(Stop::Shutdown);
+            }
+            if check_commands && !draining {
                 check_commands = false;
                 self.apply_commands(&writer, &mut inflight, inbox.take())
                     .await?;
@@ -552,11 +583,16 @@ impl RunDriver {
             if let Some(reason) = writer.lock().await.view.parked.clone() {
                 return Ok(RunExit::Parked(reason));
             }
-            // Journal what can happen now (with any staged outcome), then start it.
+            // Journal what can happen now (with any staged outcome), then start it; while
+            // draining, only what is staged.
             loop {
                 let mut w = writer.lock().await;
                 let now = sh.clock.now();
-                let (events, starts) = plan(&w.view, &inflight, now);
+                let (events, starts) = if draining {
+                    (Vec::new(), Vec::new())
+                } else {
+                    plan(&w.view, &inflight, now)
+                };
                 if events.is_empty() && starts.is_empty() {
                     w.flush(vec![]).await?;
                     break;

@@ -26,7 +26,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
-use tracing::{Instrument, debug, info_span, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 use uuid::Uuid;
 
 /// Journal loads in flight per worker (see `Shared::load_gate`): enough to keep a store's
@@ -248,6 +248,8 @@ pub(crate) struct Shared {
     pub clock: Arc<dyn Clock>,
     pub hooks: Arc<dyn EngineHooks>,
     pub config: EngineConfig,
+    /// What the worker loop knows of its own health (see [`Engine::health`]).
+    pub(crate) health: crate::health::Tracker,
 }
 
 /// The saga engine (cheap to clone).
@@ -295,6 +297,7 @@ impl Engine {
                 registry,
                 clock,
                 hooks,
+                health: crate::health::Tracker::default(),
                 config,
             }),
         }
@@ -308,6 +311,12 @@ impl Engine {
     /// This worker's id.
     pub fn worker_id(&self) -> &str {
         &self.shared.config.worker_id
+    }
+
+    /// A copy of what the worker loop ([`Engine::run_worker`]) knows of its own health:
+    /// whether it works or drains, the runs it holds, when its leases last renewed.
+    pub fn health(&self) -> crate::health::WorkerHealth {
+        self.shared.health.snapshot()
     }
 
     /// Journal a new run of `dag` (or return the run with the same idempotency key).
@@ -489,7 +498,7 @@ impl Engine {
             let _ = sh.store.release(&lease, Some(sh.clock.now())).await;
             return Ok(None);
         }
-        let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (_stop_tx, stop_rx) = tokio::sync::watch::channel(driver::Halt::Run);
         let exit = RunDriver::new(
             self.shared.clone(),
             lease,
@@ -518,7 +527,24 @@ impl Engine {
         &self,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), EngineError> {
-        self.work(None, shutdown).await.map(|_| ())
+        self.work(None, shutdown, Duration::ZERO).await.map(|_| ())
+    }
+
+    /// [`Engine::run_worker`] that drains on shutdown: it leases nothing more, starts no
+    /// new step attempt and applies no operator command, but lets the attempts in flight
+    /// end and journals their outcomes (renewing its leases meanwhile), then releases each
+    /// run as soon as it has nothing in flight, due again at once for another worker. What
+    /// is still in flight after `grace` is dropped and released as [`Engine::run_worker`]
+    /// does (that attempt runs again elsewhere: actions are idempotent).
+    ///
+    /// # Errors
+    /// As [`Engine::run_worker`].
+    pub async fn run_worker_draining(
+        &self,
+        shutdown: impl Future<Output = ()> + Send,
+        grace: Duration,
+    ) -> Result<(), EngineError> {
+        self.work(None, shutdown, grace).await.map(|_| ())
     }
 
     /// Drive one run until it finishes, needs an operator, or is parked (used by
@@ -531,33 +557,31 @@ impl Engine {
         run: RunId,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<RunExit, EngineError> {
-        self.work(Some(run), shutdown).await
+        self.work(Some(run), shutdown, Duration::ZERO).await
     }
 
     async fn work(
         &self,
         only: Option<RunId>,
         shutdown: impl Future<Output = ()> + Send,
+        grace: Duration,
     ) -> Result<RunExit, EngineError> {
         let sh = &self.shared;
         let owner = sh.config.worker_id.clone();
         sh.store
             .claim_executor(&owner, sh.config.targets.as_deref())
             .await?;
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        sh.health.update(|h| {
+            h.working = true;
+            h.draining = false;
+            h.lease_ttl = sh.config.lease_ttl;
+        });
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(driver::Halt::Run);
         let mut wake = sh.store.subscribe();
         let mut runs: JoinSet<(RunId, RunExit)> = JoinSet::new();
         // Per driven run: its task, its wake-up, and whether it is giving its lease back
         // (so a renewal that no longer lists it does not mistake that for a lost lease).
-        #[allow(clippy::type_complexity)]
-        let mut active: HashMap<
-            RunId,
-            (
-                tokio::task::AbortHandle,
-                Arc<tokio::sync::Notify>,
-                Arc<std::sync::atomic::AtomicBool>,
-            ),
-        > = HashMap::new();
+        let mut active: Active = HashMap::new();
         let renew_every = sh.config.lease_ttl / 3;
         let mut renew = tokio::time::interval(renew_every);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -618,6 +642,10 @@ impl Engine {
                     Ok(leases) => {
                         acquire_pause = None;
                         let got = leases.len();
+                        sh.health.update(|h| {
+                            h.last_acquire = Some(std::time::Instant::now());
+                            h.runs_leased += got as u64;
+                        });
                         let mut loads = preload(&self.shared, &leases);
                         for lease in leases {
                             let id = lease.run_id;
@@ -651,12 +679,14 @@ impl Engine {
                             (d * 2).min(Duration::from_secs(5))
                         });
                         acquire_pause = Some((tokio::time::Instant::now() + delay, delay));
+                        sh.health.update(|h| h.acquire_failures += 1);
                         warn!(error = %e, retry_in = ?delay, "acquire failed; will retry");
                     }
                     Err(e) => return Err(e.into()),
                 }
             }
             taking_over = None;
+            sh.health.update(|h| h.held_runs = active.len());
             tokio::select! {
                 biased;
                 () = &mut shutdown => break,
@@ -680,25 +710,7 @@ impl Engine {
                         }
                     }
                 }
-                _ = renew.tick() => {
-                    match sh.store.renew_for(&owner, sh.clock.now(), sh.config.lease_ttl).await {
-                        Ok(held) => {
-                            let held: std::collections::HashSet<RunId> = held.into_iter().collect();
-                            for (id, (h, _, leaving)) in &active {
-                                // A driver that gave its lease back is leaving anyway; only
-                                // one still running has lost it to someone else.
-                                if !held.contains(id)
-                                    && !h.is_finished()
-                                    && !leaving.load(std::sync::atomic::Ordering::SeqCst)
-                                {
-                                    warn!(run_id = %id, "lease lost; abandoning the run");
-                                    h.abort();
-                                }
-                            }
-                        }
-                        Err(e) => warn!(error = %e, "lease renewal failed"),
-                    }
-                }
+                _ = renew.tick() => renew_leases(sh, &owner, &active).await,
                 r = wake.changed() => {
                     if r.is_ok() {
                         for (_, n, _) in active.values() {
@@ -721,8 +733,48 @@ impl Engine {
                 }
             }
         }
+        sh.health.update(|h| h.draining = true);
+        // Drain: no new run, step or command; the attempts in flight end and are
+        // journaled, and each run is released once it has nothing in flight. Leases keep
+        // renewing meanwhile, or another worker would take the runs over mid-step.
+        if !grace.is_zero() && !runs.is_empty() {
+            let _ = stop_tx.send(driver::Halt::Drain);
+            info!(
+                runs = active.len(),
+                ?grace,
+                "draining: the steps in flight end, then every run is released"
+            );
+            let deadline = tokio::time::sleep(grace);
+            tokio::pin!(deadline);
+            loop {
+                sh.health.update(|h| h.held_runs = active.len());
+                tokio::select! {
+                    biased;
+                    () = &mut deadline => break,
+                    done = runs.join_next() => match done {
+                        None => break,
+                        Some(Ok((id, exit))) => {
+                            active.remove(&id);
+                            if only == Some(id) && !matches!(exit, RunExit::Shutdown) {
+                                last_exit = exit;
+                            }
+                        }
+                        Some(Err(_)) => active.retain(|_, (h, _, _)| !h.is_finished()),
+                    },
+                    _ = renew.tick() => renew_leases(sh, &owner, &active).await,
+                }
+            }
+            if !runs.is_empty() {
+                sh.health.update(|h| h.cut_short += runs.len() as u64);
+                warn!(
+                    runs = runs.len(),
+                    ?grace,
+                    "grace period over: the steps still in flight are dropped and their runs released (those attempts run again elsewhere)"
+                );
+            }
+        }
         // Shutdown: ask every driver to stop at its next boundary and release its lease.
-        let _ = stop_tx.send(true);
+        let _ = stop_tx.send(driver::Halt::Now);
         while let Some(done) = runs.join_next().await {
             if let Ok((id, exit)) = done
                 && only == Some(id)
@@ -731,7 +783,61 @@ impl Engine {
                 last_exit = exit;
             }
         }
+        sh.health.update(|h| {
+            h.held_runs = 0;
+            h.working = false;
+        });
         Ok(last_exit)
+    }
+}
+
+/// Per driven run: its task, its wake-up, and whether it is giving its lease back.
+type Active = HashMap<
+    RunId,
+    (
+        tokio::task::AbortHandle,
+        Arc<tokio::sync::Notify>,
+        Arc<std::sync::atomic::AtomicBool>,
+    ),
+>;
+
+/// Renew every lease `owner` holds (one bulk call), abandon the runs whose lease another
+/// worker took, and note the outcome in the worker's health.
+async fn renew_leases(sh: &Shared, owner: &str, active: &Active) {
+    match sh
+        .store
+        .renew_for(owner, sh.clock.now(), sh.config.lease_ttl)
+        .await
+    {
+        Ok(held) => {
+            let held: std::collections::HashSet<RunId> = held.into_iter().collect();
+            let mut lost = 0;
+            for (id, (h, _, leaving)) in active {
+                // A driver that gave its lease back is leaving anyway; only
+                // one still running has lost it to someone else.
+                if !held.contains(id)
+                    && !h.is_finished()
+                    && !leaving.load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    warn!(run_id = %id, "lease lost; abandoning the run");
+                    h.abort();
+                    lost += 1;
+                }
+            }
+            sh.health.update(|h| {
+                h.last_renewal = Some(std::time::Instant::now());
+                h.renewals += 1;
+                h.last_renewal_error = None;
+                h.leases_lost += lost;
+            });
+        }
+        Err(e) => {
+            sh.health.update(|h| {
+                h.renewal_failures += 1;
+                h.last_renewal_error = Some(e.to_string());
+            });
+            warn!(error = %e, "lease renewal failed");
+        }
     }
 }
 

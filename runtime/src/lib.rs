@@ -11,7 +11,8 @@
 //! - [`dag`]: definitions and the builder; [`action`]: the `Action` trait, contexts, registry.
 //! - [`journal`]: events, the per-node state machine, the folded [`RunView`].
 //! - [`store`]: the storage contract; [`memory`]: the in-memory implementation.
-//! - [`engine`]: starting runs, operator commands, workers; `driver`: one run's executor.
+//! - [`engine`]: starting runs, operator commands, workers; `driver`: one run's executor;
+//!   [`health`]: what a worker knows of its own health (probes, metrics).
 //! - [`retry`]: policies and delays; [`time`]: journal time; [`error`]: step errors.
 //!
 //! # Architecture invariant
@@ -27,6 +28,7 @@ pub mod dag;
 mod driver;
 pub mod engine;
 pub mod error;
+pub mod health;
 pub mod journal;
 pub mod ledger;
 pub mod memory;
@@ -45,6 +47,7 @@ pub use engine::{
     StartOptions, Started,
 };
 pub use error::StepError;
+pub use health::WorkerHealth;
 pub use journal::{
     Event, NodeState, NodeStatus, OperatorCommand, PauseCause, Paused, RunState, RunView,
     UnwindCause,

@@ -38,6 +38,9 @@ pub struct Faults {
     pub waits: HashMap<String, u32>,
     /// How long each `Wait` lasts (default 600 s).
     pub wait_ms: Option<u64>,
+    /// Nodes whose action takes this long (ms) after its side effect, before it returns:
+    /// a step a worker is stopped in the middle of (issue 27's drain).
+    pub slow_ms: HashMap<String, u64>,
     /// Calls so far, by "do:<node>" / "undo:<node>".
     #[serde(skip)]
     pub calls: HashMap<String, u32>,
@@ -209,6 +212,10 @@ impl Action for TestStep {
             persistent: false,
             note: None,
         }];
+        let slow = w.faults().slow_ms.get(ctx.node()).copied().unwrap_or(0);
+        if slow > 0 {
+            tokio::time::sleep(Duration::from_millis(slow)).await;
+        }
         if n <= flaky + waits {
             return Ok(ctx.wait(
                 Duration::from_millis(w.faults().wait_ms.unwrap_or(600_000)),

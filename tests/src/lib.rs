@@ -112,7 +112,6 @@ pub fn postgres_url() -> Option<String> {
     }
 }
 
-/// A new, empty Postgres database on the test server; returns its URL.
 /// [`fresh_postgres`] from a synchronous test.
 pub fn fresh_postgres_blocking(base: &str) -> String {
     tokio::runtime::Builder::new_current_thread()
@@ -122,7 +121,28 @@ pub fn fresh_postgres_blocking(base: &str) -> String {
         .block_on(fresh_postgres(base))
 }
 
+/// A new Postgres database holding an empty journal (migrated as `hcp-workflow migrate`
+/// does: on Postgres only `migrate` creates the schema); returns its URL.
 pub async fn fresh_postgres(base: &str) -> String {
+    let url = fresh_postgres_unmigrated(base).await;
+    let store = hcp_persistence::open(&url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot migrate the fresh test database: {e}"));
+    drop(store);
+    url
+}
+
+/// [`fresh_postgres_unmigrated`] from a synchronous test.
+pub fn fresh_postgres_unmigrated_blocking(base: &str) -> String {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(fresh_postgres_unmigrated(base))
+}
+
+/// A new, empty Postgres database (no schema at all); returns its URL.
+pub async fn fresh_postgres_unmigrated(base: &str) -> String {
     use sqlx::Connection;
     let name = format!("hcp_e2e_{}", uuid::Uuid::new_v4().simple());
     let mut c = sqlx::PgConnection::connect(base)
@@ -149,6 +169,12 @@ pub struct Proc {
 impl Proc {
     /// Spawn `hcp-workflow args…` with `envs`; stderr goes to a file in `dir`.
     pub fn spawn(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Proc {
+        Self::spawn_without(dir, args, envs, &[])
+    }
+
+    /// [`Proc::spawn`] with the variables `unset` removed from the environment (`RUST_LOG`,
+    /// to see what a process logs by default).
+    pub fn spawn_without(dir: &Path, args: &[&str], envs: &[(&str, &str)], unset: &[&str]) -> Proc {
         let stderr_path = dir.join(format!("stderr-{}.log", uuid::Uuid::new_v4().simple()));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut cmd = Command::new(bin());
@@ -159,6 +185,9 @@ impl Proc {
         cmd.env_remove("HCP_CRASH_AT")
             .env_remove("HCP_TRACE_BOUNDARIES")
             .env_remove("HCP_SAMPLE_FAULTS");
+        for k in unset {
+            cmd.env_remove(k);
+        }
         for (k, v) in envs {
             cmd.env(k, v);
         }

@@ -106,7 +106,7 @@ fn read_only_commands_never_migrate_a_0_byte_sqlite_file() {
 #[test]
 fn read_only_commands_never_migrate_an_empty_postgres_database() {
     let Some(base) = postgres_url() else { return };
-    let db = hcp_e2e_tests::fresh_postgres_blocking(&base);
+    let db = hcp_e2e_tests::fresh_postgres_unmigrated_blocking(&base);
     let dir = scratch("journal-pg-unmigrated");
     read_only_commands_refuse(&dir, &db);
     // Still nothing: a second look refuses again (the first created no schema).

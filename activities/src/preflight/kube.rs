@@ -161,63 +161,130 @@ async fn whoami(m: Mgmt) -> Vec<CheckResult> {
     }
 }
 
-/// The (verb, group, resource, namespace) tuples the run needs.
-fn needed_access(i: &Inputs) -> Vec<(&'static str, &'static str, &'static str, Option<String>)> {
-    let ns = Some(i.namespace.clone());
+/// Where a [`ManagementAccess`] applies on the management cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AccessScope {
+    /// A cluster-scoped resource (namespaces).
+    Cluster,
+    /// The HostedCluster's namespace (the cluster file's `namespace`, `clusters` by default).
+    HostedClusterNamespace,
+    /// The hosted control plane's namespace (`<namespace>-<cluster>`), which HyperShift
+    /// creates for each cluster: no name is known before the cluster exists.
+    ControlPlaneNamespace,
+    /// A namespace with a fixed name (the HyperShift operator's, [`HYPERSHIFT_NAMESPACE`]).
+    Namespace(&'static str),
+}
+
+/// One verb on one resource that a workflow's steps use on the management cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ManagementAccess {
+    /// The Kubernetes verb (`get`, `create`, `patch`, `delete`).
+    pub verb: &'static str,
+    /// The API group (`""` for the core group).
+    pub group: &'static str,
+    /// The resource (plural).
+    pub resource: &'static str,
+    /// Where.
+    pub scope: AccessScope,
+}
+
+/// The permission table of the management cluster: every verb the steps of `workflow` use,
+/// with `private_link` when the cluster is Private or PublicAndPrivate. `preflight` asks a
+/// `SelfSubjectAccessReview` for each entry; `hcp-workflow deploy manifests` turns the
+/// union over every workflow into the Role and ClusterRole rules of its ServiceAccount.
+pub fn management_access(workflow: Workflow, private_link: bool) -> Vec<ManagementAccess> {
+    use AccessScope::{Cluster, ControlPlaneNamespace, HostedClusterNamespace, Namespace};
+    let a = |verb, group, resource, scope| ManagementAccess {
+        verb,
+        group,
+        resource,
+        scope,
+    };
     let hs = "hypershift.openshift.io";
+    let ns = HostedClusterNamespace;
     let mut v = Vec::new();
     let verbs_all: &[&'static str] = &["get", "create", "patch", "delete"];
-    match i.workflow {
+    match workflow {
         Workflow::Create => {
-            v.push(("get", "", "namespaces", None));
-            v.push(("create", "", "namespaces", None));
+            v.push(a("get", "", "namespaces", Cluster));
+            v.push(a("create", "", "namespaces", Cluster));
+            // A missing HostedCluster namespace is created by a server-side apply, which
+            // is a PATCH (`Mgmt::apply_namespace`).
+            v.push(a("patch", "", "namespaces", Cluster));
             for verb in verbs_all {
-                v.push((*verb, "", "secrets", ns.clone()));
-                v.push((*verb, hs, "hostedclusters", ns.clone()));
-                v.push((*verb, hs, "nodepools", ns.clone()));
+                v.push(a(verb, "", "secrets", ns));
+                v.push(a(verb, hs, "hostedclusters", ns));
+                v.push(a(verb, hs, "nodepools", ns));
             }
-            if i.private_link.is_some() {
-                let cp = Some(crate::kube::control_plane_namespace(
-                    &i.namespace,
-                    &i.owner.cluster,
-                ));
+            if private_link {
                 // hcp-workflow mode reads the private-router Service's LB IP; hypershift
                 // mode reads and releases the AzurePrivateLinkService CR.
-                v.push(("get", "", "services", cp.clone()));
-                v.push(("get", hs, "azureprivatelinkservices", cp.clone()));
-                v.push(("patch", hs, "azureprivatelinkservices", cp));
-                v.push((
+                v.push(a("get", "", "services", ControlPlaneNamespace));
+                v.push(a(
+                    "get",
+                    hs,
+                    "azureprivatelinkservices",
+                    ControlPlaneNamespace,
+                ));
+                v.push(a(
+                    "patch",
+                    hs,
+                    "azureprivatelinkservices",
+                    ControlPlaneNamespace,
+                ));
+                v.push(a(
                     "get",
                     "apps",
                     "deployments",
-                    Some(HYPERSHIFT_NAMESPACE.into()),
+                    Namespace(HYPERSHIFT_NAMESPACE),
                 ));
             }
         }
         Workflow::Update => {
-            v.push(("get", "", "secrets", ns.clone()));
-            v.push(("get", hs, "hostedclusters", ns.clone()));
-            v.push(("patch", hs, "hostedclusters", ns.clone()));
+            v.push(a("get", "", "secrets", ns));
+            v.push(a("get", hs, "hostedclusters", ns));
+            v.push(a("patch", hs, "hostedclusters", ns));
             for verb in verbs_all {
-                v.push((*verb, hs, "nodepools", ns.clone()));
+                v.push(a(verb, hs, "nodepools", ns));
             }
-            if i.private_link.is_some() {
-                let cp = Some(crate::kube::control_plane_namespace(
-                    &i.namespace,
-                    &i.owner.cluster,
+            if private_link {
+                v.push(a(
+                    "get",
+                    hs,
+                    "azureprivatelinkservices",
+                    ControlPlaneNamespace,
                 ));
-                v.push(("get", hs, "azureprivatelinkservices", cp));
             }
         }
         Workflow::Delete => {
             for verb in verbs_all.iter().filter(|v| **v != "create") {
-                v.push((*verb, "", "secrets", ns.clone()));
-                v.push((*verb, hs, "hostedclusters", ns.clone()));
-                v.push((*verb, hs, "nodepools", ns.clone()));
+                v.push(a(verb, "", "secrets", ns));
+                v.push(a(verb, hs, "hostedclusters", ns));
+                v.push(a(verb, hs, "nodepools", ns));
             }
         }
     }
     v
+}
+
+/// The (verb, group, resource, namespace) tuples the run needs: [`management_access`] with
+/// this cluster's namespaces.
+fn needed_access(i: &Inputs) -> Vec<(&'static str, &'static str, &'static str, Option<String>)> {
+    management_access(i.workflow, i.private_link.is_some())
+        .into_iter()
+        .map(|a| {
+            let ns = match a.scope {
+                AccessScope::Cluster => None,
+                AccessScope::HostedClusterNamespace => Some(i.namespace.clone()),
+                AccessScope::ControlPlaneNamespace => Some(crate::kube::control_plane_namespace(
+                    &i.namespace,
+                    &i.owner.cluster,
+                )),
+                AccessScope::Namespace(n) => Some(n.to_string()),
+            };
+            (a.verb, a.group, a.resource, ns)
+        })
+        .collect()
 }
 
 /// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`, one per tuple, concurrently.

@@ -100,6 +100,28 @@ fn figures(rec: &hcp_runtime::store::RunRecord) -> RunFigures {
 /// # Errors
 /// Store errors.
 pub async fn render(st: &AppState) -> anyhow::Result<String> {
+    let mut reg = Registry::with_prefix("hcp_workflow");
+    register(&mut reg, &st.store, &st.metrics).await?;
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg)?;
+    Ok(out)
+}
+
+/// Register every figure computed from the journal in `reg` (the UI's `/metrics`, and the
+/// worker's beside its own figures: `crate::health`). `cache` keeps each run's
+/// contribution between scrapes.
+///
+/// # Errors
+/// Store errors.
+pub async fn register(
+    reg: &mut Registry,
+    store: &Arc<dyn hcp_runtime::JournalStore>,
+    cache: &Cache,
+) -> anyhow::Result<()> {
+    let st = Journal {
+        store,
+        metrics: cache,
+    };
     let runs = st
         .store
         .list_runs(&hcp_runtime::RunFilter::default())
@@ -144,7 +166,6 @@ pub async fn render(st: &AppState) -> anyhow::Result<String> {
         m.retain(|id, _| live.contains(id));
     }
 
-    let mut reg = Registry::with_prefix("hcp_workflow");
     let runs_gauge = Family::<Vec<(String, String)>, Gauge>::default();
     for state in RunState::ALL {
         runs_gauge
@@ -226,7 +247,7 @@ pub async fn render(st: &AppState) -> anyhow::Result<String> {
         undos,
     );
     // Issue 25: each cluster's newest recorded verify.
-    let verified = crate::views::latest_verifies(&st.store, None).await;
+    let verified = crate::views::latest_verifies(st.store, None).await;
     let drift = Family::<Vec<(String, String)>, Gauge>::default();
     let verify_ok = Family::<Vec<(String, String)>, Gauge>::default();
     let verify_at =
@@ -332,9 +353,13 @@ pub async fn render(st: &AppState) -> anyhow::Result<String> {
         }
         reg.register(*name, *help, fam);
     }
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &reg)?;
-    Ok(out)
+    Ok(())
+}
+
+/// The journal and the per-run cache, as [`register`] reads them.
+struct Journal<'a> {
+    store: &'a Arc<dyn hcp_runtime::JournalStore>,
+    metrics: &'a Cache,
 }
 
 /// `GET /metrics`.

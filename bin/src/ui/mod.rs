@@ -20,7 +20,7 @@
 
 mod auth;
 mod gantt;
-mod metrics;
+pub(crate) mod metrics;
 mod pages;
 mod resources;
 #[cfg(test)]
@@ -55,6 +55,8 @@ pub struct UiArgs {
     /// `localhost` and IP addresses. Any other host name is refused (DNS rebinding).
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
+    #[command(flatten)]
+    grace: crate::health::GraceArgs,
 }
 
 /// Why `ui` refuses to start.
@@ -259,14 +261,36 @@ pub async fn serve(db: &str, a: UiArgs) -> Result<u8> {
     println!("serving the hcp-workflow UI on http://{addr}/ ({actions})");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    axum::serve(
+    // SIGTERM or Ctrl-C (issue 27 §5): accept nothing more, answer the requests in
+    // progress for at most `--grace`, then exit 0.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .context("serving the UI")?;
+        let _ = stopped.await;
+    });
+    let mut server = tokio::spawn(std::future::IntoFuture::into_future(server));
+    tokio::select! {
+        r = &mut server => {
+            r.context("the UI server")?.context("serving the UI")?;
+            return Ok(0);
+        }
+        () = crate::ops::shutdown_signal() => {}
+    }
+    let grace = a.grace.grace;
+    let _ = stop.send(());
+    match tokio::time::timeout(grace, &mut server).await {
+        Ok(r) => r.context("the UI server")?.context("serving the UI")?,
+        Err(_) => {
+            server.abort();
+            eprintln!(
+                "ui: requests still in progress after {}: closed",
+                humantime::format_duration(grace)
+            );
+        }
+    }
+    eprintln!("ui stopped");
     Ok(0)
 }
