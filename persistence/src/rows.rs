@@ -3,7 +3,9 @@
 //! caller decodes it).
 
 use crate::error::{bad_row, classify};
-use hcp_runtime::store::{CreateOutcome, Lease, NewRun, RunId, RunSummary};
+use hcp_runtime::store::{
+    CreateOutcome, Lease, NewRun, ReportFilter, ReportRecord, RunId, RunSummary,
+};
 use hcp_runtime::{RunState, StoreError, Timestamp};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 use std::collections::BTreeMap;
@@ -87,4 +89,51 @@ pub(crate) fn key_taken(
     } else {
         CreateOutcome::KeyReused(id)
     }
+}
+
+/// The filter of `list_reports` after its `WHERE kind = ` (both backends: the query's
+/// columns are `id, kind, subject, at (ms), ok, made_by, data` from `reports r`).
+pub(crate) fn push_report_filter<'a, DB>(
+    q: &mut sqlx::QueryBuilder<'a, DB>,
+    filter: &'a ReportFilter,
+) where
+    DB: sqlx::Database,
+    &'a str: sqlx::Encode<'a, DB> + Type<DB>,
+    i64: sqlx::Encode<'a, DB> + Type<DB>,
+{
+    q.push_bind(filter.kind.as_str());
+    if let Some(s) = &filter.subject {
+        q.push(" AND subject = ").push_bind(s.as_str());
+    }
+    if filter.latest_only {
+        q.push(
+            " AND id = (SELECT max(id) FROM reports x \
+             WHERE x.kind = r.kind AND x.subject = r.subject)",
+        );
+    }
+    q.push(" ORDER BY id DESC");
+    if filter.limit > 0 {
+        q.push(" LIMIT ")
+            .push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
+    }
+}
+
+/// One `list_reports` row (see [`push_report_filter`] for the columns).
+pub(crate) fn report_from_row<R>(row: &R) -> Result<ReportRecord, StoreError>
+where
+    R: Row,
+    usize: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(ReportRecord {
+        id: row.try_get(0).map_err(classify)?,
+        kind: row.try_get(1).map_err(classify)?,
+        subject: row.try_get(2).map_err(classify)?,
+        at: Timestamp(row.try_get(3).map_err(classify)?),
+        ok: row.try_get(4).map_err(classify)?,
+        by: row.try_get(5).map_err(classify)?,
+        data: row.try_get(6).map_err(classify)?,
+    })
 }

@@ -668,37 +668,13 @@ impl JournalStore for SqliteStore {
         let mut q = QueryBuilder::<Sqlite>::new(
             "SELECT id, kind, subject, at, ok, made_by, data FROM reports r WHERE kind = ",
         );
-        q.push_bind(filter.kind.as_str());
-        if let Some(s) = &filter.subject {
-            q.push(" AND subject = ").push_bind(s.as_str());
-        }
-        if filter.latest_only {
-            q.push(
-                " AND id = (SELECT max(id) FROM reports x \
-                 WHERE x.kind = r.kind AND x.subject = r.subject)",
-            );
-        }
-        q.push(" ORDER BY id DESC");
-        if filter.limit > 0 {
-            q.push(" LIMIT ")
-                .push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
-        }
+        crate::rows::push_report_filter(&mut q, filter);
         q.build()
             .fetch_all(&self.readers)
             .await
             .map_err(classify)?
             .iter()
-            .map(|row| {
-                Ok(ReportRecord {
-                    id: row.try_get(0).map_err(classify)?,
-                    kind: row.try_get(1).map_err(classify)?,
-                    subject: row.try_get(2).map_err(classify)?,
-                    at: Timestamp(row.try_get(3).map_err(classify)?),
-                    ok: row.try_get(4).map_err(classify)?,
-                    by: row.try_get(5).map_err(classify)?,
-                    data: row.try_get(6).map_err(classify)?,
-                })
-            })
+            .map(crate::rows::report_from_row)
             .collect()
     }
 
