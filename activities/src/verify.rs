@@ -910,10 +910,10 @@ async fn private_link(
                 Verdict::Foreign,
                 match &hs {
                     // HyperShift's operator only rejects connections when the CR is
-                    // deleted (`rejectPrivateEndpointConnections`); repair-cluster's
-                    // access stage is hcp-workflow's own Private Link Service's.
+                    // deleted (`rejectPrivateEndpointConnections`); repair-cluster's access
+                    // stage does it on HyperShift's Private Link Service too.
                     Some(_) => format!(
-                        "reject, then remove it: az network private-endpoint-connection reject --id {id}; az network private-endpoint-connection delete --id {id} (neither HyperShift nor repair-cluster removes it)"
+                        "{REPAIR} (rejects, then removes it; HyperShift's operator does not), or by hand: az network private-endpoint-connection reject --id {id}; az network private-endpoint-connection delete --id {id}"
                     ),
                     None => format!("{REPAIR} (rejects, then removes it)"),
                 },

@@ -763,12 +763,18 @@ fn verify_checks_hypershifts_private_link_through_its_azure_private_link_service
         )),
         "{fix}"
     );
-    // The fix: reject it, then remove it.
-    let mut c = get(&env, &arm(&conn, NET));
-    c["properties"]["privateLinkServiceConnectionState"] =
-        json!({"status": "Rejected", "description": "not allowed"});
-    put(&env, &conn, NET, &c);
-    assert!(matches!(env.sim.delete(&arm(&conn, NET)), 200 | 202 | 204));
+    // The fix: repair-cluster rejects it, then removes it, on HyperShift's PLS too.
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let after = get(&env, &arm(&pls, NET));
+    assert!(
+        after["properties"]["privateEndpointConnections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| !c["id"].as_str().unwrap_or("").eq_ignore_ascii_case(&conn)),
+        "the foreign connection is gone: {after}"
+    );
     eventually_ok(&env, name);
 
     // 3. HyperShift's link of `<name>.hypershift.local` pointed at another network (the

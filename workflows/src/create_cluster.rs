@@ -110,6 +110,10 @@ pub fn build_with(cfg: &ClusterConfig, l: &Layout, repair: bool) -> Result<SagaD
         hypershift_pls(&mut b, &c, &cp)?;
         b.stage("pe-dns");
         hypershift_pe_dns(&mut b, &c)?;
+        if repair {
+            b.stage("access");
+            crate::repair_cluster::access(&mut b, cfg, l)?;
+        }
     }
     if let Some(h) = &c.public_hostnames {
         b.stage("public-dns");

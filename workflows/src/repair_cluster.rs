@@ -11,9 +11,9 @@
 //! - a role assignment whose principal is stale (its identity was recreated) is replaced
 //!   (`azure.role-assignment.ensure`);
 //! - NodePools and the HostedCluster are applied again (server-side apply);
-//! - hcp-workflow's own Private Link Service gets its visibility and auto-approval back, and
-//!   every connection from a subscription that is not allowed is rejected, then removed
-//!   (stage `access`, [`access`]).
+//! - the Private Link Service (hcp-workflow's own, or HyperShift's) gets its visibility and
+//!   auto-approval back, and every connection from a subscription that is not allowed is
+//!   rejected, then removed (stage `access`, [`access`]).
 //!
 //! What it never does: adopt or re-tag a resource that does not carry this cluster's tags
 //! (it stops for an operator: the resource may be someone else's), delete anything it did
@@ -56,20 +56,33 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, _: BuildOptions<'_>) -> Result<Sag
     Ok(dag)
 }
 
-/// Stage `access` (hcp-workflow's own private link): the Private Link Service's visibility
-/// and auto-approval back to the allowed subscriptions, then every connection from another
-/// subscription rejected and removed.
+/// Stage `access`: the Private Link Service's visibility and auto-approval back to the
+/// allowed subscriptions, then every connection from another subscription rejected and
+/// removed; hcp-workflow's own PLS, or HyperShift's.
 ///
 /// # Errors
 /// A definition error (a bug).
 pub(crate) fn access(b: &mut SagaBuilder, cfg: &ClusterConfig, l: &Layout) -> Result<(), DagError> {
     let allowed = crate::create_cluster::pls_subscriptions(cfg, l);
+    // HyperShift's own Private Link Service (`privateLink.managedBy: hypershift`): its
+    // operator restores the visibility it computes, but rejects connections only when its
+    // `AzurePrivateLinkService` goes, so a connection from a subscription that is not
+    // allowed stays until someone removes it: repair does (the id from the CR's status).
+    let pls = if cfg.private_link.managed_by == crate::config::PrivateLinkManager::Hypershift {
+        PlsRef::HyperShift {
+            mgmt: l.mgmt.clone(),
+            namespace: crate::layout::CLUSTERS_NAMESPACE.into(),
+            name: l.name.clone(),
+        }
+    } else {
+        PlsRef::Ours {
+            id: l.pls_id.clone(),
+        }
+    };
     let input = PlsAccessInput {
         azure: l.mgmt_azure.clone(),
         owner: l.owner.clone(),
-        pls: PlsRef::Ours {
-            id: l.pls_id.clone(),
-        },
+        pls,
         subscriptions: allowed,
     };
     let vis = b.add::<SetPlsVisibility>(
