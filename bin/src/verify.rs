@@ -243,14 +243,13 @@ pub fn subject(name: &str) -> String {
     format!("cluster/{name}")
 }
 
-/// Verify cluster `name` as its newest succeeded create or update applied it, through
-/// `reach`. Read-only: GETs and lists (and read-only POSTs) only.
-async fn check(
+/// Cluster `name` as its newest succeeded create or update applied it: that run and the
+/// cluster file it applied.
+async fn applied_config(
     store: &Arc<dyn JournalStore>,
     db: &str,
     name: &str,
-    reach: hcp_activities::steps::Reach,
-) -> Result<Report> {
+) -> Result<(Applied, hcp_workflows::config::ClusterConfig)> {
     let Some(ap) = applied(store, name, false).await? else {
         return Err(Refused::input(format!(
             "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
@@ -259,6 +258,17 @@ async fn check(
     };
     let cfg = hcp_workflows::verify::config_from_applied(&ap.doc)
         .map_err(|e| Refused::input(format!("cluster/{name}: {e}")))?;
+    Ok((ap, cfg))
+}
+
+/// Verify cluster `name` (applied by `ap` as `cfg`) through `reach`. Read-only: GETs and
+/// lists (and read-only POSTs) only.
+async fn check(
+    store: &Arc<dyn JournalStore>,
+    name: &str,
+    (ap, cfg): (Applied, hcp_workflows::config::ClusterConfig),
+    reach: hcp_activities::steps::Reach,
+) -> Result<Report> {
     let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
     let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
     let runs = crate::views::folded_runs(store, Some(name.to_string())).await?;
@@ -328,12 +338,9 @@ pub async fn verify(
     let mut reports = Vec::new();
     let me = crate::ops::who();
     for name in &names {
-        let cfg = match applied(&store, name, false).await? {
-            Some(ap) => hcp_workflows::verify::config_from_applied(&ap.doc).ok(),
-            None => None,
-        };
-        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, cfg.as_ref()).await?;
-        let report = check(&store, db, name, reach).await?;
+        let applied = applied_config(&store, db, name).await?;
+        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&applied.1)).await?;
+        let report = check(&store, name, applied, reach).await?;
         // A verify is recorded when the journal can be written; a read-only journal still
         // gets its report printed.
         if let Err(e) = record(&store, &report, &me).await {
@@ -431,7 +438,11 @@ async fn verify_due(
         if !store.claim_schedule(&key, me, now, now.plus(every)).await? {
             continue;
         }
-        match check(store, db, &name, reach.clone()).await {
+        let checked = match applied_config(store, db, &name).await {
+            Ok(applied) => check(store, &name, applied, reach.clone()).await,
+            Err(e) => Err(e),
+        };
+        match checked {
             Ok(report) => {
                 record(store, &report, me).await?;
                 let drift = report
