@@ -131,6 +131,7 @@ pub fn hc_input(topology: Topology) -> HostedClusterInput {
         service_network: None,
         machine_network: None,
         workload_identities,
+        managed_identities: None,
         nat_subnet_id: topology
             .is_private()
             .then(|| subnet("hcp-management", "management-vnet", "demo-x1y2z-pls-nat")),

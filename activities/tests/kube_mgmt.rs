@@ -113,6 +113,7 @@ fn hc_input(
             .enumerate()
             .map(|(i, (c, _))| (c.to_string(), format!("00000000-0000-4000-8000-{i:012}")))
             .collect(),
+        managed_identities: None,
         nat_subnet_id: topology
             .is_private()
             .then(|| subnet("hcp-management", "management-vnet", "pls-nat")),

@@ -462,6 +462,7 @@ async fn role_assignments_that_existed_before_the_run_survive_its_undo() {
         role: names::roles::INGRESS.into(),
         identity: serde_json::from_value(json!({"$ref": "ident"})).unwrap(),
         scope_from: None,
+        name_seed: None,
     };
     let role = EnsureRoleAssignment(w.clients.clone());
 
@@ -1333,6 +1334,7 @@ async fn a_new_identitys_assignment_replaces_a_stale_one_found_by_its_write() {
         role: names::roles::INGRESS.into(),
         identity: serde_json::from_value(json!({"$ref": "ident"})).unwrap(),
         scope_from: None,
+        name_seed: None,
     };
     let role = EnsureRoleAssignment(w.clients.clone());
     // Our first run, to learn the deterministic id; then the assignment is made stale: the

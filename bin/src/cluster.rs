@@ -142,6 +142,16 @@ pub async fn reach_for(
     if let Some(p) = args.private_platform {
         cfg.private_platform = p;
     }
+    // A cluster file for an AKS management cluster (`managementCluster.platform: aks`,
+    // the ARO HCP model) gets a simulated AKS cluster unless the flag says otherwise.
+    if let Some(c) = cluster
+        && c.management_cluster.platform == hcp_workflows::config::ManagementPlatform::Aks
+    {
+        cfg.management_platform = hcp_simulator::ManagementPlatform::Aks;
+        // Installed the way HyperShift's AKS how-to installs it: the Route CRD applied
+        // first (`contrib/managed-azure/setup_install_ho_on_aks.sh`).
+        cfg.scenario.aks.route_crd = true;
+    }
     if let Some(p) = args.management_platform {
         cfg.management_platform = p;
     }

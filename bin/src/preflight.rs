@@ -128,6 +128,13 @@ pub fn inputs(
         },
         release: cfg.release_minor(),
         private_link,
+        aro: layout.aro.as_ref().map(|a| preflight::aro::AroInputs {
+            key_vault: a.key_vault.clone(),
+            key_vault_id: a.key_vault_id.clone(),
+            existing: a.key_vault_existing,
+            aks_cluster_id: a.aks_cluster_id.clone(),
+            aks_azure: layout.mgmt_azure.clone(),
+        }),
     }
 }
 

@@ -236,6 +236,15 @@ impl<T> Ref<T> {
     pub fn node(&self) -> &str {
         &self.node
     }
+
+    /// The same node seen with another output type (e.g. `serde_json::Value`, to read
+    /// one field of its output through a pointer).
+    pub fn retype<U>(&self) -> Ref<U> {
+        Ref {
+            node: self.node.clone(),
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T> Clone for Ref<T> {

@@ -6,6 +6,17 @@
 //! `WorkloadIdentityCredential` send. Any secret or assertion is accepted; what is checked
 //! is the protocol (grant type, client id, scope ending in `/.default`). The token is a
 //! JWT-shaped string with an unverifiable signature, good for one hour.
+//!
+//! Claims, as Entra issues them for an app-only token (learn.microsoft.com/entra/identity-platform/access-token-claims-reference):
+//! `aud` (the scope's resource), `iss`, `iat`/`nbf`/`exp`, `appid` (the client id), `tid`,
+//! `sub`, `jti`, `idtyp: app`, and `oid` — the object id of the client's service principal
+//! in the tenant, stable across tokens ([`object_id_for`]): the `principalId` of a
+//! user-assigned identity whose `clientId` it is, the `id` of the service principal created
+//! through the simulated Microsoft Graph for an application, else a fixed UUID derived from
+//! tenant and client id (the principal hcp-workflow itself runs as). Tokens for Microsoft
+//! Graph carry `roles`: the Graph application permissions granted to the caller (the
+//! scenario's `graph_permissions`, default `Application.ReadWrite.OwnedBy`); applications and
+//! identities made inside the simulation hold none, so their Graph tokens carry no `roles`.
 
 use axum::http::Method;
 use axum::response::Response;
@@ -113,8 +124,15 @@ fn token(sim: &Simulator, req: &Req, tenant: &str) -> Response {
     let now = sim.now_ms();
     let jti = uuid::Uuid::new_v4();
     let aud = scope.trim_end_matches("/.default");
+    let (oid, directory_principal) = {
+        let st = crate::sim::lock(&sim.inner.state);
+        (
+            object_id_for(&st, tenant, client_id),
+            crate::graph::is_directory_principal(&st, client_id),
+        )
+    };
     let header = json!({"typ": "JWT", "alg": "RS256", "kid": "hcp-simulator"});
-    let claims = json!({
+    let mut claims = json!({
         "aud": aud,
         "iss": format!("https://sts.windows.net/{tenant}/"),
         "iat": now / 1000,
@@ -122,10 +140,19 @@ fn token(sim: &Simulator, req: &Req, tenant: &str) -> Response {
         "exp": now / 1000 + TOKEN_LIFETIME,
         "appid": client_id,
         "tid": tenant,
-        "oid": jti,
-        "sub": client_id,
+        "oid": oid,
+        "sub": oid,
+        "idtyp": "app",
         "jti": jti,
     });
+    if crate::graph::is_graph_audience(aud) && !directory_principal {
+        let roles = crate::preflight::scenario(sim)
+            .graph_permissions
+            .unwrap_or_else(|| vec![crate::graph::DEFAULT_PERMISSION.to_string()]);
+        if !roles.is_empty() {
+            claims["roles"] = json!(roles);
+        }
+    }
     let enc = |v: &serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
     let token = format!(
         "{}.{}.{}",
@@ -159,4 +186,38 @@ pub(crate) fn error_response(status: u16, code: &str, message: &str) -> Response
     );
     resp.extensions_mut().insert(ErrorCode(code.to_string()));
     resp
+}
+
+/// The object id of `client_id`'s service principal in the tenant, as Entra puts it in the
+/// token's `oid` (see the module docs): stable for a client id.
+pub(crate) fn object_id_for(st: &crate::state::State, tenant: &str, client_id: &str) -> String {
+    if let Some(id) = crate::graph::service_principal_object_id(st, client_id) {
+        return id;
+    }
+    let ns = uuid::Uuid::from_u64_pair(0x6863_702d_7369_6d00, 0x6f69_6400_0000_0000);
+    let key = format!(
+        "{}/{}",
+        tenant.to_ascii_lowercase(),
+        client_id.to_ascii_lowercase()
+    );
+    uuid::Uuid::new_v5(&ns, key.as_bytes()).to_string()
+}
+
+/// The claims of the request's bearer token (`Authorization: Bearer <jwt>`), read without
+/// verifying the signature (the simulator signs nothing). `None` without a bearer token or
+/// when it is not a JWT.
+pub(crate) fn bearer_claims(req: &Req) -> Option<serde_json::Value> {
+    let token = bearer_token(req)?;
+    let payload = token.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .filter(serde_json::Value::is_object)
+}
+
+/// The raw bearer token of the request, if any.
+pub(crate) fn bearer_token(req: &Req) -> Option<&str> {
+    let a = req.header("authorization")?;
+    let (scheme, token) = a.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::faults::FaultAction;
 use crate::sim::{RequestRecord, Simulator, lock};
 use crate::throttle::{OpClass, Take};
-use crate::{arm, blob, control, entra, kube};
+use crate::{arm, blob, control, entra, graph, keyvault, kube};
 
 /// Largest request body accepted (blobs and ARM bodies are small).
 const BODY_LIMIT: usize = 32 * 1024 * 1024;
@@ -72,6 +72,10 @@ impl Req {
             ".usgovcloudapi.net",
             ".chinacloudapi.cn",
             "login.microsoftonline.com",
+            ".microsoft.com",
+            ".microsoft.us",
+            ".vault.azure.net",
+            ".vault.azure.cn",
         ];
         if self.headers.contains_key(ORIGINAL_HOST_HEADER) || azure.iter().any(|s| h.ends_with(s)) {
             format!("https://{}", self.host)
@@ -93,7 +97,17 @@ impl Req {
 pub(crate) enum Surface {
     Control,
     Entra,
-    Blob { account: String, rest: Vec<String> },
+    Blob {
+        account: String,
+        rest: Vec<String>,
+    },
+    /// Microsoft Graph (`graph.microsoft.com`, the sovereign clouds' hosts, or `/_graph/…`).
+    Graph,
+    /// A Key Vault data plane (`{vault}.vault.azure.net`, …, or `/_keyvault/{vault}/…`).
+    KeyVault {
+        vault: String,
+        rest: Vec<String>,
+    },
     Arm,
     Kube,
     Unknown,
@@ -111,6 +125,21 @@ pub(crate) fn classify(req: &Req) -> Surface {
         return Surface::Blob {
             account: account.to_string(),
             rest: segs.clone(),
+        };
+    }
+    if graph::HOSTS.contains(&host) || first == "_graph" {
+        return Surface::Graph;
+    }
+    if let Some(vault) = keyvault::vault_of_host(host) {
+        return Surface::KeyVault {
+            vault,
+            rest: segs.clone(),
+        };
+    }
+    if first == "_keyvault" && segs.len() >= 2 {
+        return Surface::KeyVault {
+            vault: segs[1].to_ascii_lowercase(),
+            rest: segs[2..].to_vec(),
         };
     }
     if first == "_blob" && segs.len() >= 2 {
@@ -197,6 +226,13 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
             Some("Microsoft.Storage/storageAccounts/blobServices/containers/blobs".to_string())
         }
         Surface::Entra => Some("Microsoft.Entra/token".to_string()),
+        Surface::Graph => Some(graph_type(&req)),
+        Surface::KeyVault { rest, .. } => Some(format!(
+            "Microsoft.KeyVault/vaults/{}",
+            rest.first()
+                .map(|s| s.to_ascii_lowercase())
+                .unwrap_or_default()
+        )),
         _ => None,
     };
     let hit =
@@ -276,6 +312,18 @@ pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
         Surface::Kube => kube::handle(&sim, &req).await,
         Surface::Entra => entra::handle(&sim, &req),
         Surface::Blob { account, rest } => blob::handle(&sim, &req, &account, &rest),
+        Surface::Graph => graph::handle(&sim, &req),
+        Surface::KeyVault { vault, rest } => {
+            match keyvault::handle(&sim, &req, &vault, &rest).await {
+                Some(r) => r,
+                None => {
+                    // No such vault: its DNS name does not resolve, so the client never
+                    // gets an HTTP answer.
+                    record(&sim, seq, &req, 0, Some("NameResolutionFailure".into()));
+                    return dropped_connection();
+                }
+            }
+        }
         Surface::Control | Surface::Unknown => error_for(
             &Surface::Unknown,
             404,
@@ -335,6 +383,8 @@ pub(crate) fn error_for(surface: &Surface, status: u16, code: &str, message: &st
         Surface::Kube => kube::status_response(status, code, message),
         Surface::Entra => entra::error_response(status, code, message),
         Surface::Blob { .. } => blob::error_response(status, code, message),
+        Surface::Graph => graph::error_response(status, code, message),
+        Surface::KeyVault { .. } => keyvault::error_response(status, code, message),
         _ => arm::error_response(status, code, message),
     }
 }
@@ -386,4 +436,17 @@ fn principal_of(req: &Req) -> String {
         .and_then(|c| c.get("appid").or_else(|| c.get("oid")))
         .and_then(|v| v.as_str())
         .map_or_else(|| "anonymous".to_string(), str::to_string)
+}
+
+/// The Graph resource type a request addresses, for fault matching:
+/// `Microsoft.Graph/applications`, `Microsoft.Graph/servicePrincipals`, …
+fn graph_type(req: &Req) -> String {
+    let coll = req
+        .segments
+        .iter()
+        .skip_while(|s| *s == "_graph")
+        .nth(1)
+        .map(|s| s.split('(').next().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    format!("Microsoft.Graph/{coll}")
 }

@@ -82,6 +82,8 @@
 //! | Entra | path | `POST /{tenant}/oauth2/v2.0/token` (client credentials: `client_secret` or `client_assertion`), `GET /{tenant}/v2.0/.well-known/openid-configuration` |
 //! | ARM | path `/subscriptions/...` | resources, lists (`nextLink` with `$skipToken`), `POST …/storageAccounts/{a}/listKeys`, LRO URLs `/subscriptions/{s}/providers/{RP}/locations/{loc}/operations/{id}` (Azure-AsyncOperation) and `…/operationResults/{id}` (Location) |
 //! | Blob | `Host: {account}.blob.core.windows.net`, or path | `/{container}/{blob…}`, or `/_blob/{account}/{container}/{blob…}` |
+//! | Microsoft Graph | `Host: graph.microsoft.com` (`.us`, China), or path | `/v1.0/applications…`, `/v1.0/servicePrincipals…`, `/v1.0/directory/deletedItems/…` (see the `graph` module), or `/_graph/v1.0/…` |
+//! | Key Vault | `Host: {vault}.vault.azure.net` (sovereign suffixes), or path | `/secrets/…`, `/certificates/…`, `/deleted…` (see the `keyvault` module), or `/_keyvault/{vault}/…` |
 //! | Kubernetes | path | `/version`, `/api`, `/apis`, `/api/v1/...`, `/apis/{group}/{version}/...` |
 //!
 //! Azure SDK credentials refuse http, so a client keeps its real `https://…` URLs and its
@@ -134,6 +136,20 @@
 //! removes or recreates the public `router` Service. See the `nodepool`, `machines` and
 //! `operator` modules.
 //!
+//! **AKS and ARO HCP (issue 28).** With `--management-platform aks` the management cluster
+//! is an AKS `managedClusters` resource (`management`, in the management resource group;
+//! read-only) with the Key Vault Secrets Provider add-on (its identity a real ARM identity),
+//! an OIDC issuer and workload identity; the Secrets Store CSI driver's SecretProviderClass
+//! API, the workload identity webhook's `MutatingWebhookConfiguration`, and the operator
+//! installed for ARO HCP (`MANAGED_SERVICE=ARO-HCP`, `ARO_HCP_KEY_VAULT_USER_CLIENT_ID`); the
+//! scenario's `aks` switches turn the add-ons off ([`AksScenario`]; the `aks` module). A
+//! HostedCluster with `azureAuthenticationConfigType: ManagedIdentities` gets HyperShift's
+//! eight SecretProviderClasses; each control-plane pod mounts its Key Vault secret as the
+//! add-on identity, and what breaks (a refused mount, credentials Entra ID or ARM refuse, the
+//! data-plane identities' federation) shows where it would on a real cluster: kubelet's
+//! `FailedMount` events, NodePools not Ready, ClusterOperators not available, a control
+//! plane never available (the `aro_hcp` module).
+//!
 //! ## Fault rules (`POST /_sim/faults`, answers `{"id": "fault-N"}`)
 //! ```json
 //! {"method": "PUT", "path": "*/privateLinkServices/*", "resource_type": "Microsoft.Network/privateLinkServices",
@@ -160,16 +176,20 @@
 //! state is written (temp file + rename) after every mutating request and every background
 //! change, and loaded at start, so a separate simulator process outlives a killed worker.
 
+mod aks;
 mod arm;
+mod aro_hcp;
 mod blob;
 mod config;
 mod control;
 mod entra;
 mod error;
 mod faults;
+mod graph;
 mod guest;
 mod guest_cloud;
 mod http;
+mod keyvault;
 mod kube;
 mod machines;
 mod nodepool;
@@ -182,6 +202,7 @@ mod throttle;
 mod util;
 mod workload_identity;
 
+pub use aks::AksScenario;
 pub use config::{
     DEFAULT_DNS_ZONE, DEFAULT_DNS_ZONE_RESOURCE_GROUP, DEFAULT_DNS_ZONE_SUBSCRIPTION,
     DEFAULT_HYPERSHIFT_VERSION, DnsZoneSeed, LatencyModel, ManagementPlatform, PrivatePlatform,

@@ -35,6 +35,15 @@
 //! Once its first release rolled out, a changed `spec.release.image` upgrades the control
 //! plane ([`upgrade`]: a `Partial` history entry, then `Completed` after `guest_rollout`); a
 //! y-stream downgrade is refused ([`release_block`]).
+//!
+//! ARO HCP (`azureAuthenticationConfigType: ManagedIdentities`, issue 28) is
+//! `crate::aro_hcp`: an operator not installed for it fails the reconcile
+//! (`ReconciliationSucceeded=False`), one that is makes the control plane's
+//! SecretProviderClasses; without its control-plane operator (credentials volume not mounted)
+//! the control plane gets no Services and never becomes available, and broken component
+//! credentials show on NodePools and ClusterOperators like broken workload identities. On AKS
+//! with the Key Vault Secrets Provider off, an ARO HCP operator crash-loops and reconciles
+//! nothing (`crate::aks::operator_running`).
 
 use serde_json::{Value, json};
 
@@ -145,14 +154,22 @@ pub(crate) fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Value)
 }
 
 pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
+    // The AKS management cluster's add-ons (and whether the operator can run at all), and
+    // the ARO HCP control planes' credential mounts (kubelet, whether or not the operator
+    // runs).
+    let k = crate::aks::tick(sim, st, now);
+    let m = crate::aro_hcp::tick(sim, st, now);
     // The guest's cloud cleanup runs before the operator may drop its finalizer.
     let g = crate::guest_cloud::tick(sim, st, now);
     // Ingress records, NodePool image defaulting (before a pool may become Ready).
     let d = crate::guest::tick(sim, st, now);
-    let a = hosted_clusters(sim, st, now);
-    let b = crate::nodepool::tick(sim, st, now);
+    // A crash-looping operator (`aks::operator_running`) reconciles no HostedCluster and no
+    // NodePool.
+    let running = crate::aks::operator_running(sim, st);
+    let a = running && hosted_clusters(sim, st, now);
+    let b = running && crate::nodepool::tick(sim, st, now);
     let c = crate::privatelink_controllers::tick(sim, st, now);
-    a || b || c || g || d
+    a || b || c || g || d || k || m
 }
 
 fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
@@ -292,11 +309,24 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 now,
             );
         }
-        let block = release_block(sim, &obj);
+        let block = release_block(sim, &obj).or_else(|| {
+            // ARO HCP (managed identities): the reconcile fails further on, at the CAPI
+            // infrastructure or provider (`aro_hcp::block`).
+            crate::aro_hcp::block(st, &obj).map(|message| Block {
+                ctype: "ReconciliationSucceeded",
+                status: false,
+                reason: "ReconciliationError",
+                message,
+            })
+        });
         // The operator's own reconcile goes on to the control-plane namespace and the
         // Secrets it syncs there unless it stopped at a refused release or configuration
-        // (`Degraded` is the control-plane operator's, further on).
-        if block.as_ref().is_none_or(|b| b.ctype == "Degraded") {
+        // (`Degraded` is the control-plane operator's, further on; a failed
+        // `ReconciliationSucceeded` comes after them).
+        if block
+            .as_ref()
+            .is_none_or(|b| b.ctype == "Degraded" || b.ctype == "ReconciliationSucceeded")
+        {
             changed |= sync_secrets(sim, st, now, &ns, &cp_ns, &obj);
         }
         if let Some(b) = block {
@@ -320,8 +350,35 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 now,
             );
         }
+        // A reconcile that failed before (`aro_hcp::block`) now succeeds (`Reconcile`; the
+        // reason's spelling is HyperShift's).
+        if obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("ReconciliationSucceeded")
+                        && c.get("status").and_then(Value::as_str) == Some("False")
+                })
+            })
+        {
+            dirty |= set_condition(
+                &mut obj,
+                "ReconciliationSucceeded",
+                true,
+                "ReconciliatonSucceeded",
+                "Reconciliation completed successfully",
+                now,
+            );
+        }
+        // ARO HCP: the SecretProviderClasses of the control plane's components.
+        changed |= crate::aro_hcp::reconcile(sim, st, now, &cp_ns, &obj);
+        // Without its control-plane operator (ARO HCP: its credentials volume never mounted)
+        // nothing of the hosted control plane is made, and it never becomes available.
+        let cp_up = crate::aro_hcp::control_plane_up(st, &ns, &obj);
         let exposure = Exposure::of(&obj);
         if !sim_state.services
+            && cp_up
             && private_router_possible(sim, &obj)
             && now >= sim_state.seen_ms + sim.scaled(lat.operator_router)
         {
@@ -380,8 +437,21 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         }
         // HyperShift's `Available` follows the hosted control plane only
         // (`reconcileAvailabilityStatus`): not the private endpoint, nor DNS, nor nodes.
+        if !sim_state.available && !cp_up {
+            // The HostedControlPlane has no `Available` condition: HyperShift's message
+            // (`computeHostedClusterAvailability`).
+            dirty |= set_condition(
+                &mut obj,
+                "Available",
+                false,
+                "WaitingForAvailable",
+                "Waiting for hosted control plane to be healthy",
+                now,
+            );
+        }
         if !sim_state.available
             && sim_state.services
+            && cp_up
             && now >= sim_state.seen_ms + sim.scaled(lat.operator_available)
         {
             sim_state.available = true;
@@ -520,7 +590,7 @@ fn rollout(
     // available, beside those a test scenario names.
     let mut failing: Vec<String> = crate::preflight::scenario(sim).failing_cluster_operators;
     let mut details: Vec<(String, String)> = Vec::new();
-    for f in crate::workload_identity::failures(sim, st, ns, obj) {
+    for f in identity_failures(sim, st, ns, obj) {
         if let crate::workload_identity::Effect::Operator(co) = f.effect {
             if !failing.iter().any(|x| x == co) {
                 failing.push(co.to_string());
@@ -1036,7 +1106,7 @@ pub(crate) fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
 /// HostedCluster whose services are Routes, whatever its topology
 /// (`hostedcluster_controller.go` `validateConfigAndClusterCapabilities`, message verbatim).
 fn route_capability_errors(sim: &Simulator, obj: &Value) -> Vec<String> {
-    if sim.config().management_platform == crate::config::ManagementPlatform::OpenShift {
+    if crate::aks::routes_served(sim) {
         return Vec::new();
     }
     obj.pointer("/spec/services")
@@ -1555,9 +1625,40 @@ pub(crate) fn node_block(
     hc: &Value,
     hs: &HcSim,
 ) -> Result<(), NodeBlock> {
-    if let Some(f) = crate::workload_identity::failures(sim, st, ns, hc)
-        .into_iter()
-        .find(|f| f.effect == crate::workload_identity::Effect::Nodes)
+    use crate::workload_identity::Effect;
+    let failures = identity_failures(sim, st, ns, hc);
+    let capz = failures
+        .iter()
+        .find(|f| f.effect == Effect::Nodes && f.component == "nodePoolManagement");
+    if let Some(f) = capz.filter(|f| f.code == "FailedMount") {
+        // ARO HCP: CAPZ's pod never starts (its credentials volume): no AzureMachine is
+        // reconciled, no VM made (*our model* of the machine's reason).
+        return Err(NodeBlock {
+            ctype: "AllMachinesReady",
+            reason: "WaitingForInfrastructure",
+            message: format!(
+                "Machine {pool}-0: WaitingForInfrastructure (capi-provider is ContainerCreating: {})",
+                f.text()
+            ),
+        });
+    }
+    if capz.is_none()
+        && let Some(f) = failures.iter().find(|f| f.effect == Effect::ControlPlane)
+    {
+        // No control plane (its operator never started): the machines come up, their nodes
+        // never register.
+        return Err(NodeBlock {
+            ctype: "AllNodesHealthy",
+            reason: "WaitingForNodeRef",
+            message: format!(
+                "Machine {pool}-0: WaitingForNodeRef (the hosted control plane is not running: control-plane-operator is ContainerCreating: {})",
+                f.text()
+            ),
+        });
+    }
+    if let Some(f) = capz
+        .or_else(|| failures.iter().find(|f| f.effect == Effect::Nodes))
+        .cloned()
     {
         return Err(if f.component == "nodePoolManagement" {
             // CAPZ cannot create the VM (AzureMachine `VMRunning=False`, VMProvisionFailed).
@@ -1584,6 +1685,19 @@ pub(crate) fn node_block(
         reason: "WaitingForNodeRef",
         message: format!("Machine {pool}-0: WaitingForNodeRef ({why})"),
     })
+}
+
+/// Every broken identity link of `hc`: its workload identities (`crate::workload_identity`)
+/// or, ARO HCP, its managed identities (`crate::aro_hcp`).
+fn identity_failures(
+    sim: &Simulator,
+    st: &State,
+    ns: &str,
+    hc: &Value,
+) -> Vec<crate::workload_identity::Failure> {
+    let mut f = crate::workload_identity::failures(sim, st, ns, hc);
+    f.extend(crate::aro_hcp::failures(sim, st, ns, hc));
+    f
 }
 
 /// Whether an Approved PE reaches a PLS in front of this cluster's private router (its

@@ -35,7 +35,10 @@
 //!  "kube_user": "system:admin", "no_hypershift_crds": false,
 //!  "invalid_client_secret": false, "no_operator": false, "no_self_subject_review": false,
 //!  "blocking_pdb": false, "failing_cluster_operators": ["console"],
-//!  "vm_core_quota": 16, "stall_upgrade": false}
+//!  "vm_core_quota": 16, "stall_upgrade": false,
+//!  "graph_permissions": ["Application.ReadWrite.OwnedBy"],
+//!  "denied_data_actions": [{"action": "Microsoft.KeyVault/vaults/certificates/create/action"}],
+//!  "caller_needs_data_roles": false, "taken_key_vault_names": ["demo-kv"]}
 //! ```
 //! Every field is optional. `denied_actions[].scope` limits a denial to scopes starting with
 //! it (case-insensitive; none: everywhere); actions may use RBAC wildcards. A restricted
@@ -116,6 +119,27 @@ pub struct Scenario {
     /// `ClusterVersionProgressing` says what the CVO says (see `operator::upgrade`).
     /// Clearing it lets the upgrade complete.
     pub stall_upgrade: bool,
+    /// Microsoft Graph application permissions (app roles) granted to the caller, carried in
+    /// the `roles` claim of its Graph tokens (`entra`, `graph`). `None`: the least privilege
+    /// ARO HCP documents for creating applications, `["Application.ReadWrite.OwnedBy"]`;
+    /// `[]`: none (every Graph call answers 403 `Authorization_RequestDenied`). Also
+    /// understood: `Application.ReadWrite.All`, `Application.Read.All`,
+    /// `Directory.ReadWrite.All`, `Directory.Read.All`.
+    pub graph_permissions: Option<Vec<String>>,
+    /// Key Vault data actions the caller lacks (`Microsoft.KeyVault/vaults/secrets/getSecret/action`,
+    /// RBAC wildcards allowed), optionally only at scopes starting with `scope` (the vault's
+    /// ARM id): the data plane answers 403 as Key Vault does (`keyvault`).
+    pub denied_data_actions: Vec<DeniedAction>,
+    /// The caller's Key Vault data actions on a vault with `enableRbacAuthorization` need a
+    /// role assignment granting them at the vault or above (as for every other principal);
+    /// without it the caller is allowed everything not in `denied_data_actions`.
+    pub caller_needs_data_roles: bool,
+    /// Key Vault names taken by someone else (globally): `checkNameAvailability` answers
+    /// `AlreadyExists` and a vault PUT 409 `VaultAlreadyExists`.
+    pub taken_key_vault_names: Vec<String>,
+    /// The AKS management cluster's add-ons (`crate::aks`): `{"key_vault_secrets_provider_disabled":
+    /// true, "oidc_issuer_disabled": true, "workload_identity_webhook_absent": true}`.
+    pub aks: crate::aks::AksScenario,
 }
 
 /// One denied ARM action.

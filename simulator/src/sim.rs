@@ -33,6 +33,103 @@ pub struct InventoryItem {
     pub created_seq: u64,
 }
 
+/// Microsoft Graph objects and Key Vault objects (live and soft-deleted: a soft-deleted
+/// name still blocks a re-create, so an unwind that leaves one has not cleaned up):
+/// `graph:/applications/{id}`, `graph:/servicePrincipals/{id}`,
+/// `graph:/directory/deletedItems/{id}`, `https://{vault}.vault.azure.net/certificates/{name}`,
+/// `…/secrets/{name}`, `…/deletedcertificates/{name}`, `…/deletedsecrets/{name}`, and
+/// `keyvault:/deletedVaults/{name}`. Their `name` is the display name / object name, `tags`
+/// the Graph `tags` or Key Vault tags of the newest version.
+fn directory_inventory(st: &State) -> Vec<InventoryItem> {
+    let mut out = Vec::new();
+    let item = |id: String, rtype: &str, name: String, tags: serde_json::Value| InventoryItem {
+        id,
+        rtype: rtype.to_string(),
+        name,
+        tags,
+        created_seq: u64::MAX,
+    };
+    let text = |v: &serde_json::Value, k: &str| {
+        v.get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let tags = |v: &serde_json::Value| v.get("tags").cloned().unwrap_or(serde_json::json!([]));
+    for (id, app) in &st.graph.applications {
+        out.push(item(
+            format!("graph:/applications/{id}"),
+            "microsoft.graph.application",
+            text(app, "displayName"),
+            tags(app),
+        ));
+    }
+    for (id, sp) in &st.graph.service_principals {
+        out.push(item(
+            format!("graph:/servicePrincipals/{id}"),
+            "microsoft.graph.servicePrincipal",
+            text(sp, "displayName"),
+            tags(sp),
+        ));
+    }
+    for (id, d) in &st.graph.deleted {
+        out.push(item(
+            format!("graph:/directory/deletedItems/{id}"),
+            "microsoft.graph.deletedItem",
+            text(d, "displayName"),
+            tags(d),
+        ));
+    }
+    for (vault, data) in &st.keyvault.vaults {
+        let base = format!("https://{vault}.vault.azure.net");
+        for c in data.certificates.values() {
+            let t = c
+                .versions
+                .last()
+                .map(|v| serde_json::json!(v.tags))
+                .unwrap_or(serde_json::json!({}));
+            let kind = if c.deleted.is_some() {
+                "deletedcertificates"
+            } else {
+                "certificates"
+            };
+            out.push(item(
+                format!("{base}/{kind}/{}", c.name),
+                "Microsoft.KeyVault/vaults/certificates",
+                c.name.clone(),
+                t,
+            ));
+        }
+        for sec in data.secrets.values().filter(|s| !s.managed) {
+            let t = sec
+                .versions
+                .last()
+                .map(|v| serde_json::json!(v.tags))
+                .unwrap_or(serde_json::json!({}));
+            let kind = if sec.deleted.is_some() {
+                "deletedsecrets"
+            } else {
+                "secrets"
+            };
+            out.push(item(
+                format!("{base}/{kind}/{}", sec.name),
+                "Microsoft.KeyVault/vaults/secrets",
+                sec.name.clone(),
+                t,
+            ));
+        }
+    }
+    for name in st.keyvault.deleted_vaults.keys() {
+        out.push(item(
+            format!("keyvault:/deletedVaults/{name}"),
+            "Microsoft.KeyVault/deletedVaults",
+            name.clone(),
+            serde_json::json!({}),
+        ));
+    }
+    out
+}
+
 /// One entry of the request log (`GET /_sim/requests`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RequestRecord {
@@ -225,6 +322,7 @@ impl Simulator {
         let st = lock(&self.inner.state);
         let mut items: Vec<InventoryItem> = arm::inventory(&st);
         items.extend(kube::inventory(&st));
+        items.extend(directory_inventory(&st));
         items.sort_by_key(|i| i.created_seq);
         items
     }
@@ -269,7 +367,8 @@ impl Simulator {
             let a = arm::tick(self, &mut st, now);
             let b = operator::tick(self, &mut st, now);
             let c = kube::tick(self, &mut st, now);
-            a || b || c
+            let d = crate::keyvault::tick(self, &mut st, now);
+            a || b || c || d
         };
         if changed {
             self.persist_logged();
@@ -418,6 +517,8 @@ pub fn banner(sim: &Simulator, addr: SocketAddr) -> String {
          Entra token:  https://login.microsoftonline.com/{{tenant}}/oauth2/v2.0/token -> {base}/{{tenant}}/oauth2/v2.0/token\n  \
          ARM:          https://management.azure.com/subscriptions/... -> {base}/subscriptions/...\n  \
          Blob:         https://{{account}}.blob.core.windows.net/{{container}}/{{blob}} -> {base}/_blob/{{account}}/{{container}}/{{blob}}\n  \
+         Graph:        https://graph.microsoft.com/v1.0/... -> {base}/_graph/v1.0/...\n  \
+         Key Vault:    https://{{vault}}.vault.azure.net/... -> {base}/_keyvault/{{vault}}/...\n  \
          Kubernetes:   {base} (plain HTTP, any bearer token)\n  \
          Control:      {base}/_sim/inventory, {base}/_sim/requests, {base}/_sim/faults, {base}/_sim/scenario\n\
          settings:\n  \

@@ -296,6 +296,17 @@ pub(crate) struct State {
     /// Per-HostedCluster records of the guest's ingress operator (`guest`).
     #[serde(default)]
     pub guest_dns: BTreeMap<String, GuestDnsSim>,
+    /// Microsoft Graph directory objects: applications, service principals, deleted items
+    /// (`graph`).
+    #[serde(default)]
+    pub graph: crate::graph::GraphState,
+    /// Key Vault data planes (secrets, certificates) and soft-deleted vaults (`keyvault`).
+    #[serde(default)]
+    pub keyvault: crate::keyvault::KvState,
+    /// Secrets Store CSI volumes of ARO HCP control-plane pods, by
+    /// `<cp namespace>/<SecretProviderClass>` (`aro_hcp`).
+    #[serde(default)]
+    pub csi_mounts: BTreeMap<String, crate::aro_hcp::MountSim>,
     /// Recent Kubernetes watch events (not persisted: a watcher of a restarted simulator
     /// gets 410 Gone and re-lists, as with a real API server).
     #[serde(skip)]

@@ -51,29 +51,42 @@ pub(crate) enum Effect {
     Nodes,
     /// A ClusterOperator (its name): the release never finishes rolling out.
     Operator(&'static str),
+    /// The control-plane operator itself (ARO HCP: its pod never starts without its
+    /// credentials mount, `crate::aro_hcp`): the hosted control plane never becomes
+    /// available, and no node can join it.
+    ControlPlane,
 }
 
+/// Where a component writes (the resource groups of `GetServicePrincipalScopes`).
 #[derive(Debug, Clone, Copy)]
-enum Scope {
+pub(crate) enum Scope {
     Managed,
     Nsg,
     Vnet,
     DnsZone,
 }
 
-struct Component {
-    /// Field under `workloadIdentities`.
-    field: &'static str,
-    subjects: &'static [&'static str],
+/// One Azure-facing component: its identity's federated subjects, role, scopes, and what
+/// breaks without it.
+pub(crate) struct Component {
+    /// Field under `workloadIdentities` (and under `managedIdentities.controlPlane`).
+    pub(crate) field: &'static str,
+    pub(crate) subjects: &'static [&'static str],
     /// Built-in role definition GUID.
-    role: &'static str,
-    scopes: &'static [Scope],
+    pub(crate) role: &'static str,
+    pub(crate) scopes: &'static [Scope],
     /// An ARM action the component performs (named in `AuthorizationFailed`).
-    action: &'static str,
-    effect: Effect,
+    pub(crate) action: &'static str,
+    pub(crate) effect: Effect,
 }
 
 const CONTRIBUTOR: &str = "b24988ac-6180-42a0-ab88-20f7382dd24c";
+
+/// The component of `workloadIdentities.<field>` (and `managedIdentities.controlPlane.<field>`,
+/// whose roles and scopes are the same `GetServicePrincipalScopes` table).
+pub(crate) fn component(field: &str) -> Option<&'static Component> {
+    COMPONENTS.iter().find(|c| c.field == field)
+}
 
 const COMPONENTS: &[Component] = &[
     Component {
@@ -195,67 +208,100 @@ pub(crate) fn failures(
     COMPONENTS
         .iter()
         .filter_map(|c| {
-            let fail = |code: &str, message: String| Failure {
-                component: c.field,
-                effect: c.effect,
-                code: code.to_string(),
-                message,
-            };
             let client_id = ids
                 .pointer(&format!("/{}/clientID", c.field))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let Some(identity) = arm_store::of_type(st, types::IDENTITY).into_iter().find(|i| {
-                str_at(&i.body, "/properties/clientId")
-                    .is_some_and(|x| x.eq_ignore_ascii_case(client_id))
-            }) else {
-                return Some(fail(
-                    "AADSTS700016",
-                    format!(
-                        "AADSTS700016: Application with identifier '{client_id}' was not found in the directory '{tenant}'. This can happen if the application has not been installed by the administrator of the tenant or consented to by any user in the tenant."
-                    ),
-                ));
-            };
-            let fics = arm_store::children(st, &identity.id.to_ascii_lowercase(), types::FIC);
-            for subject in c.subjects {
-                let matched = fics.iter().any(|f| {
-                    str_at(&f.body, "/properties/issuer") == Some(issuer)
-                        && str_at(&f.body, "/properties/subject") == Some(subject)
-                        && f.body
-                            .pointer("/properties/audiences")
-                            .and_then(Value::as_array)
-                            .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(AUDIENCE)))
-                });
-                if !matched {
-                    return Some(fail(
-                        "AADSTS70021",
-                        format!(
-                            "AADSTS70021: No matching federated identity record found for presented assertion. Assertion Issuer: '{issuer}'. Assertion Subject: '{subject}'. Assertion Audience: '{AUDIENCE}'."
-                        ),
-                    ));
-                }
-            }
-            if let Some((code, message)) = &issuer_problem {
-                return Some(fail(code, message.clone()));
-            }
-            let principal = str_at(&identity.body, "/properties/principalId").unwrap_or_default();
-            for scope in c.scopes {
-                let Some(scope_id) = scope_id(hc, *scope) else {
-                    continue;
-                };
-                if !has_role(st, principal, c.role, &scope_id) {
-                    return Some(fail(
-                        "AuthorizationFailed",
-                        format!(
-                            "The client '{client_id}' with object id '{principal}' does not have authorization to perform action '{}' over scope '{scope_id}' or the scope is invalid. If access was recently granted, please refresh your credentials.",
-                            c.action
-                        ),
-                    ));
-                }
-            }
-            None
+            federated_failure(st, hc, c, client_id, issuer, tenant, &issuer_problem)
         })
         .collect()
+}
+
+/// The first broken link of component `c`'s federated chain for the user-assigned identity
+/// `client_id`: the identity (AADSTS700016), a federated credential for each subject with
+/// `issuer` and the audience (AADSTS70021), the issuer's documents (`issuer_problem`,
+/// [`issuer_problem`]), and its role at every scope ([`role_failure`]).
+pub(crate) fn federated_failure(
+    st: &State,
+    hc: &Value,
+    c: &Component,
+    client_id: &str,
+    issuer: &str,
+    tenant: &str,
+    issuer_problem: &Option<(String, String)>,
+) -> Option<Failure> {
+    let fail = |code: &str, message: String| Failure {
+        component: c.field,
+        effect: c.effect,
+        code: code.to_string(),
+        message,
+    };
+    let Some(identity) = arm_store::of_type(st, types::IDENTITY)
+        .into_iter()
+        .find(|i| {
+            str_at(&i.body, "/properties/clientId")
+                .is_some_and(|x| x.eq_ignore_ascii_case(client_id))
+        })
+    else {
+        return Some(fail(
+            "AADSTS700016",
+            format!(
+                "AADSTS700016: Application with identifier '{client_id}' was not found in the directory '{tenant}'. This can happen if the application has not been installed by the administrator of the tenant or consented to by any user in the tenant."
+            ),
+        ));
+    };
+    let fics = arm_store::children(st, &identity.id.to_ascii_lowercase(), types::FIC);
+    for subject in c.subjects {
+        let matched = fics.iter().any(|f| {
+            str_at(&f.body, "/properties/issuer") == Some(issuer)
+                && str_at(&f.body, "/properties/subject") == Some(subject)
+                && f.body
+                    .pointer("/properties/audiences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(AUDIENCE)))
+        });
+        if !matched {
+            return Some(fail(
+                "AADSTS70021",
+                format!(
+                    "AADSTS70021: No matching federated identity record found for presented assertion. Assertion Issuer: '{issuer}'. Assertion Subject: '{subject}'. Assertion Audience: '{AUDIENCE}'."
+                ),
+            ));
+        }
+    }
+    if let Some((code, message)) = issuer_problem {
+        return Some(fail(code, message.clone()));
+    }
+    let principal = str_at(&identity.body, "/properties/principalId").unwrap_or_default();
+    role_failure(st, hc, c, client_id, principal)
+}
+
+/// `AuthorizationFailed` (ARM's message) for the first scope of `c` where `principal` (the
+/// object id of client `client_id`) lacks `c`'s role.
+pub(crate) fn role_failure(
+    st: &State,
+    hc: &Value,
+    c: &Component,
+    client_id: &str,
+    principal: &str,
+) -> Option<Failure> {
+    for scope in c.scopes {
+        let Some(scope_id) = scope_id(hc, *scope) else {
+            continue;
+        };
+        if !has_role(st, principal, c.role, &scope_id) {
+            return Some(Failure {
+                component: c.field,
+                effect: c.effect,
+                code: "AuthorizationFailed".to_string(),
+                message: format!(
+                    "The client '{client_id}' with object id '{principal}' does not have authorization to perform action '{}' over scope '{scope_id}' or the scope is invalid. If access was recently granted, please refresh your credentials.",
+                    c.action
+                ),
+            });
+        }
+    }
+    None
 }
 
 fn rg_of(id: &str) -> Option<String> {
@@ -286,7 +332,7 @@ fn scope_id(hc: &Value, scope: Scope) -> Option<String> {
 }
 
 /// A role assignment of `role` to `principal` at `scope` or above it (ARM inheritance).
-fn has_role(st: &State, principal: &str, role: &str, scope: &str) -> bool {
+pub(crate) fn has_role(st: &State, principal: &str, role: &str, scope: &str) -> bool {
     let scope = scope.to_ascii_lowercase();
     // No ordering needed to answer "any": no sort, no collected list.
     st.arm
@@ -310,7 +356,12 @@ fn has_role(st: &State, principal: &str, role: &str, scope: &str) -> bool {
 /// What Entra ID finds when it reads the issuer (discovery document, JWKS) and checks the
 /// token's signing key. `None` when all is well (or the issuer is not a blob endpoint of
 /// this simulator, or the signing key Secret is not there to compare with).
-fn issuer_problem(st: &State, ns: &str, hc: &Value, issuer: &str) -> Option<(String, String)> {
+pub(crate) fn issuer_problem(
+    st: &State,
+    ns: &str,
+    hc: &Value,
+    issuer: &str,
+) -> Option<(String, String)> {
     let (account, container) = blob_location(issuer)?;
     let metadata = |what: &str| {
         Some((

@@ -8,16 +8,29 @@
 
 use crate::config::PrivateLinkManager;
 use crate::config::{ClusterConfig, Identities, Topology};
-use crate::layout::{CLUSTERS_NAMESPACE, COMPONENTS, Layout, Scope, api};
+use crate::layout::{
+    ARO_DATA_PLANE, CLUSTERS_NAMESPACE, COMPONENTS, KEY_VAULT_ADMINISTRATOR,
+    KEY_VAULT_SECRETS_USER, Layout, Scope, api,
+};
 use crate::workflow::{PreflightKind, WorkflowDef};
 use hcp_activities::kube::render::{
     HostedClusterInput, NodePoolImage, NodePoolInput, PublicHostnames,
+};
+use hcp_activities::steps::aks::{
+    AksInput, AksOutput, CallerInput, CallerPrincipal, ReadAksCluster,
 };
 use hcp_activities::steps::arm::{
     EnsureContainer, EnsureDnsLink, EnsureDnsZone, EnsureIdentity, EnsureLoadBalancer, EnsureNsg,
     EnsurePublicIp, EnsureResourceGroup, EnsureStorageAccount, EnsureVnet, ResourceInput,
     ResourceOutput,
 };
+use hcp_activities::steps::aro_identity::{
+    ApplicationInput, ApplicationOutput, BindCertificate, BindCertificateInput, CertificateInput,
+    CredentialsSecretInput, EnsureApplication, EnsureCertificate, EnsureCredentialsSecret,
+    EnsureKeyVault, EnsureServicePrincipal, KeyVaultInput, ServicePrincipalInput,
+    ServicePrincipalOutput,
+};
+use hcp_activities::steps::cluster::ManagedIdentitiesSource;
 use hcp_activities::steps::cluster::{
     ApplyHostedCluster, ApplyNodePool, ClientId, ConditionInput, EnsureClusterSecrets,
     EnsureIssuerKey, ExistingIssuerKey, HostedClusterNodeInput, HostedClusterOutput,
@@ -88,13 +101,13 @@ pub fn build_with(cfg: &ClusterConfig, l: &Layout, repair: bool) -> Result<SagaD
     b.stage("preflight");
     let pre = preflight(&mut b, &c)?;
     b.stage("identities");
-    let idents = identities(&mut b, &c)?;
+    let (idents, aro) = identities(&mut b, &c, &pre)?;
     b.stage("oidc");
     oidc(&mut b, &c)?;
     b.stage("network");
-    network(&mut b, &c, &pre, &idents)?;
+    network(&mut b, &c, &pre, &idents, &aro)?;
     b.stage("control-plane");
-    let cp = control_plane(&mut b, &c, &pre, &idents)?;
+    let cp = control_plane(&mut b, &c, &pre, &idents, &aro)?;
     if c.private && !c.hypershift_link {
         b.stage("pls");
         let pls_ref = pls(&mut b, &c, &cp)?;
@@ -232,10 +245,26 @@ struct Preflight {
     public_zone: Ref<PublicZoneOutput>,
     /// Bring-your-own identities' principals.
     resolved: Option<Ref<ResolvedIdentities>>,
+    /// The ARO HCP model: the AKS cluster and the caller, read before anything is made.
+    aro: Option<(
+        Ref<AksOutput>,
+        Ref<hcp_activities::steps::aks::CallerOutput>,
+    )>,
 }
 
 /// The identities created, by component name (none when they are brought).
 type IdentityRefs = BTreeMap<&'static str, Ref<ResourceOutput>>;
+
+/// What the ARO HCP model's `identities` stage made, for the later stages.
+#[derive(Default)]
+struct AroRefs {
+    /// Component → (application, service principal).
+    apps: BTreeMap<&'static str, (Ref<ApplicationOutput>, Ref<ServicePrincipalOutput>)>,
+    /// Data-plane component → its managed identity.
+    data_plane: BTreeMap<&'static str, Ref<ResourceOutput>>,
+    /// Nodes the HostedCluster waits for (the credentials secrets, the mount's role).
+    ready: Vec<Ref<serde_json::Value>>,
+}
 
 /// What the control-plane stage gives later stages.
 struct ControlPlaneRefs {
@@ -279,15 +308,241 @@ fn preflight(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<Preflight, DagError> {
         ),
         _ => None,
     };
+    let aro = match &l.aro {
+        Some(a) => {
+            let aks = b.add::<ReadAksCluster>(
+                n("preflight.aks-cluster"),
+                &AksInput {
+                    azure: l.mgmt_azure.clone(),
+                    id: a.aks_cluster_id.clone(),
+                },
+                o(),
+            )?;
+            let caller = b.add::<CallerPrincipal>(
+                n("preflight.caller"),
+                &CallerInput {
+                    azure: l.azure.clone(),
+                },
+                o(),
+            )?;
+            Some((aks, caller))
+        }
+        None => None,
+    };
     Ok(Preflight {
         public_zone,
         resolved,
+        aro,
     })
+}
+
+/// `identities` of the ARO HCP model (seed `000_4293f64c3e51efdc`; HyperShift's
+/// `contrib/managed-azure/setup_MIv3_kv.sh` and `setup_dataplane_identities.sh`,
+/// release-4.22): the Key Vault and its two role assignments (the caller's Key Vault
+/// Administrator on a vault it creates; Key Vault Secrets User for the AKS Key Vault
+/// Secrets Provider identity, which mounts the secrets); per control-plane component an
+/// Entra application and service principal, a certificate created in Key Vault, its public
+/// key bound to the application and the credentials secret HyperShift mounts; the 3
+/// data-plane managed identities with their federated credentials. All persistent.
+fn aro_identities(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    pre: &Preflight,
+    prg: &Ref<ResourceOutput>,
+) -> Result<AroRefs, DagError> {
+    let l = c.l;
+    let (Some(a), Some((aks, caller))) = (&l.aro, &pre.aro) else {
+        return Ok(AroRefs::default());
+    };
+    // Key Vault Administrator for the caller on the persistent group (HyperShift's
+    // `setup_MIv3_kv.sh` grants it on the vault; the group scope lets the vault's own undo
+    // still read the vault after the vault-scoped grants are undone). Named by the vault:
+    // shared by the group's clusters, adopted by the next one, never deleted by a delete.
+    let admin = if a.key_vault_existing {
+        None
+    } else {
+        Some(b.add::<EnsureRoleAssignment>(
+            n("identities.key-vault.role.caller"),
+            &RoleInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                component: "key-vault-caller".into(),
+                scope: l.persistent_rg.clone(),
+                role: KEY_VAULT_ADMINISTRATOR.into(),
+                identity: IdentitySource::Output {
+                    principal_from: retype(caller),
+                    pointer: "/object_id".into(),
+                },
+                scope_from: None,
+                name_seed: Some(a.key_vault.clone()),
+            },
+            o().after(prg),
+        )?)
+    };
+    let vault = b.add::<EnsureKeyVault>(
+        n("identities.key-vault"),
+        &KeyVaultInput {
+            azure: l.azure.clone(),
+            owner: l.owner.clone(),
+            id: a.key_vault_id.clone(),
+            location: l.location.clone(),
+            tenant_id: Some(a.tenant.clone()),
+            byo: a.key_vault_existing,
+            persistent: true,
+            shared: true,
+        },
+        // The caller's data role comes first: the vault's undo lists what the vault holds
+        // (only an empty vault of this run is removed), and the role's undo runs after it.
+        match &admin {
+            Some(r) => o().after(prg).after(r),
+            None => o().after(prg),
+        },
+    )?;
+    // Shared by every cluster of the vault: named by the vault, adopted by the next
+    // cluster, never deleted by delete-cluster.
+    let kv_role = |b: &mut SagaBuilder,
+                   what: &str,
+                   role: &str,
+                   from: Ref<serde_json::Value>,
+                   pointer: &str|
+     -> Result<Ref<hcp_activities::steps::identity::RoleOutput>, DagError> {
+        b.add::<EnsureRoleAssignment>(
+            n(&format!("identities.key-vault.role.{what}")),
+            &RoleInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                component: format!("key-vault-{what}"),
+                scope: a.key_vault_id.clone(),
+                role: role.into(),
+                identity: IdentitySource::Output {
+                    principal_from: from,
+                    pointer: pointer.into(),
+                },
+                scope_from: None,
+                name_seed: Some(a.key_vault.clone()),
+            },
+            o().after(&vault),
+        )
+    };
+    let reader = kv_role(
+        b,
+        "secrets-provider",
+        KEY_VAULT_SECRETS_USER,
+        retype(aks),
+        "/key_vault_secrets_provider/object_id",
+    )?;
+    let mut refs = AroRefs::default();
+    refs.ready.push(retype(&reader));
+    for comp in &COMPONENTS {
+        let name = comp.component.name();
+        let app = b.add::<EnsureApplication>(
+            n(&format!("identities.{name}.application")),
+            &ApplicationInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                unique_name: a.app_unique_name(comp.component),
+                display_name: a.app_display_name(comp.component),
+                persistent: true,
+            },
+            o(),
+        )?;
+        let sp = b.add::<EnsureServicePrincipal>(
+            n(&format!("identities.{name}.service-principal")),
+            &ServicePrincipalInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                application: app.clone(),
+                persistent: true,
+            },
+            o().after(&app),
+        )?;
+        let cert_opts = o().after(&vault);
+        let cert = b.add::<EnsureCertificate>(
+            n(&format!("identities.{name}.certificate")),
+            &CertificateInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                vault: vault.clone(),
+                name: a.cert(comp.component),
+                subject: format!("CN={}", a.app_display_name(comp.component)),
+                validity_months: a.validity_months,
+                persistent: true,
+            },
+            cert_opts,
+        )?;
+        let bind = b.add::<BindCertificate>(
+            n(&format!("identities.{name}.bind-certificate")),
+            &BindCertificateInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                application: app.clone(),
+                certificate: cert.clone(),
+            },
+            o().after(&app).after(&cert),
+        )?;
+        let secret = b.add::<EnsureCredentialsSecret>(
+            n(&format!("identities.{name}.credentials")),
+            &CredentialsSecretInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                vault: vault.clone(),
+                certificate: cert.clone(),
+                application: app.clone(),
+                name: Some(a.credentials_secret(comp.component)),
+                persistent: true,
+            },
+            o().after(&bind),
+        )?;
+        refs.ready.push(retype(&secret));
+        refs.apps.insert(name, (app, sp));
+    }
+    for (comp, subject, _, _) in ARO_DATA_PLANE {
+        let id = b.add::<EnsureIdentity>(
+            n(&format!("identities.data-plane.{comp}")),
+            &ResourceInput {
+                persistent: true,
+                ..c.res(
+                    "Microsoft.ManagedIdentity/userAssignedIdentities",
+                    &a.data_plane_identity_id(comp),
+                    api::MSI,
+                    c.loc(),
+                )
+            },
+            o().after(prg),
+        )?;
+        b.add::<EnsureFederatedCredentials>(
+            n(&format!("identities.data-plane.{comp}.federated")),
+            &FederatedInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                identity: id.clone(),
+                issuer: l.issuer_url.clone(),
+                subjects: vec![Subject {
+                    name: l.fic_name(subject),
+                    subject: format!("system:serviceaccount:{subject}"),
+                }],
+                persistent: true,
+                converge: c.repair,
+            },
+            o().after(&id),
+        )?;
+        refs.data_plane.insert(comp, id);
+    }
+    Ok(refs)
+}
+
+/// The same node, seen as a JSON value (its output read through a pointer).
+fn retype<T>(r: &Ref<T>) -> Ref<serde_json::Value> {
+    r.retype()
 }
 
 /// `identities`: the persistent resource group, then (when created) one identity per
 /// component in parallel, each with its federated credentials as one node.
-fn identities(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<IdentityRefs, DagError> {
+fn identities(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    pre: &Preflight,
+) -> Result<(IdentityRefs, AroRefs), DagError> {
     let l = c.l;
     let prg = b.add::<EnsureResourceGroup>(
         n("identities.persistent-rg"),
@@ -350,7 +605,8 @@ fn identities(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<IdentityRefs, DagError
             )?;
         }
     }
-    Ok(identities)
+    let aro = aro_identities(b, c, pre, &prg)?;
+    Ok((identities, aro))
 }
 
 /// `oidc`: the service-account signing key is always ours (kept in a Secret on the
@@ -437,6 +693,7 @@ fn network(
     c: &Ctx<'_>,
     pre: &Preflight,
     identities: &IdentityRefs,
+    aro: &AroRefs,
 ) -> Result<(), DagError> {
     let (cfg, l) = (c.cfg, c.l);
     let rg = |b: &mut SagaBuilder, what: &str, id: &str| {
@@ -553,7 +810,7 @@ fn network(
         ),
         o().after(&ip),
     )?;
-    role_assignments(b, c, pre, identities, &scope_rgs)
+    role_assignments(b, c, pre, identities, aro, &scope_rgs)
 }
 
 /// The `network` stage's role assignments: they need the groups as scopes (`scope_rgs`)
@@ -565,18 +822,50 @@ fn role_assignments(
     c: &Ctx<'_>,
     pre: &Preflight,
     identities: &IdentityRefs,
+    aro: &AroRefs,
     scope_rgs: &[(Scope, Ref<ResourceOutput>)],
 ) -> Result<(), DagError> {
     let l = c.l;
+    // ARO HCP data plane (`cmd/infra/azure/rbac.go` `AssignDataPlaneRoles`): each identity
+    // its built-in role on the managed group, named `<component>WI`.
+    for (comp, _, role, ra_component) in ARO_DATA_PLANE {
+        let Some(ident) = aro.data_plane.get(comp) else {
+            continue;
+        };
+        let managed = scope_rgs.iter().find(|(sc, _)| *sc == Scope::Managed);
+        b.add::<EnsureRoleAssignment>(
+            n(&format!("network.role.{comp}-data-plane.managed")),
+            &RoleInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                component: ra_component.into(),
+                scope: l.managed_rg.clone(),
+                role: role.into(),
+                identity: ident.clone().into(),
+                scope_from: None,
+                name_seed: None,
+            },
+            match managed {
+                Some((_, group)) => o().after(group),
+                None => o(),
+            },
+        )?;
+    }
     for comp in &COMPONENTS {
-        let identity: IdentitySource = match (identities.get(comp.component.name()), &pre.resolved)
-        {
-            (Some(ident), _) => ident.clone().into(),
-            (None, Some(r)) => IdentitySource::Resolved {
+        let identity: IdentitySource = match (
+            identities.get(comp.component.name()),
+            &pre.resolved,
+            aro.apps.get(comp.component.name()),
+        ) {
+            (_, _, Some((_, sp))) => IdentitySource::ServicePrincipal {
+                service_principal: sp.clone(),
+            },
+            (Some(ident), _, _) => ident.clone().into(),
+            (None, Some(r), None) => IdentitySource::Resolved {
                 resolved: r.clone(),
                 component: comp.component.name().to_string(),
             },
-            (None, None) => continue,
+            (None, None, None) => continue,
         };
         for s in comp.scopes {
             // The DNS scope is the public zone's group, known once the zone is found.
@@ -595,6 +884,7 @@ fn role_assignments(
                     role: comp.role.into(),
                     identity: identity.clone(),
                     scope_from,
+                    name_seed: None,
                 },
                 match scope_rgs.iter().find(|(sc, _)| sc == s) {
                     Some((_, group)) => o().after(group),
@@ -613,6 +903,7 @@ fn control_plane(
     c: &Ctx<'_>,
     pre: &Preflight,
     identities: &IdentityRefs,
+    aro: &AroRefs,
 ) -> Result<ControlPlaneRefs, DagError> {
     let (cfg, l) = (c.cfg, c.l);
     let secrets = b.add::<EnsureClusterSecrets>(
@@ -653,6 +944,7 @@ fn control_plane(
                 client_ids.insert((*k).to_string(), ClientId::Identity(r.clone()));
             }
         }
+        Identities::AroHcp(_) => {}
         Identities::Existing(_) => {
             if let Ok(Some(w)) = cfg.read_workload_identities() {
                 for comp in &COMPONENTS {
@@ -664,7 +956,36 @@ fn control_plane(
             }
         }
     }
+    let managed_identities = l.aro.as_ref().map(|a| ManagedIdentitiesSource {
+        key_vault_name: a.key_vault.clone(),
+        key_vault_tenant_id: a.tenant.clone(),
+        control_plane: aro
+            .apps
+            .iter()
+            .filter_map(|(k, (app, _))| {
+                let comp = COMPONENTS.iter().find(|c| c.component.name() == *k)?;
+                Some((
+                    (*k).to_string(),
+                    (
+                        ClientId::Field {
+                            from: retype(app),
+                            pointer: "/app_id".into(),
+                        },
+                        a.credentials_secret(comp.component),
+                    ),
+                ))
+            })
+            .collect(),
+        data_plane: aro
+            .data_plane
+            .iter()
+            .map(|(k, r)| ((*k).to_string(), ClientId::Identity(r.clone())))
+            .collect(),
+    });
     let mut hc_opts = o().after(&secrets);
+    for r in &aro.ready {
+        hc_opts = hc_opts.after(r);
+    }
     if let Some(nat) = &nat {
         hc_opts = hc_opts.after(nat);
     }
@@ -681,6 +1002,7 @@ fn control_plane(
             cleanup_cloud_resources: true,
             public_zone: Some(pre.public_zone.clone()),
             hypershift_private_link: (c.private && c.hypershift_link).then(|| c.hs_link()),
+            managed_identities,
         },
         hc_opts,
     )?;
@@ -711,6 +1033,7 @@ fn hosted_cluster_spec(c: &Ctx<'_>) -> HostedClusterInput {
         nsg_id: l.nsg_id.clone(),
         topology: render_topology(cfg.topology),
         workload_identities: BTreeMap::new(),
+        managed_identities: None,
         nat_subnet_id: c.private.then(|| l.nat_subnet_id.clone()),
         pull_secret_name: l.secret("pull-secret"),
         ssh_key_secret_name: Some(l.secret("ssh-key")),

@@ -13,7 +13,7 @@
 
 use crate::config::ClusterConfig;
 use crate::config::PrivateLinkManager;
-use crate::layout::{CLUSTERS_NAMESPACE, COMPONENTS, Layout, api};
+use crate::layout::{ARO_DATA_PLANE, CLUSTERS_NAMESPACE, COMPONENTS, Layout, api};
 use crate::workflow::{PreflightKind, WorkflowDef};
 use hcp_activities::kube::mgmt::Kind;
 use hcp_activities::kube::render::PublicHostnames;
@@ -22,6 +22,10 @@ use hcp_activities::steps::arm::{
     DeleteIdentity, DeleteInput, DeleteLoadBalancer, DeleteNsg, DeleteOutput,
     DeletePrivateEndpoint, DeletePublicIp, DeleteResourceGroup, DeleteRoleAssignment,
     DeleteStorageAccount, DeleteSubnet, DeleteVnet,
+};
+use hcp_activities::steps::aro_identity::{
+    DeleteApplication, DeleteApplicationInput, DeleteCertificate, DeleteKeyVault, DeleteSecret,
+    DeleteVaultObjectInput, KeyVaultInput,
 };
 use hcp_activities::steps::cluster::{DeleteObject, DeleteObjectInput};
 use hcp_activities::steps::dns::{
@@ -479,6 +483,29 @@ fn role_assignments(
             )?;
         }
     }
+    // The ARO HCP data-plane identities' roles on the managed group (`<component>WI`).
+    if l.aro.is_some() {
+        for (comp, _, _, ra_component) in ARO_DATA_PLANE {
+            let guid = hcp_activities::azure::names::role_assignment_name(
+                &l.infra_id,
+                ra_component,
+                &l.managed_rg,
+            );
+            b.add::<DeleteRoleAssignment>(
+                n(&format!("network.role.{comp}-data-plane.managed")),
+                &c.del(
+                    "Microsoft.Authorization/roleAssignments",
+                    &format!(
+                        "{}/providers/Microsoft.Authorization/roleAssignments/{guid}",
+                        l.managed_rg
+                    ),
+                    api::AUTHORIZATION,
+                    false,
+                ),
+                o(),
+            )?;
+        }
+    }
     Ok(())
 }
 
@@ -649,6 +676,7 @@ fn persistent(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
             )?;
         }
     }
+    aro_persistent(b, c)?;
     if let Some(account) = &l.storage_account_id {
         let container = b.add::<DeleteContainer>(
             n("oidc.container"),
@@ -677,6 +705,101 @@ fn persistent(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
                 ..c.kube(Kind::Secret, vec![l.secret("sa-token-issuer-key")])
             },
             o(),
+        )?;
+    }
+    Ok(())
+}
+
+/// The ARO HCP model's persistent objects (`--purge-persistent`): per component the
+/// credentials secret, the certificate (both deleted and purged) and the application
+/// (Entra deletes its service principal with it; then permanently from deleted items),
+/// each only when it carries this cluster's tags; the data-plane identities after their
+/// federated credentials; last the vault, only when this cluster made it and nothing
+/// else is in it (its role assignments go with it and with the persistent group).
+fn aro_persistent(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+    let l = c.l;
+    let Some(a) = &l.aro else {
+        return Ok(());
+    };
+    let mut vault_after = Vec::new();
+    for comp in &COMPONENTS {
+        let name = comp.component.name();
+        let obj = |what: String| DeleteVaultObjectInput {
+            azure: l.azure.clone(),
+            owner: l.owner.clone(),
+            vault: a.key_vault.clone(),
+            name: what,
+            persistent: true,
+        };
+        let secret = b.add::<DeleteSecret>(
+            n(&format!("identities.{name}.credentials")),
+            &obj(a.credentials_secret(comp.component)),
+            o(),
+        )?;
+        let cert = b.add::<DeleteCertificate>(
+            n(&format!("identities.{name}.certificate")),
+            &obj(a.cert(comp.component)),
+            o().after(&secret),
+        )?;
+        b.add::<DeleteApplication>(
+            n(&format!("identities.{name}.application")),
+            &DeleteApplicationInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                unique_name: a.app_unique_name(comp.component),
+                persistent: true,
+            },
+            o(),
+        )?;
+        vault_after.push(cert);
+    }
+    for (comp, subject, _, _) in ARO_DATA_PLANE {
+        let ident = a.data_plane_identity_id(comp);
+        let fic = b.add::<DeleteFederatedCredential>(
+            n(&format!(
+                "identities.data-plane.{comp}.federated.{}",
+                l.fic_name(subject)
+            )),
+            &persist(c.del(
+                "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials",
+                &format!(
+                    "{ident}/federatedIdentityCredentials/{}",
+                    l.fic_name(subject)
+                ),
+                api::MSI,
+                false,
+            )),
+            o(),
+        )?;
+        b.add::<DeleteIdentity>(
+            n(&format!("identities.data-plane.{comp}")),
+            &persist(c.del(
+                "Microsoft.ManagedIdentity/userAssignedIdentities",
+                &ident,
+                api::MSI,
+                true,
+            )),
+            o().after(&fic),
+        )?;
+    }
+    if !a.key_vault_existing {
+        let mut vo = o();
+        for r in &vault_after {
+            vo = vo.after(r);
+        }
+        b.add::<DeleteKeyVault>(
+            n("identities.key-vault"),
+            &KeyVaultInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                id: a.key_vault_id.clone(),
+                location: l.location.clone(),
+                tenant_id: Some(a.tenant.clone()),
+                byo: false,
+                persistent: true,
+                shared: true,
+            },
+            vo,
         )?;
     }
     Ok(())

@@ -181,6 +181,113 @@ pub struct Layout {
     pub pl_zone_id: String,
     /// Its VNet link id.
     pub pl_link_id: String,
+    /// The ARO HCP identity model's names (`identities.aroHcp`).
+    pub aro: Option<AroLayout>,
+}
+
+/// Names of the ARO HCP identity model (all in the persistent group, keyed by the cluster
+/// name rather than the infra id, so a re-create of the cluster reuses them as the seed's
+/// "Resource Reusability" asks).
+#[derive(Debug, Clone)]
+pub struct AroLayout {
+    /// Key Vault name.
+    pub key_vault: String,
+    /// Key Vault ARM id.
+    pub key_vault_id: String,
+    /// A vault the user made (never written or deleted).
+    pub key_vault_existing: bool,
+    /// Certificate validity in months.
+    pub validity_months: u32,
+    /// The AKS management cluster's ARM id.
+    pub aks_cluster_id: String,
+    /// Tenant of the vault (the cluster's).
+    pub tenant: String,
+    /// SHA-256(subscription/persistentResourceGroup/name), hex, first 8: keeps two
+    /// subscriptions' `demo` clusters' Entra applications apart (applications are
+    /// tenant-wide).
+    hash: String,
+    name: String,
+    persistent_rg: String,
+}
+
+/// The seed's short name of a control-plane component (its Key Vault secret suffix:
+/// `<name>-cpo`, `<name>-nodepool-mgmt`, …).
+pub fn aro_short(c: IdentityComponent) -> &'static str {
+    match c {
+        IdentityComponent::ControlPlaneOperator => "cpo",
+        IdentityComponent::NodePoolManagement => "nodepool-mgmt",
+        IdentityComponent::CloudProvider => "cloud-provider",
+        IdentityComponent::Disk => "disk",
+        IdentityComponent::File => "file",
+        IdentityComponent::Ingress => "ingress",
+        IdentityComponent::Network => "network",
+        IdentityComponent::ImageRegistry => "image-registry",
+    }
+}
+
+/// The data-plane managed identities: component, federated subject, built-in role
+/// (`contrib/managed-azure/setup_dataplane_identities.sh` and `cmd/infra/azure/rbac.go`
+/// `AssignDataPlaneRoles`, release-4.22; role ids from Azure's built-in roles list,
+/// "Azure Red Hat OpenShift Image Registry Operator" / "… Azure Disk CSI Driver Operator" /
+/// "… Azure Files CSI Driver Operator"), and the role assignment's name component
+/// (`config.CIRO+"WI"`, …).
+pub const ARO_DATA_PLANE: [(&str, &str, &str, &str); 3] = [
+    (
+        "image-registry",
+        "openshift-image-registry:registry",
+        "8b32b316-c2f5-4ddf-b05b-83dacd2d08b5",
+        "ciroWI",
+    ),
+    (
+        "disk",
+        "openshift-cluster-csi-drivers:azure-disk-csi-driver-node-sa",
+        "5b7237c5-45e1-49d6-bc18-a1f62f400748",
+        "azure-diskWI",
+    ),
+    (
+        "file",
+        "openshift-cluster-csi-drivers:azure-file-csi-driver-node-sa",
+        "0d7aedc0-15fd-4a67-a412-efad370c947e",
+        "azure-fileWI",
+    ),
+];
+
+/// Key Vault Administrator (the caller, on a vault it creates; HyperShift's
+/// `setup_MIv3_kv.sh` does the same) and Key Vault Secrets User (the AKS Key Vault Secrets
+/// Provider identity: `secrets/getSecret`, what the CSI driver needs): Azure built-in roles
+/// (learn.microsoft.com, "Azure built-in roles for Security").
+pub const KEY_VAULT_ADMINISTRATOR: &str = "00482a5a-887f-4fb3-b363-3b7fe8e74483";
+/// See [`KEY_VAULT_ADMINISTRATOR`].
+pub const KEY_VAULT_SECRETS_USER: &str = "4633458b-17de-408a-b874-0445c86b69e6";
+
+impl AroLayout {
+    /// Certificate name of a component (`<name>-<short>`, the seed's table).
+    pub fn cert(&self, c: IdentityComponent) -> String {
+        format!("{}-{}", self.name, aro_short(c))
+    }
+
+    /// Its credentials secret (`<cert>-json`, as HyperShift's `setup_MIv3_kv.sh`).
+    pub fn credentials_secret(&self, c: IdentityComponent) -> String {
+        format!("{}-json", self.cert(c))
+    }
+
+    /// The Entra application's `uniqueName` (its idempotency key).
+    pub fn app_unique_name(&self, c: IdentityComponent) -> String {
+        format!("hcp-{}-{}-{}", self.name, aro_short(c), self.hash)
+    }
+
+    /// The application's display name.
+    pub fn app_display_name(&self, c: IdentityComponent) -> String {
+        format!("{}-{}", self.name, aro_short(c))
+    }
+
+    /// A data-plane managed identity's id (`<name>-<component>-dp`).
+    pub fn data_plane_identity_id(&self, component: &str) -> String {
+        format!(
+            "{}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{}-{component}-dp",
+            self.persistent_rg, self.name
+        )
+    }
 }
 
 /// `/subscriptions/{sub}/resourceGroups/{rg}`.
@@ -206,6 +313,8 @@ impl Layout {
                 resource_manager: c.resource_manager.clone(),
                 authority_host: c.authority_host.clone(),
                 storage_suffix: c.storage_suffix.clone(),
+                graph: c.graph.clone(),
+                key_vault_suffix: c.key_vault_suffix.clone(),
             },
         };
         let auth = match cfg.auth {
@@ -285,6 +394,33 @@ impl Layout {
             ),
         };
         let dns_zone_rg = cfg.dns_zone_resource_group.as_ref().map(|g| rg_id(&sub, g));
+        let aro = match &cfg.identities {
+            Identities::AroHcp(a) => {
+                let key_vault = a.key_vault.name.clone().unwrap_or_else(|| {
+                    crate::config::derive_key_vault(&sub, &cfg.persistent_resource_group)
+                });
+                let digest = <sha2::Sha256 as sha2::Digest>::digest(
+                    format!("{sub}/{}/{name}", cfg.persistent_resource_group)
+                        .to_ascii_lowercase()
+                        .as_bytes(),
+                );
+                let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+                Some(AroLayout {
+                    key_vault_id: format!(
+                        "{persistent_rg}/providers/Microsoft.KeyVault/vaults/{key_vault}"
+                    ),
+                    key_vault,
+                    key_vault_existing: a.key_vault.existing,
+                    validity_months: a.certificate_validity_months.unwrap_or(12),
+                    aks_cluster_id: mc.aks_cluster_id.clone().unwrap_or_default(),
+                    tenant: cfg.tenant.clone(),
+                    hash,
+                    name: name.clone(),
+                    persistent_rg: persistent_rg.clone(),
+                })
+            }
+            _ => None,
+        };
         let pl_zone = names::private_link_dns_zone(&name);
         let infra_zone = names::infra_dns_zone(&name, &cfg.base_domain);
         Layout {
@@ -319,6 +455,7 @@ impl Layout {
                 names::private_link_dns_link(&name, infra_id)
             ),
             issuer_url: cfg.oidc_issuer_url(infra_id),
+            aro,
             owner: Owner {
                 cluster: name.clone(),
                 infra_id: infra_id.to_string(),

@@ -43,10 +43,12 @@ fn config_schema_file_is_up_to_date() {
 
 #[test]
 fn config_schema_accepts_the_example() {
-    let example = yaml_as_json(&examples().join("cluster.yaml"));
-    let v = validator();
-    let errors: Vec<String> = v.iter_errors(&example).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{errors:#?}");
+    for file in ["cluster.yaml", "aro-hcp.yaml"] {
+        let example = yaml_as_json(&examples().join(file));
+        let v = validator();
+        let errors: Vec<String> = v.iter_errors(&example).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{file}: {errors:#?}");
+    }
 }
 
 #[test]

@@ -142,11 +142,11 @@ pub struct ArmClient {
     inner: Arc<Inner>,
 }
 
-fn is_retry_status(status: u16) -> bool {
+pub(crate) fn is_retry_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
 }
 
-fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     // 200 ms, 800 ms: two short tries fit the budget with room for a Retry-After of ~1 s.
     Duration::from_millis(200 * 4u64.pow(attempt))
 }

@@ -1,8 +1,13 @@
-//! Azure clouds: where ARM, Entra and blob storage live.
+//! Azure clouds: where ARM, Entra, Microsoft Graph, Key Vault and blob storage live.
 //!
 //! Public Azure, Azure Government and Azure China differ only in host names; a custom
 //! cloud (Azure Stack, a private test cloud) names them explicitly. Every URL the
 //! activities build comes from here, so nothing else hard-codes `management.azure.com`.
+//!
+//! Graph and Key Vault hosts per cloud are Microsoft's national-cloud tables
+//! (learn.microsoft.com/graph/deployments: `graph.microsoft.com`, `graph.microsoft.us`,
+//! `microsoftgraph.chinacloudapi.cn`; learn.microsoft.com/azure/key-vault/general/about-keys-secrets-certificates:
+//! `vault.azure.net`, `vault.usgovcloudapi.net`, `vault.azure.cn`).
 
 use azure_core::cloud::{CloudConfiguration, CustomConfiguration};
 use serde::{Deserialize, Serialize};
@@ -26,6 +31,16 @@ pub enum Cloud {
         authority_host: String,
         /// Storage suffix, e.g. `core.example.local` (blob host `{account}.blob.{suffix}`).
         storage_suffix: String,
+        /// Microsoft Graph endpoint, e.g. `https://graph.example.local`. Absent in journals
+        /// written before the ARO HCP identity model; a custom cloud without it cannot
+        /// create Entra applications.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        graph: Option<String>,
+        /// Key Vault DNS suffix, e.g. `vault.example.local` (vault host
+        /// `{vault}.{suffix}`, token scope `https://{suffix}/.default`). Absent in older
+        /// journals; a custom cloud without it cannot reach Key Vault's data plane.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_vault_suffix: Option<String>,
     },
 }
 
@@ -72,6 +87,59 @@ impl Cloud {
         format!("https://{}", self.blob_host(account))
     }
 
+    /// Microsoft Graph endpoint without trailing slash, e.g. `https://graph.microsoft.com`;
+    /// `None` for a custom cloud that names none.
+    pub fn graph(&self) -> Option<&str> {
+        match self {
+            Cloud::Public => Some("https://graph.microsoft.com"),
+            Cloud::UsGovernment => Some("https://graph.microsoft.us"),
+            Cloud::China => Some("https://microsoftgraph.chinacloudapi.cn"),
+            Cloud::Custom { graph, .. } => graph
+                .as_deref()
+                .map(|g| g.trim_end_matches('/'))
+                .filter(|g| !g.is_empty()),
+        }
+    }
+
+    /// The host name of [`Self::graph`] (no port), e.g. `graph.microsoft.com`.
+    pub fn graph_host(&self) -> Option<&str> {
+        self.graph().map(host_of)
+    }
+
+    /// Token scope for Microsoft Graph: `<graph>/.default`.
+    pub fn graph_scope(&self) -> Option<String> {
+        self.graph().map(|g| format!("{g}/.default"))
+    }
+
+    /// Key Vault DNS suffix, e.g. `vault.azure.net`; `None` for a custom cloud that names
+    /// none.
+    pub fn key_vault_suffix(&self) -> Option<&str> {
+        match self {
+            Cloud::Public => Some("vault.azure.net"),
+            Cloud::UsGovernment => Some("vault.usgovcloudapi.net"),
+            Cloud::China => Some("vault.azure.cn"),
+            Cloud::Custom {
+                key_vault_suffix, ..
+            } => key_vault_suffix
+                .as_deref()
+                .map(|s| s.trim_matches('.'))
+                .filter(|s| !s.is_empty()),
+        }
+    }
+
+    /// Data-plane host of a vault, e.g. `myvault.vault.azure.net`.
+    pub fn key_vault_host(&self, vault: &str) -> Option<String> {
+        self.key_vault_suffix()
+            .map(|s| format!("{}.{s}", vault.to_ascii_lowercase()))
+    }
+
+    /// Token scope for Key Vault's data plane: `https://<suffix>/.default`, e.g.
+    /// `https://vault.azure.net/.default`.
+    pub fn key_vault_scope(&self) -> Option<String> {
+        self.key_vault_suffix()
+            .map(|s| format!("https://{s}/.default"))
+    }
+
     /// Token scope for ARM: `<resource manager>/.default`.
     pub fn arm_scope(&self) -> String {
         format!("{}/.default", self.resource_manager())
@@ -80,10 +148,7 @@ impl Cloud {
     /// The host name of [`Self::resource_manager`], without port (for checking URLs ARM
     /// hands us).
     pub fn resource_manager_host(&self) -> &str {
-        let rm = self.resource_manager();
-        let rest = rm.split_once("://").map_or(rm, |(_, r)| r);
-        let authority = rest.split('/').next().unwrap_or(rest);
-        authority.split(':').next().unwrap_or(authority)
+        host_of(self.resource_manager())
     }
 
     /// The matching azure_core cloud configuration (used by azure_identity to pick the
@@ -100,6 +165,13 @@ impl Cloud {
             }
         }
     }
+}
+
+/// The host of an `https://host[:port]/path` endpoint.
+fn host_of(endpoint: &str) -> &str {
+    let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority.split(':').next().unwrap_or(authority)
 }
 
 #[cfg(test)]
@@ -122,6 +194,8 @@ mod tests {
             resource_manager: "https://arm.local:8443/".into(),
             authority_host: "https://login.local".into(),
             storage_suffix: ".core.local".into(),
+            graph: None,
+            key_vault_suffix: None,
         };
         assert_eq!(custom.arm_scope(), "https://arm.local:8443/.default");
         assert_eq!(custom.blob_host("x"), "x.blob.core.local");
@@ -142,5 +216,75 @@ mod tests {
             "resource-manager": "https://a", "authority-host": "https://b", "storage-suffix": "c"}}))
         .unwrap_or_default();
         assert_eq!(c.authority_host(), "https://b");
+    }
+
+    #[test]
+    fn graph_and_key_vault_per_cloud() {
+        assert_eq!(Cloud::Public.graph(), Some("https://graph.microsoft.com"));
+        assert_eq!(
+            Cloud::Public.graph_scope().as_deref(),
+            Some("https://graph.microsoft.com/.default")
+        );
+        assert_eq!(Cloud::UsGovernment.graph_host(), Some("graph.microsoft.us"));
+        assert_eq!(
+            Cloud::China.graph_host(),
+            Some("microsoftgraph.chinacloudapi.cn")
+        );
+        assert_eq!(
+            Cloud::Public.key_vault_host("MyVault").as_deref(),
+            Some("myvault.vault.azure.net")
+        );
+        assert_eq!(
+            Cloud::Public.key_vault_scope().as_deref(),
+            Some("https://vault.azure.net/.default")
+        );
+        assert_eq!(
+            Cloud::UsGovernment.key_vault_scope().as_deref(),
+            Some("https://vault.usgovcloudapi.net/.default")
+        );
+        assert_eq!(
+            Cloud::China.key_vault_host("v").as_deref(),
+            Some("v.vault.azure.cn")
+        );
+        assert_eq!(
+            Cloud::China.key_vault_scope().as_deref(),
+            Some("https://vault.azure.cn/.default")
+        );
+        let custom = Cloud::Custom {
+            resource_manager: "https://arm.local".into(),
+            authority_host: "https://login.local".into(),
+            storage_suffix: "core.local".into(),
+            graph: Some("https://graph.local:8443/".into()),
+            key_vault_suffix: Some(".vault.local".into()),
+        };
+        assert_eq!(custom.graph(), Some("https://graph.local:8443"));
+        assert_eq!(custom.graph_host(), Some("graph.local"));
+        assert_eq!(
+            custom.key_vault_host("kv").as_deref(),
+            Some("kv.vault.local")
+        );
+        assert_eq!(
+            custom.key_vault_scope().as_deref(),
+            Some("https://vault.local/.default")
+        );
+    }
+
+    #[test]
+    fn custom_clouds_of_older_journals_still_parse() {
+        // Journaled before Graph and Key Vault: no `graph`, no `key-vault-suffix`.
+        let old = serde_json::json!({"custom": {
+            "resource-manager": "https://a", "authority-host": "https://b", "storage-suffix": "c"}});
+        let c: Cloud = serde_json::from_value(old.clone()).unwrap_or_default();
+        assert_eq!(c.resource_manager(), "https://a");
+        assert_eq!(c.graph(), None);
+        assert_eq!(c.key_vault_scope(), None);
+        // …and an unset field is not written, so old binaries read new journals too.
+        assert_eq!(serde_json::to_value(&c).ok(), Some(old));
+        let new: Cloud = serde_json::from_value(serde_json::json!({"custom": {
+            "resource-manager": "https://a", "authority-host": "https://b", "storage-suffix": "c",
+            "graph": "https://g", "key-vault-suffix": "vault.x"}}))
+        .unwrap_or_default();
+        assert_eq!(new.graph(), Some("https://g"));
+        assert_eq!(new.key_vault_suffix(), Some("vault.x"));
     }
 }

@@ -455,6 +455,341 @@ impl From<ArmError> for StepError {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Microsoft Graph and Key Vault's data plane.
+
+/// A service other than ARM that the activities call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Service {
+    /// Microsoft Graph v1.0 (Entra applications and service principals).
+    Graph,
+    /// Azure Key Vault's data plane (certificates and secrets).
+    KeyVault,
+}
+
+impl Service {
+    /// Human name, e.g. `Microsoft Graph`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Service::Graph => "Microsoft Graph",
+            Service::KeyVault => "Key Vault",
+        }
+    }
+}
+
+/// Graph codes that clear by themselves (replication, concurrent writes).
+const GRAPH_RETRYABLE_CODES: &[&str] = &[
+    "Directory_ConcurrencyViolation",
+    "Directory_ResultSizeLimitExceeded",
+    "ConcurrencyViolation",
+];
+
+/// Graph codes of throttling.
+const GRAPH_THROTTLED_CODES: &[&str] = &["TooManyRequests", "Request_ThrottledTemporarily"];
+
+/// Key Vault inner codes that clear by themselves.
+const KEY_VAULT_RETRYABLE_CODES: &[&str] = &[
+    // A role assignment on the vault takes minutes to apply (Key Vault RBAC docs).
+    "ForbiddenByRbac",
+    // A delete still being processed: a purge right after it answers this.
+    "ObjectIsBeingDeleted",
+];
+
+/// Classifies a Microsoft Graph failure. `message` matters for one case: right after an
+/// application is created, creating its service principal can answer 400
+/// `Request_BadRequest` "… does not reference a valid application object" until Entra
+/// replicates it (learn.microsoft.com/graph/best-practices-concept#handling-expected-errors
+/// and the Graph replication note in serviceprincipal-post-serviceprincipals).
+pub fn classify_graph(status: u16, code: &str, message: &str) -> ErrorClass {
+    if is_in(code, GRAPH_RETRYABLE_CODES)
+        || message.contains("does not reference a valid application object")
+    {
+        return ErrorClass::RetryableConflict;
+    }
+    if is_in(code, GRAPH_THROTTLED_CODES) {
+        return ErrorClass::Throttled;
+    }
+    if is_in(code, TRANSIENT_CODES) || code.eq_ignore_ascii_case("UnknownError") && status >= 500 {
+        return ErrorClass::Transient;
+    }
+    match status {
+        429 => ErrorClass::Throttled,
+        408 | 500 | 502 | 503 | 504 => ErrorClass::Transient,
+        404 => ErrorClass::NotFound,
+        _ => ErrorClass::Permanent,
+    }
+}
+
+/// Classifies a Key Vault data-plane failure by status, code and inner code.
+pub fn classify_key_vault(status: u16, code: &str, inner: Option<&str>) -> ErrorClass {
+    if inner.is_some_and(|i| is_in(i, KEY_VAULT_RETRYABLE_CODES)) {
+        return ErrorClass::RetryableConflict;
+    }
+    if is_in(code, TRANSIENT_CODES) {
+        return ErrorClass::Transient;
+    }
+    if is_in(code, THROTTLED_CODES) || code.eq_ignore_ascii_case("Throttled") {
+        return ErrorClass::Throttled;
+    }
+    match status {
+        429 => ErrorClass::Throttled,
+        408 | 500 | 502 | 503 | 504 => ErrorClass::Transient,
+        404 => ErrorClass::NotFound,
+        _ => ErrorClass::Permanent,
+    }
+}
+
+/// A failed Microsoft Graph or Key Vault request, parsed and classified.
+///
+/// Built from the answer only: a request body (which may carry a secret's value) never
+/// reaches it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ServiceError {
+    /// Which service answered.
+    pub service: Service,
+    /// HTTP status (0 for transport failures and local errors).
+    pub status: u16,
+    /// Error code (`Authorization_RequestDenied`, `Forbidden`, `CertificateNotFound`, …).
+    pub code: String,
+    /// Key Vault's `innererror.code` (`ForbiddenByRbac`, `ObjectIsDeletedButRecoverable`).
+    pub inner_code: Option<String>,
+    /// The service's message, followed by ` (request-id …)` when the answer carried one
+    /// (Graph's `innerError.request-id`, or the `request-id` / `x-ms-request-id` header):
+    /// what Microsoft support asks for.
+    pub message: String,
+    /// Server-requested delay before trying again.
+    pub retry_after: Option<Duration>,
+    /// What the request was about (`applications(uniqueName='…')`, `kv/certificates/x`).
+    pub target: Option<String>,
+    /// How to handle it.
+    pub class: ErrorClass,
+}
+
+#[derive(Deserialize)]
+struct ServiceEnvelope {
+    error: Option<ServiceInner>,
+}
+
+#[derive(Deserialize)]
+struct ServiceInner {
+    code: Option<String>,
+    message: Option<String>,
+    #[serde(alias = "innerError", alias = "innererror")]
+    inner: Option<ServiceInnerMost>,
+}
+
+#[derive(Deserialize)]
+struct ServiceInnerMost {
+    code: Option<String>,
+    #[serde(rename = "request-id")]
+    request_id: Option<String>,
+}
+
+impl ServiceError {
+    /// Parses an error answer `{"error":{"code","message","innerError"|"innererror":{…}}}`.
+    pub fn from_response(
+        service: Service,
+        status: u16,
+        headers: &Headers,
+        body: &[u8],
+        target: Option<&str>,
+    ) -> Self {
+        let parsed: Option<ServiceEnvelope> = serde_json::from_slice(body).ok();
+        let inner = parsed.and_then(|e| e.error);
+        let header = |n: &'static str| {
+            headers
+                .get_optional_str(&HeaderName::from_static(n))
+                .map(str::to_string)
+        };
+        let code = inner
+            .as_ref()
+            .and_then(|i| i.code.clone())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| format!("HttpStatus{status}"));
+        let mut message = inner
+            .as_ref()
+            .and_then(|i| i.message.clone())
+            .unwrap_or_else(|| format!("HTTP {status} without an error body"));
+        let inner_code = inner
+            .as_ref()
+            .and_then(|i| i.inner.as_ref())
+            .and_then(|i| i.code.clone());
+        let request_id = inner
+            .as_ref()
+            .and_then(|i| i.inner.as_ref())
+            .and_then(|i| i.request_id.clone())
+            .or_else(|| header("request-id"))
+            .or_else(|| header("x-ms-request-id"));
+        let class = match service {
+            Service::Graph => classify_graph(status, &code, &message),
+            Service::KeyVault => classify_key_vault(status, &code, inner_code.as_deref()),
+        };
+        if let Some(r) = request_id {
+            message = format!("{} (request-id {r})", message.trim_end());
+        }
+        ServiceError {
+            service,
+            status,
+            code,
+            inner_code,
+            message,
+            retry_after: retry_after(headers),
+            target: target.map(str::to_string),
+            class,
+        }
+    }
+
+    /// An error of our own making (unexpected answer, refused URL): permanent.
+    pub fn local(
+        service: Service,
+        code: &str,
+        message: impl Into<String>,
+        target: Option<&str>,
+    ) -> Self {
+        ServiceError {
+            service,
+            status: 0,
+            code: code.into(),
+            inner_code: None,
+            message: message.into(),
+            retry_after: None,
+            target: target.map(str::to_string),
+            class: ErrorClass::Permanent,
+        }
+    }
+
+    /// Maps an azure_core error that carries no answer (transport, credential), as
+    /// [`ArmError::from_core`] does.
+    pub fn from_core(service: Service, e: &azure_core::Error, target: Option<&str>) -> Self {
+        let arm = ArmError::from_core(e, target);
+        ServiceError {
+            service,
+            status: arm.status,
+            code: arm.code,
+            inner_code: None,
+            message: arm.message,
+            retry_after: None,
+            target: target.map(str::to_string),
+            class: arm.class,
+        }
+    }
+
+    /// Whether the code (or Key Vault's inner code) is `code`, case-insensitively.
+    pub fn is(&self, code: &str) -> bool {
+        self.code.eq_ignore_ascii_case(code)
+            || self
+                .inner_code
+                .as_deref()
+                .is_some_and(|i| i.eq_ignore_ascii_case(code))
+    }
+
+    /// Whether the object (or its parent) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.class == ErrorClass::NotFound
+    }
+
+    /// The engine error kind for this failure.
+    pub fn kind(&self) -> &'static str {
+        match self.class {
+            ErrorClass::Throttled => kind::THROTTLED,
+            ErrorClass::Transient => kind::TRANSIENT,
+            ErrorClass::RetryableConflict => kind::CONFLICT,
+            ErrorClass::NotFound => "not-found",
+            ErrorClass::Permanent if matches!(self.status, 401 | 403) => kind::AUTHORIZATION,
+            ErrorClass::Permanent if self.code.eq_ignore_ascii_case("AuthenticationFailed") => {
+                kind::AUTHORIZATION
+            }
+            ErrorClass::Permanent if self.status == 400 => kind::VALIDATION,
+            ErrorClass::Permanent => "azure",
+        }
+    }
+
+    /// What an operator should do about it (one short sentence).
+    pub fn hint(&self) -> String {
+        let retry = "then run it again";
+        match (self.service, self.class) {
+            (_, ErrorClass::Throttled) => format!(
+                "{} is throttling this caller; the step retries after the requested delay",
+                self.service.as_str()
+            ),
+            (_, ErrorClass::Transient) => format!(
+                "a transient {} or network failure; the step retries",
+                self.service.as_str()
+            ),
+            (Service::Graph, ErrorClass::RetryableConflict) => {
+                "Entra has not replicated a new object yet (this can take seconds to minutes); the step retries"
+                    .into()
+            }
+            (Service::KeyVault, ErrorClass::RetryableConflict) if self.is("ForbiddenByRbac") => {
+                "the credential's principal needs a Key Vault data role on the vault (Key Vault Administrator, or Key Vault Certificates Officer and Key Vault Secrets Officer); a new role assignment takes minutes to apply, so the step retries"
+                    .into()
+            }
+            (Service::KeyVault, ErrorClass::RetryableConflict) => {
+                "Key Vault is still processing an earlier delete; the step retries".into()
+            }
+            (_, ErrorClass::NotFound) => format!(
+                "the object does not exist (deleted outside hcp-workflow?); check the names, {retry}"
+            ),
+            (Service::Graph, ErrorClass::Permanent) if self.status == 403 => format!(
+                "grant the credential's application the Microsoft Graph application permission Application.ReadWrite.OwnedBy (with admin consent); with it the credential may change only applications it owns, so an application of this name made by someone else must be deleted or get this principal as an owner, {retry}"
+            ),
+            (Service::Graph, ErrorClass::Permanent) if self.status == 401 => format!(
+                "Microsoft Graph refused the token: check that the credential belongs to this tenant and cloud, {retry}"
+            ),
+            (Service::KeyVault, ErrorClass::Permanent) if self.is("ObjectIsDeletedButRecoverable") => {
+                format!(
+                    "an object of this name was deleted and waits in the vault's soft-delete bin: recover or purge it (az keyvault certificate purge / az keyvault secret purge), {retry}"
+                )
+            }
+            (Service::KeyVault, ErrorClass::Permanent) if matches!(self.status, 401 | 403) => {
+                format!(
+                    "give the credential's principal a Key Vault data role on the vault (Key Vault Administrator, or Key Vault Certificates Officer and Key Vault Secrets Officer) and make sure the vault uses RBAC authorization, {retry}"
+                )
+            }
+            (_, ErrorClass::Permanent) if self.status == 400 => format!(
+                "fix the value {} rejected, {retry}",
+                self.service.as_str()
+            ),
+            (_, ErrorClass::Permanent) => format!(
+                "see {}'s message and fix the cause, {retry}",
+                self.service.as_str()
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.service.as_str(), self.code)?;
+        if let Some(i) = &self.inner_code {
+            write!(f, "/{i}")?;
+        }
+        if let Some(t) = &self.target {
+            write!(f, " on {t}")?;
+        }
+        write!(f, ": {}", self.message.trim_end())?;
+        write!(f, " — {}", self.hint())
+    }
+}
+
+impl From<ServiceError> for StepError {
+    fn from(e: ServiceError) -> Self {
+        let message = e.to_string();
+        let base = if e.class.is_retryable() {
+            StepError::retryable(e.kind(), message)
+        } else {
+            StepError::permanent(e.kind(), message)
+        };
+        let code = e.inner_code.clone().unwrap_or_else(|| e.code.clone());
+        let base = base.with_code(code);
+        match e.retry_after {
+            Some(d) => base.with_retry_after(d),
+            None => base,
+        }
+    }
+}
+
 fn xml_field(text: &str, tag: &str) -> Option<String> {
     let open = format!("<{tag}>");
     let close = format!("</{tag}>");
@@ -612,5 +947,129 @@ mod tests {
         assert_eq!(e.code, "BlobNotFound");
         assert_eq!(e.message, "The specified blob does not exist.");
         assert_eq!(e.class, ErrorClass::NotFound);
+    }
+
+    #[test]
+    fn graph_errors() {
+        let denied = ServiceError::from_response(
+            Service::Graph,
+            403,
+            &Headers::new(),
+            br#"{"error":{"code":"Authorization_RequestDenied","message":"Insufficient privileges to complete the operation.","innerError":{"date":"2025-01-01T00:00:00","request-id":"r-1","client-request-id":"c-1"}}}"#,
+            Some("applications(uniqueName='x')"),
+        );
+        assert_eq!(denied.class, ErrorClass::Permanent);
+        assert!(
+            denied.message.ends_with("(request-id r-1)"),
+            "{}",
+            denied.message
+        );
+        let s = StepError::from(denied);
+        assert!(!s.retryable);
+        assert_eq!(s.kind, kind::AUTHORIZATION);
+        assert_eq!(s.code.as_deref(), Some("Authorization_RequestDenied"));
+        assert!(
+            s.message.contains("Application.ReadWrite.OwnedBy"),
+            "{}",
+            s.message
+        );
+        assert!(s.message.contains("request-id r-1"), "{}", s.message);
+
+        let throttled = ServiceError::from_response(
+            Service::Graph,
+            429,
+            &headers(&[("retry-after", "4")]),
+            br#"{"error":{"code":"TooManyRequests","message":"slow down"}}"#,
+            None,
+        );
+        assert_eq!(throttled.class, ErrorClass::Throttled);
+        assert_eq!(throttled.retry_after, Some(Duration::from_secs(4)));
+        let s = StepError::from(throttled);
+        assert!(s.retryable);
+        assert_eq!(s.retry_after(), Some(Duration::from_secs(4)));
+
+        for status in [500, 502, 503, 504] {
+            let e = ServiceError::from_response(Service::Graph, status, &Headers::new(), b"", None);
+            assert_eq!(e.class, ErrorClass::Transient, "{status}");
+        }
+        let missing = ServiceError::from_response(
+            Service::Graph,
+            404,
+            &Headers::new(),
+            br#"{"error":{"code":"Request_ResourceNotFound","message":"Resource 'x' does not exist"}}"#,
+            None,
+        );
+        assert!(missing.is_not_found());
+        let replicating = ServiceError::from_response(
+            Service::Graph,
+            400,
+            &Headers::new(),
+            br#"{"error":{"code":"Request_BadRequest","message":"The appId 'a' of the service principal does not reference a valid application object."}}"#,
+            None,
+        );
+        assert!(replicating.class.is_retryable());
+        let bad = ServiceError::from_response(
+            Service::Graph,
+            400,
+            &Headers::new(),
+            br#"{"error":{"code":"Request_BadRequest","message":"Invalid value"}}"#,
+            None,
+        );
+        assert_eq!(StepError::from(bad).kind, kind::VALIDATION);
+    }
+
+    #[test]
+    fn key_vault_errors() {
+        let rbac = ServiceError::from_response(
+            Service::KeyVault,
+            403,
+            &Headers::new(),
+            br#"{"error":{"code":"Forbidden","message":"Caller is not authorized to perform action on resource.\r\nAction: 'Microsoft.KeyVault/vaults/certificates/create/action'","innererror":{"code":"ForbiddenByRbac"}}}"#,
+            Some("kv/certificates/x"),
+        );
+        assert!(rbac.is("ForbiddenByRbac"));
+        assert!(rbac.class.is_retryable());
+        let s = StepError::from(rbac);
+        assert_eq!(s.code.as_deref(), Some("ForbiddenByRbac"));
+        assert!(
+            s.message.contains("Key Vault Administrator"),
+            "{}",
+            s.message
+        );
+
+        let deleted = ServiceError::from_response(
+            Service::KeyVault,
+            409,
+            &Headers::new(),
+            br#"{"error":{"code":"Conflict","message":"Certificate x is currently in a deleted but recoverable state","innererror":{"code":"ObjectIsDeletedButRecoverable"}}}"#,
+            None,
+        );
+        assert_eq!(deleted.class, ErrorClass::Permanent);
+        assert!(deleted.hint().contains("purge"));
+        let unauthorized = ServiceError::from_response(
+            Service::KeyVault,
+            401,
+            &Headers::new(),
+            br#"{"error":{"code":"Unauthorized","message":"AKV10000: Request is missing a Bearer or PoP token."}}"#,
+            None,
+        );
+        assert_eq!(StepError::from(unauthorized).kind, kind::AUTHORIZATION);
+        let missing = ServiceError::from_response(
+            Service::KeyVault,
+            404,
+            &Headers::new(),
+            br#"{"error":{"code":"CertificateNotFound","message":"A certificate with (name/id) x was not found in this key vault."}}"#,
+            None,
+        );
+        assert!(missing.is_not_found());
+        assert_eq!(
+            classify_key_vault(409, "Conflict", Some("ObjectIsBeingDeleted")),
+            ErrorClass::RetryableConflict
+        );
+        assert_eq!(
+            classify_key_vault(429, "Throttled", None),
+            ErrorClass::Throttled
+        );
+        assert_eq!(classify_key_vault(503, "x", None), ErrorClass::Transient);
     }
 }

@@ -11,6 +11,9 @@
 //!   contract for ARM resources (checkpointed operations, ownership tags);
 //! - [`roles`], [`privatelink`], [`storage`]: the operations with Azure quirks of their
 //!   own (role assignment GUIDs, private link teardown, listKeys and Shared Key blobs);
+//! - [`graph`] and [`keyvault`]: Microsoft Graph (Entra applications and service
+//!   principals) and Key Vault (the vault over ARM; certificates and secrets over its
+//!   data plane), on the same pipeline, retry and host rules as ARM (issue 28);
 //! - [`models`] and [`names`]: typed resource models with their pinned api-versions, and
 //!   every deterministic name of DOMAIN.md §3.
 
@@ -20,9 +23,12 @@ pub mod cloud;
 pub mod credential;
 pub mod durable;
 pub mod error;
+pub mod graph;
+pub mod keyvault;
 pub mod models;
 pub mod names;
 pub mod privatelink;
+mod rest;
 pub mod roles;
 pub mod storage;
 pub mod transport;
@@ -32,5 +38,7 @@ pub use client::{
 };
 pub use cloud::Cloud;
 pub use credential::{AuthMode, CredentialError, credential};
-pub use error::{ArmError, ArmErrorDetail, ErrorClass};
+pub use error::{ArmError, ArmErrorDetail, ErrorClass, Service, ServiceError};
+pub use graph::GraphClient;
+pub use keyvault::KeyVaultClient;
 pub use transport::Transport;

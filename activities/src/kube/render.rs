@@ -54,6 +54,37 @@ pub const WORKLOAD_IDENTITY_FIELDS: [(&str, &str); 8] = [
     ("control-plane-operator", "controlPlaneOperator"),
 ];
 
+/// HyperShift's `AzureResourceManagedIdentities` (release-4.22
+/// `api/hypershift/v1beta1/azure.go`): the control-plane components' Entra applications
+/// with their credentials secrets in a Key Vault, and the data-plane managed identities.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagedIdentitiesInput {
+    /// `controlPlane.managedIdentitiesKeyVault.name`.
+    pub key_vault_name: String,
+    /// `controlPlane.managedIdentitiesKeyVault.tenantID`.
+    pub key_vault_tenant_id: String,
+    /// DOMAIN.md §4 component → its `ManagedIdentity`.
+    pub control_plane: BTreeMap<String, ManagedIdentityInput>,
+    /// `dataPlane.imageRegistryMSIClientID`.
+    pub image_registry_msi_client_id: String,
+    /// `dataPlane.diskMSIClientID`.
+    pub disk_msi_client_id: String,
+    /// `dataPlane.fileMSIClientID`.
+    pub file_msi_client_id: String,
+}
+
+/// HyperShift's `ManagedIdentity`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagedIdentityInput {
+    /// `clientID`: the application's client id (filled at run time).
+    pub client_id: String,
+    /// `credentialsSecretName`: the Key Vault secret with msi-dataplane's credentials JSON
+    /// (1–127 of `[a-zA-Z0-9-]`).
+    pub credentials_secret_name: String,
+    /// `objectEncoding`: `utf-8`, `hex` or `base64`.
+    pub object_encoding: String,
+}
+
 /// Values of `spec.platform.azure.cloud` the 4.22 CRD accepts (`release-4.22`
 /// `api/hypershift/v1beta1/azure.go`: `AzureBleuCloud` is only on `main`).
 pub const AZURE_CLOUDS: [&str; 5] = [
@@ -219,6 +250,10 @@ pub struct HostedClusterInput {
     /// DOMAIN.md §4 component (`disk`, `node-pool-mgmt`, ...) → identity client id.
     #[serde(default)]
     pub workload_identities: BTreeMap<String, String>,
+    /// The ARO HCP model (`azureAuthenticationConfigType: ManagedIdentities`) instead of
+    /// workload identities; `workload_identities` is then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_identities: Option<ManagedIdentitiesInput>,
     /// NAT subnet of the Private Link Service (private topologies).
     #[serde(default)]
     pub nat_subnet_id: Option<String>,
@@ -421,7 +456,13 @@ impl HostedClusterInput {
         if !is_subnet_id(&self.subnet_id) {
             return Err(invalid("subnet_id", "must be a subnet ARM id"));
         }
+        if let Some(mi) = &self.managed_identities {
+            mi.validate()?;
+        }
         for (component, _) in WORKLOAD_IDENTITY_FIELDS {
+            if self.managed_identities.is_some() {
+                break;
+            }
             match self.workload_identities.get(component) {
                 None => return Err(RenderError::MissingWorkloadIdentity(component.into())),
                 Some(id) if !is_uuid(id) => {
@@ -574,6 +615,100 @@ pub fn public_hostnames(
     })
 }
 
+impl ManagedIdentitiesInput {
+    /// The CRD's rules: all 8 components, UUID client ids, secret names of
+    /// `^[a-zA-Z0-9-]{1,127}$`, an encoding of `utf-8|hex|base64`, UUID data-plane ids.
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn validate(&self) -> Result<(), RenderError> {
+        let invalid = |message: String| RenderError::Invalid {
+            field: "managed_identities",
+            message,
+        };
+        for (component, _) in WORKLOAD_IDENTITY_FIELDS {
+            let Some(m) = self.control_plane.get(component) else {
+                return Err(RenderError::MissingWorkloadIdentity(component.into()));
+            };
+            if !is_uuid(&m.client_id) {
+                return Err(invalid(format!(
+                    "client id of {component} is not a UUID: {:?}",
+                    m.client_id
+                )));
+            }
+            let n = &m.credentials_secret_name;
+            if n.is_empty()
+                || n.len() > 127
+                || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                return Err(invalid(format!(
+                    "credentialsSecretName of {component} must match ^[a-zA-Z0-9-]{{1,127}}$: {n:?}"
+                )));
+            }
+            if !["utf-8", "hex", "base64"].contains(&m.object_encoding.as_str()) {
+                return Err(invalid(format!(
+                    "objectEncoding of {component} must be utf-8, hex or base64: {:?}",
+                    m.object_encoding
+                )));
+            }
+        }
+        if let Some(unknown) = self
+            .control_plane
+            .keys()
+            .find(|k| !WORKLOAD_IDENTITY_FIELDS.iter().any(|(c, _)| c == k))
+        {
+            return Err(RenderError::UnknownComponent(unknown.clone()));
+        }
+        for (what, id) in [
+            (
+                "imageRegistryMSIClientID",
+                &self.image_registry_msi_client_id,
+            ),
+            ("diskMSIClientID", &self.disk_msi_client_id),
+            ("fileMSIClientID", &self.file_msi_client_id),
+        ] {
+            if !is_uuid(id) {
+                return Err(invalid(format!("dataPlane.{what} is not a UUID: {id:?}")));
+            }
+        }
+        if self.key_vault_name.is_empty() || !is_uuid(&self.key_vault_tenant_id) {
+            return Err(invalid(
+                "managedIdentitiesKeyVault needs a name and a UUID tenantID".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `spec.platform.azure.azureAuthenticationConfig.managedIdentities`.
+    pub fn render(&self) -> Value {
+        let mut control_plane = Map::new();
+        control_plane.insert(
+            "managedIdentitiesKeyVault".into(),
+            json!({"name": self.key_vault_name, "tenantID": self.key_vault_tenant_id}),
+        );
+        for (component, field) in WORKLOAD_IDENTITY_FIELDS {
+            if let Some(m) = self.control_plane.get(component) {
+                control_plane.insert(
+                    field.to_string(),
+                    json!({
+                        "clientID": m.client_id,
+                        "credentialsSecretName": m.credentials_secret_name,
+                        "objectEncoding": m.object_encoding,
+                    }),
+                );
+            }
+        }
+        json!({
+            "controlPlane": control_plane,
+            "dataPlane": {
+                "imageRegistryMSIClientID": self.image_registry_msi_client_id,
+                "diskMSIClientID": self.disk_msi_client_id,
+                "fileMSIClientID": self.file_msi_client_id,
+            },
+        })
+    }
+}
+
 /// The HostedCluster for `input` (see the module docs for the shape and
 /// [`HostedClusterInput::validate`] for the rules it assumes).
 ///
@@ -594,11 +729,18 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
                 .map(|id| (field.to_string(), json!({ "clientID": id })))
         })
         .collect();
-    let mut azure = json!({
-        "azureAuthenticationConfig": {
+    let auth = match &input.managed_identities {
+        Some(mi) => json!({
+            "azureAuthenticationConfigType": "ManagedIdentities",
+            "managedIdentities": mi.render(),
+        }),
+        None => json!({
             "azureAuthenticationConfigType": "WorkloadIdentities",
             "workloadIdentities": identities,
-        },
+        }),
+    };
+    let mut azure = json!({
+        "azureAuthenticationConfig": auth,
         "location": input.location,
         "resourceGroup": input.resource_group,
         "vnetID": input.vnet_id,

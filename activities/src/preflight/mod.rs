@@ -21,6 +21,7 @@
 //! - [`refs`]: the cluster file's references (existing OIDC issuer, bring-your-own network
 //!   and identities).
 
+pub mod aro;
 pub mod azure;
 pub mod kube;
 pub mod refs;
@@ -255,6 +256,8 @@ pub struct Inputs {
     pub release: Option<(u32, u32)>,
     /// Private link, for private topologies.
     pub private_link: Option<PrivateLinkInputs>,
+    /// The ARO HCP identity model (`identities.aroHcp`).
+    pub aro: Option<aro::AroInputs>,
 }
 
 /// Run options.
@@ -308,6 +311,7 @@ pub async fn run(
     checks.extend(azure::checks(&clients, &inputs, dag));
     checks.extend(kube::checks(&clients, &inputs));
     checks.extend(refs::checks(&clients, &inputs));
+    checks.extend(aro::checks(&clients, &inputs));
     let limit = opts.per_check_timeout;
     let futs = checks.into_iter().map(|c| async move {
         match tokio::time::timeout(limit, c.fut).await {

@@ -761,6 +761,55 @@ pub enum ClientId {
     Identity(Ref<ResourceOutput>),
     /// A literal client id.
     Literal(String),
+    /// The string at a JSON pointer of a node's output (e.g. `/appId` of an Entra
+    /// application node, `/body/properties/clientId` of an identity).
+    Field {
+        /// The node.
+        from: Ref<serde_json::Value>,
+        /// RFC 6901 pointer into its output.
+        pointer: String,
+    },
+}
+
+impl ClientId {
+    /// The client id, read from the journal's outputs when it comes from a node.
+    ///
+    /// # Errors
+    /// The node has no output yet, or the pointer names no string.
+    pub fn resolve(&self, ctx: &StepContext) -> Result<String, StepError> {
+        match self {
+            ClientId::Literal(s) => Ok(s.clone()),
+            ClientId::Identity(r) => Ok(ctx
+                .output(r)?
+                .prop("clientId")
+                .unwrap_or_default()
+                .to_string()),
+            ClientId::Field { from, pointer } => ctx
+                .output(from)?
+                .pointer(pointer)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    StepError::permanent(
+                        hcp_runtime::error::kind::VALIDATION,
+                        format!("output of {} has no string at {pointer}", from.node()),
+                    )
+                }),
+        }
+    }
+}
+
+/// Where the ARO HCP model's `managedIdentities` come from (filled at run time).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ManagedIdentitiesSource {
+    /// Key Vault name.
+    pub key_vault_name: String,
+    /// Key Vault tenant.
+    pub key_vault_tenant_id: String,
+    /// DOMAIN.md §4 component → (application client id, credentials secret name).
+    pub control_plane: BTreeMap<String, (ClientId, String)>,
+    /// Data plane: `image-registry`, `disk`, `file` → managed identity client id.
+    pub data_plane: BTreeMap<String, ClientId>,
 }
 
 /// Input of `k8s.hosted-cluster.apply`.
@@ -792,6 +841,9 @@ pub struct HostedClusterNodeInput {
     /// afterwards that what HyperShift's CR named is gone (`hypershift_link`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hypershift_private_link: Option<super::hypershift_link::HyperShiftLink>,
+    /// The ARO HCP model: `spec.managed_identities` is filled from these at run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_identities: Option<ManagedIdentitiesSource>,
 }
 
 /// Output: the HostedCluster and, for private topologies, the router IP.
@@ -837,15 +889,37 @@ impl Action for ApplyHostedCluster {
         let m = self.0.mgmt(&input.mgmt).await?;
         let mut spec = input.spec.clone();
         for (component, src) in &input.client_ids {
-            let id = match src {
-                ClientId::Literal(s) => s.clone(),
-                ClientId::Identity(r) => ctx
-                    .output(r)?
-                    .prop("clientId")
-                    .unwrap_or_default()
-                    .to_string(),
-            };
+            let id = src.resolve(ctx)?;
             spec.workload_identities.insert(component.clone(), id);
+        }
+        if let Some(mi) = &input.managed_identities {
+            let mut control_plane = BTreeMap::new();
+            for (component, (src, secret)) in &mi.control_plane {
+                control_plane.insert(
+                    component.clone(),
+                    render::ManagedIdentityInput {
+                        client_id: src.resolve(ctx)?,
+                        credentials_secret_name: secret.clone(),
+                        object_encoding: "utf-8".into(),
+                    },
+                );
+            }
+            let dp = |k: &str| -> Result<String, StepError> {
+                match mi.data_plane.get(k) {
+                    Some(src) => src.resolve(ctx),
+                    None => Ok(String::new()),
+                }
+            };
+            let m = render::ManagedIdentitiesInput {
+                key_vault_name: mi.key_vault_name.clone(),
+                key_vault_tenant_id: mi.key_vault_tenant_id.clone(),
+                control_plane,
+                image_registry_msi_client_id: dp("image-registry")?,
+                disk_msi_client_id: dp("disk")?,
+                file_msi_client_id: dp("file")?,
+            };
+            m.validate()?;
+            spec.managed_identities = Some(m);
         }
         if let Some(z) = &input.public_zone {
             spec.public_zone_id = ctx.output(z)?.id;

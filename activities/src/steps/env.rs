@@ -11,9 +11,10 @@
 
 use crate::azure::credential::{Env, credential_with_env};
 use crate::azure::durable::Ownership;
-use crate::azure::{ArmClient, AuthMode, Cloud, Transport};
+use crate::azure::{ArmClient, AuthMode, Cloud, GraphClient, KeyVaultClient, Transport};
 use crate::kube::KubeTarget;
 use crate::kube::mgmt::Mgmt;
+use azure_core::credentials::TokenCredential;
 use hcp_runtime::{StepContext, StepError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -92,6 +93,10 @@ pub enum Reach {
 pub struct Clients {
     reach: Reach,
     arm: Mutex<HashMap<String, ArmClient>>,
+    /// Credentials proven per target, shared by the Graph and Key Vault clients.
+    creds: Mutex<HashMap<String, Arc<dyn TokenCredential>>>,
+    graph: Mutex<HashMap<String, GraphClient>>,
+    key_vault: Mutex<HashMap<String, KeyVaultClient>>,
     kube: Mutex<HashMap<String, Mgmt>>,
 }
 
@@ -111,6 +116,9 @@ impl Clients {
         Arc::new(Self {
             reach,
             arm: Mutex::default(),
+            creds: Mutex::default(),
+            graph: Mutex::default(),
+            key_vault: Mutex::default(),
             kube: Mutex::default(),
         })
     }
@@ -224,6 +232,59 @@ impl Clients {
                     StepError::permanent("authorization", msg).with_code("CredentialUnavailable")
                 }
             })
+    }
+
+    /// The credential for `env` (the same selection as [`Self::arm`]), proven once per
+    /// process and target and shared by the Graph and Key Vault clients.
+    async fn shared_credential(
+        &self,
+        env: &AzureEnv,
+    ) -> Result<Arc<dyn TokenCredential>, StepError> {
+        let key = serde_json::to_string(env).unwrap_or_default();
+        let mut cache = self.creds.lock().await;
+        if let Some(c) = cache.get(&key) {
+            return Ok(c.clone());
+        }
+        let (cred, _mode) = self.arm_credential(env).await?;
+        cache.insert(key, cred.clone());
+        Ok(cred)
+    }
+
+    /// The Microsoft Graph client for `env` (token scope [`Cloud::graph_scope`]).
+    ///
+    /// # Errors
+    /// As [`Self::arm`]; a custom cloud without a Graph endpoint is a permanent
+    /// `configuration` error.
+    pub async fn graph(&self, env: &AzureEnv) -> Result<GraphClient, StepError> {
+        self.check(env.simulated)?;
+        let key = serde_json::to_string(env).unwrap_or_default();
+        if let Some(c) = self.graph.lock().await.get(&key) {
+            return Ok(c.clone());
+        }
+        let cred = self.shared_credential(env).await?;
+        let client = GraphClient::new(&env.cloud, cred, &self.transport())
+            .map_err(|e| StepError::permanent("configuration", e.to_string()))?;
+        self.graph.lock().await.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// The Key Vault data-plane client for `env` (any vault of its cloud; token scope
+    /// [`Cloud::key_vault_scope`]).
+    ///
+    /// # Errors
+    /// As [`Self::arm`]; a custom cloud without a Key Vault suffix is a permanent
+    /// `configuration` error.
+    pub async fn key_vault(&self, env: &AzureEnv) -> Result<KeyVaultClient, StepError> {
+        self.check(env.simulated)?;
+        let key = serde_json::to_string(env).unwrap_or_default();
+        if let Some(c) = self.key_vault.lock().await.get(&key) {
+            return Ok(c.clone());
+        }
+        let cred = self.shared_credential(env).await?;
+        let client = KeyVaultClient::new(&env.cloud, cred, &self.transport())
+            .map_err(|e| StepError::permanent("configuration", e.to_string()))?;
+        self.key_vault.lock().await.insert(key, client.clone());
+        Ok(client)
     }
 
     /// The blob transport (same reach as ARM).

@@ -174,6 +174,11 @@ pub struct RoleInput {
     /// group (the ingress identity's third scope, known only once the zone is found).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_from: Option<Ref<super::dns::PublicZoneOutput>>,
+    /// Seed of the assignment's deterministic name instead of the infra id: an
+    /// assignment shared by every cluster of a persistent Key Vault is named by the vault,
+    /// so the next cluster finds the same one (adopted, never deleted by its undo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_seed: Option<String>,
 }
 
 impl RoleInput {
@@ -189,7 +194,9 @@ impl RoleInput {
 /// Where a role assignment's principal comes from.
 ///
 /// Untagged: a created identity serializes as the plain `{"$ref": …}` journals of older
-/// binaries hold.
+/// binaries hold. Each variant has a member no other has (`$ref`, `resolved`,
+/// `service_principal`, `principal_id`, `principal_from`), so the shapes never overlap;
+/// new variants go after the old ones.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum IdentitySource {
@@ -201,6 +208,27 @@ pub enum IdentitySource {
         resolved: Ref<ResolvedIdentities>,
         /// Component (`disk`, `node-pool-mgmt`, …).
         component: String,
+    },
+    /// An Entra application's service principal (output of its
+    /// `graph.service-principal.ensure` node; the ARO HCP control-plane components).
+    ServicePrincipal {
+        /// The service principal node.
+        service_principal: Ref<super::aro_identity::ServicePrincipalOutput>,
+    },
+    /// A fixed principal object id, known when the DAG is built (e.g. the management
+    /// cluster's Key Vault Secrets Provider identity). Never created by this run.
+    Principal {
+        /// Principal (object) id.
+        principal_id: String,
+    },
+    /// A principal object id read at run time from a read-only node's output (the caller,
+    /// `azure.caller.principal`; the AKS Key Vault Secrets Provider identity,
+    /// `azure.aks-cluster.read`). Never created by this run.
+    Output {
+        /// The node.
+        principal_from: Ref<serde_json::Value>,
+        /// RFC 6901 pointer to the object id in its output.
+        pointer: String,
     },
 }
 
@@ -221,7 +249,12 @@ impl IdentitySource {
     pub fn created_by_this_run(&self, ctx: &StepContext) -> Result<bool, StepError> {
         match self {
             IdentitySource::Created(r) => Ok(created_here(&ctx.output(r)?)),
-            IdentitySource::Resolved { .. } => Ok(false),
+            IdentitySource::ServicePrincipal { service_principal } => {
+                Ok(ctx.output(service_principal)?.created)
+            }
+            IdentitySource::Resolved { .. }
+            | IdentitySource::Principal { .. }
+            | IdentitySource::Output { .. } => Ok(false),
         }
     }
 
@@ -248,6 +281,27 @@ impl IdentitySource {
                     StepError::permanent(
                         hcp_runtime::error::kind::DEFINITION,
                         format!("no resolved identity for component {component}"),
+                    )
+                }),
+            IdentitySource::ServicePrincipal { service_principal } => {
+                Ok(ctx.output(service_principal)?.id)
+            }
+            IdentitySource::Principal { principal_id } => Ok(principal_id.clone()),
+            IdentitySource::Output {
+                principal_from,
+                pointer,
+            } => ctx
+                .output(principal_from)?
+                .pointer(pointer)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    StepError::permanent(
+                        hcp_runtime::error::kind::DEFINITION,
+                        format!(
+                            "output of {} has no principal id at {pointer}",
+                            principal_from.node()
+                        ),
                     )
                 }),
         }
@@ -377,7 +431,7 @@ fn role_spec(input: &RoleInput, scope: &str, principal: &str) -> roles::RoleAssi
     roles::RoleAssignmentSpec {
         scope: scope.to_string(),
         name: crate::azure::names::role_assignment_name(
-            &input.owner.infra_id,
+            input.name_seed.as_deref().unwrap_or(&input.owner.infra_id),
             &input.component,
             scope,
         ),
@@ -497,4 +551,54 @@ pub fn find_by_client_id(
         client_id: client_id.to_string(),
         principal_id: v.pointer("/properties/principalId")?.as_str()?.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdentitySource;
+    use serde_json::json;
+
+    #[test]
+    fn identity_sources_keep_their_journaled_shapes() {
+        // Journaled by older binaries: still parse, as the same variants.
+        let created: IdentitySource =
+            serde_json::from_value(json!({"$ref": "identities.disk"})).expect("created");
+        assert!(matches!(&created, IdentitySource::Created(r) if r.node() == "identities.disk"));
+        let resolved: IdentitySource = serde_json::from_value(
+            json!({"resolved": {"$ref": "identities.resolve"}, "component": "disk"}),
+        )
+        .expect("resolved");
+        assert!(
+            matches!(&resolved, IdentitySource::Resolved { resolved, component } if resolved.node() == "identities.resolve" && component == "disk")
+        );
+        // …and serialize as they did.
+        assert_eq!(
+            serde_json::to_value(&created).ok(),
+            Some(json!({"$ref": "identities.disk"}))
+        );
+        assert_eq!(
+            serde_json::to_value(&resolved).ok(),
+            Some(json!({"resolved": {"$ref": "identities.resolve"}, "component": "disk"}))
+        );
+        // The new shapes round-trip and are not mistaken for the old ones.
+        let sp = json!({"service_principal": {"$ref": "aro.sp.cpo"}});
+        let parsed: IdentitySource = serde_json::from_value(sp.clone()).expect("sp");
+        assert!(
+            matches!(&parsed, IdentitySource::ServicePrincipal { service_principal } if service_principal.node() == "aro.sp.cpo")
+        );
+        assert_eq!(serde_json::to_value(&parsed).ok(), Some(sp));
+        let fixed = json!({"principal_id": "00000000-0000-0000-0000-000000000001"});
+        let parsed: IdentitySource = serde_json::from_value(fixed.clone()).expect("fixed");
+        assert!(
+            matches!(&parsed, IdentitySource::Principal { principal_id } if principal_id.ends_with('1'))
+        );
+        assert_eq!(serde_json::to_value(&parsed).ok(), Some(fixed));
+        let from = json!({"principal_from": {"$ref": "aks.read"}, "pointer": "/key_vault_secrets_provider/object_id"});
+        let parsed: IdentitySource = serde_json::from_value(from.clone()).expect("from output");
+        assert!(
+            matches!(&parsed, IdentitySource::Output { principal_from, pointer } if principal_from.node() == "aks.read" && pointer.starts_with("/key_vault"))
+        );
+        assert_eq!(serde_json::to_value(&parsed).ok(), Some(from));
+        assert!(serde_json::from_value::<IdentitySource>(json!({"nothing": 1})).is_err());
+    }
 }

@@ -15,7 +15,9 @@
 //!   delete (delete-cluster) = delete only what carries our cluster's tags;
 //! - long operations are durable waits, never sleeps.
 
+pub mod aks;
 pub mod arm;
+pub mod aro_identity;
 pub mod cluster;
 pub mod dns;
 pub mod env;
@@ -84,6 +86,21 @@ pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError>
         EnsureRoleAssignment,
         ResolveIdentities
     );
+    use aro_identity::*;
+    reg!(
+        EnsureKeyVault,
+        EnsureApplication,
+        EnsureServicePrincipal,
+        EnsureCertificate,
+        BindCertificate,
+        EnsureCredentialsSecret,
+        DeleteKeyVault,
+        DeleteApplication,
+        DeleteCertificate,
+        DeleteSecret,
+    );
+    use aks::*;
+    reg!(ReadAksCluster, CallerPrincipal);
     use dns::*;
     reg!(
         FindPublicZone,

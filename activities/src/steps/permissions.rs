@@ -199,6 +199,31 @@ pub fn arm_actions(action: &str) -> Option<&'static [&'static str]> {
             "Microsoft.Network/dnszones/A/read",
             "Microsoft.Network/dnszones/A/delete",
         ],
+        "azure.key-vault.ensure" => &[
+            "Microsoft.KeyVault/vaults/read",
+            "Microsoft.KeyVault/vaults/write",
+            "Microsoft.KeyVault/vaults/delete",
+            "Microsoft.KeyVault/checkNameAvailability/read",
+            "Microsoft.KeyVault/locations/deletedVaults/read",
+            "Microsoft.KeyVault/locations/deletedVaults/purge/action",
+        ],
+        "azure.key-vault.delete" => &[
+            "Microsoft.KeyVault/vaults/read",
+            "Microsoft.KeyVault/vaults/delete",
+            "Microsoft.KeyVault/locations/deletedVaults/read",
+            "Microsoft.KeyVault/locations/deletedVaults/purge/action",
+        ],
+        // Microsoft Graph (the application permission Application.ReadWrite.OwnedBy) and
+        // Key Vault's data plane (data actions of a Key Vault role on the vault): no ARM
+        // action of their own.
+        "graph.application.ensure"
+        | "graph.service-principal.ensure"
+        | "graph.application.bind-certificate"
+        | "key-vault.certificate.ensure"
+        | "key-vault.credentials-secret.ensure"
+        | "graph.application.delete"
+        | "key-vault.certificate.delete"
+        | "key-vault.secret.delete" => &[],
         // Kubernetes steps and HyperShift waits make no ARM call of their own
         // (SelfSubjectAccessReview covers them).
         "k8s.issuer-key.ensure"

@@ -723,6 +723,7 @@ pub(crate) fn patch(ctx: &mut Ctx<'_>, req: &Req, rid: &ResId) -> Result<Respons
         types::ZONE,
         types::LINK,
         types::PUBLIC_ZONE,
+        types::VAULT,
     ];
     if !PATCHABLE.contains(&rid.spec.rtype) {
         return Err(ArmError::new(

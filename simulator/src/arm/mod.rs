@@ -172,6 +172,10 @@ async fn handle_inner(
     if let Some(resp) = crate::preflight::handle_arm(sim, req) {
         return Ok(resp);
     }
+    // Key Vault's provider-level operations (name check, deleted vaults, purge).
+    if let Some(resp) = crate::keyvault::handle_arm(sim, req) {
+        return Ok(resp);
+    }
     let target = match path::parse(&req.segments, req.method == Method::POST) {
         Ok(t) => t,
         Err(path::PathError::NotFound) => {
@@ -193,6 +197,12 @@ async fn handle_inner(
         }
     };
     check_api_version(req, &target)?;
+    // The AKS management cluster is read-only to its callers (`crate::aks`).
+    if let path::Target::Resource(r) = &target
+        && let Some(e) = crate::aks::refuse_write(req, r.spec.rtype, &r.id)
+    {
+        return Err(e);
+    }
     if let (&Method::PUT | &Method::PATCH, path::Target::Resource(r)) = (&req.method, &target)
         && let Ok(body) = req.json_body()
         && !body.is_null()

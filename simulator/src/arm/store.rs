@@ -104,6 +104,7 @@ fn on_removed(st: &mut State, r: &ArmResource) {
                 st.arm.remove(&nic);
             }
         }
+        types::VAULT => crate::keyvault::on_vault_removed(st, r),
         types::STORAGE_ACCOUNT => {
             let prefix = format!("{}/", r.name.to_ascii_lowercase());
             st.blobs.retain(|k, _| !k.starts_with(&prefix));

@@ -151,6 +151,28 @@ const STORAGE: &[&str] = &[
     "2025-06-01",
     "2026-09-01",
 ];
+/// Key Vault (`specification/keyvault/resource-manager/Microsoft.KeyVault/stable/` and the
+/// previews azure-mgmt-keyvault ships).
+const KEYVAULT: &[&str] = &[
+    "2023-07-01",
+    "2024-11-01",
+    "2024-12-01-preview",
+    "2024-04-01-preview",
+    "2023-08-01-preview",
+    "2023-02-01",
+    "2022-11-01",
+    "2022-07-01",
+    "2022-02-01-preview",
+    "2021-11-01-preview",
+    "2021-10-01",
+    "2021-06-01-preview",
+    "2021-04-01-preview",
+    "2020-04-01-preview",
+    "2019-09-01",
+    "2018-02-14",
+    "2016-10-01",
+    "2015-06-01",
+];
 const RES: &[&str] = &[
     "2021-04-01",
     "2019-10-01",
@@ -211,6 +233,11 @@ pub(crate) const AREC: &str = "Microsoft.Network/privateDnsZones/A";
 pub(crate) const PUBLIC_ZONE: &str = "Microsoft.Network/dnszones";
 /// An A record set of a public DNS zone (`properties.ARecords`, `properties.TTL`).
 pub(crate) const PUBLIC_AREC: &str = "Microsoft.Network/dnszones/A";
+/// A key vault (soft-deleted on DELETE; data plane in `crate::keyvault`).
+pub(crate) const VAULT: &str = "Microsoft.KeyVault/vaults";
+/// An AKS cluster: the management cluster of `--management-platform aks` (`crate::aks`),
+/// seeded and read-only (GET and list; writes are refused there).
+pub(crate) const MANAGED_CLUSTER: &str = "Microsoft.ContainerService/managedClusters";
 
 pub(crate) static TYPES: &[TypeSpec] = &[
     TypeSpec {
@@ -386,6 +413,35 @@ pub(crate) static TYPES: &[TypeSpec] = &[
         true,
         false,
         true,
+    ),
+    // `Vaults_CreateOrUpdate` answers 200/201 with the vault (`provisioningState`
+    // `Succeeded`); DELETE answers 200 and soft-deletes it (`crate::keyvault`).
+    spec(
+        VAULT,
+        KEYVAULT,
+        PutMode::Sync,
+        DelMode::Sync,
+        true,
+        true,
+        false,
+    ),
+    // AKS (`specification/containerservice/resource-manager/Microsoft.ContainerService/aks/stable/`,
+    // newest first): the simulator seeds the management cluster; PUT/PATCH/DELETE are refused
+    // (`crate::aks::refuse_write`), so the modes below are never used.
+    spec(
+        MANAGED_CLUSTER,
+        &[
+            "2025-08-01",
+            "2025-07-01",
+            "2025-01-01",
+            "2024-10-01",
+            "2024-09-01",
+        ],
+        PutMode::AcceptedAsync,
+        DelMode::Async,
+        true,
+        true,
+        false,
     ),
 ];
 

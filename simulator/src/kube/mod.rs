@@ -198,16 +198,49 @@ pub(crate) static KINDS: &[Kind] = &[
         namespaced: true,
         status_sub: true,
     },
+    // The Secrets Store CSI driver's SecretProviderClass: served only while the driver (AKS's
+    // Key Vault Secrets Provider add-on) is installed (`crate::aks`); HyperShift makes one
+    // per ARO HCP control-plane component (`crate::aro_hcp`).
+    Kind {
+        group: crate::aks::SPC_GROUP,
+        version: "v1",
+        plural: "secretproviderclasses",
+        kind: "SecretProviderClass",
+        namespaced: true,
+        status_sub: true,
+    },
+    // Built in: AKS's workload identity webhook is one (`crate::aks`).
+    Kind {
+        group: ADMISSION,
+        version: "v1",
+        plural: "mutatingwebhookconfigurations",
+        kind: "MutatingWebhookConfiguration",
+        namespaced: false,
+        status_sub: false,
+    },
+    // Built in: kubelet's events, e.g. a control-plane pod's `FailedMount` (`crate::aro_hcp`).
+    Kind {
+        group: "",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        status_sub: false,
+    },
 ];
 
 pub(crate) const APPS: &str = "apps";
 pub(crate) const ROUTE: &str = "route.openshift.io";
+pub(crate) const ADMISSION: &str = "admissionregistration.k8s.io";
 
 /// Whether this simulator serves `group` (the Route API only on an OpenShift management
-/// cluster).
+/// cluster, SecretProviderClasses only with AKS's Key Vault Secrets Provider add-on).
 fn group_served(sim: &Simulator, group: &str) -> bool {
-    group != ROUTE
-        || sim.config().management_platform == crate::config::ManagementPlatform::OpenShift
+    match group {
+        ROUTE => crate::aks::routes_served(sim),
+        crate::aks::SPC_GROUP => crate::aks::csi_driver_installed(sim),
+        _ => true,
+    }
 }
 
 /// The version served for a group.
@@ -363,6 +396,10 @@ pub(crate) fn classify_type(req: &Req) -> Option<String> {
 }
 
 pub(crate) async fn handle(sim: &Simulator, req: &Req) -> Response {
+    // The Secrets Store CSI driver's CRD on AKS (issue 28).
+    if let Some(resp) = crate::aks::handle_kube(sim, req) {
+        return resp;
+    }
     // SelfSubjectReview, SelfSubjectAccessReview, HyperShift CRDs (issue 13).
     if let Some(resp) = crate::preflight::handle_kube(sim, req) {
         return resp;
@@ -567,6 +604,9 @@ pub(crate) fn seed_operator_deployment(sim: &Simulator, st: &mut State, now: u64
     let Some(kind) = kind_by_key("apps/deployments") else {
         return;
     };
+    // On AKS the install names the cluster's Key Vault Secrets Provider identity, so the
+    // cluster (and that identity) come first.
+    crate::aks::seed(sim, st, now);
     let mut args = vec![
         "run".to_string(),
         "--namespace=$(MY_NAMESPACE)".to_string(),
@@ -576,7 +616,12 @@ pub(crate) fn seed_operator_deployment(sim: &Simulator, st: &mut State, now: u64
     if sim.config().private_platform == crate::config::PrivatePlatform::Azure {
         args.push("--private-platform=Azure".to_string());
     }
-    let containers = json!([{"name": "operator", "image": "quay.io/hypershift/hypershift-operator:4.22", "command": ["/usr/bin/hypershift-operator"], "args": args}]);
+    let mut container = json!({"name": "operator", "image": "quay.io/hypershift/hypershift-operator:4.22", "command": ["/usr/bin/hypershift-operator"], "args": args});
+    // ARO HCP (`hypershift install --managed-service ARO-HCP --aro-hcp-key-vault-users-client-id`).
+    if let Some(env) = crate::aks::operator_env(sim, st) {
+        container["env"] = env;
+    }
+    let containers = json!([container]);
     match store::get(st, "apps/deployments", "hypershift", "operator").cloned() {
         Some(mut existing) => {
             if existing.pointer("/spec/template/spec/containers") != Some(&containers) {

@@ -49,6 +49,7 @@ pub(crate) fn names(sim: &Simulator, kind: &Kind) -> (Vec<String>, Vec<String>) 
         "namespaces" => (v(&["ns"]), vec![]),
         "services" => (v(&["svc"]), v(&["all"])),
         "configmaps" => (v(&["cm"]), vec![]),
+        "events" => (v(&["ev"]), vec![]),
         "deployments" => (v(&["deploy"]), v(&["all"])),
         "hostedclusters" => (v(&["hc", "hcs"]), vec![]),
         "nodepools" => (v(&["np", "nps"]), vec![]),
@@ -452,6 +453,9 @@ fn def_name(kind: &Kind) -> String {
     match kind.group {
         "" => format!("io.k8s.api.core.v1.{}", kind.kind),
         "apps" => format!("io.k8s.api.apps.v1.{}", kind.kind),
+        "admissionregistration.k8s.io" => {
+            format!("io.k8s.api.admissionregistration.v1.{}", kind.kind)
+        }
         g => {
             let rev: Vec<&str> = g.split('.').rev().collect();
             format!("{}.{}.{}", rev.join("."), kind.version, kind.kind)

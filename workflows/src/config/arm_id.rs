@@ -31,6 +31,8 @@ pub enum ArmKind {
     NetworkSecurityGroup,
     /// `Microsoft.Compute/diskEncryptionSets`
     DiskEncryptionSet,
+    /// `Microsoft.ContainerService/managedClusters` (an AKS cluster)
+    ManagedCluster,
 }
 
 impl ArmKind {
@@ -40,12 +42,14 @@ impl ArmKind {
             ArmKind::Subnet => &["virtualNetworks", "subnets"],
             ArmKind::NetworkSecurityGroup => &["networkSecurityGroups"],
             ArmKind::DiskEncryptionSet => &["diskEncryptionSets"],
+            ArmKind::ManagedCluster => &["managedClusters"],
         }
     }
 
     fn namespace(self) -> &'static str {
         match self {
             ArmKind::DiskEncryptionSet => "Microsoft.Compute",
+            ArmKind::ManagedCluster => "Microsoft.ContainerService",
             _ => "Microsoft.Network",
         }
     }
@@ -56,6 +60,7 @@ impl ArmKind {
             ArmKind::Subnet => "a subnet",
             ArmKind::NetworkSecurityGroup => "a network security group",
             ArmKind::DiskEncryptionSet => "a disk encryption set",
+            ArmKind::ManagedCluster => "an AKS cluster",
         }
     }
 
@@ -72,6 +77,9 @@ impl ArmKind {
             }
             ArmKind::DiskEncryptionSet => {
                 "/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.Compute/diskEncryptionSets/<name>"
+            }
+            ArmKind::ManagedCluster => {
+                "/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.ContainerService/managedClusters/<name>"
             }
         }
     }

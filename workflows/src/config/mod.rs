@@ -36,12 +36,16 @@ pub use files::{IdentityComponent, WorkloadIdentities, WorkloadIdentity};
 pub use model::{
     AuthMode, AutoScaling, AvailabilityPolicy, Cloud, CloudEndpoints, ClusterConfig, ControlPlane,
     CustomCloud, DEFAULT_OIDC_CONTAINER, DEFAULT_OS_DISK_SIZE_GIB, DEFAULT_SUBNET_CIDR,
-    DEFAULT_VM_SIZE, DEFAULT_VNET_CIDR, Etcd, Identities, IdentitiesCreate, IdentitiesExisting,
-    ImageContentSource, ImageGeneration, ImageType, ManagementCluster, MarketplaceImage, NatSubnet,
-    Network, NetworkCreate, NetworkExisting, NodePool, NodePoolImage, OidcIssuer, OidcIssuerCreate,
-    OidcIssuerExisting, PrivateLink, PrivateLinkManager, Topology, Upgrade, WaitBudgets,
+    DEFAULT_VM_SIZE, DEFAULT_VNET_CIDR, Etcd, Identities, IdentitiesAroHcp, IdentitiesCreate,
+    IdentitiesExisting, ImageContentSource, ImageGeneration, ImageType, KeyVault,
+    ManagementCluster, ManagementPlatform, MarketplaceImage, NatSubnet, Network, NetworkCreate,
+    NetworkExisting, NodePool, NodePoolImage, OidcIssuer, OidcIssuerCreate, OidcIssuerExisting,
+    PrivateLink, PrivateLinkManager, Topology, Upgrade, WaitBudgets,
 };
-pub use names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_storage_account, generate_infra_id};
+pub use names::{
+    MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID, derive_key_vault, derive_storage_account,
+    generate_infra_id,
+};
 pub use regions::{CHINA_REGIONS, PUBLIC_REGIONS, US_GOVERNMENT_REGIONS, regions_for};
 pub use validate::{drain_timeout, kms_key};
 

@@ -275,6 +275,12 @@ pub enum Identities {
     Create(IdentitiesCreate),
     /// Use identities that already exist, listed in HyperShift's workload-identities file.
     Existing(IdentitiesExisting),
+    /// The ARO HCP model (HyperShift's `azureAuthenticationConfigType: ManagedIdentities`,
+    /// seed `000_4293f64c3e51efdc`): the 8 control-plane components authenticate as Entra
+    /// applications with certificates created in a Key Vault of `persistentResourceGroup`
+    /// (mounted by the AKS Secrets Store CSI driver); image registry, disk and file get
+    /// data-plane managed identities. Needs `managementCluster.platform: aks`.
+    AroHcp(IdentitiesAroHcp),
 }
 
 impl Default for Identities {
@@ -287,6 +293,39 @@ impl Default for Identities {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IdentitiesCreate {}
+
+/// The ARO HCP identity model's settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IdentitiesAroHcp {
+    /// The Key Vault holding the components' certificates and credentials secrets.
+    #[serde(default)]
+    pub key_vault: KeyVault,
+    /// Validity of each component certificate Key Vault creates, in months (1–120).
+    /// Default 12 (Key Vault's default policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 120))]
+    pub certificate_validity_months: Option<u32>,
+}
+
+/// A Key Vault of `persistentResourceGroup`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KeyVault {
+    /// Vault name: 3–24 letters, digits and '-', starting with a letter, ending with a
+    /// letter or digit, no "--"; unique across Azure. Default: `hcp-` + a hash of the
+    /// subscription and `persistentResourceGroup` (one vault per persistent group, shared
+    /// by its clusters, as the seed's "Shared Resources" describe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 3, max = 24))]
+    pub name: Option<String>,
+    /// `true`: a vault you made (RBAC authorization on); hcp-workflow never deletes it and
+    /// needs Key Vault Certificates Officer + Secrets Officer on it. Default `false`:
+    /// create it (tagged; removed only by `--purge-persistent` once it holds nothing
+    /// else), grant the caller Key Vault Administrator on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub existing: bool,
+}
 
 /// Identities that already exist.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -701,6 +740,35 @@ pub struct ManagementCluster {
     /// existing subnet of `vnetId`; `{cidr: <IPv4 CIDR>}`: create `<infraID>-pls-nat` there.
     #[serde(default)]
     pub nat_subnet: NatSubnet,
+
+    /// What the management cluster is: `openshift` (default; an OpenShift cluster on
+    /// Azure) or `aks` (an AKS cluster, as ARO HCP runs; `identities.aroHcp` needs it).
+    #[serde(default, skip_serializing_if = "ManagementPlatform::is_default")]
+    pub platform: ManagementPlatform,
+
+    /// ARM id of the AKS management cluster (`Microsoft.ContainerService/managedClusters`).
+    /// Required with `platform: aks`: preflight reads its Key Vault Secrets Provider add-on,
+    /// OIDC issuer and workload identity, and the add-on's identity is granted Key Vault
+    /// Secrets User on the identities' vault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aks_cluster_id: Option<String>,
+}
+
+/// The management cluster's platform.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ManagementPlatform {
+    /// An OpenShift cluster on Azure.
+    #[default]
+    Openshift,
+    /// An AKS cluster.
+    Aks,
+}
+
+impl ManagementPlatform {
+    fn is_default(&self) -> bool {
+        *self == ManagementPlatform::Openshift
+    }
 }
 
 /// The Private Link Service NAT subnet.
@@ -1005,6 +1073,15 @@ pub struct CustomCloud {
     /// Storage DNS suffix, e.g. `core.windows.net` (blob host is
     /// `<account>.blob.<storageSuffix>`).
     pub storage_suffix: String,
+    /// Microsoft Graph endpoint, `https://…` (`identities.aroHcp` creates Entra
+    /// applications there). Optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uri"))]
+    pub graph: Option<String>,
+    /// Key Vault DNS suffix, e.g. `vault.azure.net` (vault host `<name>.<suffix>`).
+    /// Optional; `identities.aroHcp` needs it on a custom cloud.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_vault_suffix: Option<String>,
 }
 
 /// Endpoints of a cloud, resolved.

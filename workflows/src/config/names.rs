@@ -43,6 +43,21 @@ pub fn generate_infra_id(name: &str, rng: &mut impl Rng) -> String {
     }
 }
 
+/// The default Key Vault of the ARO HCP identity model: `hcp-` + 20 hex of
+/// SHA-256(`subscription/persistentResourceGroup`, lowercased) — 24 characters, Key
+/// Vault's longest name. One vault per persistent group: the seed's "Shared Resources (Per
+/// Management Cluster)" keep every cluster's certificates in one vault, and vault names
+/// are global (the hash keeps two teams' `hcp-persistent` apart).
+pub fn derive_key_vault(subscription: &str, persistent_resource_group: &str) -> String {
+    let digest = Sha256::digest(
+        format!("{subscription}/{persistent_resource_group}")
+            .to_ascii_lowercase()
+            .as_bytes(),
+    );
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("hcp-{}", &hex[..20])
+}
+
 /// The default OIDC storage account name: up to 10 alphanumerics of `name`, then hex of
 /// SHA-256(`name/infraID`) up to 24 characters. Storage account names are global, so the
 /// hash (at least 56 bits) keeps two clusters called `dev` apart; SHA-256 rather than std's

@@ -9,8 +9,8 @@ use super::arm_id::{ArmKind, ArmResourceId};
 use super::error::{ConfigError, FileError};
 use super::files;
 use super::model::{
-    Cloud, ClusterConfig, Identities, ImageType, ManagementCluster, NatSubnet, Network, NodePool,
-    OidcIssuer,
+    Cloud, ClusterConfig, Identities, ImageType, ManagementCluster, ManagementPlatform, NatSubnet,
+    Network, NodePool, OidcIssuer,
 };
 use super::names::{MAX_NAME_LEN, MAX_NAME_PLUS_INFRA_ID};
 use super::regions;
@@ -176,7 +176,7 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
         );
     }
     check_oidc(&mut r, &config.oidc_issuer);
-    check_identities(&mut r, &config.identities);
+    check_identities(&mut r, config);
     check_network(&mut r, &config.network, &config.subscription);
     check_networking(&mut r, config);
     check_management(&mut r, config);
@@ -291,14 +291,66 @@ fn check_oidc(r: &mut Report<'_>, oidc: &OidcIssuer) {
     }
 }
 
-fn check_identities(r: &mut Report<'_>, identities: &Identities) {
-    if let Identities::Existing(e) = identities {
-        r.check_file(
+fn check_identities(r: &mut Report<'_>, config: &ClusterConfig) {
+    match &config.identities {
+        Identities::Existing(e) => r.check_file(
             "identities.existing.file",
             "workload-identities",
             &e.file,
             |b| files::parse_workload_identities(b).map(|_| ()),
-        );
+        ),
+        Identities::AroHcp(a) => {
+            if let Some(name) = &a.key_vault.name {
+                r.check(
+                    "identities.aroHcp.keyVault.name",
+                    "key-vault-name",
+                    check_key_vault_name(name),
+                );
+            } else if a.key_vault.existing {
+                r.push(
+                    "identities.aroHcp.keyVault.name",
+                    "required",
+                    "required with existing: true: name the vault you made",
+                );
+            }
+            if let Some(m) = a.certificate_validity_months
+                && !(1..=120).contains(&m)
+            {
+                r.push(
+                    "identities.aroHcp.certificateValidityMonths",
+                    "range",
+                    format!(
+                        "{m} is out of range: Key Vault certificates are valid 1 to 120 months"
+                    ),
+                );
+            }
+            if config.management_cluster.platform != ManagementPlatform::Aks {
+                r.push(
+                    "managementCluster.platform",
+                    "aro-hcp-needs-aks",
+                    "must be aks with identities.aroHcp: the control-plane certificates are mounted by AKS's Key Vault Secrets Provider (Secrets Store CSI driver), as HyperShift's ManagedIdentities mode expects (support/secretproviderclass)",
+                );
+            }
+        }
+        Identities::Create(_) => {}
+    }
+}
+
+/// Key Vault name rules (`Microsoft.KeyVault/vaults` name pattern
+/// `^[a-zA-Z0-9-]{3,24}$`, plus the documented: start with a letter, end with a letter or
+/// digit, no consecutive hyphens).
+fn check_key_vault_name(s: &str) -> Result<(), String> {
+    let ok = (3..=24).contains(&s.len())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && !s.contains("--");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?} is not a Key Vault name: 3–24 letters, digits and '-', starting with a letter, ending with a letter or digit, no \"--\""
+        ))
     }
 }
 
@@ -750,6 +802,36 @@ fn check_management(r: &mut Report<'_>, config: &ClusterConfig) {
     }
     if let Some(s) = &m.subscription {
         r.check("managementCluster.subscription", "uuid", check_uuid(s));
+    }
+    if m.platform == ManagementPlatform::Aks {
+        match &m.aks_cluster_id {
+            None => r.push(
+                "managementCluster.aksClusterId",
+                "required",
+                "required with platform: aks: the ARM id of the AKS cluster (/subscriptions/<uuid>/resourceGroups/<rg>/providers/Microsoft.ContainerService/managedClusters/<name>)",
+            ),
+            Some(id) => {
+                if let Err(e) = ArmResourceId::parse_kind(id, ArmKind::ManagedCluster) {
+                    r.push("managementCluster.aksClusterId", "arm-id", e);
+                }
+            }
+        }
+        if config.topology.uses_private_link() {
+            r.push(
+                "topology",
+                "aks-public-only",
+                format!(
+                    "{:?} is not supported on an AKS management cluster: hcp-workflow's private-link stages are built for an OpenShift management cluster (its router and Route API; control-plane-operator/main.go setupPrivatePlatformControllers); use Public, or an OpenShift management cluster",
+                    config.topology
+                ),
+            );
+        }
+    } else if m.aks_cluster_id.is_some() {
+        r.push(
+            "managementCluster.aksClusterId",
+            "aks-only",
+            "only with platform: aks (set managementCluster.platform: aks, or remove it)",
+        );
     }
     if let Some(rg) = &m.load_balancer_resource_group {
         r.check(

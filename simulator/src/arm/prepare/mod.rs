@@ -72,6 +72,7 @@ pub(crate) fn prepare(
             }
         }
         types::PUBLIC_ZONE => public_zone(rid, &mut body)?,
+        types::VAULT => crate::keyvault::prepare_vault(ctx, rid, &mut body, existing)?,
         types::PUBLIC_AREC => {
             let p = props(&mut body);
             default_field(p, "TTL", json!(3600));
