@@ -217,3 +217,52 @@ fn plan_repair_cluster_shows_create_steps_the_access_stage_and_its_pivot() {
         "{out}"
     );
 }
+
+/// Issue 28: `plan` of the ARO HCP example names the Key Vault, each component's
+/// application, service principal, certificate (made in Key Vault), key credential and
+/// credentials secret, the data-plane identities and every role; the purge plan names what
+/// `--purge-persistent` removes (only this cluster's). Then the example's own quick start
+/// (`start create-cluster --simulate --config examples/aro-hcp.yaml`) succeeds.
+#[test]
+fn plan_and_quick_start_of_the_aro_hcp_example() {
+    let dir = hcp_runtime::testkit::scratch_dir("plan-aro");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for f in ["aro-hcp.yaml", "pull-secret.json", "id_ed25519.pub"] {
+        std::fs::copy(root.join("examples").join(f), dir.join(f)).unwrap();
+    }
+    let db = format!("sqlite://{}", dir.join("journal.db").display());
+    let c = "aro-hcp.yaml";
+    let (code, out, err) = sh(&dir, &db, &["plan", "create-cluster", "--config", c]);
+    assert_eq!(code, 0, "{err}");
+    golden("plan_aro_create.txt", &out);
+    let (code, out, err) = sh(
+        &dir,
+        &db,
+        &[
+            "plan",
+            "delete-cluster",
+            "--purge-persistent",
+            "--config",
+            c,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    golden("plan_aro_purge.txt", &out);
+    let out = bin()
+        .args(["--database", &db, "--simulate"])
+        .args(["start", "create-cluster", "--config", c])
+        .env("NO_COLOR", "1")
+        .env("HCP_SIM_TIME_SCALE", "0.002")
+        .env("HCP_POLL_MS", "20")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("succeeded"), "{stdout}");
+}

@@ -130,7 +130,60 @@ fn resources(input: &Value) -> Vec<String> {
     if let (Some(kind), Some(name), Some(c)) = (s("kind"), s("name"), s("condition")) {
         out.push(format!("wait for {kind} {name} {c}=True"));
     }
+    aro_resources(input, &mut out);
     out
+}
+
+/// The ARO HCP identity model's Entra and Key Vault objects (`steps::aro_identity`).
+fn aro_resources(input: &Value, out: &mut Vec<String>) {
+    let s = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_string);
+    let node = |k: &str| {
+        input
+            .get(k)
+            .and_then(|r| r.get("$ref"))
+            .and_then(Value::as_str)
+            .map(|n| n.rsplit('.').nth(1).unwrap_or(n).to_string())
+    };
+    match (s("unique_name"), s("display_name")) {
+        (Some(unique), Some(display)) => out.push(format!(
+            "Entra application {display} (uniqueName {unique}), owned by the caller"
+        )),
+        (Some(unique), None) => out.push(format!(
+            "Entra application uniqueName {unique} and its service principal (only if this cluster's)"
+        )),
+        _ => {}
+    }
+    let has = |k: &str| input.get(k).is_some();
+    let vault = has("vault");
+    match (node("application"), node("certificate")) {
+        (Some(app), None) if !vault => {
+            out.push(format!("service principal of the {app} application"));
+        }
+        (Some(app), Some(_)) if !vault => {
+            out.push(format!(
+                "key credential of the {app} application: the certificate's public key"
+            ));
+        }
+        (Some(_), Some(_)) => out.push(format!(
+            "Key Vault secret {} (msi-dataplane credentials JSON HyperShift mounts)",
+            s("name").unwrap_or_else(|| "<certificate>-json".into())
+        )),
+        _ => {}
+    }
+    if let (true, Some(subject), Some(name)) = (vault, s("subject"), s("name")) {
+        out.push(format!(
+            "Key Vault certificate {name} ({subject}, RSA 2048, self-signed, {} months; its private key is made in Key Vault)",
+            input
+                .get("validity_months")
+                .and_then(Value::as_u64)
+                .unwrap_or(12)
+        ));
+    }
+    if let (Some(name), Some(v)) = (s("name"), s("vault"))
+        && !has("subject")
+    {
+        out.push(format!("Key Vault object {name} in {v}"));
+    }
 }
 
 /// What update-cluster's steps change (`hcp_activities::steps::update`).
