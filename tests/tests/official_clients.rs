@@ -1,11 +1,13 @@
 //! The official-client conformance suite (issue 14): `tests/official/*.py` drives a real
 //! `hcp-workflow simulator serve` process with the Azure SDK for Python (azure-identity,
-//! azure-mgmt-*, azure-storage-blob), the `kubernetes` Python client and kubectl, and each
-//! row asserts what the real service does.
+//! azure-mgmt-*, azure-storage-blob, azure-keyvault-certificates, azure-keyvault-secrets),
+//! Microsoft Graph REST, the `kubernetes` Python client and kubectl, and each row asserts
+//! what the real service does. The Key Vault and Graph rows (issue 28,
+//! `test_keyvault_graph.py`) run as their own test on their own simulator.
 //!
 //! The clients live in a virtualenv made from `tests/official/requirements.txt` (`.ci/run`
 //! makes it in `$CARGO_TARGET_DIR/conformance-venv` and sets `HCP_CONFORMANCE_PYTHON` to its
-//! python). Without it this test prints `skipped: …` and passes, unless
+//! python). Without it each test prints `skipped: …` and passes, unless
 //! `HCP_REQUIRE_CONFORMANCE=1` (set by `.ci/run`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,8 +29,13 @@ fn python() -> Result<PathBuf, String> {
     }
 }
 
-#[test]
-fn official_clients_conform() {
+/// The Key Vault and Microsoft Graph rows (issue 28 §4): their own module and simulator.
+const KEYVAULT_GRAPH: &str = "test_keyvault_graph.py";
+
+/// Runs pytest on `targets` (paths under `tests/official`, plus pytest options) against a
+/// fresh simulator; returns `(tests, failures, errors, skipped)` after asserting that pytest
+/// passed. `None`: skipped (no venv and `HCP_REQUIRE_CONFORMANCE` unset).
+fn run_suite(tag: &str, targets: &[String]) -> Option<(u64, u64, u64, u64)> {
     let py = match python() {
         Ok(p) => p,
         Err(why) => {
@@ -36,10 +43,10 @@ fn official_clients_conform() {
                 panic!("HCP_REQUIRE_CONFORMANCE=1 but {why}");
             }
             eprintln!("skipped: {why}");
-            return;
+            return None;
         }
     };
-    let dir = hcp_e2e_tests::scratch("official-clients");
+    let dir = hcp_e2e_tests::scratch(tag);
     // `Sim` passes the shared CRDs and the Azure specs (request bodies are validated).
     let sim = Sim::start_with(&dir, 0.001, &[]);
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("official");
@@ -47,7 +54,7 @@ fn official_clients_conform() {
     let out = Command::new(&py)
         .args(["-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider"])
         .arg(format!("--junitxml={}", junit.display()))
-        .arg(&suite)
+        .args(targets)
         .current_dir(&suite)
         .env("HCP_SIM_URL", &sim.base)
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -70,8 +77,8 @@ fn official_clients_conform() {
         attr("skipped"),
     );
     eprintln!(
-        "official clients: {} passed, {failures} failed, {errors} errors, {skipped} skipped (of {tests})",
-        tests - failures - errors - skipped
+        "{tag}: {} passed, {failures} failed, {errors} errors, {skipped} skipped (of {tests})",
+        tests.saturating_sub(failures + errors + skipped)
     );
     sim.stop();
     assert!(
@@ -79,4 +86,25 @@ fn official_clients_conform() {
         "pytest exited {:?}\n{stdout}\n{stderr}",
         out.status.code()
     );
+    Some((tests, failures, errors, skipped))
+}
+
+#[test]
+fn official_clients_conform() {
+    // Everything but the Key Vault / Graph module, which `keyvault_and_graph_conform` runs.
+    run_suite(
+        "official-clients",
+        &[".".into(), format!("--ignore={KEYVAULT_GRAPH}")],
+    );
+}
+
+/// azure-mgmt-keyvault, azure-keyvault-certificates and azure-keyvault-secrets (challenge
+/// auth, the certificate poller, PEM secrets, soft delete, RBAC) and Microsoft Graph REST
+/// with an azure-identity token, against the simulated Key Vault and Graph.
+#[test]
+fn keyvault_and_graph_conform() {
+    if let Some((_, _, _, skipped)) = run_suite("official-keyvault-graph", &[KEYVAULT_GRAPH.into()])
+    {
+        assert_eq!(skipped, 0, "no Key Vault / Graph row may be skipped");
+    }
 }

@@ -67,8 +67,14 @@ pub mod roles {
             ),
             (CONTRIBUTOR, "Contributor"),
             // Azure built-in roles, "Security" (the ARO HCP model's Key Vault grants).
-            ("00482a5a-887f-4fb3-b363-3b7fe8e74483", "Key Vault Administrator"),
-            ("4633458b-17de-408a-b874-0445c86b69e6", "Key Vault Secrets User"),
+            (
+                "00482a5a-887f-4fb3-b363-3b7fe8e74483",
+                "Key Vault Administrator",
+            ),
+            (
+                "4633458b-17de-408a-b874-0445c86b69e6",
+                "Key Vault Secrets User",
+            ),
         ]
         .iter()
         .find(|(g, _)| g.eq_ignore_ascii_case(guid))

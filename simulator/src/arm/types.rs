@@ -152,10 +152,13 @@ const STORAGE: &[&str] = &[
     "2026-09-01",
 ];
 /// Key Vault (`specification/keyvault/resource-manager/Microsoft.KeyVault/stable/` and the
-/// previews azure-mgmt-keyvault ships).
+/// previews azure-mgmt-keyvault ships; `…/KeyVault/stable/2026-02-01/` and
+/// `…/KeyVault/stable/2026-05-15/`, azure-mgmt-keyvault 14.1.0's default).
 const KEYVAULT: &[&str] = &[
     "2023-07-01",
     "2024-11-01",
+    "2026-02-01",
+    "2026-05-15",
     "2024-12-01-preview",
     "2024-04-01-preview",
     "2023-08-01-preview",

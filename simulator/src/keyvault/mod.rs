@@ -13,7 +13,8 @@
 //! `CertificateBundle`, `CertificatePolicy`) and `common.json` (`Attributes`,
 //! `KeyVaultError`), with the examples `CreateCertificate-example.json`,
 //! `GetCertificateOperation-example.json`, `GetCertificate-example.json`,
-//! `DeleteCertificate-example.json`. api-versions 7.0–7.6 and 2025-07-01 are accepted.
+//! `DeleteCertificate-example.json`. api-versions 2016-10-01, 7.0–7.6, 2025-06-01, 2025-07-01
+//! and 2026-04-01 are accepted.
 //!
 //! | Request | Answer |
 //! |---|---|
@@ -99,8 +100,12 @@ use crate::sim::{Simulator, lock};
 use crate::state::{ArmResource, State};
 use crate::util::str_at;
 
-/// Key Vault data-plane api-versions accepted.
+/// Key Vault data-plane api-versions accepted: the `stable/` folders of
+/// `specification/keyvault/data-plane/Microsoft.KeyVault/` (2016-10-01, 7.0–7.6, 2025-06-01,
+/// 2025-07-01) and 2026-04-01, the default of azure-keyvault-certificates and
+/// azure-keyvault-secrets 4.12.0 (the official-client suite drives it).
 pub(crate) const API_VERSIONS: &[&str] = &[
+    "2016-10-01",
     "7.0",
     "7.1",
     "7.2",
@@ -108,7 +113,9 @@ pub(crate) const API_VERSIONS: &[&str] = &[
     "7.4",
     "7.5",
     "7.6",
+    "2025-06-01",
     "2025-07-01",
+    "2026-04-01",
 ];
 
 /// Key Vault's own application id (an audience equivalent to its URL).
@@ -621,7 +628,7 @@ fn authenticate<'a>(
         Some(v) if !API_VERSIONS.contains(&v) => {
             return Err(Box::new(
                 KvDenied::bad(format!(
-                    "The specified version ({v}) is not recognized. Consider using the latest supported version (2025-07-01)."
+                    "The specified version ({v}) is not recognized. Consider using the latest supported version (2026-04-01)."
                 ))
                 .into_response(),
             ));
