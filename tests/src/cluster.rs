@@ -632,3 +632,70 @@ pub fn secret_data_at(base: &str, ns: &str, name: &str, key: &str) -> String {
     )
     .unwrap_or_default()
 }
+
+/// One create-cluster per node of `nodes`, each with `HCP_INJECT_FAIL=<node>`, four at a
+/// time against the simulator at `base`; `cluster(k)` writes the k-th cluster's file and
+/// returns (file, name, infra id) — each its own name, infra id and subscription. Each run
+/// must exit 1 rolled back, name the failing node as the cause, and leave nothing whose id
+/// names its cluster. Returns one line per run that did not.
+pub fn fail_each_node(
+    dir: &Path,
+    base: &str,
+    nodes: &[String],
+    cluster: impl Fn(usize) -> (PathBuf, String, String) + Sync,
+) -> Vec<String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(node) = nodes.get(k) else { break };
+                    let (cfg, name, infra) = cluster(k);
+                    let db = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
+                    let (code, out, err) = run(
+                        dir,
+                        &[
+                            "--database",
+                            &db,
+                            "--simulator",
+                            base,
+                            "start",
+                            "create-cluster",
+                            "--config",
+                            cfg.to_str().unwrap(),
+                        ],
+                        &[("HCP_INJECT_FAIL", node.as_str())],
+                    );
+                    let mut problems = Vec::new();
+                    if code != 1 || !crate::says_run(&out, "rolled back") {
+                        problems.push(format!("expected rolled-back (exit {code})\n{out}\n{err}"));
+                    }
+                    if !out.contains(&format!("unwound because {node} failed")) {
+                        problems.push(format!("the cause is not reported\n{out}"));
+                    }
+                    let left: Vec<String> = ids_at(base)
+                        .into_iter()
+                        .filter(|i| {
+                            i.contains(&format!("/{name}-"))
+                                || i.contains(&format!("/{name}."))
+                                || i.contains(&infra)
+                                || i.ends_with(&format!("/{name}"))
+                        })
+                        .collect();
+                    if !left.is_empty() {
+                        problems.push(format!("left behind: {left:#?}"));
+                    }
+                    if !problems.is_empty() {
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{node}: {}", problems.join("; ")));
+                    }
+                }
+            });
+        }
+    });
+    failures.into_inner().unwrap()
+}

@@ -17,7 +17,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Env, GUEST_SUB, ids_at, run};
+use hcp_e2e_tests::cluster::{Env, GUEST_SUB, fail_each_node};
 use hcp_e2e_tests::crash::{crash_through, targets};
 use hcp_e2e_tests::{document, items, says_run};
 use serde_json::Value;
@@ -283,62 +283,12 @@ fn every_node_of_an_aro_create_unwinds_to_the_inventory_from_before() {
         );
     }
     let before = env.sim.ids();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failures = std::sync::Mutex::new(Vec::<String>::new());
-    let (dir, base) = (env.dir.clone(), env.sim.base.clone());
-    std::thread::scope(|scope| {
-        for _ in 0..4 {
-            scope.spawn(|| {
-                loop {
-                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(node) = nodes.get(k) else { break };
-                    let name = format!("d{k}");
-                    let sub = format!("{k:08}-2222-3333-4444-555555555555");
-                    let cfg = aro_file(&dir, &name, &format!("d{k}-u0w1n"), &sub, "");
-                    let db = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
-                    let (code, out, err) = run(
-                        &dir,
-                        &[
-                            "--database",
-                            &db,
-                            "--simulator",
-                            &base,
-                            "start",
-                            "create-cluster",
-                            "--config",
-                            cfg.to_str().unwrap(),
-                        ],
-                        &[("HCP_INJECT_FAIL", node.as_str())],
-                    );
-                    let mut problems = Vec::new();
-                    if code != 1 || !says_run(&out, "rolled back") {
-                        problems.push(format!("expected rolled-back (exit {code})\n{out}\n{err}"));
-                    }
-                    if !out.contains(&format!("unwound because {node} failed")) {
-                        problems.push(format!("the cause is not reported\n{out}"));
-                    }
-                    let left: Vec<String> = ids_at(&base)
-                        .into_iter()
-                        .filter(|i| {
-                            i.contains(&format!("/{name}-"))
-                                || i.contains(&format!("d{k}-u0w1n"))
-                                || i.ends_with(&format!("/{name}"))
-                        })
-                        .collect();
-                    if !left.is_empty() {
-                        problems.push(format!("left behind: {left:#?}"));
-                    }
-                    if !problems.is_empty() {
-                        failures
-                            .lock()
-                            .unwrap()
-                            .push(format!("{node}: {}", problems.join("; ")));
-                    }
-                }
-            });
-        }
+    let failures = fail_each_node(&env.dir, &env.sim.base, &nodes, |k| {
+        let name = format!("d{k}");
+        let infra = format!("d{k}-u0w1n");
+        let sub = format!("{k:08}-2222-3333-4444-555555555555");
+        (aro_file(&env.dir, &name, &infra, &sub, ""), name, infra)
     });
-    let failures = failures.into_inner().unwrap();
     assert!(
         failures.is_empty(),
         "{} nodes did not unwind cleanly:\n{}",

@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{
-    Env, assert_connections_rejected_before_pls_delete, cluster_file, ids_at, run,
+    Env, assert_connections_rejected_before_pls_delete, cluster_file, fail_each_node,
 };
 use hcp_e2e_tests::{document, says_run};
 use serde_json::{Value, json};
@@ -221,70 +221,19 @@ fn every_node_unwinds(tag: &str, topology: &str, sim_args: &[&str], extra: &str,
     let before = env.sim.ids();
     // One cluster (own name, infra id, journal) per failing node; four at a time against
     // one simulator. Each must unwind to nothing of its own; together, to `before`.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failures = std::sync::Mutex::new(Vec::<String>::new());
-    let (dir, base) = (env.dir.clone(), env.sim.base.clone());
-    std::thread::scope(|scope| {
-        for _ in 0..4 {
-            scope.spawn(|| {
-                loop {
-                    let k = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some(node) = nodes.get(k) else { break };
-                    let name = format!("g{k}");
-                    let infra = format!("g{k}-u0w1n");
-                    let cfg = cluster_file(&dir, &name, &infra, topology, extra);
-                    // Each cluster in its own subscription: ARM throttles per subscription,
-                    // and this test is about unwinding, not about sharing the buckets.
-                    let yaml = std::fs::read_to_string(&cfg).unwrap().replace(
-                        "subscription: 11111111-2222-3333-4444-555555555555",
-                        &format!("subscription: {k:08}-2222-3333-4444-555555555555"),
-                    );
-                    std::fs::write(&cfg, yaml).unwrap();
-                    let db = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
-                    let (code, out, err) = run(
-                        &dir,
-                        &[
-                            "--database",
-                            &db,
-                            "--simulator",
-                            &base,
-                            "start",
-                            "create-cluster",
-                            "--config",
-                            cfg.to_str().unwrap(),
-                        ],
-                        &[("HCP_INJECT_FAIL", node.as_str())],
-                    );
-                    let mut problems = Vec::new();
-                    if code != 1 || !says_run(&out, "rolled back") {
-                        problems.push(format!("expected rolled-back (exit {code})\n{out}\n{err}"));
-                    }
-                    if !out.contains(&format!("unwound because {node} failed")) {
-                        problems.push(format!("the cause is not reported\n{out}"));
-                    }
-                    let left: Vec<String> = ids_at(&base)
-                        .into_iter()
-                        .filter(|i| {
-                            i.contains(&format!("/{name}-"))
-                                || i.contains(&format!("/{name}."))
-                                || i.contains(&infra)
-                                || i.ends_with(&format!("/{name}"))
-                        })
-                        .collect();
-                    if !left.is_empty() {
-                        problems.push(format!("left behind: {left:#?}"));
-                    }
-                    if !problems.is_empty() {
-                        failures
-                            .lock()
-                            .unwrap()
-                            .push(format!("{node}: {}", problems.join("; ")));
-                    }
-                }
-            });
-        }
+    let failures = fail_each_node(&env.dir, &env.sim.base, &nodes, |k| {
+        let name = format!("g{k}");
+        let infra = format!("g{k}-u0w1n");
+        let cfg = cluster_file(&env.dir, &name, &infra, topology, extra);
+        // Each cluster in its own subscription: ARM throttles per subscription, and this
+        // test is about unwinding, not about sharing the buckets.
+        let yaml = std::fs::read_to_string(&cfg).unwrap().replace(
+            "subscription: 11111111-2222-3333-4444-555555555555",
+            &format!("subscription: {k:08}-2222-3333-4444-555555555555"),
+        );
+        std::fs::write(&cfg, yaml).unwrap();
+        (cfg, name, infra)
     });
-    let failures = failures.into_inner().unwrap();
     assert!(
         failures.is_empty(),
         "{} nodes did not unwind cleanly:\n{}",
