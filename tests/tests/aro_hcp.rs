@@ -535,3 +535,82 @@ fn preflight_names_the_graph_permission_and_the_key_vault_rows() {
     assert_eq!(env.sim.ids(), before);
     env.sim.stop();
 }
+
+/// Two clusters share one persistent group and its Key Vault (the seed's "Shared
+/// Resources"): purging one removes only its own certificates, secrets, applications and
+/// data-plane identities; the other cluster's, the vault it still uses and the vault's
+/// shared grants stay. The other cluster's purge then removes all of its own, but not the
+/// vault: alpha made it (its tags), so no later purge claims it — it stays, with its grants
+/// and the group it keeps non-empty, for an operator (README, "Known gaps").
+#[test]
+fn purging_one_cluster_keeps_what_another_cluster_has_in_the_shared_vault() {
+    let env = aro_env("aro-shared-vault");
+    let before = env.sim.ids();
+    let share = |name: &str| {
+        let cfg = aro_file(&env.dir, name, &format!("{name}-sh4r3"), GUEST_SUB, "");
+        let yaml = std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace(&format!("{name}-persistent"), "team-persistent")
+            .replace(&format!("name: {name}-kv"), "name: team-kv");
+        std::fs::write(&cfg, yaml).unwrap();
+        cfg
+    };
+    let (a, b) = (share("alpha"), share("beta"));
+    for cfg in [&a, &b] {
+        let (code, out, err) = env.start("create-cluster", cfg, &[], &[]);
+        assert_eq!(code, 0, "create failed\nstdout:\n{out}\nstderr:\n{err}");
+    }
+    let both = env.sim.ids();
+    let beta_apps: BTreeSet<String> = graph_apps(&both);
+    assert_eq!(beta_apps.len(), 16, "two clusters' applications");
+    let (code, out, err) = env.start("delete-cluster", &a, &["--purge-persistent"], &[]);
+    assert_eq!(code, 0, "purge failed\nstdout:\n{out}\nstderr:\n{err}");
+    let after = env.sim.ids();
+    assert!(
+        !after
+            .iter()
+            .any(|i| i.contains("/alpha-") && i.contains("vault.azure.net")),
+        "alpha's Key Vault objects are gone"
+    );
+    for kept in [
+        "vault.azure.net/certificates/beta-cpo",
+        "vault.azure.net/secrets/beta-cpo-json",
+        "userAssignedIdentities/beta-disk-dp",
+        "providers/Microsoft.KeyVault/vaults/team-kv",
+    ] {
+        assert!(
+            after.iter().any(|i| i.contains(kept)),
+            "{kept} was removed by alpha's purge: {after:#?}"
+        );
+    }
+    assert_eq!(graph_apps(&after).len(), 8, "beta's applications stay");
+    assert!(
+        after
+            .iter()
+            .filter(
+                |i| i.contains("vaults/team-kv/providers/Microsoft.Authorization/roleAssignments")
+            )
+            .count()
+            >= 1,
+        "the vault's shared grant stays: {after:#?}"
+    );
+    // beta still works on the vault, and its own purge removes all of its own objects.
+    let (code, out, err) = env.start("delete-cluster", &b, &["--purge-persistent"], &[]);
+    assert_eq!(code, 0, "purge failed\nstdout:\n{out}\nstderr:\n{err}");
+    let after = env.sim.ids();
+    assert!(
+        before.is_subset(&after),
+        "something that was there before is gone"
+    );
+    let left: Vec<_> = after.difference(&before).cloned().collect();
+    let vault_or_its_group = |i: &&String| {
+        i.ends_with("/resourceGroups/team-persistent")
+            || i.contains("/vaults/team-kv")
+            || i.contains("team-persistent/providers/Microsoft.Authorization/roleAssignments/")
+    };
+    assert!(
+        left.iter().all(|i| vault_or_its_group(&i)),
+        "left behind besides the shared vault: {left:#?}"
+    );
+    env.sim.stop();
+}

@@ -589,6 +589,25 @@ impl KeyVaultClient {
             .await
     }
 
+    /// `GET {collection}/{name}[/{version}]`; `None` when there is none.
+    async fn get_object<T: serde::de::DeserializeOwned>(
+        &self,
+        vault: &str,
+        collection: &str,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Option<T>, KeyVaultError> {
+        Self::check(vault, &[name])?;
+        let path = match version {
+            Some(v) => {
+                Self::check(vault, &[v])?;
+                format!("{collection}/{name}/{v}")
+            }
+            None => format!("{collection}/{name}"),
+        };
+        self.get_opt(vault, &path).await
+    }
+
     /// A certificate's public parts (latest version when `version` is `None`); `None`
     /// when there is none.
     ///
@@ -600,15 +619,7 @@ impl KeyVaultClient {
         name: &str,
         version: Option<&str>,
     ) -> Result<Option<Certificate>, KeyVaultError> {
-        Self::check(vault, &[name])?;
-        let path = match version {
-            Some(v) => {
-                Self::check(vault, &[v])?;
-                format!("certificates/{name}/{v}")
-            }
-            None => format!("certificates/{name}"),
-        };
-        self.get_opt(vault, &path).await
+        self.get_object(vault, "certificates", name, version).await
     }
 
     /// A secret with its value (latest version when `version` is `None`); `None` when
@@ -623,15 +634,7 @@ impl KeyVaultClient {
         name: &str,
         version: Option<&str>,
     ) -> Result<Option<SecretBundle>, KeyVaultError> {
-        Self::check(vault, &[name])?;
-        let path = match version {
-            Some(v) => {
-                Self::check(vault, &[v])?;
-                format!("secrets/{name}/{v}")
-            }
-            None => format!("secrets/{name}"),
-        };
-        self.get_opt(vault, &path).await
+        self.get_object(vault, "secrets", name, version).await
     }
 
     /// Writes a new version of a secret (`PUT /secrets/{name}`); the answer without its

@@ -24,7 +24,8 @@
 
 use std::sync::Arc;
 
-use base64::Engine;
+use futures::FutureExt;
+
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -82,39 +83,48 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>) -> Vec<Check>
             async move { key_vault(&c, &i.azure, &i.subscription, &a2).await },
         ));
     }
-    let (c, a2) = (clients.clone(), a.clone());
+    // One read of the AKS cluster for both rows that need it.
+    let aks: AksRead = {
+        let (c, a2) = (clients.clone(), a.clone());
+        async move { read_aks(&c, &a2).await }.boxed().shared()
+    };
+    let (r, a2) = (aks.clone(), a.clone());
     out.push(Check::new(
         "aks.addons",
         a.aks_cluster_id.clone(),
-        async move { vec![aks_addons(&c, &a2).await] },
+        async move { vec![aks_addons(r.await, &a2)] },
     ));
-    let (c, i, a2) = (clients.clone(), inputs.clone(), a);
+    let (c, i) = (clients.clone(), inputs.clone());
     out.push(Check::new(
         "k8s.aro-hcp",
         "HyperShift operator env, SecretProviderClass CRD, workload identity webhook",
-        async move { management(&c, &i, &a2).await },
+        async move { management(&c, &i, aks.await).await },
     ));
     out
 }
 
-/// The `roles` claim of a token's payload.
+/// The AKS cluster's body, or why it could not be read: (detail, fix).
+type AksAnswer = Result<Value, (String, &'static str)>;
+type AksRead = futures::future::Shared<futures::future::BoxFuture<'static, AksAnswer>>;
+
+async fn read_aks(clients: &Clients, a: &AroInputs) -> AksAnswer {
+    let arm = clients
+        .arm(&a.aks_azure)
+        .await
+        .map_err(|e| (e.message, "see the azure.token row"))?;
+    match arm.get_value(&a.aks_cluster_id, API_AKS).await {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err((
+            "absent: no such AKS cluster".into(),
+            "fix managementCluster.aksClusterId",
+        )),
+        Err(e) => Err((short(&e), "grant the caller Reader on the AKS cluster")),
+    }
+}
+
+/// The `roles` claim of a token's payload (`azure::token_claims`).
 fn token_roles(token: &str) -> Option<Vec<String>> {
-    let payload = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let v: Value = serde_json::from_slice(&bytes).ok()?;
-    Some(
-        v.get("roles")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
-    )
+    super::azure::token_claims(token).map(|c| c.roles)
 }
 
 async fn graph_permission(clients: &Clients, env: &AzureEnv) -> CheckResult {
@@ -355,35 +365,11 @@ async fn data_plane(arm: &crate::azure::ArmClient, a: &AroInputs) -> CheckResult
     }
 }
 
-async fn aks_addons(clients: &Clients, a: &AroInputs) -> CheckResult {
-    let arm = match clients.arm(&a.aks_azure).await {
-        Ok(x) => x,
-        Err(e) => {
-            return CheckResult::fail(
-                "aks.addons",
-                &a.aks_cluster_id,
-                e.message,
-                "see the azure.token row",
-            );
-        }
-    };
-    let v = match arm.get_value(&a.aks_cluster_id, API_AKS).await {
-        Ok(Some(v)) => v,
-        Ok(None) => {
-            return CheckResult::fail(
-                "aks.addons",
-                &a.aks_cluster_id,
-                "absent: no such AKS cluster",
-                "fix managementCluster.aksClusterId",
-            );
-        }
-        Err(e) => {
-            return CheckResult::fail(
-                "aks.addons",
-                &a.aks_cluster_id,
-                short(&e),
-                "grant the caller Reader on the AKS cluster",
-            );
+fn aks_addons(answer: AksAnswer, a: &AroInputs) -> CheckResult {
+    let v = match answer {
+        Ok(v) => v,
+        Err((detail, fix)) => {
+            return CheckResult::fail("aks.addons", &a.aks_cluster_id, detail, fix);
         }
     };
     let f = AksFacts::from_body(&v);
@@ -421,19 +407,20 @@ async fn aks_addons(clients: &Clients, a: &AroInputs) -> CheckResult {
     }
 }
 
-/// The operator's environment variable `name`, from its first container.
+/// The operator's environment variable `name`, from its containers.
 fn operator_env(d: &Deployment, name: &str) -> Option<String> {
-    let v = serde_json::to_value(d).ok()?;
-    let containers: Vec<k8s_openapi::api::core::v1::Container> =
-        serde_json::from_value(v.pointer("/spec/template/spec/containers")?.clone()).ok()?;
-    containers
-        .into_iter()
-        .flat_map(|c| c.env.into_iter().flatten())
+    d.spec
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .flat_map(|c| c.env.iter().flatten())
         .find(|e| e.name == name)
-        .and_then(|e| e.value)
+        .and_then(|e| e.value.clone())
 }
 
-async fn management(clients: &Clients, i: &Inputs, a: &AroInputs) -> Vec<CheckResult> {
+async fn management(clients: &Clients, i: &Inputs, aks: AksAnswer) -> Vec<CheckResult> {
     let m = match clients.mgmt(&i.mgmt).await {
         Ok(m) => m,
         Err(e) => {
@@ -447,15 +434,9 @@ async fn management(clients: &Clients, i: &Inputs, a: &AroInputs) -> Vec<CheckRe
     };
     let mut rows = Vec::new();
     // The add-on's client id, to compare with the operator's.
-    let addon = match clients.arm(&a.aks_azure).await {
-        Ok(arm) => arm
-            .get_value(&a.aks_cluster_id, API_AKS)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|v| AksFacts::from_body(&v).secrets_provider_identity),
-        Err(_) => None,
-    };
+    let addon = aks
+        .ok()
+        .and_then(|v| AksFacts::from_body(&v).secrets_provider_identity);
     let deps: Api<Deployment> = Api::namespaced(m.client().clone(), "hypershift");
     let target = "Deployment hypershift/operator env";
     match deps.get_opt("operator").await {
@@ -572,6 +553,7 @@ async fn management(clients: &Clients, i: &Inputs, a: &AroInputs) -> Vec<CheckRe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
 
     #[test]
     fn roles_from_a_token() {

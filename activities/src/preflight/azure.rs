@@ -202,6 +202,9 @@ pub struct TokenClaims {
     pub app_id: Option<String>,
     /// `upn` / `unique_name` for users.
     pub user: Option<String>,
+    /// `roles`: the application permissions granted (e.g. Microsoft Graph's
+    /// `Application.ReadWrite.OwnedBy` in a Graph token).
+    pub roles: Vec<String>,
 }
 
 /// Reads the claims of a JWT's payload (base64url JSON, RFC 7519 §3). The signature is not
@@ -218,6 +221,16 @@ pub fn token_claims(token: &str) -> Option<TokenClaims> {
         object_id: s("oid"),
         app_id: s("appid").or_else(|| s("azp")),
         user: s("upn").or_else(|| s("unique_name")),
+        roles: v
+            .get("roles")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 

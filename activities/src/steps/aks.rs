@@ -16,8 +16,6 @@
 
 use std::sync::Arc;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hcp_runtime::{Action, Outcome, RetryPolicy, StepContext, StepError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -180,26 +178,15 @@ pub struct CallerOutput {
 /// # Errors
 /// The token is not a JWT with an `oid` claim.
 pub fn token_principal(token: &str) -> Result<CallerOutput, String> {
-    let payload = token
-        .split('.')
-        .nth(1)
-        .ok_or("the access token is not a JWT")?;
-    let bytes = URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .map_err(|e| format!("the access token's payload is not base64url: {e}"))?;
-    let claims: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("the access token's payload is not JSON: {e}"))?;
+    let claims = crate::preflight::azure::token_claims(token)
+        .ok_or("the access token is not a JWT with a JSON payload")?;
     let object_id = claims
-        .get("oid")
-        .and_then(Value::as_str)
-        .ok_or("the access token has no oid claim")?
-        .to_string();
-    let app_id = claims
-        .get("appid")
-        .or_else(|| claims.get("azp"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    Ok(CallerOutput { object_id, app_id })
+        .object_id
+        .ok_or("the access token has no oid claim")?;
+    Ok(CallerOutput {
+        object_id,
+        app_id: claims.app_id,
+    })
 }
 
 /// `azure.caller.principal`: read-only, no undo.
@@ -240,6 +227,8 @@ impl Action for CallerPrincipal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use serde_json::json;
 
     #[test]
