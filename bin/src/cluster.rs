@@ -474,7 +474,7 @@ fn build(
     applied: Option<&serde_json::Value>,
 ) -> Result<hcp_runtime::SagaDag> {
     let def = wf.def();
-    Ok(def.dag(
+    Ok(crate::release::plan(def.dag(
         cfg,
         layout,
         hcp_workflows::workflow::BuildOptions {
@@ -483,7 +483,7 @@ fn build(
             applied,
         },
         def.default_on_failure,
-    )?)
+    )?))
 }
 
 /// The DAG of `wf` for `cfg` (for `preflight`, which derives permissions from it).

@@ -22,6 +22,7 @@ mod notify;
 mod ops;
 mod output;
 mod preflight;
+mod release;
 mod runref;
 pub mod style;
 mod target;
@@ -633,16 +634,17 @@ fn usage_error(e: clap::Error) -> std::process::ExitCode {
 
 /// `watch`, exiting 130 when Ctrl-C stops it before the run ends (the run goes on).
 async fn watch(db: &str, out: OutputFormat, a: views::WatchArgs) -> Result<u8> {
-    let follow = views::watch(db, out, a);
+    let interrupt = tokio::sync::Notify::new();
+    let follow = views::watch(db, out, a, &interrupt);
     tokio::pin!(follow);
     tokio::select! {
-        // Ctrl-C first: `watch` sees the same signal and returns 130 for it too.
         biased;
         r = tokio::signal::ctrl_c() => {
             if r.is_err() {
                 return follow.await;
             }
             // Let `watch` say where the run is; its answer to the interrupt becomes 130.
+            interrupt.notify_one();
             match tokio::time::timeout(std::time::Duration::from_secs(3), &mut follow).await {
                 Ok(Ok(0)) => Ok(0),
                 // Interrupted while reading the journal: say so, but the answer to Ctrl-C

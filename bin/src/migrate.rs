@@ -192,7 +192,7 @@ fn known_actions() -> Result<hcp_runtime::Registry> {
     let scratch = std::env::temp_dir().join("hcp-workflow-compat-unused");
     let mut r = hcp_runtime::testkit::registry(&hcp_runtime::testkit::World::new(scratch));
     let clients = hcp_activities::steps::Clients::new(hcp_activities::steps::Reach::Direct);
-    hcp_workflows::register(&mut r, &clients).context("registering the cluster actions")?;
+    crate::release::register(&mut r, &clients)?;
     Ok(r)
 }
 

@@ -208,7 +208,7 @@ pub fn cluster_engine(
     targets: Option<Vec<String>>,
 ) -> Result<Engine> {
     let mut r = hcp_runtime::Registry::new();
-    hcp_workflows::register(&mut r, clients)?;
+    crate::release::register(&mut r, clients)?;
     Ok(engine_with(store, r, targets))
 }
 
@@ -277,7 +277,7 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     let clients_reach = reach.clone();
     let clients = hcp_activities::steps::Clients::new(reach);
     let mut registry = testkit::registry(&w);
-    hcp_workflows::register(&mut registry, &clients)?;
+    crate::release::register(&mut registry, &clients)?;
     let served = crate::target::served(reach_args);
     let e = engine_with(store, registry, Some(served.clone()));
     eprintln!(

@@ -109,18 +109,18 @@ pub async fn schema_status(url: &str) -> Result<SchemaStatus, StoreError> {
         let mut c = sqlx::PgConnection::connect_with(&options)
             .await
             .map_err(error::classify)?;
-        // Unnamed statements (`persistent(false)`): through a transaction pooler the next
-        // statement may reach another server connection.
+        // Named (sqlx's default) statements, never unnamed ones (`persistent(false)`):
+        // through a transaction pooler the Bind may reach another server connection than
+        // its Parse, and PgBouncer (1.21+, `max_prepared_statements`) re-prepares only
+        // named statements there ("unnamed prepared statement does not exist").
         let found: (Option<String>,) =
             sqlx::query_as("SELECT to_regclass('_sqlx_migrations')::text")
-                .persistent(false)
                 .fetch_one(&mut c)
                 .await
                 .map_err(error::classify)?;
         let applied = match found.0 {
             Some(_) => Some(
                 sqlx::query_scalar::<_, i64>(VERSION)
-                    .persistent(false)
                     .fetch_one(&mut c)
                     .await
                     .map_err(error::classify)?,

@@ -7,10 +7,11 @@
 //! session state.
 //!
 //! Needs PgBouncer 1.21 or later with `max_prepared_statements` > 0: sqlx sends every
-//! statement as a protocol-level prepared statement, which older poolers cannot carry across
-//! server connections in transaction mode. Debian 12's PgBouncer (1.18, the only one this
-//! project's machines can install) fails every case with "prepared statement "sqlx_s_1"
-//! already exists", so CI does not set `HCP_TEST_PGBOUNCER_URL` (see README, "Known gaps").
+//! statement as a protocol-level (named) prepared statement, which older poolers cannot
+//! carry across server connections in transaction mode. Debian 12's own PgBouncer (1.18)
+//! fails every case with "prepared statement "sqlx_s_1" already exists"; CI builds Debian's
+//! current source package (1.24.1, trixie) and starts it with `.ci/pgbouncer.sh`, then sets
+//! `HCP_TEST_PGBOUNCER_URL` and `HCP_REQUIRE_PGBOUNCER=1`.
 #![allow(clippy::unwrap_used)]
 
 use async_trait::async_trait;

@@ -467,6 +467,12 @@ impl Registry {
         Ok(self)
     }
 
+    /// Forget the action `name` (a binary that predates it, in tests of rolling upgrades).
+    /// Whether it was known.
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.actions.remove(name).is_some()
+    }
+
     /// Whether an action of that name is known.
     pub fn contains(&self, name: &str) -> bool {
         self.actions.contains_key(name)

@@ -191,6 +191,9 @@ impl Writer {
         let wake_at = match state {
             s if s.is_terminal() => None,
             // A paused run with a deadline is due at its deadline (then it unwinds).
+            RunState::Failed if self.view.parked.is_some() && self.view.parked_recheck => {
+                Some(now.plus(UNKNOWN_STEP_RECHECK))
+            }
             RunState::NeedsOperator | RunState::Failed => {
                 self.view.paused.as_ref().and_then(|p| p.unwind_at)
             }
@@ -382,6 +385,8 @@ pub(crate) struct RunDriver {
     preloaded: Option<crate::engine::Preloaded>,
     /// Set just before this driver releases its lease (read by the worker's renewals).
     leaving: Arc<std::sync::atomic::AtomicBool>,
+    /// When a run parked for unknown steps is due again (ms; 0: not so parked).
+    park_wake: Arc<std::sync::atomic::AtomicI64>,
     notify: Arc<Notify>,
     stop: watch::Receiver<Halt>,
 }
@@ -402,6 +407,7 @@ impl RunDriver {
             resuming: Some(resuming),
             preloaded,
             leaving,
+            park_wake: Arc::new(std::sync::atomic::AtomicI64::new(0)),
             notify,
             stop,
         }
@@ -411,6 +417,7 @@ impl RunDriver {
         let sh = self.sh.clone();
         let lease = self.lease.clone();
         let leaving = self.leaving.clone();
+        let park_wake = self.park_wake.clone();
         let out = self.drive_inner().await;
         leaving.store(true, std::sync::atomic::Ordering::SeqCst);
         let exit = match out {
@@ -429,6 +436,10 @@ impl RunDriver {
         };
         let wake = match &exit {
             RunExit::Released(w) => *w,
+            RunExit::Parked(_) => match park_wake.load(std::sync::atomic::Ordering::SeqCst) {
+                0 => None,
+                t => Some(Timestamp(t)),
+            },
             _ => None,
         };
         if let Err(e) = sh.store.release(&lease, wake).await {
@@ -516,8 +527,9 @@ impl RunDriver {
             unknown.dedup();
             if !unknown.is_empty() {
                 let reason = format!(
-                    "this binary does not know step(s) {}; run a binary that does, then `hcp-workflow resume {run_id}`",
-                    unknown.join(", ")
+                    "this binary does not know step(s) {}; a worker whose binary knows them takes the run over by itself (due again every {} s), or run one and `hcp-workflow resume {run_id}`",
+                    unknown.join(", "),
+                    UNKNOWN_STEP_RECHECK.as_secs()
                 );
                 let cmds = inbox.take().unwrap_or_default();
                 let mut events = Vec::new();
@@ -538,10 +550,22 @@ impl RunDriver {
                     }
                     events.push(Event::RunParked {
                         reason: reason.clone(),
+                        recheck: true,
                     });
                 }
                 w.write(events, cmds.iter().map(|c| c.id).collect()).await?;
+                // Released due again: during a rolling upgrade a newer worker takes it.
+                self.park_wake.store(
+                    sh.clock.now().plus(UNKNOWN_STEP_RECHECK).0,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 return Ok(RunExit::Parked(reason));
+            }
+            // Parked by an older binary that did not know some of its steps: this one
+            // knows them all, so the run goes on (no operator needed).
+            if w.view.parked.is_some() && w.view.parked_recheck {
+                info!(%run_id, "a binary that knows every step of the run takes it over");
+                w.write(vec![Event::RunUnparked], vec![]).await?;
             }
         }
         let sink: Arc<dyn CheckpointSink> = Arc::new(Sink(writer.clone()));
@@ -875,6 +899,7 @@ impl RunDriver {
         } else {
             let ev = Event::RunParked {
                 reason: reason.clone(),
+                recheck: false,
             };
             let data = serde_json::to_string(&ev).map_err(|e| Stop::Broken(e.to_string()))?;
             vec![NewEvent {
@@ -921,6 +946,7 @@ async fn park_broken(sh: &Arc<Shared>, lease: &Lease, reason: &str) -> RunExit {
     let now = sh.clock.now();
     let ev = Event::RunParked {
         reason: reason.clone(),
+        recheck: false,
     };
     let parked = match serde_json::to_string(&ev) {
         Ok(data) => {
@@ -964,6 +990,10 @@ async fn park_broken(sh: &Arc<Shared>, lease: &Lease, reason: &str) -> RunExit {
 
 /// When a run whose journal writes failed (and could not even be parked) is due again.
 const BROKEN_RETRY: Duration = Duration::from_secs(300);
+
+/// How often a run parked for steps this binary does not know is due again, so that a
+/// worker whose binary knows them (a rolling upgrade) takes it over without an operator.
+pub const UNKNOWN_STEP_RECHECK: Duration = Duration::from_secs(10);
 
 /// The events that apply one operator command (always starting with the audit record).
 fn command_events(

@@ -617,7 +617,11 @@ impl Engine {
                     {
                         return Ok(RunExit::NeedsOperator);
                     }
-                    RunState::Failed if idle => return Ok(RunExit::Parked(s.blocked_on.clone())),
+                    // Parked for an operator. (A run parked by an older binary for steps it
+                    // did not know stays due: this binary leases it and goes on.)
+                    RunState::Failed if idle && s.wake_at.is_none() => {
+                        return Ok(RunExit::Parked(s.blocked_on.clone()));
+                    }
                     _ => {}
                 }
             }

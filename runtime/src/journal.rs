@@ -229,8 +229,14 @@ pub enum Event {
     /// While unwinding: the node's effects stay, because it is a pivot or came before one
     /// that succeeded (it is never undone).
     NodeKept { node: String, reason: String },
-    /// The run cannot be executed by this binary; it waits for an operator.
-    RunParked { reason: String },
+    /// The run cannot be executed by this binary; it waits for an operator, or (`recheck`:
+    /// its plan names steps this binary does not know) for a worker that knows them, which
+    /// takes it over by itself (a rolling upgrade).
+    RunParked {
+        reason: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        recheck: bool,
+    },
     /// A parked run is tried again.
     RunUnparked,
     /// The run is over.
@@ -812,6 +818,9 @@ pub struct RunView {
     pub unwind_error: Option<StepError>,
     /// Set while parked.
     pub parked: Option<String>,
+    /// Parked for steps this binary does not know: any worker that knows them takes the
+    /// run over (it stays due every [`crate::UNKNOWN_STEP_RECHECK`]).
+    pub parked_recheck: bool,
     /// Set while paused after a step failed for good (its failure policy, or a pivot).
     pub paused: Option<Paused>,
     /// Set once finished.
@@ -837,6 +846,7 @@ impl RunView {
             unwinding: None,
             unwind_error: None,
             parked: None,
+            parked_recheck: false,
             paused: None,
             finished: None,
             events: 0,
@@ -911,8 +921,12 @@ impl RunView {
                     since: at,
                 });
             }
-            Event::RunParked { reason } => self.parked = Some(reason.clone()),
+            Event::RunParked { reason, recheck } => {
+                self.parked = Some(reason.clone());
+                self.parked_recheck = *recheck;
+            }
             Event::RunUnparked => {
+                self.parked_recheck = false;
                 if self.parked.take().is_none() {
                     return Err(run_illegal("not-parked"));
                 }

@@ -42,6 +42,7 @@ pub use action::{
     UndoOutcome, current_step, in_step,
 };
 pub use dag::{DagError, FailurePolicy, NodeOptions, NodeSpec, Ref, SagaBuilder, SagaDag};
+pub use driver::UNKNOWN_STEP_RECHECK;
 pub use engine::{
     Boundary, BoundaryPoint, Engine, EngineConfig, EngineError, EngineHooks, NoHooks, RunExit,
     StartOptions, Started,

@@ -392,6 +392,51 @@ async fn an_unknown_step_parks_the_run_until_resumed_by_a_binary_that_knows_it()
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_run_parked_by_an_older_binary_is_taken_over_by_a_newer_worker_without_an_operator() {
+    let world = World::new(tempdir());
+    let store = Arc::new(MemoryStore::new());
+    let full = engine_with(store.clone(), testkit::registry(&world));
+    let run = full
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
+    // An older worker (it knows none of the steps) leases it first: parked, but due again.
+    let old = engine_with(store.clone(), Registry::new());
+    assert!(matches!(drive(&old, run).await, RunExit::Parked(_)));
+    let s = store.load_run(run).await.unwrap().unwrap().summary;
+    assert_eq!(s.state, RunState::Failed);
+    assert!(s.lease_owner.is_none(), "released: {s:?}");
+    let due = s.wake_at.expect("a run parked for unknown steps stays due");
+    assert_eq!(
+        due.0 - s.updated_at.0,
+        i64::try_from(hcp_runtime::UNKNOWN_STEP_RECHECK.as_millis()).unwrap()
+    );
+    // Leased again by an older worker: nothing new is journaled (no event per re-check).
+    let before = events(&full, run).await.len();
+    tokio::time::advance(hcp_runtime::UNKNOWN_STEP_RECHECK).await;
+    assert!(matches!(drive(&old, run).await, RunExit::Parked(_)));
+    assert_eq!(events(&full, run).await.len(), before);
+    // A newer worker takes it over with no `resume`, and it ends well.
+    assert_eq!(
+        drive(&full, run).await,
+        RunExit::Finished(RunState::Succeeded)
+    );
+    let evs = events(&full, run).await;
+    assert_eq!(
+        evs.iter()
+            .filter(|e| matches!(e, Event::RunUnparked))
+            .count(),
+        1,
+        "{evs:?}"
+    );
+    assert!(
+        !evs.iter().any(|e| matches!(e, Event::Operator { .. })),
+        "no operator command was needed: {evs:?}"
+    );
+}
+
 // ---- custom actions for checkpoint, timeout and timing tests ----
 
 #[derive(Default)]

@@ -607,3 +607,151 @@ fn compat_lists_the_unfinished_runs_naming_unknown_actions() {
     assert_eq!(code, 2, "{err}");
     assert!(!missing.exists());
 }
+
+// ---------------------------------------------------------------------------------------
+// §7 Pooled Postgres
+// ---------------------------------------------------------------------------------------
+
+/// The pooler's URL (`HCP_TEST_PGBOUNCER_URL`, PgBouncer in transaction mode: `.ci/pgbouncer.sh`
+/// starts one), or `None` with a note (a panic under `HCP_REQUIRE_PGBOUNCER=1`).
+fn pgbouncer_url() -> Option<String> {
+    match std::env::var("HCP_TEST_PGBOUNCER_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var("HCP_REQUIRE_PGBOUNCER").as_deref() != Ok("1"),
+                "HCP_REQUIRE_PGBOUNCER=1 but HCP_TEST_PGBOUNCER_URL is not set"
+            );
+            eprintln!("skipped: HCP_TEST_PGBOUNCER_URL not set (run .ci/pgbouncer.sh)");
+            None
+        }
+    }
+}
+
+/// Issue 27 §7: a worker, the CLI and the UI all reach the journal through PgBouncer in
+/// transaction mode; only `migrate` goes to the server itself (through the pooler it is
+/// refused, exit 2). The worker says at startup that it polls (no LISTEN through a pooler).
+#[test]
+fn the_worker_the_cli_and_the_ui_work_through_pgbouncer_in_transaction_mode() {
+    let Some(server) = postgres_url() else { return };
+    let Some(pooler) = pgbouncer_url() else {
+        return;
+    };
+    let direct = hcp_e2e_tests::fresh_postgres_unmigrated_blocking(&server);
+    let name = direct.rsplit_once('/').unwrap().1.to_string();
+    let pooled = format!(
+        "{}/{name}?pooler=transaction",
+        pooler.rsplit_once('/').unwrap().0
+    );
+    let dir = scratch("pgbouncer");
+    // Migrations never go through the pooler.
+    let (code, out, err) = run(&dir, &["--database", &pooled, "migrate"], &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("never through a transaction pooler"), "{err}");
+    let (code, _, err) = run(&dir, &["--database", &direct, "migrate"], &[]);
+    assert_eq!(code, 0, "{err}");
+
+    let world = dir.join("world");
+    let world_s = world.to_str().unwrap();
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        let prefix = format!("p{i}.");
+        let (code, out, err) = run(
+            &dir,
+            &[
+                "--database",
+                &pooled,
+                "selftest",
+                "--detach",
+                "--world",
+                world_s,
+                "--prefix",
+                &prefix,
+            ],
+            &[],
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        runs.push(run_of(&out));
+    }
+    let mut workers: Vec<Proc> = (0..2)
+        .map(|_| {
+            Proc::spawn(
+                &dir,
+                &["--database", &pooled, "worker", "--world", world_s],
+                &[("HCP_POLL_MS", "100"), ("RUST_LOG", "info")],
+            )
+        })
+        .collect();
+    let mut ui = Proc::spawn(
+        &dir,
+        &["--database", &pooled, "ui", "--listen", "127.0.0.1:0"],
+        &[],
+    );
+    let line = ui
+        .wait_line(
+            "serving the hcp-workflow UI on http://",
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|| panic!("no URL line: {}", ui.stderr()));
+    let base = line
+        .trim_start_matches("serving the hcp-workflow UI on ")
+        .split('/')
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("/");
+    wait_for("every run succeeds", Duration::from_secs(60), || {
+        let (code, out, _) = run(
+            &dir,
+            &["--database", &pooled, "--output", "json", "list"],
+            &[],
+        );
+        code == 0
+            && hcp_e2e_tests::items(&out, "RunList")
+                .iter()
+                .filter(|r| r["state"] == "succeeded")
+                .count()
+                == 3
+    });
+    // Reads and operator views through the pooler.
+    for r in &runs {
+        let (code, out, err) = run(
+            &dir,
+            &["--database", &pooled, "--output", "json", "show", r],
+            &[],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(document(&out, "Run")["state"], "succeeded");
+        let (code, out, err) = run(&dir, &["--database", &pooled, "why", r], &[]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+    let (code, page) = get(&format!("{base}/"));
+    assert_eq!(code, 200, "{page}");
+    for r in &runs {
+        assert!(
+            page.contains(&r[..8]) || page.contains(r.as_str()),
+            "the UI lists {r}"
+        );
+    }
+    let (code, metrics) = get(&format!("{base}/metrics"));
+    assert_eq!(code, 200, "{metrics}");
+    // Each step's side effect happened once, whichever worker ran it.
+    let fx = read_lines(&world.join("effects.log"));
+    for i in 0..3 {
+        for n in hcp_runtime::testkit::SAMPLE_NODES {
+            let line = format!("effect p{i}.{n} create");
+            assert_eq!(fx.iter().filter(|l| **l == line).count(), 1, "{fx:?}");
+        }
+    }
+    for w in workers.drain(..) {
+        w.signal("TERM");
+        let (code, _, err) = w.finish(Duration::from_secs(20));
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            err.contains("transaction pooler") && err.contains("poll"),
+            "the worker says it polls: {err}"
+        );
+    }
+    ui.signal("TERM");
+    let (code, _, err) = ui.finish(Duration::from_secs(15));
+    assert_eq!(code, Some(0), "{err}");
+}

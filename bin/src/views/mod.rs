@@ -418,7 +418,15 @@ fn fingerprint(d: &model::RunDetail) -> String {
 /// place; otherwise (pipes, CI logs) each change prints one line per step that moved. Works
 /// while another process executes the run: it polls the journal (and wakes sooner on this
 /// process's hints, or Postgres notifications).
-pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
+/// `interrupt` is notified on Ctrl-C by the caller: a `Notify` keeps the permit when the
+/// loop is busy reading the journal, so an interrupt is never missed between two waits (a
+/// `ctrl_c()` listener made after the signal would not see it).
+pub async fn watch(
+    db: &str,
+    out: OutputFormat,
+    a: WatchArgs,
+    interrupt: &tokio::sync::Notify,
+) -> Result<u8> {
     let store = crate::open_existing_store_read_only(db).await?;
     let run = resolve(&store, &a.run, db).await?;
     let mut wake = store.subscribe();
@@ -550,7 +558,7 @@ pub async fn watch(db: &str, out: OutputFormat, a: WatchArgs) -> Result<u8> {
                     tokio::time::sleep(interval).await;
                 }
             }
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupt.notified() => {
                 eprintln!(
                     "stopped watching; run {run} {} and goes on",
                     text::state_phrase(d.state)

@@ -1824,7 +1824,7 @@ pub fn event_summary(ev: &Event) -> String {
             format!("paused {why} after {step} failed: nothing undone{until}")
         }
         Event::NodeKept { reason, .. } => format!("kept, never undone ({reason})"),
-        Event::RunParked { reason } => format!("parked: {reason}"),
+        Event::RunParked { reason, .. } => format!("parked: {reason}"),
         Event::RunUnparked => "unparked".into(),
         Event::RunFinished { state } => format!("finished: {state}"),
     }

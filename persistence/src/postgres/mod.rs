@@ -111,7 +111,10 @@ impl PostgresStore {
     /// statement, which a transaction pooler supports only from PgBouncer 1.21 on, with
     /// `max_prepared_statements` > 0 (it then re-prepares them on whichever server
     /// connection it hands out). Debian 12's PgBouncer 1.18 refuses them ("prepared
-    /// statement … already exists"): `persistence/tests/pgbouncer_conformance.rs`.
+    /// statement … already exists"). Statements must stay named: an unnamed one
+    /// (`persistent(false)`) is parsed in one round trip and bound in the next, which the
+    /// pooler may send to another server connection ("unnamed prepared statement does not
+    /// exist"). Tested through PgBouncer 1.24: `persistence/tests/pgbouncer_conformance.rs`.
     async fn start_pooled(options: PgConnectOptions) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(POOL_SIZE)
