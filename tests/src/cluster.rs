@@ -699,3 +699,64 @@ pub fn fail_each_node(
     });
     failures.into_inner().unwrap()
 }
+
+/// The simulator's inventory is what existed `before` plus exactly what the runs' ledgers
+/// (`show` documents) say they created: in Azure, every created id is there and every new
+/// id is a created one or under one; on the management cluster, every object a ledger
+/// names (`namespace/name`) is there (HyperShift's own objects, removed with the
+/// HostedCluster, are in no ledger). Not ours by design: the management cluster's internal
+/// load balancer (its cloud provider makes it for the private router Services) and each
+/// guest's `*.apps` record (its ingress operator publishes it).
+pub fn assert_inventory_is_the_ledgers(
+    before: &BTreeSet<String>,
+    now: &BTreeSet<String>,
+    runs: &[Value],
+) {
+    let lower =
+        |s: &BTreeSet<String>| -> BTreeSet<String> { s.iter().map(|i| i.to_lowercase()).collect() };
+    let (before, now) = (lower(before), lower(now));
+    let mut created = BTreeSet::new();
+    for run in runs {
+        for e in run["ledger"].as_array().into_iter().flatten() {
+            if e["action"] == "created" {
+                created.insert(e["id"].as_str().unwrap_or_default().to_lowercase());
+            }
+        }
+    }
+    let arm = |id: &String| id.starts_with("/subscriptions/");
+    let missing: Vec<_> = created
+        .iter()
+        .filter(|c| arm(c) && !now.contains(*c))
+        .collect();
+    assert!(missing.is_empty(), "in a ledger, not in Azure: {missing:?}");
+    let theirs = |id: &String| {
+        id.ends_with("/loadbalancers/kubernetes-internal") || id.contains("/a/*.apps.")
+    };
+    let unrecorded: Vec<_> = now
+        .difference(&before)
+        .filter(|id| arm(id) && !theirs(id))
+        .filter(|id| {
+            !created
+                .iter()
+                .any(|c| *id == c || id.starts_with(&format!("{c}/")))
+        })
+        .collect();
+    assert!(
+        unrecorded.is_empty(),
+        "in Azure, in no ledger: {unrecorded:?}"
+    );
+    let absent: Vec<_> = created
+        .iter()
+        .filter(|c| !arm(c))
+        .filter(|c| {
+            let (ns, name) = c.split_once('/').unwrap_or(("", c.as_str()));
+            !now.iter().any(|i| {
+                i.contains(&format!("/namespaces/{ns}/")) && i.ends_with(&format!("/{name}"))
+            })
+        })
+        .collect();
+    assert!(
+        absent.is_empty(),
+        "in a ledger, not on the management cluster: {absent:?}"
+    );
+}

@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod crash;
+pub mod webhook;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

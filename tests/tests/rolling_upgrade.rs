@@ -19,11 +19,10 @@
 //!    before plus exactly what the runs' ledgers say they created.
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Env, cluster_file};
+use hcp_e2e_tests::cluster::{Env, assert_inventory_is_the_ledgers, cluster_file};
 use hcp_e2e_tests::crash::created_twice;
 use hcp_e2e_tests::{Proc, items, postgres_url, run_id};
 use serde_json::Value;
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 const TIME_SCALE: f64 = 0.01;
@@ -79,12 +78,7 @@ fn workers_replaced_one_by_one_with_runs_in_flight_finish_every_run_once() {
     let Some(base) = postgres_url() else { return };
     let mut env = Env::new("rolling", TIME_SCALE);
     env.db = hcp_e2e_tests::fresh_postgres_blocking(&base);
-    let before: BTreeSet<String> = env
-        .sim
-        .ids()
-        .into_iter()
-        .map(|i| i.to_lowercase())
-        .collect();
+    let before = env.sim.ids();
 
     // 1. The previous release starts three creates and runs them on three workers.
     let mut old_runs = Vec::new();
@@ -193,61 +187,10 @@ fn workers_replaced_one_by_one_with_runs_in_flight_finish_every_run_once() {
     // No duplicate side effect, and the inventory is what the ledgers say.
     let twice = created_twice(&env.sim.requests());
     assert!(twice.is_empty(), "created twice: {twice:?}");
-    let mut created = BTreeSet::new();
-    for r in old_runs.iter().chain([&new_run]) {
-        for e in env.show(r)["ledger"].as_array().unwrap() {
-            if e["action"] == "created" {
-                created.insert(e["id"].as_str().unwrap().to_lowercase());
-            }
-        }
-    }
-    let now: BTreeSet<String> = env
-        .sim
-        .ids()
-        .into_iter()
-        .map(|i| i.to_lowercase())
-        .collect();
-    let made: BTreeSet<String> = now.difference(&before).cloned().collect();
-    // Azure: exactly what the ledgers created (child resources under them included).
-    let arm = |id: &String| id.starts_with("/subscriptions/");
-    let missing: Vec<_> = created
+    let ledgers: Vec<Value> = old_runs
         .iter()
-        .filter(|c| arm(c) && !now.contains(*c))
+        .chain([&new_run])
+        .map(|r| env.show(r))
         .collect();
-    assert!(missing.is_empty(), "in a ledger, not in Azure: {missing:?}");
-    // Not ours, by design: the management cluster's internal load balancer (its cloud
-    // provider makes it for the private router Services) and each guest's `*.apps` record
-    // (its ingress operator publishes it).
-    let theirs = |id: &String| {
-        id.ends_with("/loadbalancers/kubernetes-internal") || id.contains("/a/*.apps.")
-    };
-    let unrecorded: Vec<_> = made
-        .iter()
-        .filter(|id| arm(id) && !theirs(id))
-        .filter(|id| {
-            !created
-                .iter()
-                .any(|c| *id == c || id.starts_with(&format!("{c}/")))
-        })
-        .collect();
-    assert!(
-        unrecorded.is_empty(),
-        "in Azure, in no ledger: {unrecorded:?}"
-    );
-    // The management cluster: every object a ledger names (`namespace/name`) is there
-    // (HyperShift's own objects, which it removes with the HostedCluster, are in no ledger).
-    let absent: Vec<_> = created
-        .iter()
-        .filter(|c| !arm(c))
-        .filter(|c| {
-            let (ns, name) = c.split_once('/').unwrap();
-            !now.iter().any(|i| {
-                i.contains(&format!("/namespaces/{ns}/")) && i.ends_with(&format!("/{name}"))
-            })
-        })
-        .collect();
-    assert!(
-        absent.is_empty(),
-        "in a ledger, not on the management cluster: {absent:?}"
-    );
+    assert_inventory_is_the_ledgers(&before, &env.sim.ids(), &ledgers);
 }
