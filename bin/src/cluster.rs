@@ -1161,6 +1161,8 @@ struct Prepared {
     exclusive: String,
     /// update-cluster: the cluster's last applied configuration, the DAG's starting point.
     applied: Option<serde_json::Value>,
+    /// The journal's URL (`--database`).
+    db_url: String,
     /// The in-process simulator (`--simulate`), kept for as long as the run is followed.
     _sim: Option<SimHandle>,
 }
@@ -1248,6 +1250,7 @@ async fn connect(
         target,
         exclusive,
         applied: None,
+        db_url: db.to_string(),
         _sim: sim,
     })
 }
@@ -1314,6 +1317,7 @@ async fn claim_cluster(
 async fn prepare_dag(p: &mut Prepared, a: &StartArgs, out: OutputFormat) -> Result<Checked> {
     if !a.skip_preflight {
         check_credentials(p, a).await?;
+        warn_if_another_journal(p).await;
     }
     let managed_by = private_link_mode(p, a).await?;
     p.cfg.private_link.managed_by = managed_by;
@@ -1338,6 +1342,49 @@ async fn prepare_dag(p: &mut Prepared, a: &StartArgs, out: OutputFormat) -> Resu
         managed_by,
         preflight_label,
     })
+}
+
+/// Issue 27 §9: the HostedCluster names the run that last handled it (its
+/// `hcp-workflow.io/run` label, which every run that creates or adopts it writes). When
+/// that run is not in this journal, the cluster's history is in another one (a start from
+/// another directory opened another `./hcp-workflow.db`, or another database): say so,
+/// loudly when this journal is new and empty. A warning, not a refusal: the label may name
+/// a run of a journal since retired. Never fails the start (a read error says nothing).
+async fn warn_if_another_journal(p: &Prepared) {
+    let Ok(mgmt) = p.clients.mgmt(&p.layout.mgmt).await else {
+        return;
+    };
+    let read = mgmt.labels(
+        hcp_activities::kube::mgmt::Kind::HostedCluster,
+        hcp_workflows::layout::CLUSTERS_NAMESPACE,
+        &p.cfg.name,
+    );
+    let Ok(Ok(Some(labels))) = tokio::time::timeout(Duration::from_secs(10), read).await else {
+        return;
+    };
+    let Some(run) = labels.get(hcp_activities::kube::LABEL_RUN) else {
+        return;
+    };
+    let Ok(id) = run.parse::<hcp_runtime::RunId>() else {
+        return;
+    };
+    if !matches!(p.store.load_run(id).await, Ok(None)) {
+        return;
+    }
+    let empty = p
+        .store
+        .list_runs(&hcp_runtime::RunFilter::default())
+        .await
+        .is_ok_and(|r| r.is_empty());
+    eprintln!(
+        "warning: HostedCluster {}/{} on the management cluster was last handled by run {run} (label {}), which is not in {} journal {}: this cluster's runs are in another journal. Point --database (or HCP_WORKFLOW_DATABASE_URL, or `database:` in {}) at it, or two journals will work on one cluster.",
+        hcp_workflows::layout::CLUSTERS_NAMESPACE,
+        p.cfg.name,
+        hcp_activities::kube::LABEL_RUN,
+        if empty { "this new, empty" } else { "this" },
+        crate::target::shown_url(&p.db_url),
+        crate::defaults::path_hint(),
+    );
 }
 
 /// The run's first calls must be possible: an ARM token and an answering management

@@ -15,6 +15,7 @@
 
 mod bench;
 mod cluster;
+mod defaults;
 mod deploy;
 mod health;
 mod migrate;
@@ -501,10 +502,31 @@ fn main() -> std::process::ExitCode {
     // A closed stdout (`hcp-workflow list | head -1`) ends the process like any Unix tool,
     // instead of println! panicking on EPIPE (exit 101).
     sigpipe::reset();
-    let cli = match Cli::try_parse() {
+    let defaults = match defaults::load() {
+        Ok(d) => d,
+        Err(message) => {
+            eprintln!("error: {message}\nnothing was done");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    if let Some(d) = &defaults {
+        cmd = defaults::apply(cmd, d);
+    }
+    let matches = match cmd.try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return usage_error(e),
+    };
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    // `--simulate` given, a `simulator:` from the config file is not meant.
+    if cli.reach.simulate
+        && matches.value_source("simulator") == Some(clap::parser::ValueSource::DefaultValue)
+    {
+        cli.reach.simulator = None;
+    }
     if let Some(r) = generate(&cli.command) {
         return match r {
             Ok(code) => std::process::ExitCode::from(code),

@@ -407,7 +407,9 @@ sshKey: {ssh}
 
 /// Run `hcp-workflow args…` to completion; returns (exit code, stdout, stderr).
 pub fn run(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(bin())
+    let mut cmd = Command::new(bin());
+    crate::hermetic(&mut cmd);
+    let out = cmd
         .args(args)
         .env_remove("HCP_CRASH_AT")
         .env_remove("HCP_INJECT_FAIL")

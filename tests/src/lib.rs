@@ -17,6 +17,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// No team defaults from the machine the tests run on: no journal URL from the
+/// environment and no config file (`~/.config/hcp-workflow/config.yaml`); a test that
+/// wants them sets them itself.
+pub fn hermetic(cmd: &mut Command) {
+    cmd.env_remove("HCP_WORKFLOW_DATABASE_URL")
+        .env_remove("HCP_WORKFLOW_CONFIG")
+        .env_remove("HCP_WORKFLOW_NOTIFY")
+        .env("XDG_CONFIG_HOME", "/nonexistent/hcp-workflow-tests");
+}
+
 /// Path of the `hcp-workflow` binary next to the test executable.
 pub fn bin() -> PathBuf {
     if let Ok(p) = std::env::var("HCP_WORKFLOW_BIN") {
@@ -186,6 +196,7 @@ impl Proc {
         cmd.env_remove("HCP_CRASH_AT")
             .env_remove("HCP_TRACE_BOUNDARIES")
             .env_remove("HCP_SAMPLE_FAULTS");
+        hermetic(&mut cmd);
         for k in unset {
             cmd.env_remove(k);
         }
