@@ -11,6 +11,13 @@
 
 #![allow(clippy::unwrap_used)]
 
+// In this test binary (they run beside each other, not one after another): §8's rolling
+// upgrade and §9's team defaults.
+#[path = "team_service/rolling_upgrade.rs"]
+mod rolling_upgrade;
+#[path = "team_service/team_defaults.rs"]
+mod team_defaults;
+
 use hcp_e2e_tests::cluster::run;
 use hcp_e2e_tests::{Proc, document, postgres_url, scratch};
 use hcp_runtime::testkit::read_lines;
