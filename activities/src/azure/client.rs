@@ -275,12 +275,20 @@ impl ArmClient {
         let class = super::budget::Class::of(&method);
         let budget_key = super::budget::Key::of(&self.inner.host, url.path(), class);
         let caller = super::budget::Caller::current();
+        // The answer of the try before an in-memory retry.
+        let mut previous: Option<Result<Raw, ArmError>> = None;
         loop {
             // The subscription's budget first (issue 26): a turn further away than a moment
             // goes back to the engine as a soft, throttled retry that names the budget.
             if let Some(k) = &budget_key
                 && let Err(d) = super::budget::global().acquire(k, caller.as_ref()).await
             {
+                // An in-memory retry held back: the request did go out, so the caller gets
+                // that try's own answer. `ArmBudgetWait` always means "nothing was sent"
+                // (`durable::ensure` relies on it to keep what it read).
+                if let Some(answer) = previous.take() {
+                    return answer;
+                }
                 let mut e = ArmError::local("ArmBudgetWait", d.message, rid);
                 e.class = super::error::ErrorClass::Throttled;
                 e.status = 429;
@@ -339,6 +347,7 @@ impl ArmClient {
                 return outcome;
             }
             tracing::debug!(%url, attempt, ?wait, "retrying ARM request in memory");
+            previous = Some(outcome);
             tokio::time::sleep(wait).await;
             slept += wait;
             attempt += 1;

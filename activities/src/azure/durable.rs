@@ -15,7 +15,10 @@
 //! - **Look before writing.** Without a journaled operation, the resource is read first:
 //!   an existing resource of ours is never re-PUT (so repeated `ensure` calls send no second
 //!   PUT, and a VNet's subnet list is never replaced behind a running cluster), and a
-//!   missing one is never DELETEd.
+//!   missing one is never DELETEd. One read is carried over to the next attempt: a
+//!   resource read missing whose PUT the ARM budget then held back (nothing sent) is
+//!   journaled as such ([`UNSENT_KEY`]) and not read again; that record is removed
+//!   durably before the PUT is sent, so an attempt after a crash reads again.
 //! - **Ownership.** A tagged resource is ours when its `hcp-workflow.io/cluster` and
 //!   `hcp-workflow.io/infra-id` tags match ([`Ownership::is_ours`]; the run tag may differ:
 //!   an earlier run of the same cluster). [`ensure`] refuses to adopt anything else
@@ -62,6 +65,12 @@ use super::models::provisioning_state;
 
 /// Checkpoint member holding the journaled long-running operations.
 pub const OPERATIONS_KEY: &str = "azure-operations";
+/// Checkpoint member holding the resources this step read as missing and whose PUT the
+/// ARM budget then held back (never sent), with when they were read (issue 26).
+pub const UNSENT_KEY: &str = "azure-unsent-puts";
+/// How long a read that found a resource missing is trusted by the next attempt of a step
+/// whose PUT the ARM budget held back ([`UNSENT_KEY`]); older, it is read again.
+pub const UNSENT_TRUST: Duration = Duration::from_secs(15 * 60);
 /// Tag: cluster name.
 pub const TAG_CLUSTER: &str = "hcp-workflow.io/cluster";
 /// Tag: infra id.
@@ -327,6 +336,49 @@ pub fn has_journaled_delete(ctx: &StepContext, id: &str) -> Result<bool, StepErr
     Ok(journaled(ctx, id, Verb::Delete)?.is_some())
 }
 
+/// Whether this step's checkpoint journals a PUT of `id` still to be followed (its
+/// long-running operation is polled by the next [`ensure`] before anything else).
+///
+/// # Errors
+/// A checkpoint that does not parse.
+pub fn has_journaled_put(ctx: &StepContext, id: &str) -> Result<bool, StepError> {
+    Ok(journaled(ctx, id, Verb::Put)?.is_some())
+}
+
+/// Resources read as missing whose PUT was held back by the ARM budget: lower-cased id →
+/// when the read was made (journal clock, ms).
+fn unsent(ctx: &StepContext) -> Result<BTreeMap<String, i64>, StepError> {
+    Ok(checkpoint_field(ctx, UNSENT_KEY)?.unwrap_or_default())
+}
+
+/// When this step read `id` missing, if it journaled that read, recently, and that no PUT
+/// of it has been sent since ([`UNSENT_KEY`]).
+fn unsent_missing(ctx: &StepContext, id: &str) -> Result<Option<i64>, StepError> {
+    let trust = i64::try_from(UNSENT_TRUST.as_millis()).unwrap_or(i64::MAX);
+    Ok(unsent(ctx)?
+        .get(&id.to_ascii_lowercase())
+        .copied()
+        .filter(|at| ctx.now().0.saturating_sub(*at) <= trust))
+}
+
+/// Records (`Some(read at)`) or forgets (`None`) that `id` was read missing and its PUT not
+/// sent; durable before returning. Forgetting something not recorded writes nothing.
+async fn mark_unsent(ctx: &StepContext, id: &str, read_at: Option<i64>) -> Result<(), StepError> {
+    let mut all = unsent(ctx)?;
+    let key = id.to_ascii_lowercase();
+    match read_at {
+        Some(at) => {
+            all.insert(key, at);
+        }
+        None => {
+            if all.remove(&key).is_none() {
+                return Ok(());
+            }
+        }
+    }
+    save_checkpoint_field(ctx, UNSENT_KEY, &all).await
+}
+
 fn journaled(ctx: &StepContext, id: &str, verb: Verb) -> Result<Option<Operation>, StepError> {
     Ok(operations(ctx)?
         .remove(&id.to_ascii_lowercase())
@@ -488,6 +540,21 @@ pub async fn ensure_seen(
             Polled::Look => created = true,
         }
     }
+    let mut read_at = ctx.now().0;
+    if created {
+        // Polled above: the read below is this attempt's own.
+    } else if seen.is_none()
+        && let Some(at) = unsent_missing(ctx, id)?
+    {
+        // An earlier attempt of this step read it missing, then the ARM budget held its PUT
+        // back (nothing was sent: see `put`) and the step went back to the engine. That
+        // read still stands (issue 26: no second read of what this step already learned):
+        // the marker is removed durably before any PUT is sent, so after a crash once the
+        // PUT may have gone out the next attempt reads again; it is trusted for
+        // `UNSENT_TRUST` only (an operator's `retry` much later reads again).
+        seen = Some(None);
+        read_at = at;
+    }
     let existing = match seen {
         Some(v) => v,
         None => arm
@@ -528,7 +595,7 @@ pub async fn ensure_seen(
                 )),
                 Prov::Failed(s) => {
                     tracing::warn!(%id, state = %s, "resource of ours in a failed state: writing it again");
-                    put(ctx, arm, spec, created).await
+                    put(ctx, arm, spec, created, None).await
                 }
             }
         }
@@ -539,7 +606,7 @@ pub async fn ensure_seen(
             ),
         )
         .with_code("ResourceNotFound")),
-        None => put(ctx, arm, spec, true).await,
+        None => put(ctx, arm, spec, true, Some(read_at)).await,
     }
 }
 
@@ -560,17 +627,32 @@ fn with_tags(spec: &EnsureSpec) -> Value {
     body
 }
 
+/// `missing_since`: the resource was read missing (at that time, ms); `None`: it exists
+/// (a failed one written again).
 async fn put(
     ctx: &StepContext,
     arm: &ArmClient,
     spec: &EnsureSpec,
     created: bool,
+    missing_since: Option<i64>,
 ) -> Result<Progress<Ensured>, StepError> {
     let id = spec.id.as_str();
-    let rsp = arm
-        .put(id, &spec.api, &with_tags(spec))
-        .await
-        .map_err(|e| StepError::from(e.with_resource(id)))?;
+    // Durable before the PUT can leave: from here on the PUT may have been sent, so a
+    // later attempt must read the resource again (`ensure_seen`).
+    mark_unsent(ctx, id, None).await?;
+    let rsp = match arm.put(id, &spec.api, &with_tags(spec)).await {
+        Ok(rsp) => rsp,
+        // The ARM budget held the PUT back before sending it (`ArmClient::send`): the
+        // resource is as this step read it. Journal that read, so the next attempt (the
+        // engine's soft retry at the budget's turn) does not read it again.
+        Err(e) if e.code == "ArmBudgetWait" && missing_since.is_some() => {
+            if let Some(at) = missing_since {
+                mark_unsent(ctx, id, Some(at)).await?;
+            }
+            return Err(StepError::from(e.with_resource(id)));
+        }
+        Err(e) => return Err(StepError::from(e.with_resource(id))),
+    };
     if let Some(op) = &rsp.operation {
         journal(ctx, id, Verb::Put, Some(op)).await?;
         return Ok(Progress::pending(

@@ -142,6 +142,24 @@ pub async fn ensure_resource(
     arm: &ArmClient,
     input: &ResourceInput,
 ) -> Result<Outcome<ResourceOutput>, StepError> {
+    ensure_resource_seen(ctx, arm, input, None).await
+}
+
+/// [`ensure_resource`] when this attempt has just read the resource (`seen`: what it
+/// found, `Some(None)`: nothing), so it is not read again (issue 26). Ignored where a
+/// read must happen anyway: an untagged child this run journaled as created (an earlier
+/// attempt may have written it) and a resource whose write an earlier attempt journaled
+/// ([`durable::ensure_seen`]) are read anew; shared and bring-your-own kinds read as
+/// before.
+///
+/// # Errors
+/// As [`ensure_resource`].
+pub async fn ensure_resource_seen(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    input: &ResourceInput,
+    seen: Option<Option<Value>>,
+) -> Result<Outcome<ResourceOutput>, StepError> {
     if input.shared {
         return super::shared_group::ensure(ctx, arm, input).await;
     }
@@ -190,11 +208,11 @@ pub async fn ensure_resource(
         ownership: input.owner.ownership(ctx),
     };
     let progress = if input.tagged {
-        durable::ensure(ctx, arm, &spec).await?
+        durable::ensure_seen(ctx, arm, &spec, seen).await?
     } else {
         // An untagged resource is a child: its creation is journaled like the others'.
         let mut journal = ChildrenJournal::of_action(ctx)?;
-        ensure_child(ctx, arm, &mut journal, &spec, false).await?
+        ensure_child(ctx, arm, &mut journal, &spec, false, seen).await?
     };
     match progress {
         Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),
@@ -400,12 +418,16 @@ async fn ensure_child(
     journal: &mut ChildrenJournal,
     spec: &EnsureSpec,
     parent_new: bool,
+    read: Option<Option<Value>>,
 ) -> Result<Progress<Ensured>, StepError> {
     let mut seen = None;
     if !journal.lists(&spec.id) {
-        // A parent this run created had no children before it: nothing to read.
+        // A parent this run created had no children before it: nothing to read. `read`:
+        // the caller read it in this very attempt (before any intent of it was journaled).
         let existing = if parent_new {
             None
+        } else if let Some(read) = read {
+            read
         } else {
             arm.get_value(&spec.id, &spec.api)
                 .await
@@ -462,7 +484,7 @@ pub async fn ensure_children(
             tagged: false,
             ownership: owner.ownership(ctx),
         };
-        match ensure_child(ctx, arm, &mut journal, &spec, parent_new).await? {
+        match ensure_child(ctx, arm, &mut journal, &spec, parent_new, None).await? {
             Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),
             Progress::Done(e) if converge && !e.created && !contains_ci(&e.body, &spec.body) => {
                 // repair-cluster: ours (in a parent of ours, at our deterministic name) but

@@ -10,11 +10,11 @@
 
 use super::arm::{
     DeleteOutput, ResourceInput, ResourceOutput, azure_retry, azure_undo_retry, delete_children,
-    ensure_children, ensure_resource, record, remove_resource,
+    ensure_children, ensure_resource, ensure_resource_seen, record, remove_resource,
 };
 use super::cluster::{HostedClusterOutput, IssuerKeyOutput};
 use super::env::{AzureEnv, Clients, Owner};
-use crate::azure::durable::Progress;
+use crate::azure::durable::{self, Progress};
 use crate::azure::models::{API_NETWORK, API_PRIVATE_DNS};
 use crate::azure::{privatelink, storage};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
@@ -67,7 +67,28 @@ impl Action for EnsureNatSubnet {
     ) -> Result<Outcome<ResourceOutput>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
         let id = format!("{}/subnets/{}", input.vnet_id, input.name);
-        let cidr = match (&input.cidr, arm.get_value(&id, API_NETWORK).await?) {
+        // Issue 26: one read of the subnet per attempt. While the PUT of a subnet this run
+        // journaled as created (before that PUT) is being polled, the subnet exists with
+        // the prefix the PUT sent: a later attempt takes it from the checkpoint and leaves
+        // the polling and the read after it to `ensure`. In every other case (no journaled
+        // operation: a crash before the PUT's answer was journaled, a refused PUT to be
+        // retried with a prefix still free) the subnet is read here, the prefix chosen
+        // again if it is missing, and that read is handed on instead of a second GET.
+        let polling = super::arm::ChildrenJournal::of_action(ctx)?.lists(&id)
+            && durable::has_journaled_put(ctx, &id)?;
+        let chosen: Option<String> = if polling {
+            match &input.cidr {
+                Some(c) => Some(c.clone()),
+                None => durable::checkpoint_field(ctx, NAT_CIDR_KEY)?,
+            }
+        } else {
+            None
+        };
+        if let Some(cidr) = chosen {
+            return ensure_resource(ctx, &arm, &nat_subnet_resource(&input, id, &cidr)).await;
+        }
+        let existing = arm.get_value(&id, API_NETWORK).await?;
+        let cidr = match (&input.cidr, &existing) {
             (_, Some(existing)) => existing
                 .pointer("/properties/addressPrefix")
                 .and_then(Value::as_str)
@@ -97,22 +118,13 @@ impl Action for EnsureNatSubnet {
                 })?
             }
         };
-        let r = ResourceInput {
-            azure: input.azure.clone(),
-            owner: input.owner.clone(),
-            resource_type: SUBNET_TYPE.into(),
-            id,
-            api: API_NETWORK.into(),
-            body: json!({"properties": {
-                "addressPrefix": cidr,
-                "privateLinkServiceNetworkPolicies": "Disabled",
-            }}),
-            tagged: false,
-            persistent: false,
-            byo: false,
-            shared: false,
-        };
-        ensure_resource(ctx, &arm, &r).await
+        if existing.is_none() && input.cidr.is_none() {
+            // The prefix picked from the VNet's free space, for the attempts after the PUT
+            // (the VNet then holds this subnet, so the free /24 would be another one).
+            durable::save_checkpoint_field(ctx, NAT_CIDR_KEY, &cidr).await?;
+        }
+        let r = nat_subnet_resource(&input, id, &cidr);
+        ensure_resource_seen(ctx, &arm, &r, Some(existing)).await
     }
 
     async fn undo(
@@ -158,6 +170,32 @@ impl Action for EnsureNatSubnet {
         remove_resource(ctx, &arm, &r, output.as_ref()).await
     }
 }
+
+/// Checkpoint member of `azure.nat-subnet.ensure`: the prefix it chose from the VNet's
+/// free space.
+const NAT_CIDR_KEY: &str = "nat-cidr";
+
+fn nat_subnet_resource(input: &NatSubnetInput, id: String, cidr: &str) -> ResourceInput {
+    ResourceInput {
+        azure: input.azure.clone(),
+        owner: input.owner.clone(),
+        resource_type: SUBNET_TYPE.into(),
+        id,
+        api: API_NETWORK.into(),
+        body: json!({"properties": {
+            "addressPrefix": cidr,
+            "privateLinkServiceNetworkPolicies": "Disabled",
+        }}),
+        tagged: false,
+        persistent: false,
+        byo: false,
+        shared: false,
+    }
+}
+
+/// Checkpoint member of `azure.private-link-service.ensure`: the load balancer frontend
+/// its PUT named.
+const PLS_FRONTEND_KEY: &str = "lb-frontend";
 
 /// Where the NAT subnet comes from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -226,9 +264,33 @@ impl Action for EnsurePrivateLinkService {
             SubnetRef::Id(s) => s.clone(),
             SubnetRef::Node(r) => ctx.output(r)?.id,
         };
-        let Some(frontend) =
-            privatelink::find_internal_lb_frontend(&arm, &input.lb_resource_group, &ip).await?
-        else {
+        // Issue 26: while the PUT of the PLS is being polled (its operation journaled), the
+        // PLS exists on the frontend that PUT named: that frontend is taken from the
+        // checkpoint instead of listing the load balancers on every poll. Without a
+        // journaled operation (first attempt, a crash before the PUT's answer was
+        // journaled, a failed write to redo) they are listed as before, so a PUT is never
+        // sent with a frontend read in an earlier attempt.
+        let saved: Option<String> = if durable::has_journaled_put(ctx, &input.id)? {
+            durable::checkpoint_field(ctx, PLS_FRONTEND_KEY)?
+        } else {
+            None
+        };
+        let found = match saved {
+            Some(f) => Some(f),
+            None => {
+                let found =
+                    privatelink::find_internal_lb_frontend(&arm, &input.lb_resource_group, &ip)
+                        .await?;
+                if let Some(f) = &found
+                    && durable::checkpoint_field::<String>(ctx, PLS_FRONTEND_KEY)?.as_ref()
+                        != Some(f)
+                {
+                    durable::save_checkpoint_field(ctx, PLS_FRONTEND_KEY, f).await?;
+                }
+                found
+            }
+        };
+        let Some(frontend) = found else {
             return Ok(ctx.wait(
                 self.0.poll(),
                 format!(

@@ -190,7 +190,12 @@ pub async fn ensure(
         tagged: true,
         ownership: input.owner.ownership(ctx),
     };
-    match durable::ensure(ctx, arm, &spec).await {
+    // This attempt has just read the group and found nothing: `ensure_seen` does not read
+    // it again (issue 26: one read where a read is needed). A second GET would not close
+    // the window for a group created by someone else meanwhile, only move it by one round
+    // trip. After a crash anywhere below, the next attempt starts again from the GET above
+    // (and `ensure_seen` reads anew whenever an earlier attempt journaled a write).
+    match durable::ensure_seen(ctx, arm, &spec, Some(None)).await {
         Ok(Progress::Pending { after, reason }) => Ok(ctx.wait(after, reason)),
         Ok(Progress::Done(e)) => {
             let created = input.owner.created_by(e.body.get("tags"), ctx);
