@@ -16,7 +16,8 @@
 //!
 //! While one batch commits the next queues up, so batches grow with the load by
 //! themselves: a lone request is written on its own, with the single-statement path (no
-//! explicit transaction, one round trip).
+//! explicit transaction, one round trip), on the caller's own task when nothing else is
+//! queued or being written.
 //!
 //! # Guarantees
 //! - A caller hears `Ok` only after its batch committed.
@@ -33,6 +34,7 @@ use sqlx::postgres::PgPool;
 use sqlx::{Postgres, Row};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 /// Most requests per transaction: big enough to amortise the commit to nothing, small
@@ -59,17 +61,36 @@ impl Op {
     }
 }
 
-#[derive(Debug)]
 struct Request {
     op: Op,
     /// `Ok(last seq)` for an append, `Ok(0)` for a release.
     reply: oneshot::Sender<Result<i64, StoreError>>,
+    /// Busy until answered (or dropped).
+    _busy: Busy,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request").field("op", &self.op).finish_non_exhaustive()
+    }
 }
 
 /// The callers' end. Dropping it stops the tasks once the queue is drained.
 #[derive(Debug, Clone)]
 pub(crate) struct Batcher {
     tx: mpsc::Sender<Request>,
+    pool: PgPool,
+    /// Requests queued or being written (by a writer task or by a caller itself).
+    busy: Arc<AtomicUsize>,
+}
+
+/// Counts a request as busy until dropped (a caller that goes away mid-write included).
+struct Busy(Arc<AtomicUsize>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Batcher {
@@ -88,13 +109,32 @@ impl Batcher {
             };
             tokio::spawn(w.run());
         }
-        Self { tx }
+        Self {
+            tx,
+            pool,
+            busy: Arc::new(AtomicUsize::new(0)),
+        }
     }
 
     pub(crate) async fn call(&self, op: Op) -> Result<i64, StoreError> {
+        let busy = Busy(Arc::clone(&self.busy));
+        if self.busy.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Nothing else queued or being written: a lone request is written on this very
+            // task, the single-statement path a writer would take for a batch of one,
+            // without the two hops to a writer task and back (issue 26 §3: a step at the
+            // floor). Requests arriving meanwhile queue for the writers as before.
+            let out = one(&self.pool, &op).await;
+            drop(busy);
+            return out;
+        }
         let (reply, rx) = oneshot::channel();
+        let request = Request {
+            op,
+            reply,
+            _busy: busy,
+        };
         self.tx
-            .send(Request { op, reply })
+            .send(request)
             .await
             .map_err(|_| StoreError::transient("journal batch writer stopped"))?;
         rx.await

@@ -120,6 +120,10 @@ impl PostgresStore {
             .max_connections(POOL_SIZE)
             .min_connections(0)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // No ping before each use (sqlx's default): it is a second round trip per
+            // statement (issue 26 §3). A connection the server dropped fails its statement
+            // instead, which is classified transient and retried on a fresh connection.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(classify)?;
@@ -193,6 +197,10 @@ impl PostgresStore {
             .max_connections(POOL_SIZE)
             .min_connections(0)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // No ping before each use (sqlx's default): it is a second round trip per
+            // statement (issue 26 §3). A connection the server dropped fails its statement
+            // instead, which is classified transient and retried on a fresh connection.
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(classify)?;
