@@ -71,7 +71,9 @@ struct Request {
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Request").field("op", &self.op).finish_non_exhaustive()
+        f.debug_struct("Request")
+            .field("op", &self.op)
+            .finish_non_exhaustive()
     }
 }
 
