@@ -352,8 +352,9 @@ fn unsent(ctx: &StepContext) -> Result<BTreeMap<String, i64>, StepError> {
 }
 
 /// When this step read `id` missing, if it journaled that read, recently, and that no PUT
-/// of it has been sent since ([`UNSENT_KEY`]).
-fn unsent_missing(ctx: &StepContext, id: &str) -> Result<Option<i64>, StepError> {
+/// of it has been sent since ([`UNSENT_KEY`]). Also used for role assignments
+/// (`roles::recalled_missing`).
+pub(crate) fn unsent_missing(ctx: &StepContext, id: &str) -> Result<Option<i64>, StepError> {
     let trust = i64::try_from(UNSENT_TRUST.as_millis()).unwrap_or(i64::MAX);
     Ok(unsent(ctx)?
         .get(&id.to_ascii_lowercase())
@@ -363,7 +364,12 @@ fn unsent_missing(ctx: &StepContext, id: &str) -> Result<Option<i64>, StepError>
 
 /// Records (`Some(read at)`) or forgets (`None`) that `id` was read missing and its PUT not
 /// sent; durable before returning. Forgetting something not recorded writes nothing.
-async fn mark_unsent(ctx: &StepContext, id: &str, read_at: Option<i64>) -> Result<(), StepError> {
+/// Also used for role assignments (`roles::ensure_seen`).
+pub(crate) async fn mark_unsent(
+    ctx: &StepContext,
+    id: &str,
+    read_at: Option<i64>,
+) -> Result<(), StepError> {
     let mut all = unsent(ctx)?;
     let key = id.to_ascii_lowercase();
     match read_at {

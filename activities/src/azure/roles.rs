@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::client::ArmClient;
-use super::durable::{Deleted, Ensured, Progress};
+use super::durable::{self, Deleted, Ensured, Progress};
 use super::models::{API_AUTHORIZATION, RoleAssignment};
 use super::names;
 
@@ -121,7 +121,14 @@ pub async fn ensure(
 }
 
 /// [`ensure`] when this attempt has just read the assignment ([`look`]): `seen` is what it
-/// found, and it is not read again (issue 26: one read where a read is needed).
+/// found, and it is not read again (issue 26: one read where a read is needed). `None`
+/// without a read is allowed only where the assignment cannot exist yet (a principal this
+/// run created: a stale one with our name refuses the write, see `steps::identity`).
+///
+/// A PUT the ARM budget holds back (`ArmBudgetWait`: nothing was sent) after `seen` found
+/// it missing journals that knowledge ([`durable::UNSENT_KEY`], as [`durable::ensure`]
+/// does), so the next attempt need not read again ([`recalled_missing`],
+/// [`ensure_recalled`]).
 ///
 /// # Errors
 /// As [`ensure`].
@@ -131,8 +138,58 @@ pub async fn ensure_seen(
     spec: &RoleAssignmentSpec,
     seen: Option<RoleAssignment>,
 ) -> Result<Progress<Ensured>, StepError> {
-    let _ = ctx;
+    ensure_known(ctx, arm, spec, seen, ctx.now().0).await
+}
+
+/// When an earlier attempt of this step knew the assignment missing (it read it so, or its
+/// principal was created by this run) and the ARM budget then held its PUT back before
+/// sending it (journal clock, ms): the record of [`durable::UNSENT_KEY`], trusted for
+/// [`durable::UNSENT_TRUST`] only. Removed durably before any PUT of the assignment is
+/// sent, so once a PUT may have left (and after a crash) this is `None` and the step reads.
+///
+/// # Errors
+/// A checkpoint that does not parse.
+pub fn recalled_missing(
+    ctx: &StepContext,
+    spec: &RoleAssignmentSpec,
+) -> Result<Option<i64>, StepError> {
+    durable::unsent_missing(ctx, &spec.id())
+}
+
+/// [`ensure`] without reading, when [`recalled_missing`] said when the assignment was known
+/// missing (`missing_since`): that knowledge is kept if the budget holds the PUT back again
+/// (it does not grow younger). A stale assignment with our name (another principal) that
+/// the knowledge did not cover refuses the write (409 `RoleAssignmentUpdateNotPermitted`,
+/// nothing written): then the usual read-and-replace ([`ensure`]).
+///
+/// # Errors
+/// As [`ensure`].
+pub async fn ensure_recalled(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    spec: &RoleAssignmentSpec,
+    missing_since: i64,
+) -> Result<Progress<Ensured>, StepError> {
+    match ensure_known(ctx, arm, spec, None, missing_since).await {
+        Err(e) if e.code.as_deref() == Some("RoleAssignmentUpdateNotPermitted") => {
+            ensure(ctx, arm, spec).await
+        }
+        other => other,
+    }
+}
+
+/// `read_at`: when `seen` was learned (journal clock, ms).
+async fn ensure_known(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    spec: &RoleAssignmentSpec,
+    seen: Option<RoleAssignment>,
+    read_at: i64,
+) -> Result<Progress<Ensured>, StepError> {
     let id = spec.id();
+    // Known missing (not a stale one just deleted: that DELETE was sent, so nothing about
+    // the name is kept past this attempt).
+    let missing_since = seen.is_none().then_some(read_at);
     if let Some(existing) = seen {
         if same_assignment(&existing, spec) {
             let body = serde_json::to_value(&existing).unwrap_or(Value::Null);
@@ -147,7 +204,22 @@ pub async fn ensure_seen(
             .await
             .map_err(|e| StepError::from(e.with_resource(&id)))?;
     }
+    // Durable before the PUT can leave: from here on it may have been sent, so an attempt
+    // after this one (after a crash at any point from here) finds no record and reads the
+    // assignment again. Forgetting nothing recorded writes nothing.
+    durable::mark_unsent(ctx, &id, None).await?;
     match arm.put(&id, API_AUTHORIZATION, &spec.body()).await {
+        // Held back by the ARM budget before it was sent (`ArmClient::send`: `ArmBudgetWait`
+        // always means nothing went out): the assignment is as this step knew it. Journal
+        // that, so the engine's soft retry at the budget's turn writes without reading
+        // (issue 26). A crash before this record is durable only costs that read; one after
+        // it is safe because nothing was sent and the next PUT removes the record first.
+        Err(e) if e.code == "ArmBudgetWait" => {
+            if let Some(at) = missing_since {
+                durable::mark_unsent(ctx, &id, Some(at)).await?;
+            }
+            Err(e.with_resource(&id).into())
+        }
         Ok(rsp) => Ok(Progress::Done(Ensured {
             id,
             body: rsp.body.unwrap_or(Value::Null),

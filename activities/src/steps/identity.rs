@@ -359,7 +359,22 @@ impl Action for EnsureRoleAssignment {
         // replaced by a write of this run, so it is journaled too.
         let id = spec.id();
         let mut journal = ChildrenJournal::of_action(ctx)?;
-        let progress = if !journal.lists(&id) && input.identity.created_by_this_run(ctx)? {
+        // An earlier attempt of this step knew the assignment missing (read so, or its
+        // principal new), journaled its intent, and the ARM budget then held its PUT back,
+        // nothing sent (issue 26): write without reading again. Safe after a crash at any
+        // point: that record is written only after a PUT that did not leave, and removed
+        // durably before any PUT of it is sent (in `roles`), so an attempt after a
+        // PUT that may have gone out finds no record and takes the read below. Trusted only
+        // with the intent journaled (both branches below journal it before writing), so
+        // the undo's view is exactly what it would be after a read.
+        let recalled = if journal.lists(&id) {
+            roles::recalled_missing(ctx, &spec)?
+        } else {
+            None
+        };
+        let progress = if let Some(at) = recalled {
+            roles::ensure_recalled(ctx, &arm, &spec, at).await?
+        } else if !journal.lists(&id) && input.identity.created_by_this_run(ctx)? {
             // A principal this run created has no assignment yet: journal, then write, with
             // no read first (issue 26). One with our name for an older principal (a stale
             // one) refuses the write (409 RoleAssignmentUpdateNotPermitted): then the usual
