@@ -15,35 +15,19 @@ use hcp_activities::azure::budget::{self, BudgetConfig};
 use hcp_activities::azure::durable::UNSENT_KEY;
 use hcp_activities::azure::models::{API_AUTHORIZATION, API_MSI};
 use hcp_activities::azure::roles;
-use hcp_activities::azure::{AuthMode, Cloud, Transport, names};
+use hcp_activities::azure::{Transport, names};
 use hcp_activities::steps::arm::{
     CHILDREN_KEY, EnsureIdentity, EnsureResourceGroup, ResourceInput,
 };
 use hcp_activities::steps::identity::{EnsureRoleAssignment, RoleInput};
-use hcp_activities::steps::{AzureEnv, Clients, Owner, Reach};
+use hcp_activities::steps::{Clients, Reach};
 use hcp_runtime::ledger::LedgerAction;
 use hcp_runtime::{Action, Outcome, Phase, StepContext, StepError};
 use hcp_simulator::Simulator;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use azure_support::{SUB, TENANT};
-
-fn azure() -> AzureEnv {
-    AzureEnv {
-        cloud: Cloud::Public,
-        tenant_id: TENANT.into(),
-        auth: AuthMode::ClientSecret,
-        simulated: true,
-    }
-}
-
-fn owner() -> Owner {
-    Owner {
-        cluster: "demo".into(),
-        infra_id: "demo-abc12".into(),
-    }
-}
+use azure_support::{SUB, azure, owner};
 
 fn resource(resource_type: &str, id: &str, api: &str) -> ResourceInput {
     ResourceInput {
@@ -114,23 +98,6 @@ fn recorded(cp: &Value, id: &str) -> bool {
     cp[UNSENT_KEY].get(id.to_ascii_lowercase()).is_some()
 }
 
-/// The budget spent: 1% of ARM's buckets (2 writes at once, then one every 10 s; plenty of
-/// reads), both writes taken, so the next PUT is held back (`ArmBudgetWait`).
-async fn close_budget(w: &hcp_activities::azure::ArmClient) {
-    budget::global().reset();
-    budget::global().configure(BudgetConfig {
-        share: 0.01,
-        inline_wait: Duration::from_millis(300),
-        ..BudgetConfig::default()
-    });
-    for i in 0..2 {
-        let id = names::resource_group_id(SUB, &format!("spent-{i}"));
-        w.put(&id, "2021-04-01", &json!({"location": "eastus"}))
-            .await
-            .unwrap();
-    }
-}
-
 fn open_budget() {
     budget::global().reset();
     budget::global().configure(BudgetConfig::default());
@@ -155,7 +122,7 @@ async fn held_back_then_trusted_then_read_again(
 
     // Attempt 1: the PUT is held back by the budget: a soft, throttled error; what the
     // attempt knew is journaled with the intent.
-    close_budget(arm).await;
+    azure_support::spend_write_budget(arm).await;
     let (r, saved) = attempt(role, input, outputs, None).await;
     let e = r.expect_err("held back");
     assert_eq!(e.code.as_deref(), Some("ArmBudgetWait"), "{e:?}");
@@ -279,7 +246,7 @@ async fn a_role_assignment_held_back_by_the_budget_is_not_read_again_by_the_next
     let principal = out.prop("principalId").unwrap().to_string();
     let name = names::role_assignment_name(&owner().infra_id, "network", &scope);
     let stale_id = names::role_assignment_id(&scope, &name);
-    close_budget(&arm).await;
+    azure_support::spend_write_budget(&arm).await;
     let (r, saved) = attempt(&role, &stale_input, &outputs, None).await;
     assert_eq!(
         r.err().and_then(|e| e.code).as_deref(),

@@ -6,8 +6,6 @@
 
 mod azure_support;
 
-use std::time::Duration;
-
 use hcp_activities::azure::budget::{self, BudgetConfig};
 use hcp_activities::azure::durable::{self, Adopt, EnsureSpec, Ownership, Progress, UNSENT_KEY};
 use hcp_activities::azure::names;
@@ -25,18 +23,7 @@ fn last(cell: &hcp_runtime::action::CheckpointCell) -> Option<Value> {
 async fn a_put_held_back_by_the_budget_is_not_read_again_by_the_next_attempt() {
     let (sim, transport) = azure_support::start_with(SimConfig::default()).await;
     let arm = azure_support::arm(&transport).await;
-    // 1% of ARM's buckets: 2 writes at once, then one every 10 s; plenty of reads.
-    budget::global().configure(BudgetConfig {
-        share: 0.01,
-        inline_wait: Duration::from_millis(300),
-        ..BudgetConfig::default()
-    });
-    for i in 0..2 {
-        let id = names::resource_group_id(SUB, &format!("spent-{i}"));
-        arm.put(&id, "2021-04-01", &json!({"location": "eastus"}))
-            .await
-            .unwrap();
-    }
+    azure_support::spend_write_budget(&arm).await;
     let id = names::resource_group_id(SUB, "held");
     let spec = EnsureSpec {
         id: id.clone(),

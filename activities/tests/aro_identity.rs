@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use hcp_activities::azure::{AuthMode, Cloud, Transport};
+use hcp_activities::azure::Transport;
 use hcp_activities::steps::arm::{EnsureResourceGroup, ResourceInput};
 use hcp_activities::steps::aro_identity::{
     ApplicationInput, BindCertificate, BindCertificateInput, CertificateInput,
@@ -25,31 +25,15 @@ use hcp_activities::steps::aro_identity::{
     EnsureKeyVault, EnsureServicePrincipal, KeyVaultInput, ServicePrincipalInput,
 };
 use hcp_activities::steps::identity::{EnsureRoleAssignment, IdentitySource, RoleInput};
-use hcp_activities::steps::{AzureEnv, Clients, Owner, Reach};
+use hcp_activities::steps::{Clients, Reach};
 use hcp_runtime::ledger::LedgerAction;
 use hcp_runtime::{Action, Outcome, Phase, StepContext, UndoOutcome};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use azure_support::{SUB, TENANT};
+use azure_support::{SUB, TENANT, azure, owner};
 
 const KV_ADMIN: &str = "00482a5a-887f-4fb3-b363-3b7fe8e74483";
-
-fn azure() -> AzureEnv {
-    AzureEnv {
-        cloud: Cloud::Public,
-        tenant_id: TENANT.into(),
-        auth: AuthMode::ClientSecret,
-        simulated: true,
-    }
-}
-
-fn owner() -> Owner {
-    Owner {
-        cluster: "demo".into(),
-        infra_id: "demo-abc12".into(),
-    }
-}
 
 fn run(n: u128) -> Uuid {
     Uuid::from_u128(0xB000 + n)

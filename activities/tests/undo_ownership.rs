@@ -27,7 +27,7 @@ use std::time::Duration;
 use hcp_activities::azure::models::API_AUTHORIZATION;
 use hcp_activities::azure::models::{API_MSI, API_PRIVATE_DNS, API_STORAGE};
 use hcp_activities::azure::names;
-use hcp_activities::azure::{ArmClient, AuthMode, Cloud, Transport};
+use hcp_activities::azure::{ArmClient, Transport};
 use hcp_activities::steps::arm::{
     CHILDREN_KEY, DeleteIdentity, DeleteInput, DeleteResourceGroup, EnsureContainer, EnsureDnsZone,
     EnsureIdentity, EnsureResourceGroup, EnsureStorageAccount, ResourceInput, UNDO_LEDGER_KEY,
@@ -37,14 +37,14 @@ use hcp_activities::steps::identity::{
     EnsureFederatedCredentials, EnsureRoleAssignment, FederatedInput, RoleInput, Subject,
 };
 use hcp_activities::steps::private_link::{ARecordInput, EnsureARecords};
-use hcp_activities::steps::{AzureEnv, Clients, MgmtEnv, Owner, Reach};
+use hcp_activities::steps::{Clients, MgmtEnv, Owner, Reach};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Action, Outcome, Phase, StepContext, UndoOutcome};
 use hcp_simulator::Simulator;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use azure_support::{SUB, TENANT};
+use azure_support::{SUB, azure, owner};
 
 const ISSUER: &str = "https://demooidc.blob.core.windows.net/demo";
 
@@ -66,22 +66,6 @@ async fn world() -> World {
         arm,
         clients: Clients::new(Reach::Simulator(base.clone())),
         base,
-    }
-}
-
-fn azure() -> AzureEnv {
-    AzureEnv {
-        cloud: Cloud::Public,
-        tenant_id: TENANT.into(),
-        auth: AuthMode::ClientSecret,
-        simulated: true,
-    }
-}
-
-fn owner() -> Owner {
-    Owner {
-        cluster: "demo".into(),
-        infra_id: "demo-abc12".into(),
     }
 }
 

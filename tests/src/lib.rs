@@ -222,6 +222,21 @@ impl Proc {
         }
     }
 
+    /// For a `ui` process: its base URL (`http://127.0.0.1:PORT`, no trailing slash), from
+    /// the line it prints once it listens (panics if it does not within 30 s).
+    pub fn ui_url(&mut self) -> String {
+        const LINE: &str = "serving the hcp-workflow UI on ";
+        let line = self
+            .wait_line(LINE, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("ui did not start: {}", self.stderr()));
+        line.trim_start_matches(LINE)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_string()
+    }
+
     /// Wait for a stdout line starting with `prefix`.
     pub fn wait_line(&mut self, prefix: &str, timeout: Duration) -> Option<String> {
         let end = Instant::now() + timeout;

@@ -166,18 +166,7 @@ fn ui_exits_promptly_on_sigterm() {
         &["--database", &db, "ui", "--listen", "127.0.0.1:0"],
         &[],
     );
-    let line = ui
-        .wait_line(
-            "serving the hcp-workflow UI on http://",
-            Duration::from_secs(20),
-        )
-        .unwrap_or_else(|| panic!("no URL line: {}", ui.stderr()));
-    let addr = line
-        .trim_start_matches("serving the hcp-workflow UI on http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let addr = ui.ui_url().trim_start_matches("http://").to_string();
     // A browser's keep-alive connection, idle after one request, must not hold the exit.
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
     conn.write_all(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
@@ -694,18 +683,7 @@ fn the_worker_the_cli_and_the_ui_work_through_pgbouncer_in_transaction_mode() {
         &["--database", &pooled, "ui", "--listen", "127.0.0.1:0"],
         &[],
     );
-    let line = ui
-        .wait_line(
-            "serving the hcp-workflow UI on http://",
-            Duration::from_secs(20),
-        )
-        .unwrap_or_else(|| panic!("no URL line: {}", ui.stderr()));
-    let base = line
-        .trim_start_matches("serving the hcp-workflow UI on ")
-        .split('/')
-        .take(3)
-        .collect::<Vec<_>>()
-        .join("/");
+    let base = ui.ui_url();
     wait_for("every run succeeds", Duration::from_secs(60), || {
         let (code, out, _) = run(
             &dir,

@@ -7,23 +7,13 @@
 
 use hcp_e2e_tests::cluster::run;
 use hcp_e2e_tests::{Proc, scratch};
-use std::time::Duration;
 
 fn ui(dir: &std::path::Path, extra: &[&str]) -> (Proc, String) {
     let db = format!("sqlite://{}", dir.join("journal.db").display());
     let mut args = vec!["--database", db.as_str(), "ui", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut p = Proc::spawn(dir, &args, &[]);
-    let line = p
-        .wait_line("serving the hcp-workflow UI on ", Duration::from_secs(30))
-        .unwrap_or_else(|| panic!("ui did not start: {}", p.stderr()));
-    let url = line
-        .trim_start_matches("serving the hcp-workflow UI on ")
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let url = p.ui_url();
     (p, url)
 }
 

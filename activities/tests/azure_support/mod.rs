@@ -145,3 +145,44 @@ macro_rules! drive {
         }
     }};
 }
+
+/// The Azure environment of the step tests: public cloud, the test tenant, a client
+/// secret, simulated.
+pub fn azure() -> hcp_activities::steps::AzureEnv {
+    hcp_activities::steps::AzureEnv {
+        cloud: Cloud::Public,
+        tenant_id: TENANT.into(),
+        auth: AuthMode::ClientSecret,
+        simulated: true,
+    }
+}
+
+/// The cluster the step tests work for.
+pub fn owner() -> hcp_activities::steps::Owner {
+    hcp_activities::steps::Owner {
+        cluster: "demo".into(),
+        infra_id: "demo-abc12".into(),
+    }
+}
+
+/// The budget spent: 1% of ARM's buckets (2 writes at once, then one every 10 s; plenty of
+/// reads), both writes taken, so the next PUT is held back (`ArmBudgetWait`).
+pub async fn spend_write_budget(w: &ArmClient) {
+    use hcp_activities::azure::budget::{self, BudgetConfig};
+    budget::global().reset();
+    budget::global().configure(BudgetConfig {
+        share: 0.01,
+        inline_wait: std::time::Duration::from_millis(300),
+        ..BudgetConfig::default()
+    });
+    for i in 0..2 {
+        let id = hcp_activities::azure::names::resource_group_id(SUB, &format!("spent-{i}"));
+        w.put(
+            &id,
+            "2021-04-01",
+            &serde_json::json!({"location": "eastus"}),
+        )
+        .await
+        .unwrap();
+    }
+}
