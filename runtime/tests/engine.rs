@@ -359,8 +359,9 @@ async fn idempotent_start_returns_the_existing_run() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_unknown_step_parks_the_run_until_resumed_by_a_binary_that_knows_it() {
+/// A sample run started by a binary that knows its steps (`full`), and an older binary
+/// (`old`) that knows none of them, on one journal.
+async fn upgrade_pair() -> (Arc<World>, Arc<MemoryStore>, Engine, Engine, RunId) {
     let world = World::new(tempdir());
     let store = Arc::new(MemoryStore::new());
     let full = engine_with(store.clone(), testkit::registry(&world));
@@ -370,6 +371,12 @@ async fn an_unknown_step_parks_the_run_until_resumed_by_a_binary_that_knows_it()
         .unwrap()
         .run_id;
     let old = engine_with(store.clone(), Registry::new());
+    (world, store, full, old, run)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unknown_step_parks_the_run_until_resumed_by_a_binary_that_knows_it() {
+    let (world, store, full, old, run) = upgrade_pair().await;
     let exit = drive(&old, run).await;
     assert!(
         matches!(exit, RunExit::Parked(ref r) if r.contains("does not know step(s) a (action test.step)")),
@@ -394,16 +401,8 @@ async fn an_unknown_step_parks_the_run_until_resumed_by_a_binary_that_knows_it()
 
 #[tokio::test(start_paused = true)]
 async fn a_run_parked_by_an_older_binary_is_taken_over_by_a_newer_worker_without_an_operator() {
-    let world = World::new(tempdir());
-    let store = Arc::new(MemoryStore::new());
-    let full = engine_with(store.clone(), testkit::registry(&world));
-    let run = full
-        .start(&testkit::sample_dag(), StartOptions::default())
-        .await
-        .unwrap()
-        .run_id;
+    let (_world, store, full, old, run) = upgrade_pair().await;
     // An older worker (it knows none of the steps) leases it first: parked, but due again.
-    let old = engine_with(store.clone(), Registry::new());
     assert!(matches!(drive(&old, run).await, RunExit::Parked(_)));
     let s = store.load_run(run).await.unwrap().unwrap().summary;
     assert_eq!(s.state, RunState::Failed);
