@@ -58,12 +58,26 @@ pub fn load() -> Result<Option<Defaults>, String> {
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::env::var_os("HCP_WORKFLOW_CONFIG").is_some() {
-                return Err(format!(
+        Err(e) if std::env::var_os("HCP_WORKFLOW_CONFIG").is_some() => {
+            return Err(if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
                     "HCP_WORKFLOW_CONFIG: no file at {}: fix the path or unset it",
                     path.display()
-                ));
+                )
+            } else {
+                format!("HCP_WORKFLOW_CONFIG: {}: {e}", path.display())
+            });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // The default place, not readable by this user (another user's home, as when an
+        // operator runs a read-only command under another uid): no defaults, and a word
+        // when the file itself is there.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            if path.parent().is_some_and(|d| std::fs::read_dir(d).is_ok()) {
+                eprintln!(
+                    "warning: config file {} cannot be read ({e}): its defaults are not used",
+                    path.display()
+                );
             }
             return Ok(None);
         }
