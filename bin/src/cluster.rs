@@ -1373,7 +1373,10 @@ async fn warn_if_another_journal(p: &Prepared) {
     }
     let empty = p
         .store
-        .list_runs(&hcp_runtime::RunFilter::default())
+        .list_runs(&hcp_runtime::RunFilter {
+            limit: 1,
+            ..Default::default()
+        })
         .await
         .is_ok_and(|r| r.is_empty());
     eprintln!(

@@ -190,10 +190,11 @@ impl Writer {
         let state = self.view.state();
         let wake_at = match state {
             s if s.is_terminal() => None,
-            // A paused run with a deadline is due at its deadline (then it unwinds).
+            // Parked for steps this binary does not know: due again for a newer worker.
             RunState::Failed if self.view.parked.is_some() && self.view.parked_recheck => {
                 Some(now.plus(UNKNOWN_STEP_RECHECK))
             }
+            // A paused run with a deadline is due at its deadline (then it unwinds).
             RunState::NeedsOperator | RunState::Failed => {
                 self.view.paused.as_ref().and_then(|p| p.unwind_at)
             }

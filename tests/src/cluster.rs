@@ -762,3 +762,13 @@ pub fn assert_inventory_is_the_ledgers(
         "in a ledger, not on the management cluster: {absent:?}"
     );
 }
+
+/// The steps of a `show` document (every stage's, in order).
+pub fn steps_of(run: &Value) -> Vec<Value> {
+    run["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["steps"].as_array().cloned().unwrap_or_default())
+        .collect()
+}

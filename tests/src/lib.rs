@@ -27,6 +27,28 @@ pub fn hermetic(cmd: &mut Command) {
         .env("XDG_CONFIG_HOME", "/nonexistent/hcp-workflow-tests");
 }
 
+/// Poll `f` every `every` until it holds; panics naming `what` after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, every: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < end, "not within {timeout:?}: {what}");
+        std::thread::sleep(every);
+    }
+}
+
+/// `GET url` (10 s timeout): the status (0 when nothing answered) and the body (or the
+/// transport error).
+pub fn http_get(url: &str) -> (u16, String) {
+    let c = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    match c.get(url).send() {
+        Ok(r) => (r.status().as_u16(), r.text().unwrap_or_default()),
+        Err(e) => (0, e.to_string()),
+    }
+}
+
 /// Path of the `hcp-workflow` binary next to the test executable.
 pub fn bin() -> PathBuf {
     if let Ok(p) = std::env::var("HCP_WORKFLOW_BIN") {

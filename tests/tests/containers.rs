@@ -24,7 +24,7 @@
 use hcp_e2e_tests::cluster::{assert_inventory_is_the_ledgers, cluster_file, get_at, ids_at};
 use hcp_e2e_tests::crash::created_twice;
 use hcp_e2e_tests::webhook::receiver;
-use hcp_e2e_tests::{bin, document, items, postgres_url, run_id, scratch};
+use hcp_e2e_tests::{bin, document, http_get, items, postgres_url, run_id, scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -178,25 +178,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < end, "not within {timeout:?}: {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-fn http_get(url: &str) -> (u16, String) {
-    match reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap()
-        .get(url)
-        .send()
-    {
-        Ok(r) => (r.status().as_u16(), r.text().unwrap_or_default()),
-        Err(e) => (0, e.to_string()),
-    }
+fn wait_until(what: &str, timeout: Duration, f: impl FnMut() -> bool) {
+    hcp_e2e_tests::wait_until(what, timeout, Duration::from_millis(300), f);
 }
 
 /// The host's CLI (a laptop's): `hcp-workflow --database … --simulator … args`.
@@ -213,11 +196,8 @@ fn cli(
 }
 
 fn steps_succeeded(run: &Value) -> usize {
-    run["stages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|g| g["steps"].as_array().cloned().unwrap_or_default())
+    hcp_e2e_tests::cluster::steps_of(run)
+        .iter()
         .filter(|s| s["state"] == "succeeded")
         .count()
 }

@@ -19,6 +19,7 @@ mod rolling_upgrade;
 mod team_defaults;
 
 use hcp_e2e_tests::cluster::run;
+use hcp_e2e_tests::http_get as get;
 use hcp_e2e_tests::{Proc, document, postgres_url, scratch};
 use hcp_runtime::testkit::read_lines;
 use std::path::Path;
@@ -35,12 +36,8 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < end, "not within {timeout:?}: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_for(what: &str, timeout: Duration, f: impl FnMut() -> bool) {
+    hcp_e2e_tests::wait_until(what, timeout, Duration::from_millis(50), f);
 }
 
 /// The run id of `selftest`'s first line (`run <id>`).
@@ -194,20 +191,6 @@ fn ui_exits_promptly_on_sigterm() {
 // ---------------------------------------------------------------------------------------
 // §3 Worker endpoints
 // ---------------------------------------------------------------------------------------
-
-fn get(url: &str) -> (u16, String) {
-    let c = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    match c.get(url).send() {
-        Ok(r) => {
-            let code = r.status().as_u16();
-            (code, r.text().unwrap_or_default())
-        }
-        Err(e) => (0, e.to_string()),
-    }
-}
 
 #[test]
 fn worker_endpoints_answer_and_readiness_follows_lease_renewals() {

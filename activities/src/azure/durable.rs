@@ -362,14 +362,35 @@ pub(crate) fn unsent_missing(ctx: &StepContext, id: &str) -> Result<Option<i64>,
         .filter(|at| ctx.now().0.saturating_sub(*at) <= trust))
 }
 
+/// `PUT id` keeping the [`UNSENT_KEY`] record true (for [`ensure`] and role assignments).
+/// The record of `id` is removed durably before the PUT can leave: from then on it may
+/// have been sent, so any later attempt (after a crash at any point) reads the resource
+/// again. When the ARM budget holds the PUT back (`ArmBudgetWait`: `ArmClient::send` sent
+/// nothing) and the step knew the resource missing (`missing_since`, journal clock ms), the
+/// record is written, so the engine's soft retry at the budget's turn PUTs without reading
+/// again (issue 26); a crash before it is durable only costs that read. The outer error:
+/// the checkpoint could not be written; the inner: ARM's answer, for the caller.
+pub(crate) async fn put_keeping_unsent(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    id: &str,
+    api: &str,
+    body: &Value,
+    missing_since: Option<i64>,
+) -> Result<Result<super::client::PutResponse, super::error::ArmError>, StepError> {
+    mark_unsent(ctx, id, None).await?;
+    let out = arm.put(id, api, body).await;
+    if let (Err(e), Some(at)) = (&out, missing_since)
+        && e.code == "ArmBudgetWait"
+    {
+        mark_unsent(ctx, id, Some(at)).await?;
+    }
+    Ok(out)
+}
+
 /// Records (`Some(read at)`) or forgets (`None`) that `id` was read missing and its PUT not
 /// sent; durable before returning. Forgetting something not recorded writes nothing.
-/// Also used for role assignments (`roles::ensure_seen`).
-pub(crate) async fn mark_unsent(
-    ctx: &StepContext,
-    id: &str,
-    read_at: Option<i64>,
-) -> Result<(), StepError> {
+async fn mark_unsent(ctx: &StepContext, id: &str, read_at: Option<i64>) -> Result<(), StepError> {
     let mut all = unsent(ctx)?;
     let key = id.to_ascii_lowercase();
     match read_at {
@@ -643,22 +664,9 @@ async fn put(
     missing_since: Option<i64>,
 ) -> Result<Progress<Ensured>, StepError> {
     let id = spec.id.as_str();
-    // Durable before the PUT can leave: from here on the PUT may have been sent, so a
-    // later attempt must read the resource again (`ensure_seen`).
-    mark_unsent(ctx, id, None).await?;
-    let rsp = match arm.put(id, &spec.api, &with_tags(spec)).await {
-        Ok(rsp) => rsp,
-        // The ARM budget held the PUT back before sending it (`ArmClient::send`): the
-        // resource is as this step read it. Journal that read, so the next attempt (the
-        // engine's soft retry at the budget's turn) does not read it again.
-        Err(e) if e.code == "ArmBudgetWait" && missing_since.is_some() => {
-            if let Some(at) = missing_since {
-                mark_unsent(ctx, id, Some(at)).await?;
-            }
-            return Err(StepError::from(e.with_resource(id)));
-        }
-        Err(e) => return Err(StepError::from(e.with_resource(id))),
-    };
+    let rsp = put_keeping_unsent(ctx, arm, id, &spec.api, &with_tags(spec), missing_since)
+        .await?
+        .map_err(|e| StepError::from(e.with_resource(id)))?;
     if let Some(op) = &rsp.operation {
         journal(ctx, id, Verb::Put, Some(op)).await?;
         return Ok(Progress::pending(

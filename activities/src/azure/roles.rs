@@ -204,22 +204,17 @@ async fn ensure_known(
             .await
             .map_err(|e| StepError::from(e.with_resource(&id)))?;
     }
-    // Durable before the PUT can leave: from here on it may have been sent, so an attempt
-    // after this one (after a crash at any point from here) finds no record and reads the
-    // assignment again. Forgetting nothing recorded writes nothing.
-    durable::mark_unsent(ctx, &id, None).await?;
-    match arm.put(&id, API_AUTHORIZATION, &spec.body()).await {
-        // Held back by the ARM budget before it was sent (`ArmClient::send`: `ArmBudgetWait`
-        // always means nothing went out): the assignment is as this step knew it. Journal
-        // that, so the engine's soft retry at the budget's turn writes without reading
-        // (issue 26). A crash before this record is durable only costs that read; one after
-        // it is safe because nothing was sent and the next PUT removes the record first.
-        Err(e) if e.code == "ArmBudgetWait" => {
-            if let Some(at) = missing_since {
-                durable::mark_unsent(ctx, &id, Some(at)).await?;
-            }
-            Err(e.with_resource(&id).into())
-        }
+    // The record of a held-back PUT (issue 26) is kept as `durable::ensure` keeps it.
+    match durable::put_keeping_unsent(
+        ctx,
+        arm,
+        &id,
+        API_AUTHORIZATION,
+        &spec.body(),
+        missing_since,
+    )
+    .await?
+    {
         Ok(rsp) => Ok(Progress::Done(Ensured {
             id,
             body: rsp.body.unwrap_or(Value::Null),

@@ -116,14 +116,7 @@ impl PostgresStore {
     /// pooler may send to another server connection ("unnamed prepared statement does not
     /// exist"). Tested through PgBouncer 1.24: `persistence/tests/pgbouncer_conformance.rs`.
     async fn start_pooled(options: PgConnectOptions) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(POOL_SIZE)
-            .min_connections(0)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            // No ping before each use (sqlx's default): it is a second round trip per
-            // statement (issue 26 §3). A connection the server dropped fails its statement
-            // instead, which is classified transient and retried on a fresh connection.
-            .test_before_acquire(false)
+        let pool = pool_options()
             .connect_with(options)
             .await
             .map_err(classify)?;
@@ -193,14 +186,7 @@ impl PostgresStore {
     }
 
     async fn start(options: PgConnectOptions, schema: Option<String>) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(POOL_SIZE)
-            .min_connections(0)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            // No ping before each use (sqlx's default): it is a second round trip per
-            // statement (issue 26 §3). A connection the server dropped fails its statement
-            // instead, which is classified transient and retried on a fresh connection.
-            .test_before_acquire(false)
+        let pool = pool_options()
             .connect_with(options)
             .await
             .map_err(classify)?;
@@ -1005,6 +991,18 @@ impl JournalStore for PostgresStore {
         .map_err(classify)?;
         Ok(claimed.is_some())
     }
+}
+
+/// The store's connection pool, direct or behind a pooler.
+fn pool_options() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .min_connections(0)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        // No ping before each use (sqlx's default): it is a second round trip per statement
+        // (issue 26 §3). A connection the server dropped fails its statement instead, which
+        // is classified transient and retried on a fresh connection.
+        .test_before_acquire(false)
 }
 
 /// `url` without hcp-workflow's own `pooler=transaction` query parameter, and whether it

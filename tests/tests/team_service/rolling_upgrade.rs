@@ -19,11 +19,11 @@
 //!    before plus exactly what the runs' ledgers say they created.
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Env, assert_inventory_is_the_ledgers, cluster_file};
+use hcp_e2e_tests::cluster::{Env, assert_inventory_is_the_ledgers, cluster_file, steps_of};
 use hcp_e2e_tests::crash::created_twice;
 use hcp_e2e_tests::{Proc, items, postgres_url, run_id};
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TIME_SCALE: f64 = 0.01;
 const OLD: (&str, &str) = ("HCP_TEST_PREVIOUS_RELEASE", "1");
@@ -35,27 +35,13 @@ fn list(env: &Env) -> Vec<Value> {
     items(&out, "RunList")
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < end, "not within {timeout:?}: {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-/// The steps of a `show` document.
-fn steps(run: &Value) -> Vec<Value> {
-    run["stages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|g| g["steps"].as_array().cloned().unwrap_or_default())
-        .collect()
+fn wait_until(what: &str, timeout: Duration, f: impl FnMut() -> bool) {
+    hcp_e2e_tests::wait_until(what, timeout, Duration::from_millis(300), f);
 }
 
 /// Steps of `run` that succeeded (from `show`).
 fn succeeded_steps(env: &Env, run: &str) -> usize {
-    steps(&env.show(run))
+    steps_of(&env.show(run))
         .iter()
         .filter(|s| s["state"] == "succeeded")
         .count()
@@ -158,13 +144,13 @@ fn workers_replaced_one_by_one_with_runs_in_flight_finish_every_run_once() {
     drop(new_workers);
 
     for r in &old_runs {
-        let steps = steps(&env.show(r));
+        let steps = steps_of(&env.show(r));
         assert!(
             !steps.iter().any(|st| st["action"] == ROLLOUT),
             "an old run keeps the plan it was started with: {steps:?}"
         );
     }
-    let steps = steps(&env.show(&new_run));
+    let steps = steps_of(&env.show(&new_run));
     assert!(
         steps
             .iter()
