@@ -41,6 +41,7 @@ fn resource(resource_type: &str, id: &str, api: &str) -> ResourceInput {
         persistent: false,
         byo: false,
         shared: false,
+        parent: None,
     }
 }
 

@@ -225,6 +225,7 @@ async fn a_run_builds_the_credentials_and_its_undo_removes_only_what_it_made() {
         persistent: true,
         byo: false,
         shared: false,
+        parent: None,
     };
     run_action(
         &EnsureResourceGroup(clients.clone()),

@@ -788,3 +788,80 @@ async fn lists_follow_next_link() {
         .unwrap();
     assert_eq!(e.code, "ResourceGroupNotFound");
 }
+
+/// Issue 26: in a parent this run created, the first PUT goes out unread; its intent is
+/// journaled before it, so every later call (a poll after a wait, a new attempt, the
+/// attempt after a crash before the PUT left) reads, and never PUTs blind a second time.
+#[tokio::test]
+async fn in_a_new_parent_the_first_put_is_unread_and_every_later_call_reads() {
+    let (sim, _t, arm) = setup().await;
+    ensure_rg(&arm, SUB, "fresh").await;
+    let id = names::resource_id(
+        SUB,
+        "fresh",
+        "Microsoft.Network/networkSecurityGroups",
+        "demo-abc12-nsg",
+    );
+    let s = spec(&id, API_NETWORK, json!({"location": "eastus"}), true);
+    let count = |m: &str| {
+        requests(&sim.requests(), m, "/networkSecurityGroups/demo-abc12-nsg")
+            .iter()
+            .filter(|r| !r.path.contains("/operations/"))
+            .count()
+    };
+
+    // First call: the intent is durable before the PUT, no GET.
+    let (c, cell) = azure_support::ctx(None);
+    let r = durable::ensure_new(&c, &arm, &s).await.unwrap();
+    let saved = cell.lock().unwrap().clone();
+    assert!(
+        saved
+            .first()
+            .is_some_and(|cp| cp[durable::UNREAD_KEY][0] == id.to_ascii_lowercase()),
+        "intent journaled first: {saved:?}"
+    );
+    assert_eq!((count("GET"), count("PUT")), (0, 1));
+    // Polled to the end (the journaled operation, then the final read).
+    let mut checkpoint = saved.last().cloned();
+    let mut r = r;
+    while let Progress::Pending { after, .. } = r {
+        tokio::time::sleep(after.min(Duration::from_millis(100))).await;
+        let (c, cell) = azure_support::ctx(checkpoint.clone());
+        r = durable::ensure_new(&c, &arm, &s).await.unwrap();
+        if let Some(last) = cell.lock().unwrap().last() {
+            checkpoint = Some(last.clone());
+        }
+    }
+    assert!(matches!(r, Progress::Done(ref e) if e.created), "{r:?}");
+    assert_eq!(count("PUT"), 1);
+    let gets = count("GET");
+
+    // Called again with its journal (a poll after a later wait): it reads, adopts, no PUT.
+    let (c, _) = azure_support::ctx(checkpoint.clone());
+    let r = durable::ensure_new(&c, &arm, &s).await.unwrap();
+    assert!(matches!(r, Progress::Done(ref e) if e.created), "{r:?}");
+    assert_eq!((count("GET"), count("PUT")), (gets + 1, 1));
+
+    // A crash after the intent was journaled but before the PUT left: the next attempt
+    // reads (finds nothing) and only then PUTs.
+    let other = names::resource_id(
+        SUB,
+        "fresh",
+        "Microsoft.Network/networkSecurityGroups",
+        "demo-abc12-nsg2",
+    );
+    let s2 = spec(&other, API_NETWORK, json!({"location": "eastus"}), true);
+    let intent = json!({ durable::UNREAD_KEY: [other.to_ascii_lowercase()] });
+    let (c, _) = azure_support::ctx(Some(intent));
+    durable::ensure_new(&c, &arm, &s2).await.unwrap();
+    let log = sim.requests();
+    let path = "/networkSecurityGroups/demo-abc12-nsg2";
+    assert_eq!(
+        (
+            requests(&log, "GET", path).len(),
+            requests(&log, "PUT", path).len()
+        ),
+        (1, 1),
+        "read before the PUT after a crash"
+    );
+}

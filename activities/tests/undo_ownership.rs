@@ -162,6 +162,7 @@ fn resource(resource_type: &str, id: &str, api: &str, body: Value) -> ResourceIn
         persistent: false,
         byo: false,
         shared: false,
+        parent: None,
     }
 }
 
@@ -523,6 +524,7 @@ async fn dns_record_sets_that_existed_before_the_run_survive_its_undo() {
         zone_id: zone.clone(),
         names: vec!["api".into(), "*.apps".into()],
         endpoint: serde_json::from_value(json!({"$ref": "pe"})).unwrap(),
+        zone: None,
         converge: false,
     };
     let outputs = HashMap::from([(
@@ -593,6 +595,7 @@ async fn a_drifted_record_is_written_again_by_a_repair_and_kept_by_its_undo() {
         zone_id: zone.clone(),
         names: vec!["api".into()],
         endpoint: serde_json::from_value(json!({"$ref": "pe"})).unwrap(),
+        zone: None,
         converge: true,
     };
     let outputs = HashMap::from([(
@@ -895,6 +898,7 @@ fn shared_rg(owner: Owner, id: &str) -> ResourceInput {
         owner,
         persistent: true,
         shared: true,
+        parent: None,
         ..resource(
             "Microsoft.Resources/resourceGroups",
             id,

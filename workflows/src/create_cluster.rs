@@ -101,18 +101,18 @@ pub fn build_with(cfg: &ClusterConfig, l: &Layout, repair: bool) -> Result<SagaD
     b.stage("preflight");
     let pre = preflight(&mut b, &c)?;
     b.stage("identities");
-    let (idents, aro) = identities(&mut b, &c, &pre)?;
+    let (idents, aro, prg) = identities(&mut b, &c, &pre)?;
     b.stage("oidc");
-    oidc(&mut b, &c)?;
+    oidc(&mut b, &c, &prg)?;
     b.stage("network");
-    network(&mut b, &c, &pre, &idents, &aro)?;
+    let managed = network(&mut b, &c, &pre, &idents, &aro)?;
     b.stage("control-plane");
     let cp = control_plane(&mut b, &c, &pre, &idents, &aro)?;
     if c.private && !c.hypershift_link {
         b.stage("pls");
         let pls_ref = pls(&mut b, &c, &cp)?;
         b.stage("pe-dns");
-        pe_dns(&mut b, &c, &pls_ref)?;
+        pe_dns(&mut b, &c, &pls_ref, &managed)?;
         if repair {
             b.stage("access");
             crate::repair_cluster::access(&mut b, cfg, l)?;
@@ -214,6 +214,23 @@ impl<'a> Ctx<'a> {
             persistent: false,
             byo: false,
             shared: false,
+            parent: None,
+        }
+    }
+
+    /// [`Self::res`] in what `parent` ensured (a group or parent resource): when this run
+    /// created that, the first PUT goes out unread (`ResourceInput::parent`, issue 26).
+    fn res_in(
+        &self,
+        parent: &Ref<ResourceOutput>,
+        resource_type: &str,
+        id: &str,
+        api: &str,
+        body: serde_json::Value,
+    ) -> ResourceInput {
+        ResourceInput {
+            parent: Some(parent.clone()),
+            ..self.res(resource_type, id, api, body)
         }
     }
 
@@ -542,7 +559,7 @@ fn identities(
     b: &mut SagaBuilder,
     c: &Ctx<'_>,
     pre: &Preflight,
-) -> Result<(IdentityRefs, AroRefs), DagError> {
+) -> Result<(IdentityRefs, AroRefs, Ref<ResourceOutput>), DagError> {
     let l = c.l;
     let prg = b.add::<EnsureResourceGroup>(
         n("identities.persistent-rg"),
@@ -568,7 +585,8 @@ fn identities(
                 n(&format!("identities.{}", comp.component.name())),
                 &ResourceInput {
                     persistent: true,
-                    ..c.res(
+                    ..c.res_in(
+                        &prg,
                         "Microsoft.ManagedIdentity/userAssignedIdentities",
                         &id,
                         api::MSI,
@@ -606,14 +624,14 @@ fn identities(
         }
     }
     let aro = aro_identities(b, c, pre, &prg)?;
-    Ok((identities, aro))
+    Ok((identities, aro, prg))
 }
 
 /// `oidc`: the service-account signing key is always ours (kept in a Secret on the
 /// management cluster); with an existing issuer, publishing its JWKS (the node's output) is
 /// the issuer owner's job. A created issuer gets its storage account, container and
 /// documents.
-fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
+fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>, prg: &Ref<ResourceOutput>) -> Result<(), DagError> {
     let (cfg, l) = (c.cfg, c.l);
     let key = b.add::<EnsureIssuerKey>(
         n("oidc.key"),
@@ -639,7 +657,8 @@ fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
             n("oidc.storage-account"),
             &ResourceInput {
                 persistent: true,
-                ..c.res(
+                ..c.res_in(
+                    prg,
                     "Microsoft.Storage/storageAccounts",
                     account_id,
                     api::STORAGE,
@@ -658,7 +677,8 @@ fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
             &ResourceInput {
                 tagged: false,
                 persistent: true,
-                ..c.res(
+                ..c.res_in(
+                    &account,
                     "Microsoft.Storage/storageAccounts/blobServices/containers",
                     &format!(
                         "{account_id}/blobServices/default/containers/{}",
@@ -694,7 +714,7 @@ fn network(
     pre: &Preflight,
     identities: &IdentityRefs,
     aro: &AroRefs,
-) -> Result<(), DagError> {
+) -> Result<Ref<ResourceOutput>, DagError> {
     let (cfg, l) = (c.cfg, c.l);
     let rg = |b: &mut SagaBuilder, what: &str, id: &str| {
         b.add::<EnsureResourceGroup>(
@@ -719,7 +739,8 @@ fn network(
         scope_rgs.push((Scope::Nsg, nsg_rg.clone()));
         let nsg = b.add::<EnsureNsg>(
             n("network.nsg"),
-            &c.res(
+            &c.res_in(
+                &nsg_rg,
                 "Microsoft.Network/networkSecurityGroups",
                 &l.nsg_id,
                 api::NETWORK,
@@ -733,7 +754,8 @@ fn network(
         };
         let vnet = b.add::<EnsureVnet>(
             n("network.vnet"),
-            &c.res(
+            &c.res_in(
+                &vnet_rg,
                 "Microsoft.Network/virtualNetworks",
                 &l.vnet_id,
                 api::NETWORK,
@@ -758,7 +780,8 @@ fn network(
     // group; the link only names the VNet, which is never modified.
     let zone = b.add::<EnsureDnsZone>(
         n("network.dns-zone"),
-        &c.res(
+        &c.res_in(
+            &managed,
             "Microsoft.Network/privateDnsZones",
             &l.infra_zone_id,
             api::PRIVATE_DNS,
@@ -768,7 +791,8 @@ fn network(
     )?;
     b.add::<EnsureDnsLink>(
         n("network.dns-link"),
-        &c.res(
+        &c.res_in(
+            &zone,
             "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
             &l.infra_link_id,
             api::PRIVATE_DNS,
@@ -784,7 +808,8 @@ fn network(
     )?;
     let ip = b.add::<EnsurePublicIp>(
         n("network.public-ip"),
-        &c.res(
+        &c.res_in(
+            &managed,
             "Microsoft.Network/publicIPAddresses",
             &l.public_ip_id,
             api::NETWORK,
@@ -802,7 +827,8 @@ fn network(
     )?;
     b.add::<EnsureLoadBalancer>(
         n("network.load-balancer"),
-        &c.res(
+        &c.res_in(
+            &managed,
             "Microsoft.Network/loadBalancers",
             &l.lb_id,
             api::NETWORK,
@@ -810,7 +836,8 @@ fn network(
         ),
         o().after(&ip),
     )?;
-    role_assignments(b, c, pre, identities, aro, &scope_rgs)
+    role_assignments(b, c, pre, identities, aro, &scope_rgs)?;
+    Ok(managed)
 }
 
 /// The `network` stage's role assignments: they need the groups as scopes (`scope_rgs`)
@@ -1139,7 +1166,12 @@ fn pls(
 
 /// `pe-dns` (private topologies, hcp-workflow's private link): the Private Endpoint to
 /// `pls`, the private-link DNS zone, its link to the guest VNet, and the A records.
-fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>, pls: &Ref<ResourceOutput>) -> Result<(), DagError> {
+fn pe_dns(
+    b: &mut SagaBuilder,
+    c: &Ctx<'_>,
+    pls: &Ref<ResourceOutput>,
+    managed: &Ref<ResourceOutput>,
+) -> Result<(), DagError> {
     let l = c.l;
     let pe = b.add::<EnsurePrivateEndpoint>(
         n("pe-dns.endpoint"),
@@ -1150,12 +1182,14 @@ fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>, pls: &Ref<ResourceOutput>) -> Result
             location: l.location.clone(),
             subnet_id: l.subnet_id.clone(),
             pls: pls.clone(),
+            group: Some(managed.clone()),
         },
         o(),
     )?;
     let zone = b.add::<EnsureDnsZone>(
         n("pe-dns.zone"),
-        &c.res(
+        &c.res_in(
+            managed,
             "Microsoft.Network/privateDnsZones",
             &l.pl_zone_id,
             api::PRIVATE_DNS,
@@ -1165,7 +1199,8 @@ fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>, pls: &Ref<ResourceOutput>) -> Result
     )?;
     let link = b.add::<EnsureDnsLink>(
         n("pe-dns.link"),
-        &c.res(
+        &c.res_in(
+            &zone,
             "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
             &l.pl_link_id,
             api::PRIVATE_DNS,
@@ -1184,6 +1219,7 @@ fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>, pls: &Ref<ResourceOutput>) -> Result
             zone_id: l.pl_zone_id.clone(),
             names: vec!["api".into(), "*.apps".into()],
             endpoint: pe.clone(),
+            zone: Some(zone.clone()),
             converge: c.repair,
         },
         o().after(&zone).after(&link).after(&pe),

@@ -18,7 +18,10 @@
 //!   missing one is never DELETEd. One read is carried over to the next attempt: a
 //!   resource read missing whose PUT the ARM budget then held back (nothing sent) is
 //!   journaled as such ([`UNSENT_KEY`]) and not read again; that record is removed
-//!   durably before the PUT is sent, so an attempt after a crash reads again.
+//!   durably before the PUT is sent, so an attempt after a crash reads again. And where
+//!   the ledger proves nothing can be there (a parent this run created), the first PUT is
+//!   sent unread ([`ensure_new`]) after journaling that it is about to be; from then on
+//!   the resource is read like any other.
 //! - **Ownership.** A tagged resource is ours when its `hcp-workflow.io/cluster` and
 //!   `hcp-workflow.io/infra-id` tags match ([`Ownership::is_ours`]; the run tag may differ:
 //!   an earlier run of the same cluster). [`ensure`] refuses to adopt anything else
@@ -68,6 +71,10 @@ pub const OPERATIONS_KEY: &str = "azure-operations";
 /// Checkpoint member holding the resources this step read as missing and whose PUT the
 /// ARM budget then held back (never sent), with when they were read (issue 26).
 pub const UNSENT_KEY: &str = "azure-unsent-puts";
+/// Checkpoint member holding the resources this step PUT (or was about to PUT) without
+/// reading them first, because they live in a parent this run created ([`ensure_new`]):
+/// written durably before that PUT, so every later attempt reads (issue 26).
+pub const UNREAD_KEY: &str = "azure-unread-puts";
 /// How long a read that found a resource missing is trusted by the next attempt of a step
 /// whose PUT the ARM budget held back ([`UNSENT_KEY`]); older, it is read again.
 pub const UNSENT_TRUST: Duration = Duration::from_secs(15 * 60);
@@ -532,6 +539,35 @@ pub async fn ensure(
     spec: &EnsureSpec,
 ) -> Result<Progress<Ensured>, StepError> {
     ensure_seen(ctx, arm, spec, None).await
+}
+
+/// [`ensure`] for a resource whose parent (resource group, zone) this run created, as its
+/// ledger proves: nothing can have been there before this run, so the first attempt that
+/// gets here sends its PUT without reading first (issue 26: no GET where the journal
+/// knows the answer). Which resources were so written is journaled ([`UNREAD_KEY`])
+/// durably *before* the PUT can leave; every later call for the same resource — another
+/// attempt, a poll after a `Wait`, the attempt after a crash at any point — reads it as
+/// [`ensure`] does, so a PUT that may have been sent is never sent blind a second time.
+///
+/// The caller proves the parent new; a parent that existed before the run (adopted,
+/// bring-your-own, an operator's) must go through [`ensure`].
+///
+/// # Errors
+/// As [`ensure`]; a failed journal write (retryable).
+pub async fn ensure_new(
+    ctx: &StepContext,
+    arm: &ArmClient,
+    spec: &EnsureSpec,
+) -> Result<Progress<Ensured>, StepError> {
+    let key = spec.id.to_ascii_lowercase();
+    let mut unread: std::collections::BTreeSet<String> =
+        checkpoint_field(ctx, UNREAD_KEY)?.unwrap_or_default();
+    if unread.contains(&key) || journaled(ctx, &spec.id, Verb::Put)?.is_some() {
+        return ensure_seen(ctx, arm, spec, None).await;
+    }
+    unread.insert(key);
+    save_checkpoint_field(ctx, UNREAD_KEY, &unread).await?;
+    ensure_seen(ctx, arm, spec, Some(None)).await
 }
 
 /// [`ensure`] when this attempt has just read the resource: `seen` is `Some(what it

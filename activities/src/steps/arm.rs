@@ -23,7 +23,7 @@ use super::env::{AzureEnv, Clients, Owner};
 use crate::azure::ArmClient;
 use crate::azure::durable::{self, Adopt, Deleted, EnsureSpec, Ensured, Progress};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
-use hcp_runtime::{Action, Outcome, RetryPolicy, StepContext, StepError, UndoOutcome};
+use hcp_runtime::{Action, Outcome, Ref, RetryPolicy, StepContext, StepError, UndoOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
@@ -57,10 +57,40 @@ pub struct ResourceInput {
     /// made it, deleted only when empty. Absent in runs journaled before shared groups.
     #[serde(default)]
     pub shared: bool,
+    /// The node that ensured what this resource lives in (its resource group, or its
+    /// parent: a DNS zone, a storage account). When that node's ledger says this run
+    /// created it, nothing can have been in it before the run, so the first PUT is sent
+    /// without a read ([`durable::ensure_new`]; issue 26). Absent: always read first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Ref<ResourceOutput>>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// Whether this run's ledger says it created `output`'s resource (its first record:
+/// `created`). A resource created by this run had no children and held nothing before it.
+pub fn created_by_run(output: &ResourceOutput) -> bool {
+    output
+        .ledger
+        .iter()
+        .any(|r| r.action == LedgerAction::Created && r.id.eq_ignore_ascii_case(&output.id))
+}
+
+/// Whether `parent` (an ancestor's output) was created by this run ([`created_by_run`]);
+/// `false` when none is named.
+///
+/// # Errors
+/// The named node has no output (not an ancestor: a definition error).
+pub fn parent_created(
+    ctx: &StepContext,
+    parent: Option<&Ref<ResourceOutput>>,
+) -> Result<bool, StepError> {
+    match parent {
+        None => Ok(false),
+        Some(p) => Ok(created_by_run(&ctx.output(p)?)),
+    }
 }
 
 /// Output of a plain resource node.
@@ -207,12 +237,17 @@ pub async fn ensure_resource_seen(
         tagged: input.tagged,
         ownership: input.owner.ownership(ctx),
     };
-    let progress = if input.tagged {
+    // In a parent this run created nothing can have been before: no read before the
+    // first PUT (a caller's own read, `seen`, is used as it is).
+    let parent_new = seen.is_none() && parent_created(ctx, input.parent.as_ref())?;
+    let progress = if input.tagged && parent_new {
+        durable::ensure_new(ctx, arm, &spec).await?
+    } else if input.tagged {
         durable::ensure_seen(ctx, arm, &spec, seen).await?
     } else {
         // An untagged resource is a child: its creation is journaled like the others'.
         let mut journal = ChildrenJournal::of_action(ctx)?;
-        ensure_child(ctx, arm, &mut journal, &spec, false, seen).await?
+        ensure_child(ctx, arm, &mut journal, &spec, parent_new, seen).await?
     };
     match progress {
         Progress::Pending { after, reason } => Ok(ctx.wait(after, reason)),

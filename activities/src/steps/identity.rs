@@ -235,10 +235,7 @@ pub enum IdentitySource {
 /// Whether this run's ledger says it created `identity` (a new identity has no federated
 /// credentials and no role assignments yet).
 fn created_here(identity: &ResourceOutput) -> bool {
-    identity
-        .ledger
-        .iter()
-        .any(|r| r.action == LedgerAction::Created && r.id.eq_ignore_ascii_case(&identity.id))
+    super::arm::created_by_run(identity)
 }
 
 impl IdentitySource {

@@ -10,7 +10,8 @@
 
 use super::arm::{
     DeleteOutput, ResourceInput, ResourceOutput, azure_retry, azure_undo_retry, delete_children,
-    ensure_children, ensure_resource, ensure_resource_seen, record, remove_resource,
+    ensure_children, ensure_resource, ensure_resource_seen, parent_created, record,
+    remove_resource,
 };
 use super::cluster::{HostedClusterOutput, IssuerKeyOutput};
 use super::env::{AzureEnv, Clients, Owner};
@@ -166,6 +167,7 @@ impl Action for EnsureNatSubnet {
             persistent: false,
             byo: false,
             shared: false,
+            parent: None,
         };
         remove_resource(ctx, &arm, &r, output.as_ref()).await
     }
@@ -190,6 +192,7 @@ fn nat_subnet_resource(input: &NatSubnetInput, id: String, cidr: &str) -> Resour
         persistent: false,
         byo: false,
         shared: false,
+        parent: None,
     }
 }
 
@@ -327,6 +330,7 @@ impl Action for EnsurePrivateLinkService {
             persistent: false,
             byo: false,
             shared: false,
+            parent: None,
         };
         ensure_resource(ctx, &arm, &r).await
     }
@@ -438,6 +442,10 @@ pub struct PeInput {
     pub subnet_id: String,
     /// The PLS node.
     pub pls: Ref<ResourceOutput>,
+    /// The node that ensured the PE's resource group: when this run created it, the PE's
+    /// first PUT is sent without a read (`ResourceInput::parent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Ref<ResourceOutput>>,
 }
 
 /// PE output: id and private IP.
@@ -569,6 +577,7 @@ fn pe_resource(input: &PeInput, pls_id: &str, name: &str) -> ResourceInput {
         persistent: false,
         byo: false,
         shared: false,
+        parent: input.group.clone(),
     }
 }
 
@@ -587,6 +596,10 @@ pub struct ARecordInput {
     pub names: Vec<String>,
     /// The PE node (its IP).
     pub endpoint: Ref<PeOutput>,
+    /// The node that ensured the zone: when this run created it, a record not yet
+    /// journaled cannot exist and is written without a read (`arm::ensure_children`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<Ref<ResourceOutput>>,
     /// repair-cluster: write again what exists but drifted (see `arm::ensure_children`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub converge: bool,
@@ -639,7 +652,7 @@ impl Action for EnsureARecords {
             children,
             false,
             input.converge,
-            false,
+            parent_created(ctx, input.zone.as_ref())?,
         )
         .await?
         {
