@@ -113,6 +113,8 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
             }
         }
     }
+    // `percentile` reads sorted samples: the two halves were measured apart.
+    floor.sort_unstable();
     let wall = r.wall.as_secs_f64();
     let ms = |p| benchkit::percentile(&r.deltas, p).as_secs_f64() * 1e3;
     let floor_ms =

@@ -366,3 +366,61 @@ async fn acquire_uses_the_partial_indexes_on_a_large_journal() {
     assert!(plan.contains("runs_due"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
 }
+
+/// Issue 26 §3: a lone append goes over one kept connection (no pool ping, one warm
+/// backend). When the server drops that connection, at most the next append fails, and
+/// transiently (nothing written: the engine retries it); the one after connects afresh,
+/// and the run's journal stays contiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_append_survives_its_connection_being_dropped() {
+    let Some(db) = PgTestDb::from_env() else {
+        return;
+    };
+    let schema = db.new_schema();
+    let app = format!("lone_{}", Uuid::new_v4().simple());
+    let sep = if db.url().contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}application_name={app}", db.url());
+    let store = PostgresStore::connect_with_schema(&url, &schema)
+        .await
+        .unwrap();
+    store.create_run(new_run(T0)).await.unwrap();
+    let lease = store
+        .acquire("w", T0, Duration::from_secs(60), 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let step = |n: u32| Append {
+        events: vec![hcp_runtime::store::NewEvent {
+            kind: "node_started".into(),
+            node: Some(format!("n{n}")),
+            data: format!("{{\"type\":\"node_started\",\"node\":\"n{n}\",\"attempt\":1}}"),
+            at: T0,
+        }],
+        patch: patch(RunState::Running, None),
+        applied_commands: vec![],
+    };
+    let first = store.append(&lease, step(1)).await.unwrap();
+
+    let mut killer = db.connect().await;
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = $1 AND query LIKE 'WITH r AS%'",
+    )
+    .bind(&app)
+    .fetch_all(&mut killer)
+    .await
+    .unwrap();
+    assert_eq!(killed, vec![true], "the lone append's one connection");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let mut seq = first;
+    match store.append(&lease, step(2)).await {
+        Ok(s) => seq = s,
+        Err(e) => assert!(matches!(e, StoreError::Transient(_)), "{e:?}"),
+    }
+    let after = store.append(&lease, step(3)).await.unwrap();
+    assert_eq!(after, seq + 1, "no event lost or doubled");
+    let events = store.load_run(lease.run_id).await.unwrap().unwrap().events;
+    let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=after).collect::<Vec<_>>());
+}

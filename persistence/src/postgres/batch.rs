@@ -17,7 +17,9 @@
 //! While one batch commits the next queues up, so batches grow with the load by
 //! themselves: a lone request is written on its own, with the single-statement path (no
 //! explicit transaction, one round trip), on the caller's own task when nothing else is
-//! queued or being written.
+//! queued or being written, over a connection kept for lone requests ([`Lone`]): the pool
+//! answers every statement with a second round trip on release (sqlx 0.8 pings each
+//! connection given back), and hands out another backend each time.
 //!
 //! # Guarantees
 //! - A caller hears `Ok` only after its batch committed.
@@ -30,8 +32,8 @@
 use crate::error::classify;
 use hcp_runtime::StoreError;
 use hcp_runtime::store::{Append, Lease, RunId};
-use sqlx::postgres::PgPool;
-use sqlx::{Postgres, Row};
+use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::{Connection as _, Postgres, Row};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,6 +86,31 @@ pub(crate) struct Batcher {
     pool: PgPool,
     /// Requests queued or being written (by a writer task or by a caller itself).
     busy: Arc<AtomicUsize>,
+    /// The connection lone requests are written on.
+    lone: Arc<Lone>,
+}
+
+/// The connection of lone requests (issue 26 §3: a step at the single-commit floor).
+///
+/// A pooled connection costs a Postgres step a second round trip: sqlx 0.8 pings every
+/// connection given back to its pool (`Sync` → `ReadyForQuery`, on the server while the
+/// next step's statement waits for a CPU), and the next statement goes to whichever
+/// backend is idle, often one asleep. One connection, used by one lone request at a time
+/// (the `busy` count admits one), keeps the step at one round trip to one warm backend.
+/// It is dropped after any error (the next lone request connects afresh: a statement that
+/// failed on it is never retried here, so an append is never sent twice by this path) and
+/// after [`LONE_IDLE`] unused (a server or pooler may have closed it meanwhile).
+struct Lone {
+    conn: Mutex<Option<(PgConnection, std::time::Instant)>>,
+}
+
+/// How long the lone connection may sit unused before it is replaced rather than used.
+const LONE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl std::fmt::Debug for Lone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lone").finish_non_exhaustive()
+    }
 }
 
 /// Counts a request as busy until dropped (a caller that goes away mid-write included).
@@ -115,7 +142,42 @@ impl Batcher {
             tx,
             pool,
             busy: Arc::new(AtomicUsize::new(0)),
+            lone: Arc::new(Lone {
+                conn: Mutex::new(None),
+            }),
         }
+    }
+
+    /// `op` on the lone connection (connected first when there is none or it sat idle).
+    async fn lone(&self, op: &Op) -> Result<i64, StoreError> {
+        let mut guard = self.lone.conn.lock().await;
+        let fresh = match guard.take() {
+            Some((c, used)) if used.elapsed() < LONE_IDLE => Some(c),
+            Some((c, _)) => {
+                // Closed quietly in the background: nothing of ours is pending on it.
+                tokio::spawn(async move {
+                    let _ = c.close().await;
+                });
+                None
+            }
+            None => None,
+        };
+        let mut conn = match fresh {
+            Some(c) => c,
+            None => PgConnection::connect_with(&self.pool.connect_options())
+                .await
+                .map_err(classify)?,
+        };
+        let out = one_on(&mut conn, &self.pool, op).await;
+        if out.is_ok()
+            || matches!(
+                out,
+                Err(StoreError::Fenced { .. } | StoreError::NotFound(_))
+            )
+        {
+            *guard = Some((conn, std::time::Instant::now()));
+        }
+        out
     }
 
     pub(crate) async fn call(&self, op: Op) -> Result<i64, StoreError> {
@@ -125,7 +187,7 @@ impl Batcher {
             // task, the single-statement path a writer would take for a batch of one,
             // without the two hops to a writer task and back (issue 26 §3: a step at the
             // floor). Requests arriving meanwhile queue for the writers as before.
-            let out = one(&self.pool, &op).await;
+            let out = self.lone(&op).await;
             drop(busy);
             return out;
         }
@@ -232,10 +294,16 @@ impl Writer {
 
 /// One request on its own (one statement, autocommit).
 async fn one(pool: &PgPool, op: &Op) -> Result<i64, StoreError> {
+    let mut conn = pool.acquire().await.map_err(classify)?;
+    one_on(&mut conn, pool, op).await
+}
+
+/// [`one`] on `conn`; `pool` only to tell a fenced lease from a missing run.
+async fn one_on(conn: &mut PgConnection, pool: &PgPool, op: &Op) -> Result<i64, StoreError> {
     match op {
         Op::Append(lease, append) => {
             let last = super::append_statement(lease, append)
-                .fetch_optional(pool)
+                .fetch_optional(&mut *conn)
                 .await
                 .map_err(classify)?;
             match last {
@@ -245,7 +313,7 @@ async fn one(pool: &PgPool, op: &Op) -> Result<i64, StoreError> {
         }
         Op::Release(lease, wake_at) => {
             let done = super::release_statement(lease, *wake_at)
-                .execute(pool)
+                .execute(&mut *conn)
                 .await
                 .map_err(classify)?;
             if done.rows_affected() == 0 {
