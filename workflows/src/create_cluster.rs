@@ -218,22 +218,6 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// [`Self::res`] in what `parent` ensured (a group or parent resource): when this run
-    /// created that, the first PUT goes out unread (`ResourceInput::parent`, issue 26).
-    fn res_in(
-        &self,
-        parent: &Ref<ResourceOutput>,
-        resource_type: &str,
-        id: &str,
-        api: &str,
-        body: serde_json::Value,
-    ) -> ResourceInput {
-        ResourceInput {
-            parent: Some(parent.clone()),
-            ..self.res(resource_type, id, api, body)
-        }
-    }
-
     fn loc(&self) -> serde_json::Value {
         json!({"location": self.l.location})
     }
@@ -585,13 +569,13 @@ fn identities(
                 n(&format!("identities.{}", comp.component.name())),
                 &ResourceInput {
                     persistent: true,
-                    ..c.res_in(
-                        &prg,
+                    ..c.res(
                         "Microsoft.ManagedIdentity/userAssignedIdentities",
                         &id,
                         api::MSI,
                         c.loc(),
                     )
+                    .within(&prg)
                 },
                 o().after(&prg),
             )?;
@@ -657,9 +641,7 @@ fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>, prg: &Ref<ResourceOutput>) -> Result<(
             n("oidc.storage-account"),
             &ResourceInput {
                 persistent: true,
-                ..c.res_in(
-                    prg,
-                    "Microsoft.Storage/storageAccounts",
+                ..c.res("Microsoft.Storage/storageAccounts",
                     account_id,
                     api::STORAGE,
                     json!({
@@ -668,7 +650,7 @@ fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>, prg: &Ref<ResourceOutput>) -> Result<(
                         "sku": {"name": "Standard_LRS"},
                         "properties": {"allowBlobPublicAccess": true, "minimumTlsVersion": "TLS1_2"},
                     }),
-                )
+                ).within(prg)
             },
             o(),
         )?;
@@ -677,8 +659,7 @@ fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>, prg: &Ref<ResourceOutput>) -> Result<(
             &ResourceInput {
                 tagged: false,
                 persistent: true,
-                ..c.res_in(
-                    &account,
+                ..c.res(
                     "Microsoft.Storage/storageAccounts/blobServices/containers",
                     &format!(
                         "{account_id}/blobServices/default/containers/{}",
@@ -687,6 +668,7 @@ fn oidc(b: &mut SagaBuilder, c: &Ctx<'_>, prg: &Ref<ResourceOutput>) -> Result<(
                     api::STORAGE,
                     json!({"properties": {"publicAccess": "Container"}}),
                 )
+                .within(&account)
             },
             o().after(&account),
         )?;
@@ -739,13 +721,13 @@ fn network(
         scope_rgs.push((Scope::Nsg, nsg_rg.clone()));
         let nsg = b.add::<EnsureNsg>(
             n("network.nsg"),
-            &c.res_in(
-                &nsg_rg,
+            &c.res(
                 "Microsoft.Network/networkSecurityGroups",
                 &l.nsg_id,
                 api::NETWORK,
                 c.loc(),
-            ),
+            )
+            .within(&nsg_rg),
             o().after(&nsg_rg),
         )?;
         let (vnet_cidr, subnet_cidr) = match &cfg.network {
@@ -754,8 +736,7 @@ fn network(
         };
         let vnet = b.add::<EnsureVnet>(
             n("network.vnet"),
-            &c.res_in(
-                &vnet_rg,
+            &c.res(
                 "Microsoft.Network/virtualNetworks",
                 &l.vnet_id,
                 api::NETWORK,
@@ -769,7 +750,8 @@ fn network(
                         }}],
                     }
                 }),
-            ),
+            )
+            .within(&vnet_rg),
             o().after(&vnet_rg).after(&nsg),
         )?;
         vnet_node = Some(vnet);
@@ -780,19 +762,18 @@ fn network(
     // group; the link only names the VNet, which is never modified.
     let zone = b.add::<EnsureDnsZone>(
         n("network.dns-zone"),
-        &c.res_in(
-            &managed,
+        &c.res(
             "Microsoft.Network/privateDnsZones",
             &l.infra_zone_id,
             api::PRIVATE_DNS,
             json!({"location": "global"}),
-        ),
+        )
+        .within(&managed),
         o().after(&managed),
     )?;
     b.add::<EnsureDnsLink>(
         n("network.dns-link"),
-        &c.res_in(
-            &zone,
+        &c.res(
             "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
             &l.infra_link_id,
             api::PRIVATE_DNS,
@@ -800,7 +781,8 @@ fn network(
                 "virtualNetwork": {"id": l.vnet_id},
                 "registrationEnabled": false,
             }}),
-        ),
+        )
+        .within(&zone),
         match &vnet_node {
             Some(vnet) => o().after(&zone).after(vnet),
             None => o().after(&zone),
@@ -808,8 +790,7 @@ fn network(
     )?;
     let ip = b.add::<EnsurePublicIp>(
         n("network.public-ip"),
-        &c.res_in(
-            &managed,
+        &c.res(
             "Microsoft.Network/publicIPAddresses",
             &l.public_ip_id,
             api::NETWORK,
@@ -822,18 +803,19 @@ fn network(
                     "idleTimeoutInMinutes": 4,
                 }
             }),
-        ),
+        )
+        .within(&managed),
         o().after(&managed),
     )?;
     b.add::<EnsureLoadBalancer>(
         n("network.load-balancer"),
-        &c.res_in(
-            &managed,
+        &c.res(
             "Microsoft.Network/loadBalancers",
             &l.lb_id,
             api::NETWORK,
             egress_lb_body(l),
-        ),
+        )
+        .within(&managed),
         o().after(&ip),
     )?;
     role_assignments(b, c, pre, identities, aro, &scope_rgs)?;
@@ -1188,19 +1170,18 @@ fn pe_dns(
     )?;
     let zone = b.add::<EnsureDnsZone>(
         n("pe-dns.zone"),
-        &c.res_in(
-            managed,
+        &c.res(
             "Microsoft.Network/privateDnsZones",
             &l.pl_zone_id,
             api::PRIVATE_DNS,
             json!({"location": "global"}),
-        ),
+        )
+        .within(managed),
         o(),
     )?;
     let link = b.add::<EnsureDnsLink>(
         n("pe-dns.link"),
-        &c.res_in(
-            &zone,
+        &c.res(
             "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
             &l.pl_link_id,
             api::PRIVATE_DNS,
@@ -1208,7 +1189,8 @@ fn pe_dns(
                 "virtualNetwork": {"id": l.vnet_id},
                 "registrationEnabled": false,
             }}),
-        ),
+        )
+        .within(&zone),
         o().after(&zone),
     )?;
     b.add::<EnsureARecords>(

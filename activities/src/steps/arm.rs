@@ -69,8 +69,19 @@ fn yes() -> bool {
     true
 }
 
-/// Whether this run's ledger says it created `output`'s resource (its first record:
-/// `created`). A resource created by this run had no children and held nothing before it.
+impl ResourceInput {
+    /// This resource, living in what `parent` ensured (see [`ResourceInput::parent`]).
+    #[must_use]
+    pub fn within(self, parent: &Ref<ResourceOutput>) -> Self {
+        Self {
+            parent: Some(parent.clone()),
+            ..self
+        }
+    }
+}
+
+/// Whether this run's ledger records `output`'s resource as `created`. A resource created
+/// by this run had no children and held nothing before it.
 pub fn created_by_run(output: &ResourceOutput) -> bool {
     output
         .ledger

@@ -2,8 +2,8 @@
 //! an identity created earlier in the run (its resource id and `principalId`).
 
 use super::arm::{
-    ChildrenJournal, ResourceOutput, azure_retry, azure_undo_retry, delete_children,
-    ensure_children, record,
+    ChildrenJournal, ResourceOutput, azure_retry, azure_undo_retry, created_by_run,
+    delete_children, ensure_children, record,
 };
 use super::env::{AzureEnv, Clients, Owner};
 use crate::azure::durable::Progress;
@@ -97,7 +97,7 @@ impl Action for EnsureFederatedCredentials {
             })
             .collect();
         let ids = children.iter().map(|(id, _)| id.clone()).collect();
-        let parent_new = created_here(&identity);
+        let parent_new = created_by_run(&identity);
         match ensure_children(
             ctx,
             &arm,
@@ -232,20 +232,14 @@ pub enum IdentitySource {
     },
 }
 
-/// Whether this run's ledger says it created `identity` (a new identity has no federated
-/// credentials and no role assignments yet).
-fn created_here(identity: &ResourceOutput) -> bool {
-    super::arm::created_by_run(identity)
-}
-
 impl IdentitySource {
-    /// Whether this run created the identity ([`created_here`]); a bring-your-own one never.
+    /// Whether this run created the identity ([`created_by_run`] (a new identity has no federated credentials and no role assignments yet)); a bring-your-own one never.
     ///
     /// # Errors
     /// The referenced output is missing.
     pub fn created_by_this_run(&self, ctx: &StepContext) -> Result<bool, StepError> {
         match self {
-            IdentitySource::Created(r) => Ok(created_here(&ctx.output(r)?)),
+            IdentitySource::Created(r) => Ok(created_by_run(&ctx.output(r)?)),
             IdentitySource::ServicePrincipal { service_principal } => {
                 Ok(ctx.output(service_principal)?.created)
             }

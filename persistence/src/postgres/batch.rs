@@ -17,7 +17,7 @@
 //! While one batch commits the next queues up, so batches grow with the load by
 //! themselves: a lone request is written on its own, with the single-statement path (no
 //! explicit transaction, one round trip), on the caller's own task when nothing else is
-//! queued or being written, over a connection kept for lone requests ([`Lone`]): the pool
+//! queued or being written, over a connection kept for lone requests (`Batcher::lone`): the pool
 //! answers every statement with a second round trip on release (sqlx 0.8 pings each
 //! connection given back), and hands out another backend each time.
 //!
@@ -37,6 +37,7 @@ use sqlx::{Connection as _, Postgres, Row};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 /// Most requests per transaction: big enough to amortise the commit to nothing, small
@@ -86,32 +87,21 @@ pub(crate) struct Batcher {
     pool: PgPool,
     /// Requests queued or being written (by a writer task or by a caller itself).
     busy: Arc<AtomicUsize>,
-    /// The connection lone requests are written on.
-    lone: Arc<Lone>,
-}
-
-/// The connection of lone requests (issue 26 §3: a step at the single-commit floor).
-///
-/// A pooled connection costs a Postgres step a second round trip: sqlx 0.8 pings every
-/// connection given back to its pool (`Sync` → `ReadyForQuery`, on the server while the
-/// next step's statement waits for a CPU), and the next statement goes to whichever
-/// backend is idle, often one asleep. One connection, used by one lone request at a time
-/// (the `busy` count admits one), keeps the step at one round trip to one warm backend.
-/// It is dropped after any error (the next lone request connects afresh: a statement that
-/// failed on it is never retried here, so an append is never sent twice by this path) and
-/// after [`LONE_IDLE`] unused (a server or pooler may have closed it meanwhile).
-struct Lone {
-    conn: Mutex<Option<(PgConnection, std::time::Instant)>>,
+    /// The connection lone requests are written on, and when it was last used.
+    ///
+    /// A pooled connection costs a Postgres step a second round trip: sqlx 0.8 pings every
+    /// connection given back to its pool (`Sync` → `ReadyForQuery`, on the server while the
+    /// next step's statement waits for a CPU), and the next statement goes to whichever
+    /// backend is idle, often one asleep. One connection, used by one lone request at a time
+    /// (the `busy` count admits one), keeps the step at one round trip to one warm backend.
+    /// It is dropped after any error (the next lone request connects afresh: a statement that
+    /// failed on it is never retried here, so an append is never sent twice by this path) and
+    /// after [`LONE_IDLE`] unused (a server or pooler may have closed it meanwhile).
+    lone: Arc<Mutex<Option<(PgConnection, Instant)>>>,
 }
 
 /// How long the lone connection may sit unused before it is replaced rather than used.
-const LONE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
-
-impl std::fmt::Debug for Lone {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lone").finish_non_exhaustive()
-    }
-}
+const LONE_IDLE: Duration = Duration::from_secs(60);
 
 /// Counts a request as busy until dropped (a caller that goes away mid-write included).
 struct Busy(Arc<AtomicUsize>);
@@ -142,27 +132,24 @@ impl Batcher {
             tx,
             pool,
             busy: Arc::new(AtomicUsize::new(0)),
-            lone: Arc::new(Lone {
-                conn: Mutex::new(None),
-            }),
+            lone: Arc::new(Mutex::new(None)),
         }
     }
 
     /// `op` on the lone connection (connected first when there is none or it sat idle).
     async fn lone(&self, op: &Op) -> Result<i64, StoreError> {
-        let mut guard = self.lone.conn.lock().await;
-        let fresh = match guard.take() {
-            Some((c, used)) if used.elapsed() < LONE_IDLE => Some(c),
-            Some((c, _)) => {
-                // Closed quietly in the background: nothing of ours is pending on it.
-                tokio::spawn(async move {
-                    let _ = c.close().await;
-                });
-                None
+        let mut guard = self.lone.lock().await;
+        let kept = guard.take().and_then(|(c, used)| {
+            if used.elapsed() < LONE_IDLE {
+                return Some(c);
             }
-            None => None,
-        };
-        let mut conn = match fresh {
+            // Closed quietly in the background: nothing of ours is pending on it.
+            tokio::spawn(async move {
+                let _ = c.close().await;
+            });
+            None
+        });
+        let mut conn = match kept {
             Some(c) => c,
             None => PgConnection::connect_with(&self.pool.connect_options())
                 .await
@@ -175,7 +162,7 @@ impl Batcher {
                 Err(StoreError::Fenced { .. } | StoreError::NotFound(_))
             )
         {
-            *guard = Some((conn, std::time::Instant::now()));
+            *guard = Some((conn, Instant::now()));
         }
         out
     }
