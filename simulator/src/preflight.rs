@@ -7,6 +7,7 @@
 //! | Request | Spec |
 //! |---|---|
 //! | `GET /subscriptions/{s}/providers/{ns}` (2021-04-01) | `Providers_Get`, `resources/resource-manager/Microsoft.Resources/stable/2021-04-01/resources.json` |
+//! | `GET /subscriptions/{s}/providers` (2021-04-01) | `Providers_List`, the same file |
 //! | `GET /subscriptions/{s}/providers/Microsoft.Features/providers/{ns}/features/{f}` (2021-07-01) | `Features_Get`, `resources/resource-manager/Microsoft.Features/stable/2021-07-01/features.json` |
 //! | `GET {resourceGroup or resource}/providers/Microsoft.Authorization/permissions` (2022-04-01) | `Permissions_ListForResourceGroup` / `Permissions_ListForResource`, `authorization/…/stable/2022-04-01/authorization-RoleDefinitionsCalls.json` |
 //! | `GET /subscriptions/{s}/providers/Microsoft.Network/locations/{l}/usages` (2023-11-01) | `Usages_List`, `network/…/stable/2023-11-01/network.json` |
@@ -201,6 +202,7 @@ pub(crate) fn handle_arm(sim: &Simulator, req: &Req) -> Option<Response> {
             "features",
             f,
         ] if get => feature(sim, sub, ns, f),
+        [_, sub, p] if get && eq(p, "providers") => providers(sim, sub),
         [_, sub, p, ns] if get && eq(p, "providers") => provider(sim, sub, ns),
         [_, sub, p, n, l, loc, u]
             if get
@@ -259,23 +261,51 @@ pub(crate) fn scenario(sim: &Simulator) -> Scenario {
     lock(&sim.inner.scenario).clone()
 }
 
-fn provider(sim: &Simulator, sub: &str, ns: &str) -> Response {
+/// The namespaces `Providers_List` answers with: what a new subscription lists among its
+/// few hundred (every provider is listed, registered or not).
+const NAMESPACES: [&str; 10] = [
+    "Microsoft.Authorization",
+    "Microsoft.Compute",
+    "Microsoft.ContainerService",
+    "Microsoft.Features",
+    "Microsoft.KeyVault",
+    "Microsoft.ManagedIdentity",
+    "Microsoft.Network",
+    "Microsoft.Resources",
+    "Microsoft.Storage",
+    "Microsoft.Insights",
+];
+
+/// A `Provider` (resources.json 2021-04-01).
+fn provider_body(sim: &Simulator, sub: &str, ns: &str) -> Value {
     let sc = scenario(sim);
     let state = if sc.unregistered_providers.iter().any(|p| eq(p, ns)) {
         "NotRegistered"
     } else {
         "Registered"
     };
-    json_resp(
-        200,
-        &json!({
-            "id": format!("/subscriptions/{sub}/providers/{ns}"),
-            "namespace": ns,
-            "registrationState": state,
-            "registrationPolicy": "RegistrationRequired",
-            "resourceTypes": [],
-        }),
-    )
+    json!({
+        "id": format!("/subscriptions/{sub}/providers/{ns}"),
+        "namespace": ns,
+        "registrationState": state,
+        "registrationPolicy": "RegistrationRequired",
+        "resourceTypes": [],
+    })
+}
+
+/// `Providers_Get`.
+fn provider(sim: &Simulator, sub: &str, ns: &str) -> Response {
+    json_resp(200, &provider_body(sim, sub, ns))
+}
+
+/// `Providers_List` (`ProviderListResult`: `value`, and `nextLink` when there are more;
+/// everything fits one page here).
+fn providers(sim: &Simulator, sub: &str) -> Response {
+    let value: Vec<Value> = NAMESPACES
+        .iter()
+        .map(|ns| provider_body(sim, sub, ns))
+        .collect();
+    json_resp(200, &json!({ "value": value }))
 }
 
 fn feature(sim: &Simulator, sub: &str, ns: &str, f: &str) -> Response {

@@ -104,3 +104,54 @@ fn three_workers_share_one_arm_budget_and_arm_never_throttles() {
         );
     }
 }
+
+/// Issue 26 §2: one create alone, as an operator runs it (`start create-cluster`, its
+/// preflight included), sends at most 120 ARM requests, writes each resource once, and is
+/// never throttled. The count is ARM's (paths under `/subscriptions` or `/providers`),
+/// from the simulator's request log.
+#[test]
+fn one_create_with_its_preflight_sends_at_most_120_arm_requests() {
+    let env = Env::new("reqcount", 0.02);
+    let cfg = cluster_file(&env.dir, "rqc", "rqc-r1q2c", "Private", "");
+    env.sim.clear_requests();
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let arm: Vec<(String, String, u64)> = env
+        .sim
+        .requests()
+        .iter()
+        .filter_map(|r| {
+            let path = r["path"].as_str()?.split('?').next()?.to_string();
+            (path.starts_with("/subscriptions") || path.starts_with("/providers")).then(|| {
+                (
+                    r["method"].as_str().unwrap_or_default().to_string(),
+                    path,
+                    r["status"].as_u64().unwrap_or_default(),
+                )
+            })
+        })
+        .collect();
+    let listing = arm
+        .iter()
+        .map(|(m, p, s)| format!("{m} {s} {p}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        arm.len() <= 120,
+        "{} ARM requests for one create (target 120):\n{listing}",
+        arm.len()
+    );
+    assert!(
+        arm.iter().all(|(_, _, s)| *s != 429),
+        "throttled alone:\n{listing}"
+    );
+    let mut puts: Vec<&str> = arm
+        .iter()
+        .filter(|(m, _, _)| m == "PUT")
+        .map(|(_, p, _)| p.as_str())
+        .collect();
+    let n = puts.len();
+    puts.sort_unstable();
+    puts.dedup();
+    assert_eq!(puts.len(), n, "a resource written twice:\n{listing}");
+}

@@ -669,9 +669,8 @@ fn reachability_timeout_visibility_and_delete_rows() {
     let _ = f;
 
     // One read slower than the per-check limit: that check's row says so.
-    env.sim.fault(
-        json!({"method": "GET", "path": "*/providers/Microsoft.Compute?*", "latency_ms": 4000}),
-    );
+    env.sim
+        .fault(json!({"method": "GET", "path": "*/providers?*", "latency_ms": 4000}));
     let (code, rows, err) = preflight(&env, &cfg, &["--timeout", "1"]);
     assert_eq!(code, 2, "{rows:#?}\n{err}");
     let slow: Vec<_> = failures(&rows)

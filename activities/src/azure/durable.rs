@@ -621,7 +621,7 @@ pub async fn ensure_seen(
     let existing = match seen {
         Some(v) => v,
         None => arm
-            .get_value(id, &spec.api)
+            .get_value_with(id, &spec.api, read_query(id))
             .await
             .map_err(|e| StepError::from(e.with_resource(id)))?,
     };
@@ -670,6 +670,21 @@ pub async fn ensure_seen(
         )
         .with_code("ResourceNotFound")),
         None => put(ctx, arm, spec, true, Some(read_at)).await,
+    }
+}
+
+/// Query parameters of [`ensure`]'s read of `id`: a private endpoint is read with its
+/// network interfaces (`$expand=networkInterfaces`, PrivateEndpoints_Get,
+/// `network/…/stable/2023-11-01/privateEndpoint.json`), where its address is when no
+/// custom DNS config carries it, so the step that needs the address reads it once.
+fn read_query(id: &str) -> &'static [(&'static str, &'static str)] {
+    if id
+        .to_ascii_lowercase()
+        .contains("/providers/microsoft.network/privateendpoints/")
+    {
+        &[("$expand", "networkInterfaces")]
+    } else {
+        &[]
     }
 }
 

@@ -328,6 +328,19 @@ pub async fn private_endpoint_ip(arm: &ArmClient, pe_id: &str) -> Result<Option<
     }))
 }
 
+/// The subnet named `name` in a VNet's body (`properties.subnets`, which ARM fills with
+/// the whole subnet resources, as `Subnets_Get` answers them), compared without case.
+pub fn subnet_in<'a>(vnet: &'a Value, name: &str) -> Option<&'a Value> {
+    vnet.pointer("/properties/subnets")?
+        .as_array()?
+        .iter()
+        .find(|s| {
+            s.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| n.eq_ignore_ascii_case(name))
+        })
+}
+
 /// The first /24 inside a VNet's IPv4 address space that overlaps none of its subnets
 /// (for the PLS NAT subnet). `vnet` is the VNet's ARM body.
 pub fn free_slash24(vnet: &Value) -> Option<String> {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// `GET /subscriptions/{s}/providers/{ns}` (Providers_Get,
+/// `GET /subscriptions/{s}/providers` (Providers_List,
 /// `specification/resources/resource-manager/Microsoft.Resources/stable/2021-04-01/resources.json`).
 pub const API_PROVIDERS: &str = "2021-04-01";
 /// `GET /subscriptions/{s}/providers/Microsoft.Features/providers/{ns}/features/{f}`
@@ -74,14 +74,12 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
     }
     if create {
         for (sub, namespaces) in subs {
-            for ns in namespaces {
-                let (c, i, s) = (clients.clone(), inputs.clone(), sub.clone());
-                out.push(Check::new(
-                    "azure.provider",
-                    format!("/subscriptions/{sub}/providers/{ns}"),
-                    async move { provider(&c, &i.azure, &s, ns).await },
-                ));
-            }
+            let (c, i, s) = (clients.clone(), inputs.clone(), sub.clone());
+            out.push(Check::new(
+                "azure.provider",
+                format!("/subscriptions/{sub}/providers"),
+                async move { providers(&c, &i.azure, &s, &namespaces).await },
+            ));
         }
         let (c, i) = (clients.clone(), inputs.clone());
         out.push(Check::new(
@@ -90,6 +88,10 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
             async move { encryption_at_host(&c, &i).await },
         ));
     }
+    // The guest subscription's groups, listed once for every check that asks whether one
+    // exists (issue 26: one read instead of one per group).
+    let groups = Arc::new(GroupList::new(&inputs.subscription));
+    let perms = Arc::new(PermissionReads::default());
     // Permissions, derived from the DAG: one check per scope.
     let mut by_scope: BTreeMap<String, Vec<permissions::Needed>> = BTreeMap::new();
     for n in permissions::needed(dag) {
@@ -102,8 +104,11 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
         let scope = needed[0].scope.clone();
         let env = env_for(inputs, &scope);
         let c = clients.clone();
+        let listed = groups.lists(&scope).then(|| groups.clone());
+        perms.register(&scope);
+        let p = perms.clone();
         out.push(Check::new("azure.permission", scope.clone(), async move {
-            permission(&c, &env, &scope, &needed).await
+            permission(&c, &env, &scope, &needed, listed.as_deref(), &p).await
         }));
     }
     if create {
@@ -145,18 +150,18 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
                 async move { storage_account(&c, &i, &id).await },
             ));
         }
-        let (c, i) = (clients.clone(), inputs.clone());
+        let (c, i, g) = (clients.clone(), inputs.clone(), groups.clone());
         out.push(Check::new(
             "azure.persistent-group",
             inputs.persistent_rg.clone(),
-            async move { persistent_group(&c, &i).await },
+            async move { persistent_group(&c, &i, &g).await },
         ));
         if inputs.private_link.is_some() {
-            let (c, i) = (clients.clone(), inputs.clone());
+            let (c, i, p) = (clients.clone(), inputs.clone(), perms.clone());
             out.push(Check::new(
                 "azure.private-link",
                 "management VNet, load-balancer group, NAT subnet, PLS visibility",
-                async move { private_link(&c, &i).await },
+                async move { private_link(&c, &i, &p).await },
             ));
         }
     }
@@ -308,41 +313,74 @@ async fn token(clients: &Clients, env: &AzureEnv, target: &str) -> CheckResult {
 
 // --- providers and features ------------------------------------------------------------
 
-async fn provider(clients: &Clients, env: &AzureEnv, sub: &str, ns: &str) -> Vec<CheckResult> {
-    let target = format!("/subscriptions/{sub}/providers/{ns}");
+/// One row per namespace, from one `Providers_List` of the subscription (issue 26: one
+/// read where there were one per namespace). ARM lists every provider, registered or not.
+async fn providers(
+    clients: &Clients,
+    env: &AzureEnv,
+    sub: &str,
+    namespaces: &[&str],
+) -> Vec<CheckResult> {
+    let target = |ns: &str| format!("/subscriptions/{sub}/providers/{ns}");
+    let fix = |ns: &str| format!("az provider register --namespace {ns} --subscription {sub}");
     let arm = match clients.arm(env).await {
         Ok(a) => a,
-        Err(e) => return vec![no_client("azure.provider", &target, &e)],
-    };
-    let fix = format!("az provider register --namespace {ns} --subscription {sub}");
-    // Providers_Get: `registrationState` is Registered, NotRegistered, Registering, …
-    match arm.get_value(&target, API_PROVIDERS).await {
-        Ok(Some(v)) => {
-            let state = v
-                .get("registrationState")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown");
-            if state.eq_ignore_ascii_case("Registered") {
-                vec![CheckResult::pass("azure.provider", target, "Registered")]
-            } else {
-                vec![CheckResult::fail(
-                    "azure.provider",
-                    target,
-                    format!(
-                        "registrationState {state}: the run's writes of {ns} types would fail with MissingSubscriptionRegistration"
-                    ),
-                    fix,
-                )]
-            }
+        Err(e) => {
+            return namespaces
+                .iter()
+                .map(|ns| no_client("azure.provider", &target(ns), &e))
+                .collect();
         }
-        Ok(None) => vec![CheckResult::fail(
-            "azure.provider",
-            target,
-            "404: the subscription or provider was not found",
-            fix,
-        )],
-        Err(e) => vec![row_err("azure.provider", &target, "provider", &e, &fix)],
-    }
+    };
+    let list = match arm
+        .list_values(&format!("/subscriptions/{sub}/providers"), API_PROVIDERS)
+        .await
+    {
+        Ok(l) => l,
+        Err(e) => {
+            return namespaces
+                .iter()
+                .map(|ns| row_err("azure.provider", &target(ns), "providers", &e, &fix(ns)))
+                .collect();
+        }
+    };
+    namespaces
+        .iter()
+        .map(|ns| {
+            let found = list.iter().find(|p| {
+                p.get("namespace")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n.eq_ignore_ascii_case(ns))
+            });
+            // `registrationState` is Registered, NotRegistered, Registering, …
+            match found {
+                Some(v) => {
+                    let state = v
+                        .get("registrationState")
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown");
+                    if state.eq_ignore_ascii_case("Registered") {
+                        CheckResult::pass("azure.provider", target(ns), "Registered")
+                    } else {
+                        CheckResult::fail(
+                            "azure.provider",
+                            target(ns),
+                            format!(
+                                "registrationState {state}: the run's writes of {ns} types would fail with MissingSubscriptionRegistration"
+                            ),
+                            fix(ns),
+                        )
+                    }
+                }
+                None => CheckResult::fail(
+                    "azure.provider",
+                    target(ns),
+                    "not in the subscription's provider list",
+                    fix(ns),
+                ),
+            }
+        })
+        .collect()
 }
 
 fn feature_id(sub: &str) -> String {
@@ -428,10 +466,16 @@ async fn permission(
     env: &AzureEnv,
     scope: &str,
     needed: &[permissions::Needed],
+    groups: Option<&GroupList>,
+    reads: &PermissionReads,
 ) -> Vec<CheckResult> {
     let arm = match clients.arm(env).await {
         Ok(a) => a,
         Err(e) => return vec![no_client("azure.permission", scope, &e)],
+    };
+    let absent = match groups {
+        Some(g) => matches!(g.find(&arm, scope).await, Some(None)),
+        None => false,
     };
     let actions: Vec<&str> = needed.iter().map(|n| n.action).collect();
     if !scope.to_ascii_lowercase().contains("/resourcegroups/") {
@@ -445,10 +489,20 @@ async fn permission(
             None,
         )];
     }
-    let path = format!("{scope}/providers/Microsoft.Authorization/permissions");
-    let perms = match arm.list_values(&path, API_PERMISSIONS).await {
+    let listed = if absent {
+        // The subscription's group list has no such group: the permissions API would
+        // answer ResourceGroupNotFound.
+        Err(ArmError::local(
+            "ResourceGroupNotFound",
+            "listed absent",
+            None,
+        ))
+    } else {
+        reads.read(&arm, scope).await
+    };
+    let perms = match listed {
         Ok(p) => p,
-        Err(e) if e.status == 404 && e.code == "ResourceGroupNotFound" => {
+        Err(e) if absent || (e.status == 404 && e.code == "ResourceGroupNotFound") => {
             // The group does not exist yet (the run creates it): its effective permissions
             // are the subscription's, which this API cannot report.
             return vec![CheckResult::warn(
@@ -830,6 +884,115 @@ async fn compute(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
     rows
 }
 
+// --- resource groups of the guest subscription ------------------------------------------
+
+/// The guest subscription's resource groups, listed once (`ResourceGroups_List`,
+/// resources.json 2021-04-01, following `nextLink`) for every check that needs to know
+/// whether a group exists and what it is tagged: the permission checks of the groups a
+/// create makes (whose permissions API answers only for an existing group) and the
+/// persistent group's. A failed list answers nothing, and each check then reads for itself.
+pub(crate) struct GroupList {
+    /// `/subscriptions/{s}/resourcegroups/`, lower case.
+    prefix: String,
+    cell: tokio::sync::OnceCell<Option<Vec<Value>>>,
+}
+
+impl GroupList {
+    fn new(subscription: &str) -> Self {
+        Self {
+            prefix: format!("/subscriptions/{subscription}/resourcegroups/").to_ascii_lowercase(),
+            cell: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// `scope` is a resource group of this subscription (not a resource in one).
+    fn lists(&self, scope: &str) -> bool {
+        scope
+            .to_ascii_lowercase()
+            .strip_prefix(&self.prefix)
+            .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+    }
+
+    /// `Some(Some(group))`, `Some(None)` (listed, absent), or `None`: not one of this
+    /// subscription's groups, or the list failed.
+    async fn find(&self, arm: &ArmClient, group_id: &str) -> Option<Option<Value>> {
+        if !self.lists(group_id) {
+            return None;
+        }
+        let path = self.prefix.trim_end_matches('/').to_string();
+        let all = self
+            .cell
+            .get_or_init(|| async {
+                match arm.list_values(&path, API_RESOURCES).await {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "listing the resource groups failed; each check reads its own");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()?;
+        let name = group_id.rsplit('/').next().unwrap_or_default();
+        Some(
+            all.iter()
+                .find(|g| {
+                    g.get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+                })
+                .cloned(),
+        )
+    }
+}
+
+/// `Permissions_ListForResourceGroup` answers, read once per scope for every check that
+/// needs one: the scope's permission check, and the private-link check, for which the
+/// answer (or its `ResourceGroupNotFound`) says whether the load balancers' group exists.
+#[derive(Default)]
+pub(crate) struct PermissionReads {
+    asked: std::sync::Mutex<BTreeMap<String, Arc<PermissionRead>>>,
+}
+
+type PermissionRead = tokio::sync::OnceCell<Result<Vec<Value>, ArmError>>;
+
+impl PermissionReads {
+    fn cell(&self, scope: &str, create: bool) -> Option<Arc<PermissionRead>> {
+        let mut asked = self
+            .asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = scope.to_ascii_lowercase();
+        if create {
+            return Some(asked.entry(key).or_default().clone());
+        }
+        asked.get(&key).cloned()
+    }
+
+    async fn read(&self, arm: &ArmClient, scope: &str) -> Result<Vec<Value>, ArmError> {
+        let cell = self.cell(scope, true).unwrap_or_default();
+        let path = format!("{scope}/providers/Microsoft.Authorization/permissions");
+        cell.get_or_init(|| arm.list_values(&path, API_PERMISSIONS))
+            .await
+            .clone()
+    }
+
+    /// [`Self::read`] when a permission check of `scope` exists (registered before any
+    /// check runs), else `None`.
+    async fn read_if_asked(
+        &self,
+        arm: &ArmClient,
+        scope: &str,
+    ) -> Option<Result<Vec<Value>, ArmError>> {
+        self.cell(scope, false)?;
+        Some(self.read(arm, scope).await)
+    }
+
+    fn register(&self, scope: &str) {
+        let _ = self.cell(scope, true);
+    }
+}
+
 // --- DNS zone, storage account name, persistent group -----------------------------------
 
 async fn dns_zone(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
@@ -968,14 +1131,23 @@ async fn storage_account(clients: &Clients, inputs: &Inputs, id: &str) -> Vec<Ch
     }
 }
 
-async fn persistent_group(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
+async fn persistent_group(
+    clients: &Clients,
+    inputs: &Inputs,
+    groups: &GroupList,
+) -> Vec<CheckResult> {
     let id = &inputs.persistent_rg;
     let arm = match clients.arm(&inputs.azure).await {
         Ok(a) => a,
         Err(e) => return vec![no_client("azure.persistent-group", id, &e)],
     };
-    // ResourceGroups_Get (resources.json 2021-04-01).
-    match arm.get_value(id, API_RESOURCES).await {
+    // From the subscription's group list when it answered, else ResourceGroups_Get
+    // (resources.json 2021-04-01).
+    let found = match groups.find(&arm, id).await {
+        Some(found) => Ok(found),
+        None => arm.get_value(id, API_RESOURCES).await,
+    };
+    match found {
         Ok(None) => vec![CheckResult::pass(
             "azure.persistent-group",
             id,
@@ -1009,7 +1181,11 @@ async fn persistent_group(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult
 
 // --- private link ----------------------------------------------------------------------
 
-async fn private_link(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
+async fn private_link(
+    clients: &Clients,
+    inputs: &Inputs,
+    perms: &PermissionReads,
+) -> Vec<CheckResult> {
     let Some(pl) = &inputs.private_link else {
         return Vec::new();
     };
@@ -1019,7 +1195,15 @@ async fn private_link(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
     };
     let (vnet, group, pls) = futures::join!(
         marm.get_value(&pl.vnet_id, API_NETWORK),
-        marm.get_value(&pl.lb_rg, API_RESOURCES),
+        async {
+            // The permission check of this group reads its permissions, which answer only
+            // for an existing group: that read tells whether it exists (issue 26).
+            match perms.read_if_asked(&marm, &pl.lb_rg).await {
+                Some(Ok(_)) => Ok(Some(Value::Null)),
+                Some(Err(e)) if e.status == 404 && e.code == "ResourceGroupNotFound" => Ok(None),
+                _ => marm.get_value(&pl.lb_rg, API_RESOURCES).await,
+            }
+        },
         async {
             if pl.managed_by == "hypershift" {
                 Ok(None)
@@ -1180,7 +1364,14 @@ async fn nat_subnet(arm: &ArmClient, pl: &super::PrivateLinkInputs, vnet: &Value
         NatSubnet::Existing(id) => (id.clone(), None),
         NatSubnet::Create { id, cidr } => (id.clone(), Some(cidr.clone())),
     };
-    let existing = arm.get_value(&id, API_NETWORK).await;
+    // The VNet's body lists its subnets in full (as `Subnets_Get` answers them): a subnet of
+    // it needs no read of its own (issue 26).
+    let (vnet_id, name) = id.rsplit_once("/subnets/").unwrap_or_default();
+    let existing = if vnet_id.eq_ignore_ascii_case(&pl.vnet_id) {
+        Ok(crate::azure::privatelink::subnet_in(vnet, name).cloned())
+    } else {
+        arm.get_value(&id, API_NETWORK).await
+    };
     match (existing, cidr) {
         (Err(e), _) => row_err(
             "azure.nat-subnet",

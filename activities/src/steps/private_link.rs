@@ -88,15 +88,12 @@ impl Action for EnsureNatSubnet {
         if let Some(cidr) = chosen {
             return ensure_resource(ctx, &arm, &nat_subnet_resource(&input, id, &cidr)).await;
         }
-        let existing = arm.get_value(&id, API_NETWORK).await?;
-        let cidr = match (&input.cidr, &existing) {
-            (_, Some(existing)) => existing
-                .pointer("/properties/addressPrefix")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            (Some(c), None) => c.clone(),
-            (None, None) => {
+        // An auto prefix needs the VNet, whose body lists its subnets in full (as a GET of
+        // the subnet answers): one read tells both whether the subnet exists and what is
+        // free. A given prefix needs only the subnet.
+        let (existing, vnet) = match &input.cidr {
+            Some(_) => (arm.get_value(&id, API_NETWORK).await?, None),
+            None => {
                 let vnet = arm
                     .get_value(&input.vnet_id, API_NETWORK)
                     .await?
@@ -107,7 +104,23 @@ impl Action for EnsureNatSubnet {
                         )
                         .with_code("ResourceNotFound")
                     })?;
-                privatelink::free_slash24(&vnet).ok_or_else(|| {
+                (
+                    privatelink::subnet_in(&vnet, &input.name).cloned(),
+                    Some(vnet),
+                )
+            }
+        };
+        let cidr = match (&input.cidr, &existing, &vnet) {
+            (_, Some(existing), _) => existing
+                .pointer("/properties/addressPrefix")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            (Some(c), None, _) => c.clone(),
+            (None, None, vnet) => vnet
+                .as_ref()
+                .and_then(privatelink::free_slash24)
+                .ok_or_else(|| {
                     StepError::permanent(
                         "validation",
                         format!(
@@ -116,8 +129,7 @@ impl Action for EnsureNatSubnet {
                         ),
                     )
                     .with_code("NoFreeSubnet")
-                })?
-            }
+                })?,
         };
         if existing.is_none() && input.cidr.is_none() {
             // The prefix picked from the VNet's free space, for the attempts after the PUT
@@ -517,7 +529,19 @@ impl Action for EnsurePrivateEndpoint {
                 ));
             }
         }
-        let ip = match privatelink::private_endpoint_ip(&arm, &input.id).await? {
+        // `ensure` read it with its NICs: the address is in that body, read again only
+        // when it was not there yet.
+        let known = crate::azure::client::decode::<crate::azure::models::PrivateEndpoint>(
+            ensured.body.clone(),
+            Some(&input.id),
+        )
+        .ok()
+        .and_then(|pe| pe.private_ip().map(str::to_string));
+        let ip = match known {
+            Some(ip) => Some(ip),
+            None => privatelink::private_endpoint_ip(&arm, &input.id).await?,
+        };
+        let ip = match ip {
             Some(ip) => ip,
             None => {
                 return Ok(ctx.wait(
