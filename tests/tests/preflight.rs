@@ -212,6 +212,80 @@ fn everything_passes_and_nothing_is_written() {
     assert_no_journal(&env);
     assert_only_reads(&env);
     assert_eq!(env.sim.ids(), before, "preflight created something");
+
+    // Issue 26: what several checks need is read once — one provider list per
+    // subscription, one list of the guest subscription's groups (no permissions asked of a
+    // group it does not hold), the management group's permissions once (they also say
+    // that the group exists), and the NAT subnet found in the VNet's body.
+    let sent = |pred: &dyn Fn(&str) -> bool| {
+        env.sim
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == "GET" && pred(r["path"].as_str().unwrap_or_default()))
+            .count()
+    };
+    env.sim.clear_requests();
+    let (code, rows, err) = preflight(&env, &cfg, &[]);
+    assert_eq!(code, 0, "{rows:#?}\n{err}");
+    let per_ns = sent(&|p| {
+        p.contains("/providers/Microsoft.")
+            && p.split('?')
+                .next()
+                .is_some_and(|p| p.matches('/').count() == 4)
+    });
+    assert_eq!(per_ns, 0, "a provider read on its own");
+    assert_eq!(
+        sent(&|p| p
+            .split('?')
+            .next()
+            .is_some_and(|p| p.ends_with("/providers"))),
+        2
+    );
+    assert_eq!(
+        sent(&|p| p.contains("/resourcegroups?")),
+        1,
+        "one group list"
+    );
+    assert_eq!(
+        sent(&|p| p.contains("/permissions?") && !p.to_ascii_lowercase().contains("hcp-management")),
+        0,
+        "permissions asked of groups the list does not hold"
+    );
+    assert_eq!(
+        sent(&|p| p
+            .to_ascii_lowercase()
+            .contains("hcp-management/providers/microsoft.authorization/permissions?")),
+        1
+    );
+    assert_eq!(
+        sent(&|p| p.split('?').next().is_some_and(|p| p
+            .to_ascii_lowercase()
+            .ends_with("resourcegroups/hcp-management"))),
+        0,
+        "the group's existence is its permissions' answer"
+    );
+    assert_eq!(
+        sent(&|p| p.contains("/subnets/")),
+        0,
+        "the NAT subnet is in the VNet's body"
+    );
+
+    // The group list failing: every check reads for itself, with the same verdicts.
+    env.sim.fault(json!({"method": "GET", "path": "*/resourcegroups?*", "status": 403, "error_code": "AuthorizationFailed"}));
+    let (code2, rows2, err) = preflight(&env, &cfg, &[]);
+    env.sim.clear_faults();
+    assert_eq!(code2, 0, "{rows2:#?}\n{err}");
+    let verdicts = |rows: &[Value]| {
+        rows.iter()
+            .filter(|r| r["check"] == "azure.permission" || r["check"] == "azure.persistent-group")
+            .map(|r| format!("{} {} {}", r["check"], r["status"], r["target"]).to_ascii_lowercase())
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(
+        verdicts(&rows2),
+        verdicts(&rows),
+        "the same rows without the list"
+    );
 }
 
 /// The Azure failures, one scenario at a time on one simulator: a provider not registered,
