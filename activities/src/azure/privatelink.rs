@@ -302,7 +302,20 @@ pub async fn private_endpoint_ip(arm: &ArmClient, pe_id: &str) -> Result<Option<
     else {
         return Ok(None);
     };
-    let pe: PrivateEndpoint = super::client::decode(v, Some(pe_id))?;
+    endpoint_ip(arm, pe_id, v).await
+}
+
+/// [`private_endpoint_ip`] from a body of the endpoint already read (with its NICs
+/// expanded or not): a NIC is read only when the body names one but not its address.
+///
+/// # Errors
+/// ARM errors, classified; a body that is not a private endpoint.
+pub async fn endpoint_ip(
+    arm: &ArmClient,
+    pe_id: &str,
+    body: Value,
+) -> Result<Option<String>, ArmError> {
+    let pe: PrivateEndpoint = super::client::decode(body, Some(pe_id))?;
     if let Some(ip) = pe.private_ip() {
         return Ok(Some(ip.to_string()));
     }

@@ -91,7 +91,6 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
     // The guest subscription's groups, listed once for every check that asks whether one
     // exists (issue 26: one read instead of one per group).
     let groups = Arc::new(GroupList::new(&inputs.subscription));
-    let perms = Arc::new(PermissionReads::default());
     // Permissions, derived from the DAG: one check per scope.
     let mut by_scope: BTreeMap<String, Vec<permissions::Needed>> = BTreeMap::new();
     for n in permissions::needed(dag) {
@@ -100,12 +99,12 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
             .or_default()
             .push(n);
     }
+    let perms = Arc::new(PermissionReads::new(by_scope.keys()));
     for (_, needed) in by_scope {
         let scope = needed[0].scope.clone();
         let env = env_for(inputs, &scope);
         let c = clients.clone();
         let listed = groups.lists(&scope).then(|| groups.clone());
-        perms.register(&scope);
         let p = perms.clone();
         out.push(Check::new("azure.permission", scope.clone(), async move {
             permission(&c, &env, &scope, &needed, listed.as_deref(), &p).await
@@ -489,32 +488,33 @@ async fn permission(
             None,
         )];
     }
-    let listed = if absent {
-        // The subscription's group list has no such group: the permissions API would
-        // answer ResourceGroupNotFound.
-        Err(ArmError::local(
-            "ResourceGroupNotFound",
-            "listed absent",
+    // The group does not exist yet (the run creates it): its effective permissions are the
+    // subscription's, which this API cannot report.
+    let not_yet = || {
+        vec![CheckResult::warn(
+            "azure.permission",
+            scope,
+            format!(
+                "not checked: the group does not exist yet (the run creates it) and the permissions API answers for an existing group or resource only; the steps need {} actions here, and Microsoft.Resources/subscriptions/resourceGroups/write on the subscription",
+                actions.len()
+            ),
             None,
-        ))
-    } else {
-        reads.read(&arm, scope).await
+        )]
     };
-    let perms = match listed {
-        Ok(p) => p,
-        Err(e) if absent || (e.status == 404 && e.code == "ResourceGroupNotFound") => {
-            // The group does not exist yet (the run creates it): its effective permissions
-            // are the subscription's, which this API cannot report.
-            return vec![CheckResult::warn(
-                "azure.permission",
-                scope,
-                format!(
-                    "not checked: the group does not exist yet (the run creates it) and the permissions API answers for an existing group or resource only; the steps need {} actions here, and Microsoft.Resources/subscriptions/resourceGroups/write on the subscription",
-                    actions.len()
-                ),
-                None,
-            )];
+    if absent {
+        // Not in the subscription's group list.
+        return not_yet();
+    }
+    let read = match reads.read(&arm, scope).await {
+        Some(r) => r,
+        None => {
+            let path = format!("{scope}/providers/Microsoft.Authorization/permissions");
+            arm.list_values(&path, API_PERMISSIONS).await
         }
+    };
+    let perms = match read {
+        Ok(p) => p,
+        Err(e) if e.status == 404 && e.code == "ResourceGroupNotFound" => return not_yet(),
         Err(e) => {
             return vec![row_err(
                 "azure.permission",
@@ -951,45 +951,28 @@ impl GroupList {
 /// answer (or its `ResourceGroupNotFound`) says whether the load balancers' group exists.
 #[derive(Default)]
 pub(crate) struct PermissionReads {
-    asked: std::sync::Mutex<BTreeMap<String, Arc<PermissionRead>>>,
+    /// Every scope a permission check asks, lower case (known before any check runs).
+    scopes: BTreeMap<String, tokio::sync::OnceCell<Result<Vec<Value>, ArmError>>>,
 }
 
-type PermissionRead = tokio::sync::OnceCell<Result<Vec<Value>, ArmError>>;
-
 impl PermissionReads {
-    fn cell(&self, scope: &str, create: bool) -> Option<Arc<PermissionRead>> {
-        let mut asked = self
-            .asked
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let key = scope.to_ascii_lowercase();
-        if create {
-            return Some(asked.entry(key).or_default().clone());
+    fn new<'a>(scopes: impl Iterator<Item = &'a String>) -> Self {
+        Self {
+            scopes: scopes
+                .map(|s| (s.to_ascii_lowercase(), Default::default()))
+                .collect(),
         }
-        asked.get(&key).cloned()
     }
 
-    async fn read(&self, arm: &ArmClient, scope: &str) -> Result<Vec<Value>, ArmError> {
-        let cell = self.cell(scope, true).unwrap_or_default();
+    /// The permissions at `scope`, read once; `None` when no permission check asks it.
+    async fn read(&self, arm: &ArmClient, scope: &str) -> Option<Result<Vec<Value>, ArmError>> {
+        let cell = self.scopes.get(&scope.to_ascii_lowercase())?;
         let path = format!("{scope}/providers/Microsoft.Authorization/permissions");
-        cell.get_or_init(|| arm.list_values(&path, API_PERMISSIONS))
-            .await
-            .clone()
-    }
-
-    /// [`Self::read`] when a permission check of `scope` exists (registered before any
-    /// check runs), else `None`.
-    async fn read_if_asked(
-        &self,
-        arm: &ArmClient,
-        scope: &str,
-    ) -> Option<Result<Vec<Value>, ArmError>> {
-        self.cell(scope, false)?;
-        Some(self.read(arm, scope).await)
-    }
-
-    fn register(&self, scope: &str) {
-        let _ = self.cell(scope, true);
+        Some(
+            cell.get_or_init(|| arm.list_values(&path, API_PERMISSIONS))
+                .await
+                .clone(),
+        )
     }
 }
 
@@ -1198,7 +1181,7 @@ async fn private_link(
         async {
             // The permission check of this group reads its permissions, which answer only
             // for an existing group: that read tells whether it exists (issue 26).
-            match perms.read_if_asked(&marm, &pl.lb_rg).await {
+            match perms.read(&marm, &pl.lb_rg).await {
                 Some(Ok(_)) => Ok(Some(Value::Null)),
                 Some(Err(e)) if e.status == 404 && e.code == "ResourceGroupNotFound" => Ok(None),
                 _ => marm.get_value(&pl.lb_rg, API_RESOURCES).await,

@@ -91,8 +91,8 @@ impl Action for EnsureNatSubnet {
         // An auto prefix needs the VNet, whose body lists its subnets in full (as a GET of
         // the subnet answers): one read tells both whether the subnet exists and what is
         // free. A given prefix needs only the subnet.
-        let (existing, vnet) = match &input.cidr {
-            Some(_) => (arm.get_value(&id, API_NETWORK).await?, None),
+        let (existing, free) = match &input.cidr {
+            Some(c) => (arm.get_value(&id, API_NETWORK).await?, Some(c.clone())),
             None => {
                 let vnet = arm
                     .get_value(&input.vnet_id, API_NETWORK)
@@ -106,30 +106,26 @@ impl Action for EnsureNatSubnet {
                     })?;
                 (
                     privatelink::subnet_in(&vnet, &input.name).cloned(),
-                    Some(vnet),
+                    privatelink::free_slash24(&vnet),
                 )
             }
         };
-        let cidr = match (&input.cidr, &existing, &vnet) {
-            (_, Some(existing), _) => existing
+        let cidr = match &existing {
+            Some(existing) => existing
                 .pointer("/properties/addressPrefix")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            (Some(c), None, _) => c.clone(),
-            (None, None, vnet) => vnet
-                .as_ref()
-                .and_then(privatelink::free_slash24)
-                .ok_or_else(|| {
-                    StepError::permanent(
-                        "validation",
-                        format!(
-                            "no free /24 left in the address space of {}; set managementCluster.natSubnet",
-                            input.vnet_id
-                        ),
-                    )
-                    .with_code("NoFreeSubnet")
-                })?,
+            None => free.ok_or_else(|| {
+                StepError::permanent(
+                    "validation",
+                    format!(
+                        "no free /24 left in the address space of {}; set managementCluster.natSubnet",
+                        input.vnet_id
+                    ),
+                )
+                .with_code("NoFreeSubnet")
+            })?,
         };
         if existing.is_none() && input.cidr.is_none() {
             // The prefix picked from the VNet's free space, for the attempts after the PUT
@@ -529,18 +525,8 @@ impl Action for EnsurePrivateEndpoint {
                 ));
             }
         }
-        // `ensure` read it with its NICs: the address is in that body, read again only
-        // when it was not there yet.
-        let known = crate::azure::client::decode::<crate::azure::models::PrivateEndpoint>(
-            ensured.body.clone(),
-            Some(&input.id),
-        )
-        .ok()
-        .and_then(|pe| pe.private_ip().map(str::to_string));
-        let ip = match known {
-            Some(ip) => Some(ip),
-            None => privatelink::private_endpoint_ip(&arm, &input.id).await?,
-        };
+        // `ensure` read it with its NICs: the address is taken from that body.
+        let ip = privatelink::endpoint_ip(&arm, &input.id, ensured.body.clone()).await?;
         let ip = match ip {
             Some(ip) => ip,
             None => {
