@@ -144,10 +144,12 @@ fn node_pool_images(sim: &Simulator, st: &mut State, now: u64) -> bool {
         return false;
     };
     let mut changed = false;
-    for (ns, _name, mut obj) in objects(st, &key) {
-        if store::is_deleting(&obj) || image_usable(&obj) {
-            continue;
-        }
+    // Only the pools with work to do are copied (most have a usable image).
+    let todo: Vec<(String, Value)> = crate::operator::entries(st, &key, None)
+        .filter(|e| !store::is_deleting(&e.object) && !image_usable(&e.object))
+        .map(|e| (e.namespace.clone(), e.object.clone()))
+        .collect();
+    for (ns, mut obj) in todo {
         let Some(image) = obj.pointer("/spec/platform/azure/image").cloned() else {
             continue;
         };
@@ -203,9 +205,10 @@ fn ingress_records(sim: &Simulator, st: &mut State, now: u64) -> bool {
     let Some(kind) = kind_by_key(&hc_key) else {
         return false;
     };
-    let pools = objects(st, &format!("{HYPERSHIFT}/nodepools"));
+    let pools_key = format!("{HYPERSHIFT}/nodepools");
     let hcs = objects(st, &hc_key);
-    let live: Vec<String> = hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
+    let live: std::collections::BTreeSet<String> =
+        hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.guest_dns.retain(|k, _| live.contains(k));
     let mut changed = false;
     for (ns, name, mut obj) in hcs {
@@ -223,10 +226,9 @@ fn ingress_records(sim: &Simulator, st: &mut State, now: u64) -> bool {
             }
             continue;
         }
-        let pool_ready = pools.iter().any(|(pns, _, p)| {
-            pns == &ns
-                && str_at(p, "/spec/clusterName") == Some(name.as_str())
-                && condition_true(p, "Ready")
+        let pool_ready = crate::operator::entries(st, &pools_key, Some(&ns)).any(|e| {
+            str_at(&e.object, "/spec/clusterName") == Some(name.as_str())
+                && condition_true(&e.object, "Ready")
         });
         if !condition_true(&obj, "Available") || !pool_ready {
             continue;

@@ -60,7 +60,8 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         return false;
     };
     let hcs = objects(st, &key);
-    let live: Vec<String> = hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
+    let live: std::collections::BTreeSet<String> =
+        hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.guest_cloud.retain(|k, _| live.contains(k));
     let mut changed = false;
     for (ns, name, mut obj) in hcs {

@@ -101,7 +101,8 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         return false;
     };
     let nps = objects(st, &key);
-    let live: Vec<String> = nps.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
+    let live: std::collections::BTreeSet<String> =
+        nps.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.nps.retain(|k, _| live.contains(k));
     let mut changed = false;
     for (ns, name, mut obj) in nps {

@@ -144,13 +144,31 @@ pub(crate) fn cleanup_requested(obj: &Value) -> bool {
         == Some("true")
 }
 
-/// `(namespace, name, object)` of every stored object of `kind_key`.
+/// `(namespace, name, object)` of every stored object of `kind_key`, copied (for a loop
+/// that writes the state as it goes).
 pub(crate) fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Value)> {
-    st.kube
-        .values()
-        .filter(|e| e.kind_key == kind_key)
+    entries(st, kind_key, None)
         .map(|e| (e.namespace.clone(), e.name.clone(), e.object.clone()))
         .collect()
+}
+
+/// The stored objects of `kind_key` (in `namespace`, if given), borrowed, in key order.
+/// The store is keyed `kind|namespace|name` ([`store::key`]), so this is a range of it,
+/// not a scan: every request ticks the controllers, and with fifty clusters copying every
+/// NodePool for each HostedCluster took most of the simulator's CPU (issue 26's bench).
+pub(crate) fn entries<'a>(
+    st: &'a State,
+    kind_key: &str,
+    namespace: Option<&str>,
+) -> impl Iterator<Item = &'a crate::state::KubeEntry> + 'a {
+    let prefix = match namespace {
+        Some(ns) => format!("{kind_key}|{ns}|"),
+        None => format!("{kind_key}|"),
+    };
+    st.kube
+        .range(prefix.clone()..)
+        .take_while(move |(k, _)| k.starts_with(&prefix))
+        .map(|(_, e)| e)
 }
 
 pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
@@ -179,7 +197,8 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
     };
     let lat = sim.config().latency.clone();
     let hcs = objects(st, &key);
-    let live: Vec<String> = hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
+    let live: std::collections::BTreeSet<String> =
+        hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.hcs.retain(|k, _| live.contains(k));
     let mut changed = false;
     for (ns, name, mut obj) in hcs {
@@ -255,14 +274,14 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
             // Cluster, so their nodes are not drained (`hostedcluster_controller.go`
             // `delete` → `deleteNodePools`; cluster-api `isDeleteNodeAllowed` skips the
             // drain of a Cluster being deleted), and goes on once they are gone.
-            let pools: Vec<String> = objects(st, &format!("{HYPERSHIFT}/nodepools"))
-                .into_iter()
-                .filter(|(pns, _, p)| {
-                    *pns == ns
-                        && p.pointer("/spec/clusterName").and_then(Value::as_str)
-                            == Some(name.as_str())
+            let pools: Vec<String> = entries(st, &format!("{HYPERSHIFT}/nodepools"), Some(&ns))
+                .filter(|e| {
+                    e.object
+                        .pointer("/spec/clusterName")
+                        .and_then(Value::as_str)
+                        == Some(name.as_str())
                 })
-                .map(|(_, n, _)| n)
+                .map(|e| e.name.clone())
                 .collect();
             if !pools.is_empty() {
                 if let Some(np_kind) = kind_by_key(&format!("{HYPERSHIFT}/nodepools")) {
@@ -568,12 +587,11 @@ fn rollout(
     obj: &mut Value,
     s: &mut crate::state::HcSim,
 ) -> bool {
-    let pools: Vec<Value> = objects(st, &format!("{HYPERSHIFT}/nodepools"))
-        .into_iter()
-        .filter(|(pns, _, p)| pns == ns && str_at(p, "/spec/clusterName") == Some(name))
-        .map(|(_, _, p)| p)
-        .collect();
-    let ready = !pools.is_empty() && pools.iter().all(|p| condition_true(p, "Ready"));
+    let mut pools = entries(st, &format!("{HYPERSHIFT}/nodepools"), Some(ns))
+        .map(|e| &e.object)
+        .filter(|p| str_at(p, "/spec/clusterName") == Some(name))
+        .peekable();
+    let ready = pools.peek().is_some() && pools.all(|p| condition_true(p, "Ready"));
     if !ready {
         s.pools_ready_ms = None;
         return false;
@@ -1741,4 +1759,50 @@ fn private_path_ready(st: &State, hc: &HcSim) -> bool {
                     })
                 })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::KubeEntry;
+
+    fn put(st: &mut State, kind: &str, ns: &str, name: &str) {
+        st.kube.insert(
+            store::key(kind, ns, name),
+            KubeEntry {
+                kind_key: kind.into(),
+                namespace: ns.into(),
+                name: name.into(),
+                object: json!({"metadata": {"name": name, "namespace": ns}}),
+                created_seq: 0,
+            },
+        );
+    }
+
+    #[test]
+    fn entries_are_the_kind_and_namespace_asked_and_nothing_else() {
+        let mut st = State::default();
+        let np = format!("{HYPERSHIFT}/nodepools");
+        let hc = format!("{HYPERSHIFT}/hostedclusters");
+        // Neighbours in key order: a kind whose name extends this one's, a namespace
+        // whose name extends the one asked.
+        put(&mut st, &np, "clusters", "a");
+        put(&mut st, &np, "clusters", "b");
+        put(&mut st, &np, "clusters2", "c");
+        put(&mut st, &format!("{np}x"), "clusters", "d");
+        put(&mut st, &hc, "clusters", "e");
+        let names = |it: Vec<&KubeEntry>| it.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+        // In the store's key order (`kind|namespace|name`), as the old full scan gave them.
+        assert_eq!(names(entries(&st, &np, None).collect()), ["c", "a", "b"]);
+        assert_eq!(
+            names(entries(&st, &np, Some("clusters")).collect()),
+            ["a", "b"]
+        );
+        assert_eq!(names(entries(&st, &np, Some("clusters2")).collect()), ["c"]);
+        assert_eq!(names(entries(&st, &hc, None).collect()), ["e"]);
+        assert!(entries(&st, &np, Some("other")).next().is_none());
+        // `objects` is the same selection, copied, in the same order.
+        let copied: Vec<String> = objects(&st, &np).into_iter().map(|(_, n, _)| n).collect();
+        assert_eq!(copied, ["c", "a", "b"]);
+    }
 }

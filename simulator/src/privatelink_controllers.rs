@@ -148,19 +148,18 @@ fn cr(st: &State, cp_ns: &str) -> Option<Value> {
 
 /// Runs the controllers for every HostedCluster that is not being deleted.
 pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
-    let hcs: Vec<(String, String, Value)> = st
-        .kube
-        .values()
-        .filter(|e| e.kind_key == format!("{HYPERSHIFT}/hostedclusters"))
+    let hc_key = format!("{HYPERSHIFT}/hostedclusters");
+    let live: std::collections::BTreeSet<String> = crate::operator::entries(st, &hc_key, None)
+        .map(|e| format!("{}/{}", e.namespace, e.name))
+        .collect();
+    st.pls_ctrl.retain(|k, _| live.contains(k));
+    // Only private clusters not being deleted are reconciled here, so only they are copied.
+    let hcs: Vec<(String, String, Value)> = crate::operator::entries(st, &hc_key, None)
+        .filter(|e| !store::is_deleting(&e.object) && is_private(&e.object))
         .map(|e| (e.namespace.clone(), e.name.clone(), e.object.clone()))
         .collect();
-    let live: Vec<String> = hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
-    st.pls_ctrl.retain(|k, _| live.contains(k));
     let mut changed = false;
     for (ns, name, hc) in hcs {
-        if store::is_deleting(&hc) || !is_private(&hc) {
-            continue;
-        }
         let k = format!("{ns}/{name}");
         let mut s = st.pls_ctrl.get(&k).cloned().unwrap_or_default();
         let cp_ns = format!("{ns}-{name}");

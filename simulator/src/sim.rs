@@ -201,6 +201,10 @@ pub(crate) struct Inner {
     pub dirty: std::sync::atomic::AtomicBool,
     /// With `persist_every`: when the state file was last written (simulated-clock ms).
     pub saved_ms: AtomicU64,
+    /// When the controllers last ran (simulated-clock ms), by a request or the ticker.
+    pub ticked_ms: AtomicU64,
+    /// A write request came in since the controllers last ran.
+    pub written: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -266,6 +270,8 @@ impl Simulator {
                 scenario: Mutex::new(config.scenario.clone()),
                 dirty: std::sync::atomic::AtomicBool::new(false),
                 saved_ms: AtomicU64::new(0),
+                ticked_ms: AtomicU64::new(0),
+                written: std::sync::atomic::AtomicBool::new(true),
                 config,
             }),
         };
@@ -360,9 +366,31 @@ impl Simulator {
 
     /// Completes due operations and advances the simulated operator. Returns whether
     /// anything changed (and persists if so).
+    /// The controllers' turn before a request is answered: after any write, or once
+    /// [`TICK`] has passed since they last ran. A read right after another sees what the
+    /// controllers made of every write before it; only what falls due by the clock in the
+    /// last [`TICK`] may wait for the next run. (They used to run before every request: with
+    /// fifty clusters that was one core of CPU, and requests queued behind it: issue 26's
+    /// bench.)
+    pub(crate) fn tick_for_request(&self) {
+        let since = self
+            .now_ms()
+            .saturating_sub(self.inner.ticked_ms.load(Ordering::SeqCst));
+        if self.inner.written.swap(false, Ordering::SeqCst) || u128::from(since) >= TICK.as_millis()
+        {
+            self.tick();
+        }
+    }
+
+    /// A write request came in: the next request runs the controllers.
+    pub(crate) fn written(&self) {
+        self.inner.written.store(true, Ordering::SeqCst);
+    }
+
     pub(crate) fn tick(&self) -> bool {
         let changed = {
             let now = self.now_ms();
+            self.inner.ticked_ms.store(now, Ordering::SeqCst);
             let mut st = lock(&self.inner.state);
             let a = arm::tick(self, &mut st, now);
             let b = operator::tick(self, &mut st, now);
@@ -423,7 +451,15 @@ async fn ticker(weak: Weak<Inner>) {
         interval.tick().await;
         let Some(inner) = weak.upgrade() else { return };
         let sim = Simulator { inner };
-        sim.tick();
+        // Requests run the controllers too (`Simulator::tick_for_request`): the ticker only
+        // fills the gaps, so a busy simulator does not run them twice as often (with fifty
+        // clusters the controllers took most of its CPU: issue 26's bench).
+        let since = sim
+            .now_ms()
+            .saturating_sub(sim.inner.ticked_ms.load(Ordering::SeqCst));
+        if u128::from(since) >= TICK.as_millis() {
+            sim.tick();
+        }
         sim.flush_due(false);
     }
 }
