@@ -203,8 +203,6 @@ pub(crate) struct Inner {
     pub saved_ms: AtomicU64,
     /// When the controllers last ran (simulated-clock ms), by a request or the ticker.
     pub ticked_ms: AtomicU64,
-    /// A write request came in since the controllers last ran.
-    pub written: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -271,7 +269,6 @@ impl Simulator {
                 dirty: std::sync::atomic::AtomicBool::new(false),
                 saved_ms: AtomicU64::new(0),
                 ticked_ms: AtomicU64::new(0),
-                written: std::sync::atomic::AtomicBool::new(true),
                 config,
             }),
         };
@@ -366,27 +363,6 @@ impl Simulator {
 
     /// Completes due operations and advances the simulated operator. Returns whether
     /// anything changed (and persists if so).
-    /// The controllers' turn before a request is answered: after any write, or once
-    /// [`TICK`] has passed since they last ran. A read right after another sees what the
-    /// controllers made of every write before it; only what falls due by the clock in the
-    /// last [`TICK`] may wait for the next run. (They used to run before every request: with
-    /// fifty clusters that was one core of CPU, and requests queued behind it: issue 26's
-    /// bench.)
-    pub(crate) fn tick_for_request(&self) {
-        let since = self
-            .now_ms()
-            .saturating_sub(self.inner.ticked_ms.load(Ordering::SeqCst));
-        if self.inner.written.swap(false, Ordering::SeqCst) || u128::from(since) >= TICK.as_millis()
-        {
-            self.tick();
-        }
-    }
-
-    /// A write request came in: the next request runs the controllers.
-    pub(crate) fn written(&self) {
-        self.inner.written.store(true, Ordering::SeqCst);
-    }
-
     pub(crate) fn tick(&self) -> bool {
         let changed = {
             let now = self.now_ms();
@@ -451,7 +427,7 @@ async fn ticker(weak: Weak<Inner>) {
         interval.tick().await;
         let Some(inner) = weak.upgrade() else { return };
         let sim = Simulator { inner };
-        // Requests run the controllers too (`Simulator::tick_for_request`): the ticker only
+        // Every request runs the controllers first (`http::dispatch`): the ticker only
         // fills the gaps, so a busy simulator does not run them twice as often (with fifty
         // clusters the controllers took most of its CPU: issue 26's bench).
         let since = sim
