@@ -32,6 +32,7 @@ async fn a_put_held_back_by_the_budget_is_not_read_again_by_the_next_attempt() {
         adopt: Adopt::OursOnly,
         tagged: true,
         ownership: Ownership::new("demo", "abc12", &azure_support::run_id().to_string()),
+        read_query: &[],
     };
     let held = |m: &str| {
         sim.requests()

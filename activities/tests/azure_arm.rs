@@ -38,6 +38,7 @@ fn spec(id: &str, api: &str, body: Value, tagged: bool) -> EnsureSpec {
         adopt: Adopt::OursOnly,
         tagged,
         ownership: own(),
+        read_query: &[],
     }
 }
 

@@ -445,15 +445,7 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         let sent = log
             .iter()
             .filter(|r| r.path.starts_with("/subscriptions/") && r.status != 429)
-            .filter(|r| match class {
-                hcp_activities::azure::budget::Class::Read => {
-                    r.method == "GET" || r.method == "HEAD"
-                }
-                hcp_activities::azure::budget::Class::Delete => r.method == "DELETE",
-                hcp_activities::azure::budget::Class::Write => {
-                    !matches!(r.method.as_str(), "GET" | "HEAD" | "DELETE")
-                }
-            })
+            .filter(|r| hcp_activities::azure::budget::Class::of_name(&r.method) == class)
             .count() as f64;
         let (used, waited, deferred) = stats
             .iter()
@@ -515,12 +507,7 @@ fn budget_replay(
     let mut by_key: std::collections::BTreeMap<Key, Vec<u64>> = Default::default();
     for r in log.iter().filter(|r| r.status != 429) {
         let path = r.path.split('?').next().unwrap_or_default();
-        let class = match r.method.as_str() {
-            "GET" | "HEAD" => Class::Read,
-            "DELETE" => Class::Delete,
-            _ => Class::Write,
-        };
-        if let Some(k) = Key::of("arm", path, class) {
+        if let Some(k) = Key::of("arm", path, Class::of_name(&r.method)) {
             by_key.entry(k).or_default().push(r.at_ms.max(start_ms));
         }
     }

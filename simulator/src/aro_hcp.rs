@@ -694,7 +694,7 @@ fn record_event(sim: &Simulator, st: &mut State, now: u64, cp_ns: &str, pod: &st
                 && str_at(&e.object, "/reason") == Some("FailedMount")
                 && str_at(&e.object, "/message") == Some(message)
         })
-        .map(|e| e.object.clone());
+        .map(|e| Value::clone(&e.object));
     if let Some(mut ev) = same {
         let count = ev.get("count").and_then(Value::as_u64).unwrap_or(1) + 1;
         ev["count"] = json!(count);

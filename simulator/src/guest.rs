@@ -147,7 +147,7 @@ fn node_pool_images(sim: &Simulator, st: &mut State, now: u64) -> bool {
     // Only the pools with work to do are copied (most have a usable image).
     let todo: Vec<(String, Value)> = crate::operator::entries(st, &key, None)
         .filter(|e| !store::is_deleting(&e.object) && !image_usable(&e.object))
-        .map(|e| (e.namespace.clone(), e.object.clone()))
+        .map(|e| (e.namespace.clone(), Value::clone(&e.object)))
         .collect();
     for (ns, mut obj) in todo {
         let Some(image) = obj.pointer("/spec/platform/azure/image").cloned() else {
@@ -211,7 +211,7 @@ fn ingress_records(sim: &Simulator, st: &mut State, now: u64) -> bool {
         hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.guest_dns.retain(|k, _| live.contains(k));
     let mut changed = false;
-    for (ns, name, mut obj) in hcs {
+    for (ns, name, obj) in hcs {
         let k = format!("{ns}/{name}");
         let mut g = st.guest_dns.get(&k).cloned().unwrap_or_default();
         if store::is_deleting(&obj) {
@@ -285,29 +285,31 @@ fn ingress_records(sim: &Simulator, st: &mut State, now: u64) -> bool {
         let degraded = !missing.is_empty();
         let was = std::mem::replace(&mut g.missing, missing);
         let news = added || was != g.missing;
-        let dirty = if degraded {
-            set_condition(
-                &mut obj,
-                "ClusterVersionSucceeding",
+        let condition = if degraded {
+            Some((
                 false,
                 "ClusterOperatorDegraded",
                 "Cluster operator console is degraded",
-                now,
-            )
+            ))
         } else if !was.is_empty() {
-            set_condition(
+            Some((true, "FromClusterVersion", ""))
+        } else {
+            None
+        };
+        let mut dirty = false;
+        if let Some((status, reason, message)) = condition {
+            let mut obj = Value::clone(&obj);
+            dirty = set_condition(
                 &mut obj,
                 "ClusterVersionSucceeding",
-                true,
-                "FromClusterVersion",
-                "",
+                status,
+                reason,
+                message,
                 now,
-            )
-        } else {
-            false
-        };
-        if dirty {
-            store::update(sim, st, kind, &ns, obj);
+            );
+            if dirty {
+                store::update(sim, st, kind, &ns, obj);
+            }
         }
         st.guest_dns.insert(k, g);
         changed |= dirty || news;

@@ -64,7 +64,7 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.guest_cloud.retain(|k, _| live.contains(k));
     let mut changed = false;
-    for (ns, name, mut obj) in hcs {
+    for (ns, name, obj) in hcs {
         let k = format!("{ns}/{name}");
         let mut g = st.guest_cloud.get(&k).cloned().unwrap_or_default();
         if store::is_deleting(&obj) {
@@ -83,6 +83,7 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
                     crate::arm::store::remove_tree(st, &ilb);
                 }
                 g.cleaned = true;
+                let mut obj = Value::clone(&obj);
                 if set_condition(
                     &mut obj,
                     "CloudResourcesDestroyed",

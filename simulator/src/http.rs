@@ -214,11 +214,18 @@ async fn handle(State(sim): State<Simulator>, request: Request) -> Response {
 /// Routes one captured request; see the module docs.
 pub(crate) async fn dispatch(sim: Simulator, req: Req) -> Response {
     let surface = classify(&req);
+    // A write makes the next request run the controllers whatever the time (they react
+    // to it): `Simulator::tick_for_request`.
+    let writes = !matches!(req.method, Method::GET | Method::HEAD);
     if surface == Surface::Control {
+        sim.written();
         return control::handle(&sim, &req);
     }
     let seq = sim.next_request_seq();
-    sim.tick();
+    sim.tick_for_request();
+    if writes {
+        sim.written();
+    }
     let rtype = match &surface {
         Surface::Arm => arm::classify_type(&req),
         Surface::Kube => kube::classify_type(&req),

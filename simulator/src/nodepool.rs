@@ -80,6 +80,8 @@
 //! pools roll like `Replace` ones), OpenShiftSDN's y-stream rule, VM creation time (a VM
 //! exists at once; its node joins later).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::kube::{HYPERSHIFT, kind_by_key, store};
@@ -105,7 +107,9 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         nps.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.nps.retain(|k, _| live.contains(k));
     let mut changed = false;
-    for (ns, name, mut obj) in nps {
+    for (ns, name, obj) in nps {
+        // Conditions are set as it goes: it works on its own copy.
+        let mut obj = Arc::unwrap_or_clone(obj);
         let k = format!("{ns}/{name}");
         let s0 = st.nps.get(&k).cloned();
         let mut s = s0.clone().unwrap_or(NpSim {
@@ -129,9 +133,9 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
 }
 
 /// The pool's HostedCluster, if it exists.
-fn hosted_cluster(st: &State, ns: &str, np: &Value) -> Option<Value> {
+fn hosted_cluster(st: &State, ns: &str, np: &Value) -> Option<Arc<Value>> {
     let cluster = str_at(np, "/spec/clusterName").unwrap_or_default();
-    store::get(st, &format!("{HYPERSHIFT}/hostedclusters"), ns, cluster).cloned()
+    store::get_shared(st, &format!("{HYPERSHIFT}/hostedclusters"), ns, cluster)
 }
 
 /// A NodePool being deleted: drained (unless its HostedCluster goes too), then CAPI deletes

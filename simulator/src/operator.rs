@@ -45,6 +45,8 @@
 //! with the Key Vault Secrets Provider off, an ARO HCP operator crash-loops and reconciles
 //! nothing (`crate::aks::operator_running`).
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::arm::{store as arm_store, types};
@@ -66,6 +68,34 @@ pub(crate) fn set_condition(
 ) -> bool {
     let status = if status { "True" } else { "False" };
     set_condition_status(obj, ctype, status, reason, message, now)
+}
+
+/// Whether `obj` already has condition `ctype` as [`set_condition_status`] would set it
+/// (nothing to write): checked on the stored object, so a controller run before every
+/// request copies an object only when it changes it.
+pub(crate) fn condition_is(
+    obj: &Value,
+    ctype: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) -> bool {
+    let generation = obj
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(ctype))
+        })
+        .is_some_and(|c| {
+            c.get("status").and_then(Value::as_str) == Some(status)
+                && c.get("reason").and_then(Value::as_str) == Some(reason)
+                && c.get("message").and_then(Value::as_str) == Some(message)
+                && c.get("observedGeneration").and_then(Value::as_i64) == Some(generation)
+        })
 }
 
 /// Sets condition `ctype` (any status, e.g. `Unknown`) like a controller's
@@ -146,7 +176,7 @@ pub(crate) fn cleanup_requested(obj: &Value) -> bool {
 
 /// `(namespace, name, object)` of every stored object of `kind_key`, copied (for a loop
 /// that writes the state as it goes).
-pub(crate) fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Value)> {
+pub(crate) fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Arc<Value>)> {
     entries(st, kind_key, None)
         .map(|e| (e.namespace.clone(), e.name.clone(), e.object.clone()))
         .collect()
@@ -201,7 +231,9 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         hcs.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
     st.hcs.retain(|k, _| live.contains(k));
     let mut changed = false;
-    for (ns, name, mut obj) in hcs {
+    for (ns, name, obj) in hcs {
+        // This controller sets conditions as it goes: it works on its own copy.
+        let mut obj = Arc::unwrap_or_clone(obj);
         let k = format!("{ns}/{name}");
         let mut sim_state = st.hcs.get(&k).cloned().unwrap_or(HcSim {
             seen_ms: now,
@@ -588,7 +620,7 @@ fn rollout(
     s: &mut crate::state::HcSim,
 ) -> bool {
     let mut pools = entries(st, &format!("{HYPERSHIFT}/nodepools"), Some(ns))
-        .map(|e| &e.object)
+        .map(|e| &*e.object)
         .filter(|p| str_at(p, "/spec/clusterName") == Some(name))
         .peekable();
     let ready = pools.peek().is_some() && pools.all(|p| condition_true(p, "Ready"));
@@ -1222,8 +1254,8 @@ fn create_router(
     let Some(svc_kind) = kind_by_key("core/services") else {
         return Default::default();
     };
-    let svc = match store::get(st, "core/services", cp_ns, "private-router") {
-        Some(s) => s.clone(),
+    let svc = match store::get_shared(st, "core/services", cp_ns, "private-router") {
+        Some(s) => s,
         None => store::create(
             sim,
             st,
@@ -1271,7 +1303,7 @@ fn create_router(
             arm_store::insert_internal(sim, st, now, &lb_id, types::LB, &rg_id, lb);
         }
     }
-    let mut updated = svc;
+    let mut updated = Arc::unwrap_or_clone(svc);
     util::obj_mut(&mut updated, "spec")
         .entry("clusterIP")
         .or_insert(json!("10.96.0.100"));
@@ -1540,7 +1572,7 @@ fn ensure_public_service(
             "metadata": {"name": name},
             "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
         });
-        let mut created = store::create(sim, st, now, svc_kind, cp_ns, svc);
+        let mut created = Arc::unwrap_or_clone(store::create(sim, st, now, svc_kind, cp_ns, svc));
         created["status"] = json!({"loadBalancer": {"ingress": [{"ip": ip}]}});
         store::update(sim, st, svc_kind, cp_ns, created);
     }
@@ -1773,7 +1805,7 @@ mod tests {
                 kind_key: kind.into(),
                 namespace: ns.into(),
                 name: name.into(),
-                object: json!({"metadata": {"name": name, "namespace": ns}}),
+                object: Arc::new(json!({"metadata": {"name": name, "namespace": ns}})),
                 created_seq: 0,
             },
         );

@@ -153,18 +153,19 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         .map(|e| format!("{}/{}", e.namespace, e.name))
         .collect();
     st.pls_ctrl.retain(|k, _| live.contains(k));
-    // Only private clusters not being deleted are reconciled here, so only they are copied.
-    let hcs: Vec<(String, String, Value)> = crate::operator::entries(st, &hc_key, None)
+    // Only private clusters not being deleted are reconciled here (by name: the controllers
+    // run before every request, and read what they need of the stored objects).
+    let hcs: Vec<(String, String)> = crate::operator::entries(st, &hc_key, None)
         .filter(|e| !store::is_deleting(&e.object) && is_private(&e.object))
-        .map(|e| (e.namespace.clone(), e.name.clone(), e.object.clone()))
+        .map(|e| (e.namespace.clone(), e.name.clone()))
         .collect();
     let mut changed = false;
-    for (ns, name, hc) in hcs {
+    for (ns, name) in hcs {
         let k = format!("{ns}/{name}");
         let mut s = st.pls_ctrl.get(&k).cloned().unwrap_or_default();
         let cp_ns = format!("{ns}-{name}");
         if cpo_runs(sim, &s) {
-            changed |= observe(sim, st, now, &cp_ns, &ns, &name, &hc);
+            changed |= observe(sim, st, now, &cp_ns, &ns, &name);
         }
         if ho_runs(sim) {
             changed |= ho_reconcile(sim, st, now, &cp_ns, &ns, &name);
@@ -179,16 +180,11 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
 }
 
 /// observer.go: the CR from the `private-router` Service and the HostedControlPlane spec.
-fn observe(
-    sim: &Simulator,
-    st: &mut State,
-    now: u64,
-    cp_ns: &str,
-    ns: &str,
-    name: &str,
-    hc: &Value,
-) -> bool {
+fn observe(sim: &Simulator, st: &mut State, now: u64, cp_ns: &str, ns: &str, name: &str) -> bool {
     let Some(svc) = store::get(st, "core/services", cp_ns, CR_NAME) else {
+        return false;
+    };
+    let Some(hc) = store::get(st, &format!("{HYPERSHIFT}/hostedclusters"), ns, name) else {
         return false;
     };
     if str_at(
@@ -201,11 +197,11 @@ fn observe(
     let Some(ip) = str_at(svc, "/status/loadBalancer/ingress/0/ip").map(str::to_string) else {
         return false;
     };
-    let az = hc
-        .pointer("/spec/platform/azure")
-        .cloned()
-        .unwrap_or(json!({}));
-    let s = |p: &str| az.pointer(p).cloned().unwrap_or(Value::Null);
+    let s = |p: &str| {
+        hc.pointer(&format!("/spec/platform/azure{p}"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
     let mut spec = json!({
         "loadBalancerIP": ip,
         "subscriptionID": s("/subscriptionID"),
@@ -220,7 +216,7 @@ fn observe(
     if let Some(m) = spec.as_object_mut() {
         m.retain(|_, v| !v.is_null());
     }
-    match cr(st, cp_ns) {
+    match store::get(st, &cr_key(), cp_ns, CR_NAME) {
         None => {
             let Some(kind) = kind_by_key(&cr_key()) else {
                 return false;
@@ -232,7 +228,8 @@ fn observe(
             store::create(sim, st, now, kind, cp_ns, obj);
             true
         }
-        Some(mut obj) if obj.get("spec") != Some(&spec) && !store::is_deleting(&obj) => {
+        Some(obj) if obj.get("spec") != Some(&spec) && !store::is_deleting(obj) => {
+            let mut obj = obj.clone();
             obj["spec"] = spec;
             save_cr(sim, st, cp_ns, obj);
             true
@@ -690,40 +687,53 @@ fn copy_conditions(
     ns: &str,
     name: &str,
 ) -> bool {
-    let Some(obj) = cr(st, cp_ns) else {
-        return false;
-    };
     let key = format!("{HYPERSHIFT}/hostedclusters");
-    let Some(mut hc) = store::get(st, &key, ns, name).cloned() else {
+    let (Some(obj), Some(hc)) = (
+        store::get(st, &cr_key(), cp_ns, CR_NAME),
+        store::get(st, &key, ns, name),
+    ) else {
         return false;
     };
     let conds = obj
         .pointer("/status/conditions")
         .and_then(Value::as_array)
-        .cloned()
+        .map(Vec::as_slice)
         .unwrap_or_default();
+    let wanted: Vec<(&str, &str, &str, String)> = CONDITION_TYPES
+        .iter()
+        .map(|t| {
+            let c = conds
+                .iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(t));
+            let (status, reason, message) =
+                match c.and_then(|c| c.get("status")).and_then(Value::as_str) {
+                    None => (
+                        "Unknown",
+                        "StatusUnknown",
+                        "AzurePrivateLinkService conditions not found".to_string(),
+                    ),
+                    Some("False") => (
+                        "False",
+                        "AzureError",
+                        c.and_then(|c| str_at(c, "/message"))
+                            .unwrap_or_default()
+                            .to_string(),
+                    ),
+                    Some(_) => ("True", "AzureSuccess", "All is well".to_string()),
+                };
+            (*t, status, reason, message)
+        })
+        .collect();
+    // Run on every request: the HostedCluster is copied only when a condition changes.
+    if wanted.iter().all(|(t, status, reason, message)| {
+        crate::operator::condition_is(hc, t, status, reason, message)
+    }) {
+        return false;
+    }
+    let mut hc = hc.clone();
     let mut dirty = false;
-    for t in CONDITION_TYPES {
-        let c = conds
-            .iter()
-            .find(|c| c.get("type").and_then(Value::as_str) == Some(t));
-        let (status, reason, message) =
-            match c.and_then(|c| c.get("status")).and_then(Value::as_str) {
-                None => (
-                    "Unknown",
-                    "StatusUnknown",
-                    "AzurePrivateLinkService conditions not found".to_string(),
-                ),
-                Some("False") => (
-                    "False",
-                    "AzureError",
-                    c.and_then(|c| str_at(c, "/message"))
-                        .unwrap_or_default()
-                        .to_string(),
-                ),
-                Some(_) => ("True", "AzureSuccess", "All is well".to_string()),
-            };
-        dirty |= crate::operator::set_condition_status(&mut hc, t, status, reason, &message, now);
+    for (t, status, reason, message) in &wanted {
+        dirty |= crate::operator::set_condition_status(&mut hc, t, status, reason, message, now);
     }
     if dirty && let Some(kind) = kind_by_key(&key) {
         store::update(sim, st, kind, ns, hc);

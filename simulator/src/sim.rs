@@ -180,6 +180,11 @@ impl Clock {
     pub(crate) fn now_ms(&self) -> u64 {
         self.wall0_ms + self.inst0.elapsed().as_millis() as u64
     }
+
+    /// Microseconds since the simulator started (on the same tokio clock).
+    fn micros(&self) -> u64 {
+        self.inst0.elapsed().as_micros() as u64
+    }
 }
 
 #[derive(Debug)]
@@ -201,8 +206,11 @@ pub(crate) struct Inner {
     pub dirty: std::sync::atomic::AtomicBool,
     /// With `persist_every`: when the state file was last written (simulated-clock ms).
     pub saved_ms: AtomicU64,
-    /// When the controllers last ran (simulated-clock ms), by a request or the ticker.
-    pub ticked_ms: AtomicU64,
+    /// When the controllers' last run ended, and how long it took ([`Clock::micros`]).
+    pub tick_end_us: AtomicU64,
+    pub tick_cost_us: AtomicU64,
+    /// A write came in since the controllers last ran: the next request runs them.
+    pub written: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -231,8 +239,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// How often the background ticker completes operations and advances the operator.
+/// How often the background ticker completes operations and advances the operator (at
+/// most: see [`ticker`]).
 const TICK: Duration = Duration::from_millis(20);
+
+/// A request never skips the controllers when their last run ended this long ago
+/// ([`Simulator::tick_for_request`]), however long it took.
+const MAX_SKIP_US: u64 = 50_000;
 
 impl Simulator {
     /// Builds a simulator; loads `config.state_file` if it exists and the CRDs of
@@ -268,7 +281,9 @@ impl Simulator {
                 scenario: Mutex::new(config.scenario.clone()),
                 dirty: std::sync::atomic::AtomicBool::new(false),
                 saved_ms: AtomicU64::new(0),
-                ticked_ms: AtomicU64::new(0),
+                tick_end_us: AtomicU64::new(0),
+                tick_cost_us: AtomicU64::new(0),
+                written: std::sync::atomic::AtomicBool::new(true),
                 config,
             }),
         };
@@ -340,11 +355,13 @@ impl Simulator {
     /// # Errors
     /// The rule is inconsistent (see [`FaultRule`]).
     pub fn add_fault(&self, rule: FaultRule) -> Result<String, String> {
+        self.written();
         lock(&self.inner.faults).add(rule)
     }
 
     /// Removes every fault rule.
     pub fn clear_faults(&self) {
+        self.written();
         lock(&self.inner.faults).clear();
     }
 
@@ -361,17 +378,69 @@ impl Simulator {
         self.inner.seq.fetch_add(1, Ordering::SeqCst) + 1
     }
 
+    /// The controllers' turn before a request is answered. They run unless no write came
+    /// in since their last run **and** that run ended less than its own duration ago (ARM's
+    /// due operations complete either way: [`Self::tick_operations`]): a
+    /// request that queued behind a run of the controllers (they hold the state lock) is
+    /// answered from what that run made, as if it had come in while it ran. The answer is
+    /// never staler than one run of the controllers, the delay their lock already imposes;
+    /// with a handful of clusters a run takes microseconds and every request still runs
+    /// them. (With fifty clusters one run took about 15 ms and ran before every request and
+    /// from the ticker, most of the simulator's CPU: issue 26's bench.)
+    pub(crate) fn tick_for_request(&self) {
+        let written = self.inner.written.swap(false, Ordering::SeqCst);
+        let cost = self
+            .inner
+            .tick_cost_us
+            .load(Ordering::SeqCst)
+            .min(MAX_SKIP_US);
+        let since = self
+            .inner
+            .clock
+            .micros()
+            .saturating_sub(self.inner.tick_end_us.load(Ordering::SeqCst));
+        if written || since >= cost {
+            self.tick();
+        } else {
+            self.tick_operations();
+        }
+    }
+
+    /// Only ARM's due long-running operations (cheap: what a client polls for is never
+    /// late). One that completes counts as a write: the next request runs every controller.
+    fn tick_operations(&self) {
+        let changed = {
+            let mut st = lock(&self.inner.state);
+            arm::tick(self, &mut st, self.now_ms())
+        };
+        if changed {
+            self.written();
+            self.persist_logged();
+        }
+    }
+
+    /// A write came in (a request that is not a GET or HEAD, or a control request): the
+    /// next request runs the controllers whenever it comes.
+    pub(crate) fn written(&self) {
+        self.inner.written.store(true, Ordering::SeqCst);
+    }
+
     /// Completes due operations and advances the simulated operator. Returns whether
     /// anything changed (and persists if so).
     pub(crate) fn tick(&self) -> bool {
         let changed = {
-            let now = self.now_ms();
-            self.inner.ticked_ms.store(now, Ordering::SeqCst);
             let mut st = lock(&self.inner.state);
+            let start = self.inner.clock.micros();
+            let now = self.now_ms();
             let a = arm::tick(self, &mut st, now);
             let b = operator::tick(self, &mut st, now);
             let c = kube::tick(self, &mut st, now);
             let d = crate::keyvault::tick(self, &mut st, now);
+            let end = self.inner.clock.micros();
+            self.inner.tick_end_us.store(end, Ordering::SeqCst);
+            self.inner
+                .tick_cost_us
+                .store(end.saturating_sub(start), Ordering::SeqCst);
             a || b || c || d
         };
         if changed {
@@ -427,13 +496,18 @@ async fn ticker(weak: Weak<Inner>) {
         interval.tick().await;
         let Some(inner) = weak.upgrade() else { return };
         let sim = Simulator { inner };
-        // Every request runs the controllers first (`http::dispatch`): the ticker only
-        // fills the gaps, so a busy simulator does not run them twice as often (with fifty
-        // clusters the controllers took most of its CPU: issue 26's bench).
+        // Requests run the controllers first (`Simulator::tick_for_request`): the ticker
+        // only fills the gaps, and leaves at least four times their last run's duration
+        // between two runs of its own, so it never takes more than a fifth of a core (with
+        // fifty clusters it took most of the simulator's CPU: issue 26's bench). What it
+        // advances between requests is seen by watches only: a request runs them anyway.
         let since = sim
-            .now_ms()
-            .saturating_sub(sim.inner.ticked_ms.load(Ordering::SeqCst));
-        if u128::from(since) >= TICK.as_millis() {
+            .inner
+            .clock
+            .micros()
+            .saturating_sub(sim.inner.tick_end_us.load(Ordering::SeqCst));
+        let gap = (TICK.as_micros() as u64).max(4 * sim.inner.tick_cost_us.load(Ordering::SeqCst));
+        if since >= gap {
             sim.tick();
         }
         sim.flush_due(false);
@@ -583,4 +657,49 @@ pub fn banner(sim: &Simulator, addr: SocketAddr) -> String {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "(none)".into()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a request `after` the last run ended ran the controllers, that run having
+    /// taken `cost_us`.
+    fn ran(sim: &Simulator, cost_us: u64, after: Duration) -> bool {
+        let end = sim.inner.clock.micros();
+        sim.inner.tick_end_us.store(end, Ordering::SeqCst);
+        sim.inner.tick_cost_us.store(cost_us, Ordering::SeqCst);
+        std::thread::sleep(after);
+        sim.tick_for_request();
+        sim.inner.tick_end_us.load(Ordering::SeqCst) != end
+    }
+
+    #[test]
+    fn a_request_runs_the_controllers_after_a_write_or_once_their_last_run_is_as_old_as_it_was_long()
+     {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let _guard = rt.enter();
+        let sim = Simulator::new(SimConfig::default()).expect("simulator");
+        let ms = Duration::from_millis;
+        // A fresh simulator: the first request runs them (as if written).
+        assert!(ran(&sim, 40_000, ms(1)));
+        // A cheap run (a few clusters: microseconds) never lets a later request skip them.
+        assert!(ran(&sim, 0, ms(1)));
+        // A run as long as 40 ms that just ended: a read skips them ...
+        assert!(!ran(&sim, 40_000, ms(2)));
+        // ... a write does not let the next request skip them ...
+        sim.written();
+        assert!(ran(&sim, 40_000, ms(2)));
+        // ... and neither does time: once the run is as old as it was long, they run.
+        assert!(ran(&sim, 20_000, ms(25)));
+        // However long a run took, a request waits at most MAX_SKIP_US for the next one.
+        assert!(ran(
+            &sim,
+            10 * MAX_SKIP_US,
+            Duration::from_micros(MAX_SKIP_US + 1_000)
+        ));
+    }
 }

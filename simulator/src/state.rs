@@ -324,7 +324,7 @@ pub(crate) struct KubeEvent {
     pub namespace: String,
     /// `ADDED`, `MODIFIED` or `DELETED`.
     pub etype: &'static str,
-    pub object: Value,
+    pub object: std::sync::Arc<Value>,
 }
 
 /// One stored Kubernetes object.
@@ -334,7 +334,9 @@ pub(crate) struct KubeEntry {
     pub kind_key: String,
     pub namespace: String,
     pub name: String,
-    pub object: Value,
+    /// Shared with the events that carry it and with the controllers that read it: they
+    /// run before every request, and copy an object only to change it.
+    pub object: std::sync::Arc<Value>,
     pub created_seq: u64,
 }
 

@@ -58,11 +58,18 @@ pub enum Class {
 impl Class {
     /// The class of an HTTP method.
     pub fn of(method: &azure_core::http::Method) -> Self {
-        use azure_core::http::Method as M;
-        match *method {
-            M::Get | M::Head => Class::Read,
-            M::Delete => Class::Delete,
-            _ => Class::Write,
+        Self::of_name(method.as_str())
+    }
+
+    /// The class of an HTTP method by its name (`GET`, `delete`, ...; case-insensitive),
+    /// as a request log records it.
+    pub fn of_name(method: &str) -> Self {
+        if method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD") {
+            Class::Read
+        } else if method.eq_ignore_ascii_case("DELETE") {
+            Class::Delete
+        } else {
+            Class::Write
         }
     }
 

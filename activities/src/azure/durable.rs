@@ -245,6 +245,9 @@ pub struct EnsureSpec {
     pub tagged: bool,
     /// Our ownership tags.
     pub ownership: Ownership,
+    /// Query parameters of the read before a write ([`super::models::read_query`]: a private
+    /// endpoint is read with its network interfaces); empty for most types.
+    pub read_query: &'static [(&'static str, &'static str)],
 }
 
 /// A resource that exists as asked.
@@ -621,7 +624,7 @@ pub async fn ensure_seen(
     let existing = match seen {
         Some(v) => v,
         None => arm
-            .get_value_with(id, &spec.api, read_query(id))
+            .get_value_with(id, &spec.api, spec.read_query)
             .await
             .map_err(|e| StepError::from(e.with_resource(id)))?,
     };
@@ -670,21 +673,6 @@ pub async fn ensure_seen(
         )
         .with_code("ResourceNotFound")),
         None => put(ctx, arm, spec, true, Some(read_at)).await,
-    }
-}
-
-/// Query parameters of [`ensure`]'s read of `id`: a private endpoint is read with its
-/// network interfaces (`$expand=networkInterfaces`, PrivateEndpoints_Get,
-/// `network/…/stable/2023-11-01/privateEndpoint.json`), where its address is when no
-/// custom DNS config carries it, so the step that needs the address reads it once.
-fn read_query(id: &str) -> &'static [(&'static str, &'static str)] {
-    if id
-        .to_ascii_lowercase()
-        .contains("/providers/microsoft.network/privateendpoints/")
-    {
-        &[("$expand", "networkInterfaces")]
-    } else {
-        &[]
     }
 }
 
@@ -866,6 +854,7 @@ mod tests {
             adopt: Adopt::OursOnly,
             tagged: true,
             ownership: Ownership::new("demo", "abc12", "r"),
+            read_query: &[],
         };
         let b = with_tags(&spec);
         assert_eq!(b["tags"]["team"], "x");

@@ -678,6 +678,19 @@ arm_type!(
 /// A private endpoint.
 pub type PrivateEndpoint = Resource<PrivateEndpointProperties>;
 
+/// Query parameters with which a resource of `resource_type` is read before it is written
+/// (`durable::ensure`): a private endpoint is read with its network interfaces
+/// (`$expand=networkInterfaces`, PrivateEndpoints_Get,
+/// `network/…/stable/2023-11-01/privateEndpoint.json`), where its address is when no
+/// custom DNS config carries it, so the step that needs the address reads it once.
+pub fn read_query(resource_type: &str) -> &'static [(&'static str, &'static str)] {
+    if resource_type.eq_ignore_ascii_case(PrivateEndpointProperties::RESOURCE_TYPE) {
+        &[("$expand", "networkInterfaces")]
+    } else {
+        &[]
+    }
+}
+
 impl PrivateEndpoint {
     /// Connection state of the first connection (manual first), e.g. `Approved`.
     pub fn connection_status(&self) -> Option<&str> {

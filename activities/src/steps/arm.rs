@@ -247,6 +247,7 @@ pub async fn ensure_resource_seen(
         adopt: Adopt::OursOnly,
         tagged: input.tagged,
         ownership: input.owner.ownership(ctx),
+        read_query: crate::azure::models::read_query(&input.resource_type),
     };
     // In a parent this run created nothing can have been before: no read before the
     // first PUT (a caller's own read, `seen`, is used as it is).
@@ -529,6 +530,7 @@ pub async fn ensure_children(
             adopt: Adopt::OursOnly,
             tagged: false,
             ownership: owner.ownership(ctx),
+            read_query: &[],
         };
         match ensure_child(ctx, arm, &mut journal, &spec, parent_new, None).await? {
             Progress::Pending { after, reason } => return Ok(ctx.wait(after, reason)),

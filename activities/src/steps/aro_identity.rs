@@ -376,6 +376,7 @@ impl Action for EnsureKeyVault {
             adopt: Adopt::OursOnly,
             tagged: true,
             ownership: input.owner.ownership(ctx),
+            read_query: &[],
         };
         // A write journaled by an earlier attempt is polled by `durable::ensure`; otherwise
         // look first, and check a missing name before the PUT.

@@ -189,6 +189,7 @@ pub async fn ensure(
         adopt: Adopt::OursOnly,
         tagged: true,
         ownership: input.owner.ownership(ctx),
+        read_query: &[],
     };
     // This attempt has just read the group and found nothing: `ensure_seen` does not read
     // it again (issue 26: one read where a read is needed). A second GET would not close

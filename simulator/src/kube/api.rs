@@ -268,7 +268,10 @@ pub(crate) fn list(sim: &Simulator, req: &Req, kind: &Kind, ns: Option<&str>) ->
             .filter(|e| sel.matches(&e.object))
             .collect();
         let page = limit.unwrap_or(usize::MAX).min(matching.len());
-        let items: Vec<Value> = matching[..page].iter().map(|e| e.object.clone()).collect();
+        let items: Vec<Value> = matching[..page]
+            .iter()
+            .map(|e| Value::clone(&e.object))
+            .collect();
         let mut meta = json!({"resourceVersion": st.kube_rv.to_string()});
         // More left after the page: a continue token (and, without selectors, the count of
         // what is left: `remainingItemCount`).
@@ -662,7 +665,9 @@ fn create_obj(
     obj["apiVersion"] = json!(kind.api_version());
     obj["kind"] = json!(kind.kind);
     validate(sim, kind, &obj, None)?;
-    Ok(store::create_by(sim, st, now, kind, ns, obj, by, dry_run))
+    Ok(std::sync::Arc::unwrap_or_clone(store::create_by(
+        sim, st, now, kind, ns, obj, by, dry_run,
+    )))
 }
 
 /// The body of a create or a replace (POST/PUT of a whole object): parsed and type-checked,

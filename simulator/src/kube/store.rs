@@ -33,7 +33,7 @@ pub(crate) fn emit(
     etype: &'static str,
     kind_key: &str,
     ns: &str,
-    obj: &Value,
+    obj: Arc<Value>,
 ) {
     let rv = st.kube_rv;
     let ev = Arc::new(KubeEvent {
@@ -41,7 +41,7 @@ pub(crate) fn emit(
         kind_key: kind_key.to_string(),
         namespace: ns.to_string(),
         etype,
-        object: obj.clone(),
+        object: obj,
     });
     st.kube_events.push_back(ev.clone());
     while st.kube_events.len() > HISTORY {
@@ -128,7 +128,7 @@ pub(crate) fn create(
     kind: &Kind,
     ns: &str,
     obj: Value,
-) -> Value {
+) -> Arc<Value> {
     create_by(sim, st, now, kind, ns, obj, By::Update(OPERATOR), false)
 }
 
@@ -183,20 +183,27 @@ pub(crate) fn create_by(
     mut obj: Value,
     by: By,
     dry_run: bool,
-) -> Value {
+) -> Arc<Value> {
     prepare_create(sim, st, now, kind, ns, &mut obj, by);
     if dry_run {
-        return obj;
+        return Arc::new(obj);
     }
     insert_new(sim, st, kind, ns, obj)
 }
 
-fn insert_new(sim: &Simulator, st: &mut State, kind: &Kind, ns: &str, mut obj: Value) -> Value {
+fn insert_new(
+    sim: &Simulator,
+    st: &mut State,
+    kind: &Kind,
+    ns: &str,
+    mut obj: Value,
+) -> Arc<Value> {
     let name = util::str_at(&obj, "/metadata/name")
         .unwrap_or_default()
         .to_string();
     bump_rv(st, &mut obj);
     let seq = st.next_seq();
+    let obj = Arc::new(obj);
     st.kube.insert(
         key(&kind.key(), ns, &name),
         KubeEntry {
@@ -207,14 +214,20 @@ fn insert_new(sim: &Simulator, st: &mut State, kind: &Kind, ns: &str, mut obj: V
             created_seq: seq,
         },
     );
-    emit(sim, st, "ADDED", &kind.key(), ns, &obj);
+    emit(sim, st, "ADDED", &kind.key(), ns, obj.clone());
     obj
 }
 
 /// Stores a modified object: bumps resourceVersion (and generation if `spec` changed) and
 /// emits MODIFIED — or removes it and emits DELETED when it is being deleted and has no
 /// finalizers left. Returns the object as stored (or as last seen, when removed).
-pub(crate) fn update(sim: &Simulator, st: &mut State, kind: &Kind, ns: &str, obj: Value) -> Value {
+pub(crate) fn update(
+    sim: &Simulator,
+    st: &mut State,
+    kind: &Kind,
+    ns: &str,
+    obj: Value,
+) -> Arc<Value> {
     update_by(sim, st, kind, ns, obj, By::Update(OPERATOR), false)
 }
 
@@ -227,7 +240,7 @@ pub(crate) fn update_by(
     mut obj: Value,
     by: By,
     dry_run: bool,
-) -> Value {
+) -> Arc<Value> {
     let name = util::str_at(&obj, "/metadata/name")
         .unwrap_or_default()
         .to_string();
@@ -243,7 +256,7 @@ pub(crate) fn update_by(
                 None => m.remove("managedFields"),
             };
         }
-        record(sim, kind, old.as_ref(), &mut obj, manager);
+        record(sim, kind, old.as_deref(), &mut obj, manager);
     }
     if let Some(old) = &old
         && old.get("spec") != obj.get("spec")
@@ -255,18 +268,19 @@ pub(crate) fn update_by(
         util::obj_mut(&mut obj, "metadata").insert("generation".into(), json!(g + 1));
     }
     if dry_run {
-        return obj;
+        return Arc::new(obj);
     }
     bump_rv(st, &mut obj);
+    let obj = Arc::new(obj);
     if is_deleting(&obj) && finalizers(&obj).is_empty() && kind.plural != "namespaces" {
         st.kube.remove(&k);
-        emit(sim, st, "DELETED", &kind.key(), ns, &obj);
+        emit(sim, st, "DELETED", &kind.key(), ns, obj.clone());
         return obj;
     }
     if let Some(e) = st.kube.get_mut(&k) {
         e.object = obj.clone();
     }
-    emit(sim, st, "MODIFIED", &kind.key(), ns, &obj);
+    emit(sim, st, "MODIFIED", &kind.key(), ns, obj.clone());
     obj
 }
 
@@ -278,10 +292,11 @@ pub(crate) fn remove(
     ns: &str,
     name: &str,
 ) -> Option<Value> {
-    let mut obj = st.kube.remove(&key(kind_key, ns, name))?.object;
+    let mut obj = Arc::unwrap_or_clone(st.kube.remove(&key(kind_key, ns, name))?.object);
     bump_rv(st, &mut obj);
-    emit(sim, st, "DELETED", kind_key, ns, &obj);
-    Some(obj)
+    let obj = Arc::new(obj);
+    emit(sim, st, "DELETED", kind_key, ns, obj.clone());
+    Some(Arc::unwrap_or_clone(obj))
 }
 
 /// Marks an object deleted: removed at once without finalizers, otherwise gets a
@@ -295,7 +310,7 @@ pub(crate) fn delete(
     name: &str,
 ) -> Option<Value> {
     let k = key(&kind.key(), ns, name);
-    let mut obj = st.kube.get(&k)?.object.clone();
+    let mut obj = Value::clone(&st.kube.get(&k)?.object);
     let is_ns = kind.plural == "namespaces";
     if finalizers(&obj).is_empty() && !is_ns {
         return remove(sim, st, &kind.key(), ns, name);
@@ -309,9 +324,25 @@ pub(crate) fn delete(
     if is_ns {
         util::obj_mut(&mut obj, "status").insert("phase".into(), json!("Terminating"));
     }
-    Some(update_by(sim, st, kind, ns, obj, By::Prepared, false))
+    Some(Arc::unwrap_or_clone(update_by(
+        sim,
+        st,
+        kind,
+        ns,
+        obj,
+        By::Prepared,
+        false,
+    )))
 }
 
 pub(crate) fn get<'a>(st: &'a State, kind_key: &str, ns: &str, name: &str) -> Option<&'a Value> {
-    st.kube.get(&key(kind_key, ns, name)).map(|e| &e.object)
+    st.kube.get(&key(kind_key, ns, name)).map(|e| &*e.object)
+}
+
+/// The stored object, shared: a reader that goes on to change the state keeps it without
+/// copying it.
+pub(crate) fn get_shared(st: &State, kind_key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
+    st.kube
+        .get(&key(kind_key, ns, name))
+        .map(|e| e.object.clone())
 }
