@@ -186,9 +186,12 @@ async fn a_worker_whose_clock_runs_ahead_never_takes_a_live_run_over() {
     let db = fresh_postgres(&base).await;
     let dir = scratch("clock-ahead");
     let world_s = dir.join("world").to_str().unwrap().to_string();
-    // `b1` keeps polling for a while; the holder keeps its lease while it waits.
+    // `b1` keeps polling for longer than W2 is watched below (12 polls a second apart
+    // against 6 s), so W1 always dies mid-wait and W2 always resumes the wait: with a wait
+    // as long as the watch, the run often ended under W1 and the takeover went untested
+    // (and a resumed wait looked an hour old to W2's clock: a stall, not a success).
     let waits: serde_json::Map<String, serde_json::Value> =
-        [("b1".to_string(), serde_json::json!(6))]
+        [("b1".to_string(), serde_json::json!(12))]
             .into_iter()
             .collect();
     let faults = serde_json::json!({ "waits": waits, "wait_ms": 1000 }).to_string();
