@@ -376,8 +376,6 @@ struct InFlight {
     /// A poll of a waiting node, run without journaling `started(same)` first (see the
     /// journal module: a poll that changes nothing is not journaled).
     quiet: bool,
-    /// When this attempt (or poll) began, on this worker's clock.
-    started: Timestamp,
     abort: AbortHandle,
 }
 
@@ -641,7 +639,6 @@ impl RunDriver {
                             phase,
                             attempt,
                             quiet,
-                            started: sh.clock.now(),
                             abort: h,
                         },
                     );
@@ -718,15 +715,14 @@ impl RunDriver {
                     };
                     let mut w = writer.lock().await;
                     let name = w.view.dag.nodes[done.idx].name.clone();
-                    let mut events =
-                        outcome_events(&w.view, &done, sh.clock.now(), flight.started);
+                    let mut events = outcome_events(&w.view, &done, sh.clock.now());
                     // A checkpoint saved during the poll already re-entered `running`.
                     let still_quiet = flight.quiet
                         && reenter_quiet(&w.view, &name, done.phase).is_some();
                     if still_quiet {
                         if let Some(until) = unchanged_wait(&w.view, done.idx, &events) {
                             // A poll that changed nothing: no event, only the summary.
-                            w.view.quiet_poll(done.idx, until, flight.started);
+                            w.view.quiet_poll(done.idx, until);
                             w.touch().await?;
                             continue;
                         }
@@ -1352,36 +1348,11 @@ fn plan(
     (events, starts)
 }
 
-/// How long node `n` has waited, for its wait budget, when a poll that began at `started`
-/// answers at `now` (both on this worker's clock). Each holder's share is measured on its
-/// own clock (issue 27 §6: a worker whose clock runs an hour ahead takes a run over; a wait
-/// of seconds must not look an hour old): the earlier holders' ([`NodeState::waited_before`]),
-/// then this holder's from the segment it journaled. A poll not journaled (`quiet`: the
-/// node is still `waiting` in the view) adds the wait up to the `until` the view knows (on
-/// the clock that set it; this holder's quiet polls move it) and then this poll, on ours.
-/// Time during which no worker held the run is not counted.
-fn wait_so_far(n: &crate::journal::NodeState, now: Timestamp, started: Timestamp) -> Duration {
-    let Some(start) = n.wait_segment.or(n.wait_since) else {
-        return Duration::ZERO;
-    };
-    match &n.status {
-        NodeStatus::Waiting { until, .. } => {
-            n.waited_before + until.duration_since(start) + now.duration_since(started)
-        }
-        _ => n.waited_before + now.duration_since(start),
-    }
-}
-
 /// The events that record one attempt's outcome.
 /// Interrupted attempts of one node after which it fails anyway (a crash loop).
 const MAX_INTERRUPTIONS: u32 = 50;
 
-fn outcome_events(
-    view: &RunView,
-    d: &AttemptDone,
-    now: Timestamp,
-    started: Timestamp,
-) -> Vec<Event> {
+fn outcome_events(view: &RunView, d: &AttemptDone, now: Timestamp) -> Vec<Event> {
     let spec = &view.dag.nodes[d.idx];
     let node = spec.name.clone();
     let unwinding = view.unwinding.is_some();
@@ -1403,9 +1374,8 @@ fn outcome_events(
                     reason: "the run is unwinding".into(),
                 }]
             } else {
-                let n = &view.nodes[d.idx];
-                let since = n.wait_since.unwrap_or(now);
-                let waited = wait_so_far(n, now, started);
+                let since = view.nodes[d.idx].wait_since.unwrap_or(now);
+                let waited = now.duration_since(since);
                 match spec.retry.wait_budget() {
                     Some(budget) if waited >= budget => vec![Event::NodeStalled {
                         node,

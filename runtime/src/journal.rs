@@ -29,8 +29,6 @@
 //! the in-memory view *before* writing it, and recovery re-validates on load, so a journal
 //! that does not fold is reported instead of being acted upon.
 
-use std::time::Duration;
-
 use crate::dag::SagaDag;
 use crate::error::StepError;
 use crate::time::Timestamp;
@@ -510,15 +508,6 @@ pub struct NodeState {
     /// When the action's current wait began (its first `waiting` since it started or an
     /// operator gave it a fresh budget); the wait budget counts from here.
     pub wait_since: Option<Timestamp>,
-    /// The wait budget across holders (issue 27 §6: workers' clocks may disagree): time
-    /// waited under earlier holders of the run, each measured on its own clock (from its
-    /// segment's start to the `until` it last journaled), and when the current holder
-    /// resumed the wait, on its clock. A worker whose clock runs an hour ahead must not
-    /// find a wait of seconds an hour old.
-    #[serde(skip)]
-    pub waited_before: Duration,
-    #[serde(skip)]
-    pub wait_segment: Option<Timestamp>,
     /// When the undo's current wait began.
     pub undo_wait_since: Option<Timestamp>,
     /// Polls of the current wait that changed nothing (not journaled: known only to the
@@ -573,8 +562,6 @@ impl NodeState {
             undo_soft_failures: 0,
             undo_soft_since: None,
             wait_since: None,
-            waited_before: Duration::ZERO,
-            wait_segment: None,
             undo_wait_since: None,
             quiet_polls: 0,
             resolved_by: None,
@@ -598,8 +585,6 @@ impl NodeState {
             self.soft_failures = 0;
             self.soft_since = None;
             self.wait_since = None;
-            self.waited_before = Duration::ZERO;
-            self.wait_segment = None;
             self.quiet_polls = 0;
             self.finished_at = None;
         }
@@ -626,18 +611,7 @@ impl NodeState {
                 self.started_at = Some(at);
                 S::Running { attempt: 1 }
             }
-            (
-                S::Waiting {
-                    attempt: a, until, ..
-                },
-                Event::NodeStarted { attempt, .. },
-            ) if attempt == a => {
-                // The wait goes on, maybe under another holder with another clock: what
-                // was waited so far is counted on the clock that journaled it.
-                if let Some(start) = self.wait_segment.or(self.wait_since) {
-                    self.waited_before += until.duration_since(start);
-                    self.wait_segment = Some(at);
-                }
+            (S::Waiting { attempt: a, .. }, Event::NodeStarted { attempt, .. }) if attempt == a => {
                 S::Running { attempt: *attempt }
             }
             (S::RetryScheduled { attempt: a, .. }, Event::NodeStarted { attempt, .. })
@@ -694,8 +668,6 @@ impl NodeState {
                 self.output = Some(output.clone());
                 self.finished_at = Some(at);
                 self.wait_since = None;
-                self.waited_before = Duration::ZERO;
-                self.wait_segment = None;
                 S::Succeeded
             }
             (
@@ -706,8 +678,6 @@ impl NodeState {
                 Event::NodeFailed { error, .. },
             ) => {
                 self.wait_since = None;
-                self.waited_before = Duration::ZERO;
-                self.wait_segment = None;
                 self.last_error = Some(error.clone());
                 self.finished_at = Some(at);
                 S::Failed {
@@ -1064,8 +1034,6 @@ impl RunView {
                     // A fresh wait budget, counted from the retried attempt's first wait.
                     st.retry_requested = true;
                     st.wait_since = None;
-                    st.waited_before = Duration::ZERO;
-                    st.wait_segment = None;
                 }
                 _ if stuck_only => {}
                 NodeStatus::Waiting { until, .. } | NodeStatus::UndoWaiting { until, .. } => {
@@ -1771,23 +1739,10 @@ impl RunView {
     /// is at `until`. Not an event: such polls are not journaled (see the module docs), so
     /// only the driver holding the run calls this, and the next event about the node
     /// (`started(same)`) is valid from the state it leaves.
-    /// `started`: when the poll began, on this worker's clock: the wait's segment so far
-    /// (up to the `until` it answered, on the clock that set it) goes into
-    /// [`NodeState::waited_before`] and the next counts from this poll, so a wait resumed
-    /// by a worker with another clock is measured on each one's own.
-    pub(crate) fn quiet_poll(&mut self, idx: usize, next: Timestamp, started: Timestamp) {
+    pub(crate) fn quiet_poll(&mut self, idx: usize, next: Timestamp) {
         if let Some(n) = self.nodes.get_mut(idx) {
-            let start = n.wait_segment.or(n.wait_since);
             match &mut n.status {
-                NodeStatus::Waiting { until, .. } => {
-                    if let Some(start) = start {
-                        n.waited_before += until.duration_since(start);
-                        n.wait_segment = Some(started);
-                    }
-                    *until = next;
-                    n.quiet_polls += 1;
-                }
-                NodeStatus::UndoWaiting { until, .. } => {
+                NodeStatus::Waiting { until, .. } | NodeStatus::UndoWaiting { until, .. } => {
                     *until = next;
                     n.quiet_polls += 1;
                 }
