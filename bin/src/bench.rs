@@ -88,37 +88,69 @@ pub async fn run(db: &str, cmd: BenchCommand) -> Result<u8> {
     }
 }
 
+/// Rounds `bench engine` alternates the floor and the steps in.
+const ENGINE_ROUNDS: usize = 10;
+/// Single-row commits of the floor over all rounds.
+const FLOOR_COMMITS: usize = 1_000;
+
 async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
     if a.runs == 0 || a.steps == 0 || a.concurrency == 0 {
         bail!("--runs, --steps and --concurrency must be at least 1");
     }
     let store = open_store(db).await?;
-    // The floor first, then the steps, then the floor again: side by side in one run, so a
-    // busy machine shows in both (issue 26).
+    // The floor and the steps alternate in rounds, side by side in one run: a machine whose
+    // speed drifts (a busy neighbour, a checkpoint) shows in both, not in one of them only
+    // (issue 26). Each round: `FLOOR_COMMITS / rounds` single-row commits, then its share of
+    // the runs.
     let floor_url = match db.strip_prefix("sqlite://") {
         Some(p) => Some(format!("sqlite://{p}.floor")),
         None if db == "memory:" => None,
         None => Some(db.to_string()),
     };
+    let rounds = ENGINE_ROUNDS.min(a.runs);
     let mut floor = Vec::new();
-    if let Some(u) = &floor_url {
-        floor.extend(hcp_persistence::floor::commit_floor(u, 500).await?);
-    }
-    let r = benchkit::noop_bench(store.clone(), a.runs, a.steps, a.concurrency).await?;
-    if let Some(u) = &floor_url {
-        floor.extend(hcp_persistence::floor::commit_floor(u, 500).await?);
-        if let Some(p) = u.strip_prefix("sqlite://") {
-            for suffix in ["", "-wal", "-shm"] {
-                let _ = std::fs::remove_file(format!("{p}{suffix}"));
+    let mut deltas = Vec::new();
+    let mut wall = Duration::ZERO;
+    let mut per_round = Vec::new();
+    for i in 0..rounds {
+        let round_runs = a.runs / rounds + usize::from(i < a.runs % rounds);
+        let f = match &floor_url {
+            Some(u) => {
+                let mut f = hcp_persistence::floor::commit_floor(u, FLOOR_COMMITS / rounds).await?;
+                f.sort_unstable();
+                f
             }
+            None => Vec::new(),
+        };
+        let r = benchkit::noop_bench(store.clone(), round_runs, a.steps, a.concurrency).await?;
+        if !f.is_empty() && !r.deltas.is_empty() {
+            let step = benchkit::percentile(&r.deltas, 0.50).as_secs_f64();
+            per_round.push(step / benchkit::percentile(&f, 0.50).as_secs_f64());
+        }
+        floor.extend(f);
+        deltas.extend(r.deltas);
+        wall += r.wall;
+    }
+    if let Some(p) = floor_url
+        .as_deref()
+        .and_then(|u| u.strip_prefix("sqlite://"))
+    {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{p}{suffix}"));
         }
     }
-    // `percentile` reads sorted samples: the two halves were measured apart.
+    // `percentile` reads sorted samples.
     floor.sort_unstable();
-    let wall = r.wall.as_secs_f64();
-    let ms = |p| benchkit::percentile(&r.deltas, p).as_secs_f64() * 1e3;
+    deltas.sort_unstable();
+    per_round.sort_unstable_by(f64::total_cmp);
+    let wall = wall.as_secs_f64();
+    let ms = |p| benchkit::percentile(&deltas, p).as_secs_f64() * 1e3;
     let floor_ms =
         (!floor.is_empty()).then(|| benchkit::percentile(&floor, 0.50).as_secs_f64() * 1e3);
+    let round_ratio = |q: f64| {
+        let i = ((per_round.len() as f64 - 1.0) * q).round() as usize;
+        per_round.get(i).copied().map(round)
+    };
     let steps = a.runs as f64 * f64::from(a.steps);
     crate::output::compact(
         "BenchResult",
@@ -130,7 +162,11 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
             "p99_ms_per_step": round(ms(0.99)),
             "floor_p50_ms_per_commit": floor_ms.map(round),
             "step_over_floor": floor_ms.map(|f| round(ms(0.50) / f)),
-            "samples": r.deltas.len(),
+            "rounds": rounds,
+            "step_over_floor_by_round": {
+                "min": round_ratio(0.0), "median": round_ratio(0.5), "max": round_ratio(1.0),
+            },
+            "samples": deltas.len(),
         }),
     );
     Ok(0)

@@ -384,7 +384,11 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
     // Only `migrate` changes an existing schema (issue 27 §8): see `migrate::gate`.
     migrate::gate(url).await?;
     match hcp_persistence::open(url).await {
-        Ok(s) => Ok(s),
+        Ok(s) => {
+            // Engines built after this keep the journal database's time (issue 27 §6).
+            ops::align_clock(&s).await;
+            Ok(s)
+        }
         // A journal this process may only read: say so, and what still works (exit 2).
         Err(e) if e.to_string().contains("readonly database") => {
             Err(output::Refused::refused(format!(

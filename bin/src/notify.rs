@@ -28,8 +28,7 @@ use crate::output::Refused;
 use crate::views::model;
 use anyhow::Result;
 use hcp_runtime::{
-    Clock, JournalStore, NewReport, ReportFilter, RunFilter, RunId, RunState, RunSummary,
-    SystemClock, Timestamp,
+    JournalStore, NewReport, ReportFilter, RunFilter, RunId, RunState, RunSummary, Timestamp,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -199,7 +198,7 @@ impl Notifier {
             me: me.to_string(),
             hooks: Arc::new(hooks),
             client,
-            started: SystemClock.now(),
+            started: crate::ops::clock().now(),
             // Tests shorten both.
             poll: ms("HCP_NOTIFY_POLL_MS", 5_000),
             backoff: ms("HCP_NOTIFY_BACKOFF_MS", 2_000),
@@ -218,7 +217,7 @@ impl Notifier {
     }
 
     async fn tick(&mut self) -> Result<(), hcp_runtime::StoreError> {
-        let now = SystemClock.now();
+        let now = crate::ops::clock().now();
         let mut runs = self
             .store
             .list_runs(&RunFilter {
@@ -340,7 +339,7 @@ impl Notifier {
             let report = NewReport {
                 kind: REPORT.into(),
                 subject,
-                at: SystemClock.now(),
+                at: crate::ops::clock().now(),
                 ok,
                 by: me,
                 data: serde_json::json!({"key": key, "event": body, "deliveries": delivered})

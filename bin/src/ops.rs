@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hcp_runtime::testkit::{self, CrashHooks, World};
 use hcp_runtime::{
-    Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand, RunExit, RunId,
-    RunState, StartOptions, SystemClock,
+    AlignedClock, Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand,
+    RunExit, RunId, RunState, StartOptions, SystemClock,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -179,9 +179,23 @@ fn engine_with(
     Engine::with(store, registry, clock(), hooks, c)
 }
 
-/// The engine's clock: the system's, or, in a debug build only, the system's moved by
-/// `HCP_CLOCK_OFFSET_MS` (tests of a worker whose clock runs ahead: issue 27).
-fn clock() -> Arc<dyn hcp_runtime::Clock> {
+/// The engines' clock in this process: the host's, set to the journal database's time when
+/// the journal has one to share (Postgres: `align_clock`, issue 27 §6), so that workers
+/// whose host clocks disagree still agree on when a wait began or a retry is due.
+pub(crate) fn clock() -> Arc<dyn hcp_runtime::Clock> {
+    process_clock()
+}
+
+fn process_clock() -> Arc<AlignedClock> {
+    static CLOCK: std::sync::OnceLock<Arc<AlignedClock>> = std::sync::OnceLock::new();
+    CLOCK
+        .get_or_init(|| Arc::new(AlignedClock::new(host_clock())))
+        .clone()
+}
+
+/// The host's clock, or, in a debug build only, the host's moved by `HCP_CLOCK_OFFSET_MS`
+/// (tests of a worker whose host clock runs ahead: issue 27).
+fn host_clock() -> Arc<dyn hcp_runtime::Clock> {
     #[derive(Debug)]
     struct Offset(i64);
     impl hcp_runtime::Clock for Offset {
@@ -198,6 +212,45 @@ fn clock() -> Arc<dyn hcp_runtime::Clock> {
         return Arc::new(Offset(ms));
     }
     Arc::new(SystemClock)
+}
+
+/// How often the offset to the journal database's clock is measured again.
+const REALIGN_EVERY: Duration = Duration::from_secs(60);
+
+/// Set this process's engine clock to `store`'s clock, before any engine uses it, and keep
+/// it set (a task measures again every [`REALIGN_EVERY`]). Nothing happens for a journal
+/// without a clock of its own (SQLite, memory). A failed reading leaves the host's clock in
+/// use: leases are decided by the database's clock anyway.
+pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
+    let clock = process_clock();
+    match clock.align(store.as_ref()).await {
+        Ok(None) => return,
+        Ok(Some(offset)) => {
+            if offset.abs() >= 5_000 {
+                tracing::warn!(
+                    offset_ms = offset,
+                    "this host's clock is {:.1} s {} the journal database's: the engine keeps the database's time (fix the host's time sync)",
+                    offset.unsigned_abs() as f64 / 1e3,
+                    if offset < 0 { "ahead of" } else { "behind" }
+                );
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the journal database's clock; the engine uses this host's until the next try");
+        }
+    }
+    static REALIGNING: std::sync::Once = std::sync::Once::new();
+    REALIGNING.call_once(|| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(REALIGN_EVERY).await;
+                if let Err(e) = clock.align(store.as_ref()).await {
+                    tracing::debug!(error = %e, "measuring the journal database's clock failed");
+                }
+            }
+        });
+    });
 }
 
 /// An engine knowing the cluster actions (reaching the world through `clients`), leasing

@@ -75,6 +75,28 @@ async fn migrations_are_idempotent_and_recorded() {
     assert_eq!(applied, latest);
 }
 
+/// The clock engines on several hosts keep (issue 27 §6): the server's current time, not
+/// the start of a transaction; this test runs on the server's host, so the two agree.
+#[tokio::test]
+async fn the_server_clock_is_read_as_it_runs() {
+    let Some(db) = PgTestDb::from_env() else {
+        return;
+    };
+    let store = PostgresStore::connect_with_schema(db.url(), &db.new_schema())
+        .await
+        .unwrap();
+    let host = || hcp_runtime::Clock::now(&hcp_runtime::SystemClock).0;
+    let first = store.server_now().await.unwrap().unwrap();
+    assert!(
+        (first.0 - host()).abs() < 2_000,
+        "{first} vs this host's {}",
+        host()
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = store.server_now().await.unwrap().unwrap();
+    assert!(second.0 - first.0 >= 50, "{first} then {second}");
+}
+
 #[tokio::test]
 async fn schema_names_are_validated() {
     let Some(db) = PgTestDb::from_env() else {

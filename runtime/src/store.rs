@@ -448,6 +448,13 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
         Ok(None)
     }
 
+    /// The database's own clock, for a journal shared by workers on several hosts
+    /// (Postgres): what [`crate::AlignedClock`] sets their engines to. `None` when the
+    /// journal has no clock of its own to share (SQLite: one host; memory).
+    async fn server_now(&self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(None)
+    }
+
     /// Journal a new run, or find the existing one with the same idempotency key, or name
     /// the run that is in the way (see the module's guarantees). Checked in this order:
     /// the idempotency key (even if its run is finished), then the exclusive key.

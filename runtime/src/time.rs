@@ -114,9 +114,136 @@ impl Clock for TokioClock {
     }
 }
 
+/// A clock set to the journal database's time (issue 27 §6).
+///
+/// Workers on several hosts write timestamps into one journal: when a wait began, when a
+/// retry is due, when a timer fires. Measured on each host's own clock, a host that runs
+/// ahead finds every wait another worker began that much older, and stalls a wait it takes
+/// over as past its budget as soon as the skew exceeds the budget. Leases were already
+/// decided by the database's clock; this clock puts the rest on the same time base. It is
+/// the base clock moved by an offset, measured as the database's time minus the midpoint of
+/// the two local readings taken around the query (`align`, run before the engine starts and
+/// again every minute). The offset changes only when a measurement moves it by more than
+/// [`AlignedClock::HYSTERESIS_MS`], so round-trip jitter never makes journal time jump back
+/// and forth; a measurement whose round trip took longer than
+/// [`AlignedClock::MAX_ROUND_TRIP_MS`] is not trusted. A store without a shared clock
+/// (SQLite: one host; memory) leaves the offset at zero.
+#[derive(Debug)]
+pub struct AlignedClock {
+    base: std::sync::Arc<dyn Clock>,
+    offset_ms: std::sync::atomic::AtomicI64,
+}
+
+impl AlignedClock {
+    /// A new measurement moves the offset only if it differs by more than this.
+    pub const HYSTERESIS_MS: i64 = 250;
+    /// Measurements with a longer round trip are discarded.
+    pub const MAX_ROUND_TRIP_MS: i64 = 1_000;
+
+    /// `base` moved by nothing until the first [`AlignedClock::align`].
+    pub fn new(base: std::sync::Arc<dyn Clock>) -> Self {
+        Self {
+            base,
+            offset_ms: std::sync::atomic::AtomicI64::new(0),
+        }
+    }
+
+    /// The offset in use: reference time minus base time, in milliseconds.
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Measure the offset to `store`'s clock once and adopt it (see the type's docs).
+    /// `Ok(None)`: the store has no clock of its own, or the round trip was too slow to
+    /// trust; the offset is unchanged.
+    ///
+    /// # Errors
+    /// The store could not be read.
+    pub async fn align(
+        &self,
+        store: &dyn crate::store::JournalStore,
+    ) -> Result<Option<i64>, crate::store::StoreError> {
+        let before = self.base.now();
+        let Some(theirs) = store.server_now().await? else {
+            return Ok(None);
+        };
+        let after = self.base.now();
+        Ok(self.adopt(before, theirs, after))
+    }
+
+    /// The offset one reading `theirs` (taken between local `before` and `after`) gives,
+    /// adopted unless within the hysteresis; `None` if the round trip is not trusted.
+    fn adopt(&self, before: Timestamp, theirs: Timestamp, after: Timestamp) -> Option<i64> {
+        let rtt = after.0.saturating_sub(before.0);
+        if !(0..=Self::MAX_ROUND_TRIP_MS).contains(&rtt) {
+            return None;
+        }
+        let midpoint = before.0.saturating_add(rtt / 2);
+        let measured = theirs.0.saturating_sub(midpoint);
+        let current = self.offset_ms();
+        if measured.saturating_sub(current).abs() > Self::HYSTERESIS_MS {
+            self.offset_ms
+                .store(measured, std::sync::atomic::Ordering::Relaxed);
+        }
+        Some(measured)
+    }
+}
+
+impl Clock for AlignedClock {
+    fn now(&self) -> Timestamp {
+        let t = self.base.now();
+        Timestamp(t.0.saturating_add(self.offset_ms()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug)]
+    struct Fixed(i64);
+    impl Clock for Fixed {
+        fn now(&self) -> Timestamp {
+            Timestamp(self.0)
+        }
+    }
+
+    #[test]
+    fn an_aligned_clock_runs_on_the_reference_time_and_ignores_jitter_and_slow_readings() {
+        let c = AlignedClock::new(std::sync::Arc::new(Fixed(10_000)));
+        assert_eq!(c.now(), Timestamp(10_000));
+        // This host runs an hour ahead: the reference read between 10 000 and 10 020 says
+        // 10 010 - 3 600 000.
+        let m = c.adopt(
+            Timestamp(10_000),
+            Timestamp(10_010 - 3_600_000),
+            Timestamp(10_020),
+        );
+        assert_eq!(m, Some(-3_600_000));
+        assert_eq!(c.now(), Timestamp(10_000 - 3_600_000));
+        // A later reading 100 ms off (jitter within the hysteresis): the offset stays.
+        assert_eq!(
+            c.adopt(
+                Timestamp(20_000),
+                Timestamp(20_000 - 3_599_900),
+                Timestamp(20_000)
+            ),
+            Some(-3_599_900)
+        );
+        assert_eq!(c.offset_ms(), -3_600_000);
+        // A reading over a slow round trip is not trusted.
+        assert_eq!(
+            c.adopt(Timestamp(30_000), Timestamp(0), Timestamp(31_500)),
+            None
+        );
+        assert_eq!(c.offset_ms(), -3_600_000);
+        // The clocks were fixed meanwhile: a real change is adopted.
+        assert_eq!(
+            c.adopt(Timestamp(40_000), Timestamp(40_005), Timestamp(40_010)),
+            Some(0)
+        );
+        assert_eq!(c.now(), Timestamp(10_000));
+    }
 
     #[test]
     fn rfc3339_rendering() {

@@ -111,6 +111,9 @@ pub(crate) fn set_condition_status(
     message: &str,
     now: u64,
 ) -> bool {
+    if condition_is(obj, ctype, status, reason, message) {
+        return false;
+    }
     let generation = obj
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
@@ -120,37 +123,28 @@ pub(crate) fn set_condition_status(
     let Value::Array(conds) = conds else {
         return false;
     };
-    let cond = json!({
-        "type": ctype, "status": status, "reason": reason, "message": message,
-        "lastTransitionTime": util::rfc3339_secs(now), "observedGeneration": generation,
-    });
     match conds
         .iter_mut()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(ctype))
     {
-        Some(c) if c.get("status").and_then(Value::as_str) != Some(status) => {
-            *c = cond;
-            true
+        // Same status: the transition time stays.
+        Some(c) if c.get("status").and_then(Value::as_str) == Some(status) => {
+            c["reason"] = json!(reason);
+            c["message"] = json!(message);
+            c["observedGeneration"] = json!(generation);
         }
-        Some(c) => {
-            let mut changed = false;
-            for (k, v) in [
-                ("reason", json!(reason)),
-                ("message", json!(message)),
-                ("observedGeneration", json!(generation)),
-            ] {
-                if c.get(k) != Some(&v) {
-                    c[k] = v;
-                    changed = true;
-                }
+        found => {
+            let cond = json!({
+                "type": ctype, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": util::rfc3339_secs(now), "observedGeneration": generation,
+            });
+            match found {
+                Some(c) => *c = cond,
+                None => conds.push(cond),
             }
-            changed
-        }
-        None => {
-            conds.push(cond);
-            true
         }
     }
+    true
 }
 
 /// Whether condition `ctype` is `True`.

@@ -177,9 +177,13 @@ where
     panic!("condition not reached within {timeout:?}: {what}");
 }
 
-/// Issue 27 §6: lease expiry is decided by the database's clock. A worker whose clock runs
-/// an hour ahead sees every lease as long expired by its own reckoning; it must still never
-/// take a live run over (on Postgres), and only takes it once the holder is really gone.
+/// Issue 27 §6: lease expiry is decided by the database's clock. A worker whose host clock
+/// runs an hour ahead sees every lease as long expired by its own reckoning; it must still
+/// never take a live run over (on Postgres), and only takes it once the holder is really
+/// gone. Then it resumes the holder's wait: its engine keeps the database's time, so the
+/// wait is seconds old to it, not an hour (twice the step's 30-minute wait budget, which
+/// stalled the run as `needs-operator` while the engine used the host's clock), and nothing
+/// it journals is stamped an hour ahead.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_whose_clock_runs_ahead_never_takes_a_live_run_over() {
     let Some(base) = postgres_url() else { return };
@@ -242,12 +246,9 @@ async fn a_worker_whose_clock_runs_ahead_never_takes_a_live_run_over() {
     .await;
     let epoch = run().await.lease_epoch;
 
-    // W2's clock runs ten minutes ahead: for four lease lifetimes, it never takes the run.
-    // (Known gap: a skew longer than a step's wait budget, 30 min, makes the wait W2 resumes
-    // look that old to W2, which stalls it: the wait budget is counted on the worker's
-    // clock from the journaled start of the wait.)
+    // W2's host clock runs an hour ahead: for four lease lifetimes, it never takes the run.
     let mut ahead = env.to_vec();
-    ahead.push(("HCP_CLOCK_OFFSET_MS", "600000"));
+    ahead.push(("HCP_CLOCK_OFFSET_MS", "3600000"));
     let w2 = Proc::spawn(
         &dir,
         &["worker", "--database", &db, "--world", &world_s],
@@ -282,9 +283,24 @@ async fn a_worker_whose_clock_runs_ahead_never_takes_a_live_run_over() {
     })
     .await;
     wait_until("the run succeeds", Duration::from_secs(30), || async {
-        run().await.state == RunState::Succeeded
+        let r = run().await;
+        assert_ne!(r.state, RunState::NeedsOperator, "{r:?}");
+        r.state == RunState::Succeeded
     })
     .await;
+    let stamped_by_now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock).0 + 60_000;
+    let rec = store.load_run(run().await.id).await.unwrap().unwrap();
+    let late = rec
+        .events
+        .iter()
+        .filter(|e| e.at.0 > stamped_by_now)
+        .count();
+    assert_eq!(late, 0, "events stamped in the future: {:?}", rec.events);
+    let w2_log = w2.stderr();
+    assert!(
+        w2_log.contains("ahead of the journal database"),
+        "W2 says its host clock is off: {w2_log}"
+    );
     drop(w2);
 }
 

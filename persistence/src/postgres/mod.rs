@@ -477,6 +477,15 @@ impl JournalStore for PostgresStore {
         "postgres"
     }
 
+    /// The server's `clock_timestamp()` (not `now()`, the start of a transaction).
+    async fn server_now(&self) -> Result<Option<Timestamp>, StoreError> {
+        let ms: i64 = sqlx::query_scalar("SELECT hcp_ms(clock_timestamp())")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)?;
+        Ok(Some(Timestamp(ms)))
+    }
+
     /// Nothing to claim: many workers share a Postgres journal, and leases alone keep them
     /// apart.
     async fn claim_executor(
