@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use hcp_runtime::testkit::{self, CrashHooks, World};
 use hcp_runtime::{
-    AlignedClock, Engine, EngineConfig, EngineHooks, JournalStore, NoHooks, OperatorCommand,
-    RunExit, RunId, RunState, StartOptions, SystemClock,
+    AlignedClock, Alignment, Engine, EngineConfig, EngineHooks, JournalStore, NoHooks,
+    OperatorCommand, RunExit, RunId, RunState, StartOptions, SystemClock,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -223,17 +223,30 @@ const REALIGN_EVERY: Duration = Duration::from_secs(60);
 /// use: leases are decided by the database's clock anyway.
 pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
     let clock = process_clock();
-    match clock.align(store.as_ref()).await {
-        Ok(None) => return,
-        Ok(Some(offset)) => {
-            if offset.abs() >= 5_000 {
-                tracing::warn!(
-                    offset_ms = offset,
-                    "this host's clock is {:.1} s {} the journal database's: the engine keeps the database's time (fix the host's time sync)",
-                    offset.unsigned_abs() as f64 / 1e3,
-                    if offset < 0 { "ahead of" } else { "behind" }
-                );
-            }
+    // A reading over a slow round trip is not trusted: try again at once, a few times.
+    let mut found = clock.align(store.as_ref()).await;
+    for _ in 0..2 {
+        if !matches!(found, Ok(Alignment::Untrusted { .. })) {
+            break;
+        }
+        found = clock.align(store.as_ref()).await;
+    }
+    match found {
+        Ok(Alignment::NoClock) => return,
+        Ok(Alignment::Measured { offset_ms }) if offset_ms.abs() >= 5_000 => {
+            tracing::warn!(
+                offset_ms,
+                "this host's clock is {:.1} s {} the journal database's: the engine keeps the database's time (fix the host's time sync)",
+                offset_ms.unsigned_abs() as f64 / 1e3,
+                if offset_ms < 0 { "ahead of" } else { "behind" }
+            );
+        }
+        Ok(Alignment::Measured { .. }) => {}
+        Ok(Alignment::Untrusted { round_trip_ms }) => {
+            tracing::warn!(
+                round_trip_ms,
+                "the journal database's clock could not be read quickly enough to trust; the engine uses this host's until the next try"
+            );
         }
         Err(e) => {
             tracing::warn!(error = %e, "could not read the journal database's clock; the engine uses this host's until the next try");

@@ -59,4 +59,4 @@ pub use store::{
     ExecutorHolder, JournalStore, NewReport, ReportFilter, ReportRecord, RunFilter, RunId,
     RunSummary, StoreError, TokenGrant,
 };
-pub use time::{AlignedClock, Clock, SystemClock, Timestamp, TokioClock};
+pub use time::{AlignedClock, Alignment, Clock, SystemClock, Timestamp, TokioClock};

@@ -154,39 +154,53 @@ impl AlignedClock {
     }
 
     /// Measure the offset to `store`'s clock once and adopt it (see the type's docs).
-    /// `Ok(None)`: the store has no clock of its own, or the round trip was too slow to
-    /// trust; the offset is unchanged.
     ///
     /// # Errors
     /// The store could not be read.
     pub async fn align(
         &self,
         store: &dyn crate::store::JournalStore,
-    ) -> Result<Option<i64>, crate::store::StoreError> {
+    ) -> Result<Alignment, crate::store::StoreError> {
         let before = self.base.now();
         let Some(theirs) = store.server_now().await? else {
-            return Ok(None);
+            return Ok(Alignment::NoClock);
         };
         let after = self.base.now();
         Ok(self.adopt(before, theirs, after))
     }
 
-    /// The offset one reading `theirs` (taken between local `before` and `after`) gives,
-    /// adopted unless within the hysteresis; `None` if the round trip is not trusted.
-    fn adopt(&self, before: Timestamp, theirs: Timestamp, after: Timestamp) -> Option<i64> {
-        let rtt = after.0.saturating_sub(before.0);
-        if !(0..=Self::MAX_ROUND_TRIP_MS).contains(&rtt) {
-            return None;
+    /// What one reading `theirs` (taken between local `before` and `after`) gives, its
+    /// offset adopted unless within the hysteresis.
+    fn adopt(&self, before: Timestamp, theirs: Timestamp, after: Timestamp) -> Alignment {
+        let round_trip_ms = after.0.saturating_sub(before.0);
+        if !(0..=Self::MAX_ROUND_TRIP_MS).contains(&round_trip_ms) {
+            return Alignment::Untrusted { round_trip_ms };
         }
-        let midpoint = before.0.saturating_add(rtt / 2);
-        let measured = theirs.0.saturating_sub(midpoint);
-        let current = self.offset_ms();
-        if measured.saturating_sub(current).abs() > Self::HYSTERESIS_MS {
+        let midpoint = before.0.saturating_add(round_trip_ms / 2);
+        let offset_ms = theirs.0.saturating_sub(midpoint);
+        if offset_ms.saturating_sub(self.offset_ms()).abs() > Self::HYSTERESIS_MS {
             self.offset_ms
-                .store(measured, std::sync::atomic::Ordering::Relaxed);
+                .store(offset_ms, std::sync::atomic::Ordering::Relaxed);
         }
-        Some(measured)
+        Alignment::Measured { offset_ms }
     }
+}
+
+/// What one [`AlignedClock::align`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alignment {
+    /// The store has no clock of its own (SQLite, memory): nothing to align to, ever.
+    NoClock,
+    /// The reading took too long to trust; the offset is unchanged (try again).
+    Untrusted {
+        /// The round trip it took.
+        round_trip_ms: i64,
+    },
+    /// The reference's time minus this host's (adopted unless within the hysteresis).
+    Measured {
+        /// Reference minus base, in milliseconds.
+        offset_ms: i64,
+    },
 }
 
 impl Clock for AlignedClock {
@@ -219,7 +233,12 @@ mod tests {
             Timestamp(10_010 - 3_600_000),
             Timestamp(10_020),
         );
-        assert_eq!(m, Some(-3_600_000));
+        assert_eq!(
+            m,
+            Alignment::Measured {
+                offset_ms: -3_600_000
+            }
+        );
         assert_eq!(c.now(), Timestamp(10_000 - 3_600_000));
         // A later reading 100 ms off (jitter within the hysteresis): the offset stays.
         assert_eq!(
@@ -228,19 +247,23 @@ mod tests {
                 Timestamp(20_000 - 3_599_900),
                 Timestamp(20_000)
             ),
-            Some(-3_599_900)
+            Alignment::Measured {
+                offset_ms: -3_599_900
+            }
         );
         assert_eq!(c.offset_ms(), -3_600_000);
         // A reading over a slow round trip is not trusted.
         assert_eq!(
             c.adopt(Timestamp(30_000), Timestamp(0), Timestamp(31_500)),
-            None
+            Alignment::Untrusted {
+                round_trip_ms: 1_500
+            }
         );
         assert_eq!(c.offset_ms(), -3_600_000);
         // The clocks were fixed meanwhile: a real change is adopted.
         assert_eq!(
             c.adopt(Timestamp(40_000), Timestamp(40_005), Timestamp(40_010)),
-            Some(0)
+            Alignment::Measured { offset_ms: 0 }
         );
         assert_eq!(c.now(), Timestamp(10_000));
     }
