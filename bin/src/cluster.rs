@@ -1726,7 +1726,7 @@ async fn follow(
         .load_run(run)
         .await?
         .map(|r| r.summary.created_at)
-        .unwrap_or_else(|| hcp_runtime::Clock::now(&hcp_runtime::SystemClock));
+        .unwrap_or_else(|| crate::ops::clock().now());
     let progress = Progress::new(out, run, created_at);
     let ticker = {
         let (e, p) = (e.clone(), progress.clone());
@@ -1764,7 +1764,7 @@ async fn follow(
         .load_run(run)
         .await?
         .map(|r| {
-            let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+            let now = crate::ops::clock().now();
             Duration::from_millis(u64::try_from(now.0 - r.summary.created_at.0).unwrap_or(0))
         })
         .unwrap_or_default();
@@ -1774,10 +1774,9 @@ async fn follow(
         OutputFormat::Json if interrupted && !state.is_terminal() => {}
         OutputFormat::Json => {
             let rec = e.store().load_run(run).await?;
-            let failure = rec.as_ref().and_then(|r| {
-                crate::views::model::detail(r, hcp_runtime::Clock::now(&hcp_runtime::SystemClock))
-                    .failure
-            });
+            let failure = rec
+                .as_ref()
+                .and_then(|r| crate::views::model::detail(r, crate::ops::clock().now()).failure);
             let ledger: Vec<crate::views::model::LedgerRow> = ledger
                 .iter()
                 .map(crate::views::model::LedgerRow::from)
@@ -1974,7 +1973,7 @@ impl ProgressInner {
                 "progress",
                 &serde_json::json!({
                     "run_id": self.run,
-                    "at": hcp_runtime::Clock::now(&hcp_runtime::SystemClock).to_rfc3339(),
+                    "at": crate::ops::clock().now().to_rfc3339(),
                     "state": v.state(), "paused": true, "failed_step": pz.step,
                     "pause_cause": pz.cause, "on_failure": v.dag.on_failure.to_string(),
                     "unwinds_at": pz.unwind_at.map(|t| t.to_rfc3339()),
@@ -1986,7 +1985,7 @@ impl ProgressInner {
         if v.paused.is_none() {
             self.pause_announced = false;
         }
-        let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+        let now = crate::ops::clock().now();
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
             let s = st.status.name().to_string();
             let detail = status_detail(&st.status);
@@ -2131,7 +2130,7 @@ impl Progress {
             }
         }
         // Transition lines.
-        let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+        let now = crate::ops::clock().now();
         let since = now.0 - p.created_at.0;
         let width = v.dag.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
         // An undone step that kept what it adopted says so (issue 21 §2).
@@ -2232,7 +2231,7 @@ fn unwinding_event(run: &str, v: &RunView, cause: &hcp_runtime::UnwindCause, tot
         "progress",
         &serde_json::json!({
             "run_id": run,
-            "at": hcp_runtime::Clock::now(&hcp_runtime::SystemClock).to_rfc3339(),
+            "at": crate::ops::clock().now().to_rfc3339(),
             "state": v.state(), "unwinding": true, "failed_step": step, "cancelled_by": by,
             "error": v.unwind_error.as_ref().map(crate::views::model::ErrorView::from),
             "steps_to_undo": total,

@@ -258,8 +258,18 @@ pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(REALIGN_EVERY).await;
-                if let Err(e) = clock.align(store.as_ref()).await {
-                    tracing::debug!(error = %e, "measuring the journal database's clock failed");
+                let was = clock.offset_ms();
+                match clock.align(store.as_ref()).await {
+                    Ok(_) if clock.offset_ms().abs_diff(was) >= 5_000 => tracing::warn!(
+                        offset_ms = clock.offset_ms(),
+                        was_ms = was,
+                        "this host's clock moved against the journal database's by {:.1} s: the engine keeps the database's time",
+                        clock.offset_ms().abs_diff(was) as f64 / 1e3
+                    ),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "measuring the journal database's clock failed");
+                    }
                 }
             }
         });
@@ -444,7 +454,7 @@ async fn record_budget(store: &Arc<dyn JournalStore>, me: &str) {
     let report = hcp_runtime::NewReport {
         kind: BUDGET_REPORT.into(),
         subject: format!("worker/{me}"),
-        at: hcp_runtime::Clock::now(&SystemClock),
+        at: clock().now(),
         ok: true,
         by: me.to_string(),
         data: serde_json::Value::Array(rows).to_string(),
@@ -671,7 +681,7 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         .load_run(run)
         .await?
         .map(|r| r.summary.created_at)
-        .unwrap_or_else(|| hcp_runtime::Clock::now(&SystemClock));
+        .unwrap_or_else(|| clock().now());
     let progress = crate::cluster::Progress::new(out, run, created_at);
     let ticker = {
         let (e, p) = (e.clone(), progress.clone());
@@ -696,9 +706,9 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         .map(|v| v.state())
         .unwrap_or(RunState::Failed);
     let rec = e.store().load_run(run).await?;
-    let failure = rec.as_ref().and_then(|r| {
-        crate::views::model::detail(r, hcp_runtime::Clock::now(&SystemClock)).failure
-    });
+    let failure = rec
+        .as_ref()
+        .and_then(|r| crate::views::model::detail(r, clock().now()).failure);
     let summary = rec.map(|r| r.summary);
     // This run's resources (the world directory holds other runs' files too).
     let ledger: Vec<crate::views::model::LedgerRow> = match e.view(run).await {
@@ -814,7 +824,7 @@ pub async fn command(
                     );
                     // Nobody to apply it? Say so, with the command that starts a worker.
                     if let Some(s) = e.store().load_run(run).await?.map(|r| r.summary) {
-                        let now = hcp_runtime::Clock::now(&SystemClock);
+                        let now = clock().now();
                         // A SQLite journal names its executor: when it serves the run's
                         // target it picks the command up (no need to start another).
                         let serving = match e.store().executor_holder().await {
@@ -879,7 +889,7 @@ async fn wait_applied(
     let mut wake = e.store().subscribe();
     loop {
         if let Some(rec) = e.store().load_run(run).await? {
-            let now = hcp_runtime::Clock::now(&SystemClock);
+            let now = clock().now();
             let d = crate::views::model::detail(&rec, now);
             if let Some(c) = d.commands.iter().find(|c| c.id == id)
                 && let Some(at) = &c.applied_at
@@ -955,7 +965,7 @@ async fn wait_effect(
         let Some(rec) = e.store().load_run(run).await? else {
             return Ok(None);
         };
-        let now = hcp_runtime::Clock::now(&SystemClock);
+        let now = clock().now();
         let d = crate::views::model::detail(&rec, now);
         let events: Vec<(i64, Event)> = rec
             .events

@@ -306,7 +306,7 @@ async fn record(store: &Arc<dyn JournalStore>, report: &Report, by: &str) -> Res
         .record_report(hcp_runtime::NewReport {
             kind: REPORT_KIND.into(),
             subject: subject(&report.cluster),
-            at: hcp_runtime::Clock::now(&hcp_runtime::SystemClock),
+            at: crate::ops::clock().now(),
             ok: report.ok,
             by: by.to_string(),
             data,
@@ -433,7 +433,7 @@ async fn verify_due(
     me: &str,
 ) -> Result<()> {
     for name in served_clusters(store, served).await? {
-        let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+        let now = crate::ops::clock().now();
         let key = format!("verify/{name}");
         if !store.claim_schedule(&key, me, now, now.plus(every)).await? {
             continue;

@@ -129,7 +129,7 @@ pub async fn register(
     let mut by_state: HashMap<RunState, i64> = HashMap::new();
     let mut stuck = 0i64;
     let mut without_worker = 0i64;
-    let now = hcp_runtime::Clock::now(&hcp_runtime::SystemClock);
+    let now = crate::ops::clock().now();
     let mut contributions = Vec::with_capacity(runs.len());
     for s in &runs {
         *by_state.entry(s.state).or_default() += 1;

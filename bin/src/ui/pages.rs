@@ -12,7 +12,7 @@ use axum::extract::{ConnectInfo, Extension, Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use futures::StreamExt;
-use hcp_runtime::{Clock, EngineError, OperatorCommand, RunFilter, RunId, RunState, SystemClock};
+use hcp_runtime::{EngineError, OperatorCommand, RunFilter, RunId, RunState};
 use minijinja::context;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -144,7 +144,7 @@ async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Listing, Response> {
         label: opt(&q.cluster).map(|c| ("cluster".to_string(), c)),
         ..Default::default()
     };
-    let rows = views::rows(&st.store, &filter, SystemClock.now())
+    let rows = views::rows(&st.store, &filter, crate::ops::clock().now())
         .await
         .map_err(|e| {
             message(
@@ -309,7 +309,7 @@ async fn load_detail(
             ));
         }
     };
-    let d = model::detail(&rec, SystemClock.now());
+    let d = model::detail(&rec, crate::ops::clock().now());
     let events = model::history(&rec, None, false);
     Ok((d, events))
 }

@@ -18,7 +18,7 @@ use crate::output::{self, Refused};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::StreamExt;
-use hcp_runtime::{Clock, JournalStore, RunFilter, RunId, RunState, SystemClock, Timestamp};
+use hcp_runtime::{JournalStore, RunFilter, RunId, RunState, Timestamp};
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +34,7 @@ pub struct NowArg {
 impl NowArg {
     fn get(&self) -> Result<Timestamp> {
         match &self.now {
-            None => Ok(SystemClock.now()),
+            None => Ok(crate::ops::clock().now()),
             Some(s) => parse_instant(s).with_context(|| format!("--now {s}")),
         }
     }
@@ -440,7 +440,7 @@ pub async fn watch(
         let Some(rec) = store.load_run(run).await? else {
             bail!("run {run} not found in {}", crate::target::shown_url(db));
         };
-        let now = SystemClock.now();
+        let now = crate::ops::clock().now();
         let d = model::detail(&rec, now);
         let fp = fingerprint(&d);
         if fp != last_fp {
