@@ -147,10 +147,8 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
     let ms = |p| benchkit::percentile(&deltas, p).as_secs_f64() * 1e3;
     let floor_ms =
         (!floor.is_empty()).then(|| benchkit::percentile(&floor, 0.50).as_secs_f64() * 1e3);
-    let round_ratio = |q: f64| {
-        let i = ((per_round.len() as f64 - 1.0) * q).round() as usize;
-        per_round.get(i).copied().map(round)
-    };
+    let round_ratio =
+        |q: f64| (!per_round.is_empty()).then(|| round(benchkit::percentile(&per_round, q)));
     let steps = a.runs as f64 * f64::from(a.steps);
     crate::output::compact(
         "BenchResult",

@@ -216,6 +216,8 @@ fn host_clock() -> Arc<dyn hcp_runtime::Clock> {
 
 /// How often the offset to the journal database's clock is measured again.
 const REALIGN_EVERY: Duration = Duration::from_secs(60);
+/// An offset (or a change of it) at least this large is said in the log.
+const SAY_OFFSET_FROM_MS: u64 = 5_000;
 
 /// Set this process's engine clock to `store`'s clock, before any engine uses it, and keep
 /// it set (a task measures again every [`REALIGN_EVERY`]). Nothing happens for a journal
@@ -233,7 +235,7 @@ pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
     }
     match found {
         Ok(Alignment::NoClock) => return,
-        Ok(Alignment::Measured { offset_ms }) if offset_ms.abs() >= 5_000 => {
+        Ok(Alignment::Measured { offset_ms }) if offset_ms.unsigned_abs() >= SAY_OFFSET_FROM_MS => {
             tracing::warn!(
                 offset_ms,
                 "this host's clock is {:.1} s {} the journal database's: the engine keeps the database's time (fix the host's time sync)",
@@ -260,7 +262,7 @@ pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
                 tokio::time::sleep(REALIGN_EVERY).await;
                 let was = clock.offset_ms();
                 match clock.align(store.as_ref()).await {
-                    Ok(_) if clock.offset_ms().abs_diff(was) >= 5_000 => tracing::warn!(
+                    Ok(_) if clock.offset_ms().abs_diff(was) >= SAY_OFFSET_FROM_MS => tracing::warn!(
                         offset_ms = clock.offset_ms(),
                         was_ms = was,
                         "this host's clock moved against the journal database's by {:.1} s: the engine keeps the database's time",

@@ -260,10 +260,11 @@ pub async fn noop_bench(
     })
 }
 
-/// The `p` quantile (0..=1) of sorted samples; zero when empty.
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+/// The `p` quantile (0..=1) of sorted samples (durations, ratios); zero (`Default`) when
+/// empty.
+pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     if sorted.is_empty() {
-        return Duration::ZERO;
+        return T::default();
     }
     let i = ((sorted.len() as f64 - 1.0) * p.clamp(0.0, 1.0)).round() as usize;
     sorted[i.min(sorted.len() - 1)]
