@@ -251,6 +251,8 @@ async fn competing_workers_never_share_a_run() {
                     events: vec![],
                     patch: patch(RunState::Running, None),
                     applied_commands: vec![],
+                    after_seq: None,
+                    summary_kept: false,
                 },
             )
             .await
@@ -420,6 +422,8 @@ async fn a_lone_append_survives_its_connection_being_dropped() {
         }],
         patch: patch(RunState::Running, None),
         applied_commands: vec![],
+        after_seq: None,
+        summary_kept: false,
     };
     let first = store.append(&lease, step(1)).await.unwrap();
 
@@ -445,4 +449,137 @@ async fn a_lone_append_survives_its_connection_being_dropped() {
     let events = store.load_run(lease.run_id).await.unwrap().unwrap().events;
     let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=after).collect::<Vec<_>>());
+}
+
+/// Schema v8 (issue 26 §3): a step whose run keeps its state and stays due is written by
+/// inserting its events alone. Views still show its summary; a writer whose view is behind
+/// the journal (an append already written, its answer lost) or whose lease was taken over
+/// writes nothing and hears `Fenced`; and the previous binary, which allocates seqs from
+/// `runs.last_seq`, continues such a journal without a gap or a clash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_keeps_the_summary_only_inserts_and_stays_fenced() {
+    let Some(db) = PgTestDb::from_env() else {
+        return;
+    };
+    let schema = db.new_schema();
+    let store = PostgresStore::connect_with_schema(db.url(), &schema)
+        .await
+        .unwrap();
+    let id = store.create_run(new_run(T0)).await.unwrap().id();
+    let lease = store
+        .acquire("w1", T0, Duration::from_millis(50), 1, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let step = |n: i64, after: i64, kept: bool| Append {
+        events: (0..2)
+            .map(|k| hcp_runtime::store::NewEvent {
+                kind: "node_started".into(),
+                node: Some(format!("n{n}.{k}")),
+                data: format!("{{\"n\":{n},\"k\":{k}}}"),
+                at: Timestamp(T0.0 + n),
+            })
+            .collect(),
+        patch: RunPatch {
+            state: RunState::Running,
+            blocked_on: format!("running n{n}"),
+            current_step: Some(format!("n{n}")),
+            wake_at: Some(Timestamp(T0.0 + n)),
+            updated_at: Timestamp(T0.0 + n),
+        },
+        applied_commands: vec![],
+        after_seq: Some(after),
+        summary_kept: kept,
+    };
+    let row = |store: &PostgresStore| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_as::<_, (String, Option<String>, i64)>(
+                "SELECT blocked_on, current_step, hcp_ms(updated_at) FROM runs WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    // The first append after an acquisition writes the row.
+    assert_eq!(store.append(&lease, step(1, 0, false)).await.unwrap(), 2);
+    assert_eq!(
+        row(&store).await,
+        ("running n1".into(), Some("n1".into()), T0.0 + 1)
+    );
+    // The next ones only insert: the row is untouched, the views show the new summary.
+    assert_eq!(store.append(&lease, step(2, 2, true)).await.unwrap(), 4);
+    assert_eq!(store.append(&lease, step(3, 4, true)).await.unwrap(), 6);
+    assert_eq!(
+        row(&store).await,
+        ("running n1".into(), Some("n1".into()), T0.0 + 1)
+    );
+    let rec = store.load_run(id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.blocked_on, "running n3");
+    assert_eq!(rec.summary.current_step.as_deref(), Some("n3"));
+    assert_eq!(rec.summary.updated_at, Timestamp(T0.0 + 3));
+    let listed = store.list_runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(listed[0].blocked_on, "running n3");
+    assert_eq!(
+        rec.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=6).collect::<Vec<_>>()
+    );
+
+    // The same append again (its answer lost): refused, nothing doubled.
+    for kept in [true, false] {
+        let again = store.append(&lease, step(3, 4, kept)).await;
+        assert!(matches!(again, Err(StoreError::Fenced { .. })), "{again:?}");
+    }
+    // A summary-only append (no events) makes the row current again.
+    let mut only = step(4, 6, false);
+    only.events.clear();
+    assert_eq!(store.append(&lease, only).await.unwrap(), 6);
+    let rec = store.load_run(id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.blocked_on, "running n4");
+    assert_eq!(rec.events.len(), 6);
+
+    // Taken over: the old holder's insert-only step is fenced by the lease, not by a seq.
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let taken = store
+        .acquire(
+            "w2",
+            Timestamp(T0.0 + 10),
+            Duration::from_secs(60),
+            1,
+            Some(id),
+        )
+        .await
+        .unwrap()
+        .remove(0);
+    let stale = store.append(&lease, step(5, 6, true)).await;
+    assert!(matches!(stale, Err(StoreError::Fenced { .. })), "{stale:?}");
+    assert_eq!(store.load_run(id).await.unwrap().unwrap().events.len(), 6);
+    assert_eq!(store.append(&taken, step(5, 6, false)).await.unwrap(), 8);
+    assert_eq!(store.append(&taken, step(6, 8, true)).await.unwrap(), 10);
+
+    // The previous binary's append (schema v7's statement, `last_seq = last_seq + n`)
+    // continues after the events this binary numbered itself.
+    let old: i64 = sqlx::query_scalar(
+        "WITH r AS (UPDATE runs SET blocked_on = 'old binary', last_seq = last_seq + 1 \
+                    WHERE id = $1 AND lease_owner = 'w2' RETURNING last_seq), \
+              ins AS (INSERT INTO events (run_id, seq, kind, node, data, at) \
+                      SELECT $1, r.last_seq, 'node_started', 'old', '{}', now() FROM r) \
+         SELECT last_seq FROM r",
+    )
+    .bind(id)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(old, 11);
+    let rec = store.load_run(id).await.unwrap().unwrap();
+    assert_eq!(
+        rec.summary.blocked_on, "old binary",
+        "its row wins over older steps"
+    );
+    assert_eq!(
+        rec.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=11).collect::<Vec<_>>()
+    );
 }

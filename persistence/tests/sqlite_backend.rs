@@ -57,6 +57,8 @@ fn append(kind: &str, n: usize) -> Append {
             updated_at: T0,
         },
         applied_commands: vec![],
+        after_seq: None,
+        summary_kept: false,
     }
 }
 

@@ -73,6 +73,8 @@ fn step(i: usize, at: Timestamp) -> Append {
             updated_at: at,
         },
         applied_commands: vec![],
+        after_seq: None,
+        summary_kept: false,
     }
 }
 

@@ -195,6 +195,8 @@ pub async fn one_unfinished_run_per_exclusive_key(h: &dyn Harness) {
                 events: vec![],
                 patch: patch(st, None, T0),
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await
@@ -212,6 +214,8 @@ pub async fn one_unfinished_run_per_exclusive_key(h: &dyn Harness) {
             events: vec![],
             patch: patch(RunState::RolledBack, None, T0),
             applied_commands: vec![],
+            after_seq: None,
+            summary_kept: false,
         },
     )
     .await
@@ -324,6 +328,8 @@ pub async fn atomic_append_in_order(h: &dyn Harness) {
                 ],
                 patch: patch(RunState::Running, None, T0),
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await
@@ -336,6 +342,8 @@ pub async fn atomic_append_in_order(h: &dyn Harness) {
                 events: vec![ev("d", Some("n1"), "{}", T0)],
                 patch: patch(RunState::Waiting, Some(T0.plus(LEASE)), T0),
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await
@@ -354,6 +362,68 @@ pub async fn atomic_append_in_order(h: &dyn Harness) {
     assert_eq!(rec.summary.state, RunState::Waiting);
     assert_eq!(rec.summary.blocked_on, "state waiting");
     assert_eq!(rec.summary.current_step.as_deref(), Some("step"));
+}
+
+/// A step whose run keeps its state and stays due ([`Append::summary_kept`], numbered with
+/// [`Append::after_seq`]) may be written without touching the run's row (Postgres, schema
+/// v8): every view still shows its summary, and an append that writes the row afterwards
+/// (here one with no events) wins again.
+pub async fn a_kept_summary_is_shown_as_written(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let r = new_run(None, "w", "c", T0);
+    let id = r.id;
+    s.create_run(r).await.unwrap();
+    let l = s
+        .acquire("w1", T0, LEASE, 10, None)
+        .await
+        .unwrap()
+        .remove(0);
+    let step = |n: i64, after: i64, kept: bool, events: usize| Append {
+        events: (0..events)
+            .map(|k| {
+                ev(
+                    "node_started",
+                    Some("n"),
+                    &format!("{{\"n\":{n},\"k\":{k}}}"),
+                    T0,
+                )
+            })
+            .collect(),
+        patch: RunPatch {
+            state: RunState::Running,
+            blocked_on: format!("running n{n}"),
+            current_step: Some(format!("n{n}")),
+            wake_at: Some(Timestamp(T0.0 + n)),
+            updated_at: Timestamp(T0.0 + n),
+        },
+        applied_commands: vec![],
+        after_seq: Some(after),
+        summary_kept: kept,
+    };
+    assert_eq!(s.append(&l, step(1, 0, false, 2)).await.unwrap(), 2);
+    assert_eq!(s.append(&l, step(2, 2, true, 1)).await.unwrap(), 3);
+    assert_eq!(s.append(&l, step(3, 3, true, 2)).await.unwrap(), 5);
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            rec.summary.blocked_on.as_str(),
+            rec.summary.current_step.as_deref()
+        ),
+        ("running n3", Some("n3"))
+    );
+    assert_eq!(rec.summary.updated_at, Timestamp(T0.0 + 3));
+    assert_eq!(rec.summary.state, RunState::Running);
+    let listed = s.list_runs(&RunFilter::default()).await.unwrap();
+    assert_eq!(listed[0].blocked_on, "running n3");
+    assert_eq!(listed[0].updated_at, Timestamp(T0.0 + 3));
+    assert_eq!(s.append(&l, step(4, 5, false, 0)).await.unwrap(), 5);
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.blocked_on, "running n4");
+    assert_eq!(rec.summary.current_step.as_deref(), Some("n4"));
+    assert_eq!(
+        rec.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5]
+    );
 }
 
 pub async fn concurrent_appends_serialize(h: &dyn Harness) {
@@ -376,6 +446,8 @@ pub async fn concurrent_appends_serialize(h: &dyn Harness) {
                     ],
                     patch: patch(RunState::Running, None, T0),
                     applied_commands: vec![],
+                    after_seq: None,
+                    summary_kept: false,
                 },
             )
             .await
@@ -438,6 +510,8 @@ pub async fn stale_writer_is_fenced(h: &dyn Harness) {
                 events: vec![ev("stale", None, "{}", T0)],
                 patch: patch(RunState::Running, None, T0),
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await;
@@ -458,6 +532,8 @@ pub async fn stale_writer_is_fenced(h: &dyn Harness) {
             events: vec![ev("fresh", None, "{}", T0)],
             patch: patch(RunState::Running, None, T0),
             applied_commands: vec![],
+            after_seq: None,
+            summary_kept: false,
         },
     )
     .await
@@ -474,7 +550,9 @@ pub async fn stale_writer_is_fenced(h: &dyn Harness) {
             Append {
                 events: vec![],
                 patch: patch(RunState::Running, None, T0),
-                applied_commands: vec![]
+                applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             }
         )
         .await,
@@ -566,6 +644,8 @@ pub async fn terminal_runs_are_never_acquired(h: &dyn Harness) {
                 events: vec![ev("fin", None, "{}", T0)],
                 patch: patch(state, Some(T0), T0),
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await
@@ -608,6 +688,8 @@ pub async fn commands_need_no_lease_and_are_acknowledged(h: &dyn Harness) {
             events: vec![ev("op", None, "{}", T0)],
             patch: patch(RunState::Unwinding, None, T0),
             applied_commands: vec![c1],
+            after_seq: None,
+            summary_kept: false,
         },
     )
     .await
@@ -627,6 +709,8 @@ pub async fn commands_need_no_lease_and_are_acknowledged(h: &dyn Harness) {
             events: vec![],
             patch: patch(RunState::Unwinding, None, T0),
             applied_commands: vec![c2],
+            after_seq: None,
+            summary_kept: false,
         },
     )
     .await
@@ -757,6 +841,8 @@ pub async fn corrupt_row_is_returned_raw(h: &dyn Harness) {
                 events: vec![ev("e", None, r#"{"ok":true}"#, T0)],
                 patch: patch(RunState::Running, None, T0),
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await
@@ -792,6 +878,8 @@ pub async fn load_runs_returns_each_run_whole(h: &dyn Harness) {
                 events,
                 patch: patch(RunState::Running, Some(T0), T0),
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await
@@ -855,6 +943,8 @@ pub async fn concurrent_appends_are_fenced_one_by_one(h: &dyn Harness) {
                         events: vec![ev("e", None, "{}", later), ev("f", None, "{}", later)],
                         patch: patch(RunState::Running, None, later),
                         applied_commands: vec![],
+                        after_seq: None,
+                        summary_kept: false,
                     },
                 )
                 .await;
@@ -1045,6 +1135,7 @@ macro_rules! conformance_tests {
             idempotency_key_is_bound_to_workflow_and_key, one_unfinished_run_per_exclusive_key,
             racing_creates_of_one_exclusive_key_have_one_winner, workers_lease_only_their_targets,
             concurrent_appends_serialize, lease_exclusive_until_expiry, stale_writer_is_fenced,
+            a_kept_summary_is_shown_as_written,
             renew_extends_and_release_frees, only_due_runs_are_acquired,
             terminal_runs_are_never_acquired, commands_need_no_lease_and_are_acknowledged,
             list_filters_newest_first, recovery_takes_over_every_expired_lease,

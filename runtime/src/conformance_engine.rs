@@ -149,6 +149,8 @@ pub async fn engine_parks_corrupt_run_and_others_go_on(h: &dyn Harness) {
                     updated_at: now,
                 },
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             },
         )
         .await

@@ -183,6 +183,16 @@ struct Writer {
     /// is written in the same append as the intent of the steps it unblocks (one durable
     /// write per step instead of two). Nothing may observe or act on them before `flush`.
     staged: Vec<NewEvent>,
+    /// The seq of the run's last durable event (as loaded, then as each append returned).
+    last_seq: i64,
+    /// The patch of this writer's previous append (`None` before its first): whether the
+    /// next one keeps the run's summary row as it is ([`Append::summary_kept`]).
+    written: Option<RunPatch>,
+}
+
+/// Whether `p` leaves its run due (wake time no later than the append itself).
+fn leaves_due(p: &RunPatch) -> bool {
+    p.wake_at.is_some_and(|w| w <= p.updated_at)
 }
 
 impl Writer {
@@ -257,21 +267,32 @@ impl Writer {
             crate::engine::after_resumptions(&self.sh).await;
         }
         let now = self.sh.clock.now();
+        let patch = self.patch(now);
+        let summary_kept = applied.is_empty()
+            && leaves_due(&patch)
+            && self
+                .written
+                .as_ref()
+                .is_some_and(|w| w.state == patch.state && leaves_due(w));
         let append = Append {
             events: std::mem::take(&mut self.staged),
-            patch: self.patch(now),
+            patch,
             applied_commands: applied,
+            after_seq: Some(self.last_seq),
+            summary_kept,
         };
         if append.patch.state.is_terminal() {
             self.leaving
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
-        persist(&self.sh, |s| {
+        let last = persist(&self.sh, |s| {
             let a = append.clone();
             let l = self.lease.clone();
-            async move { s.append(&l, a).await.map(|_| ()) }
+            async move { s.append(&l, a).await }
         })
         .await?;
+        self.last_seq = last;
+        self.written = Some(append.patch);
         self.resuming = None;
         Ok(())
     }
@@ -423,7 +444,16 @@ impl RunDriver {
         leaving.store(true, std::sync::atomic::Ordering::SeqCst);
         let exit = match out {
             Ok(exit) => exit,
-            Err(Stop::LeaseLost) => return RunExit::LeaseLost,
+            Err(Stop::LeaseLost) => {
+                // Refused because another worker holds the run (then this release is
+                // refused too), or because the journal moved past what this driver knows
+                // (an append already written, its answer lost): then the lease is still
+                // ours, and would be renewed for ever with no driver behind it. Give it
+                // back, due at once, so the run is loaded afresh.
+                let now = sh.clock.now();
+                let _ = sh.store.release(&lease, Some(now)).await;
+                return RunExit::LeaseLost;
+            }
             Err(Stop::Shutdown) => {
                 // Due again at once, so another worker continues without waiting.
                 let now = sh.clock.now();
@@ -497,6 +527,8 @@ impl RunDriver {
             leaving: self.leaving.clone(),
             view,
             staged: Vec::new(),
+            last_seq: rec.events.last().map_or(0, |e| e.seq),
+            written: None,
         }));
         // Every action the persisted DAG names must be known to this binary, unless the
         // run never started a step and a cancel is queued: then nothing will run (an
@@ -920,6 +952,8 @@ impl RunDriver {
                 updated_at: now,
             },
             applied_commands: applied,
+            after_seq: None,
+            summary_kept: false,
         };
         let lease = self.lease.clone();
         persist(&self.sh, |s| {
@@ -966,6 +1000,8 @@ async fn park_broken(sh: &Arc<Shared>, lease: &Lease, reason: &str) -> RunExit {
                     updated_at: now,
                 },
                 applied_commands: vec![],
+                after_seq: None,
+                summary_kept: false,
             };
             match sh.store.append(lease, append).await {
                 Ok(_) => true,

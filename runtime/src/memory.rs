@@ -207,13 +207,15 @@ impl JournalStore for MemoryStore {
             .runs
             .get_mut(&lease.run_id)
             .ok_or(StoreError::NotFound(lease.run_id))?;
-        if fenced(r, lease) {
+        let mut seq = r.events.last().map_or(0, |e| e.seq);
+        // A writer whose view of the journal is behind it (`after_seq`): refused like a
+        // lost lease.
+        if fenced(r, lease) || append.after_seq.is_some_and(|a| a != seq) {
             return Err(StoreError::Fenced {
                 run: lease.run_id,
                 epoch: lease.epoch,
             });
         }
-        let mut seq = r.events.last().map_or(0, |e| e.seq);
         for e in append.events {
             seq += 1;
             r.events.push(StoredEvent {

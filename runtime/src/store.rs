@@ -211,6 +211,19 @@ pub struct Append {
     pub patch: RunPatch,
     /// Commands acknowledged by this write.
     pub applied_commands: Vec<i64>,
+    /// The seq of the run's last event as the writer knows it (`None`: the writer does not
+    /// say). The events get the seqs that follow it. Postgres and the memory store refuse
+    /// the append as [`StoreError::Fenced`] when the run's journal has moved past it
+    /// (another writer got there first, or this very append was already written: a retry
+    /// after a commit whose answer was lost), so a journal write is never doubled there.
+    /// SQLite (one executor per file) allocates seqs in its fenced update and ignores it.
+    pub after_seq: Option<i64>,
+    /// The run's state is the one this writer's previous append under the same lease
+    /// wrote, and that append and this one both leave the run due (a wake time no later
+    /// than its `updated_at`). The run's row then needs no change beyond the summary's
+    /// step, "blocked on" and time, which a store may keep with the events instead
+    /// (Postgres: a step's commit that only inserts).
+    pub summary_kept: bool,
 }
 
 /// An operator command to submit.

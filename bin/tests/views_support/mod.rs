@@ -163,6 +163,8 @@ impl J {
                         updated_at: t,
                     },
                     applied_commands: applied,
+                    after_seq: None,
+                    summary_kept: false,
                 },
             )
             .await

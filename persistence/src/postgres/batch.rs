@@ -289,10 +289,23 @@ async fn one(pool: &PgPool, op: &Op) -> Result<i64, StoreError> {
 async fn one_on(conn: &mut PgConnection, pool: &PgPool, op: &Op) -> Result<i64, StoreError> {
     match op {
         Op::Append(lease, append) => {
+            let refused =
+                |e: sqlx::Error| super::seq_taken(&e, lease).unwrap_or_else(|| classify(e));
+            if let Some(after) = super::insert_only(append) {
+                let n = append.events.len();
+                let done = super::append_insert_only(lease, append, after)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(refused)?;
+                if done.rows_affected() == 0 {
+                    return Err(super::fenced_or_missing(pool, lease).await);
+                }
+                return Ok(after + i64::try_from(n).unwrap_or(i64::MAX));
+            }
             let last = super::append_statement(lease, append)
                 .fetch_optional(&mut *conn)
                 .await
-                .map_err(classify)?;
+                .map_err(refused)?;
             match last {
                 Some(last) => Ok(last),
                 None => Err(super::fenced_or_missing(pool, lease).await),
@@ -394,6 +407,7 @@ fn append_many<'q>(appends: &[(&'q Lease, &'q Append)]) -> Result<Query<'q>, Sto
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
+    let mut afters: Vec<Option<i64>> = Vec::with_capacity(n);
     let (mut states, mut blocked, mut current, mut wakes, mut updated, mut counts) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -420,6 +434,7 @@ fn append_many<'q>(appends: &[(&'q Lease, &'q Append)]) -> Result<Query<'q>, Sto
         current.push(p.current_step.as_deref());
         wakes.push(p.wake_at.map(|t| t.0));
         updated.push(p.updated_at.0);
+        afters.push(a.after_seq);
         counts.push(
             i64::try_from(a.events.len())
                 .map_err(|_| StoreError::permanent("too many events in one append"))?,
@@ -436,23 +451,27 @@ fn append_many<'q>(appends: &[(&'q Lease, &'q Append)]) -> Result<Query<'q>, Sto
     Ok(sqlx::query(
         "WITH i AS ( \
              SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::text[], $5::text[], \
-                                  $6::text[], $7::int8[], $8::int8[], $9::int8[]) \
-                 AS i(id, owner, epoch, state, blocked_on, current_step, wake_at, updated_at, n)), \
+                                  $6::text[], $7::int8[], $8::int8[], $9::int8[], $16::int8[]) \
+                 AS i(id, owner, epoch, state, blocked_on, current_step, wake_at, updated_at, n, \
+                      after_seq)), \
          r AS ( \
              UPDATE runs SET state = i.state, blocked_on = i.blocked_on, \
                              current_step = i.current_step, \
                              wake_at = hcp_keep_due(runs.wake_at, i.wake_at, i.updated_at), \
-                             updated_at = hcp_ts(i.updated_at), last_seq = runs.last_seq + i.n \
+                             updated_at = hcp_ts(i.updated_at), \
+                             summary_seq = coalesce(i.after_seq, ( \
+                                 SELECT coalesce(max(seq), 0) FROM events \
+                                 WHERE events.run_id = runs.id)) + i.n \
              FROM i \
              WHERE runs.id = i.id AND runs.lease_owner = i.owner AND runs.lease_epoch = i.epoch \
-             RETURNING runs.id, runs.last_seq, i.n), \
+             RETURNING runs.id, runs.summary_seq, i.n), \
          ins AS ( \
              INSERT INTO events (run_id, seq, kind, node, data, at) \
-             SELECT e.run_id, r.last_seq - r.n + e.ord, e.kind, e.node, e.data, hcp_ts(e.at) \
+             SELECT e.run_id, r.summary_seq - r.n + e.ord, e.kind, e.node, e.data, hcp_ts(e.at) \
              FROM unnest($10::uuid[], $11::int8[], $12::text[], $13::text[], $14::text[], \
                          $15::int8[]) AS e(run_id, ord, kind, node, data, at) \
              JOIN r ON r.id = e.run_id) \
-         SELECT id, last_seq FROM r",
+         SELECT id, summary_seq FROM r",
     )
     .bind(ids)
     .bind(owners)
@@ -468,7 +487,8 @@ fn append_many<'q>(appends: &[(&'q Lease, &'q Append)]) -> Result<Query<'q>, Sto
     .bind(e_kind)
     .bind(e_node)
     .bind(e_data)
-    .bind(e_at))
+    .bind(e_at)
+    .bind(afters))
 }
 
 /// Every release whose fence matches; returns the released ids.

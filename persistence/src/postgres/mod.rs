@@ -261,7 +261,9 @@ where
 type PgQueryScalar<'q, T> = sqlx::query::QueryScalar<'q, Postgres, T, sqlx::postgres::PgArguments>;
 
 /// One append as one statement: fence + patch + seq allocation + events. If the fenced
-/// UPDATE matches nothing, `r` is empty and so is the INSERT, and no row comes back.
+/// UPDATE matches nothing, `r` is empty and so is the INSERT, and no row comes back. The
+/// events follow the writer's `after_seq`, or (a writer that does not say) the journal's
+/// last seq; `summary_seq` records that the row's summary is current at the last of them.
 pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQueryScalar<'q, i64> {
     let p = &append.patch;
     let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
@@ -273,15 +275,16 @@ pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQu
         "WITH r AS ( \
              UPDATE runs SET state = $4, blocked_on = $5, current_step = $6, \
                              wake_at = hcp_keep_due(wake_at, $7, $8), updated_at = hcp_ts($8), \
-                             last_seq = last_seq + $9 \
+                             summary_seq = coalesce($14::int8, ( \
+                                 SELECT coalesce(max(seq), 0) FROM events WHERE run_id = $1)) + $9 \
              WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 \
-             RETURNING last_seq), \
+             RETURNING summary_seq), \
          ins AS ( \
              INSERT INTO events (run_id, seq, kind, node, data, at) \
-             SELECT $1, r.last_seq - $9 + e.ord, e.kind, e.node, e.data, hcp_ts(e.at) \
+             SELECT $1, r.summary_seq - $9 + e.ord, e.kind, e.node, e.data, hcp_ts(e.at) \
              FROM r, unnest($10::text[], $11::text[], $12::text[], $13::int8[]) \
                   WITH ORDINALITY AS e(kind, node, data, at, ord)) \
-         SELECT last_seq FROM r",
+         SELECT summary_seq FROM r",
     )
     .bind(lease.run_id)
     .bind(&lease.owner)
@@ -296,6 +299,74 @@ pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQu
     .bind(nodes)
     .bind(datas)
     .bind(ats)
+    .bind(append.after_seq)
+}
+
+/// Whether `append` may be written by [`append_insert_only`]: the writer numbers its events
+/// and says the run's row needs no change ([`Append::summary_kept`]), and it has events to
+/// carry the summary.
+pub(crate) fn insert_only(append: &Append) -> Option<i64> {
+    (append.summary_kept && !append.events.is_empty() && append.applied_commands.is_empty())
+        .then_some(append.after_seq)
+        .flatten()
+}
+
+/// A step whose run keeps its state and stays due: its events alone, numbered after
+/// `after` (schema v8). The run row is not written, only share-locked: the lease check
+/// waits for (and then sees) an acquisition in progress, and an acquisition waits for this
+/// commit, so no event is ever written under a lease that another worker has taken. The
+/// last event carries the summary. Rows inserted: the number of events, or 0 when the
+/// lease does not match.
+pub(crate) fn append_insert_only<'q>(
+    lease: &'q Lease,
+    append: &'q Append,
+    after: i64,
+) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+    let p = &append.patch;
+    let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
+    let kinds: Vec<&str> = append.events.iter().map(|e| e.kind.as_str()).collect();
+    let nodes: Vec<Option<&str>> = append.events.iter().map(|e| e.node.as_deref()).collect();
+    let datas: Vec<&str> = append.events.iter().map(|e| e.data.as_str()).collect();
+    let ats: Vec<i64> = append.events.iter().map(|e| e.at.0).collect();
+    sqlx::query(
+        "INSERT INTO events (run_id, seq, kind, node, data, at, \
+                             run_blocked_on, run_step, run_updated_at) \
+         SELECT $1, $4 + e.ord, e.kind, e.node, e.data, hcp_ts(e.at), \
+                CASE WHEN e.ord = $5 THEN $6 END, CASE WHEN e.ord = $5 THEN $7 END, \
+                CASE WHEN e.ord = $5 THEN hcp_ts($8) END \
+         FROM (SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 \
+               FOR SHARE) AS fence, \
+              unnest($9::text[], $10::text[], $11::text[], $12::int8[]) \
+                  WITH ORDINALITY AS e(kind, node, data, at, ord)",
+    )
+    .bind(lease.run_id)
+    .bind(&lease.owner)
+    .bind(lease.epoch)
+    .bind(after)
+    .bind(n)
+    .bind(&p.blocked_on)
+    .bind(p.current_step.as_deref())
+    .bind(p.updated_at.0)
+    .bind(kinds)
+    .bind(nodes)
+    .bind(datas)
+    .bind(ats)
+}
+
+/// An event seq already taken: the writer's view of the journal is behind it (another
+/// writer, or this append already written), answered like a lost lease.
+pub(crate) fn seq_taken(e: &sqlx::Error, lease: &Lease) -> Option<StoreError> {
+    match e {
+        sqlx::Error::Database(db)
+            if db.code().as_deref() == Some("23505") && db.constraint() == Some("events_pkey") =>
+        {
+            Some(StoreError::Fenced {
+                run: lease.run_id,
+                epoch: lease.epoch,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// One release as one statement (fenced).
@@ -335,10 +406,26 @@ async fn listen(mut listener: PgListener, wake: Arc<watch::Sender<u64>>) {
 macro_rules! summary_columns {
     () => {
         "runs.id, runs.workflow, runs.workflow_version, runs.labels::text, \
-         runs.idempotency_key, runs.state, runs.blocked_on, runs.current_step, \
-         hcp_ms(runs.created_at), hcp_ms(runs.updated_at), hcp_ms(runs.wake_at), \
+         runs.idempotency_key, runs.state, \
+         CASE WHEN head.fresh THEN head.run_blocked_on ELSE runs.blocked_on END, \
+         CASE WHEN head.fresh THEN head.run_step ELSE runs.current_step END, \
+         hcp_ms(runs.created_at), \
+         hcp_ms(CASE WHEN head.fresh THEN head.run_updated_at ELSE runs.updated_at END), \
+         hcp_ms(runs.wake_at), \
          runs.lease_owner, runs.lease_epoch, hcp_ms(runs.lease_expires_at), \
          runs.commands_pending, runs.exclusive_key, runs.target"
+    };
+}
+
+/// The run's newest event as `head`: `head.fresh` when it carries a summary newer than the
+/// row's (a step written by [`append_insert_only`]); `summary_columns!` then takes it.
+macro_rules! head_join {
+    () => {
+        " LEFT JOIN LATERAL ( \
+             SELECT (h.run_blocked_on IS NOT NULL \
+                     AND h.seq > coalesce(runs.summary_seq, 0)) AS fresh, \
+                    h.run_blocked_on, h.run_step, h.run_updated_at \
+             FROM events h WHERE h.run_id = runs.id ORDER BY h.seq DESC LIMIT 1) AS head ON true "
     };
 }
 
@@ -665,7 +752,7 @@ impl JournalStore for PostgresStore {
         let Some(last) = append_statement(lease, &append)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(classify)?
+            .map_err(|e| seq_taken(&e, lease).unwrap_or_else(|| classify(e)))?
         else {
             let err = fenced_or_missing(&mut *tx, lease).await;
             return Err(err);
@@ -756,8 +843,9 @@ impl JournalStore for PostgresStore {
             ", coalesce(run_dags.dag, ''), \
                e.seqs, e.kinds, e.nodes, e.datas, e.ats, \
                c.ids, c.commands, c.bys, c.reasons, c.requested, c.applied \
-             FROM runs \
-             LEFT JOIN run_dags ON run_dags.run_id = runs.id \
+             FROM runs ",
+            head_join!(),
+            " LEFT JOIN run_dags ON run_dags.run_id = runs.id \
              CROSS JOIN LATERAL ( \
                  SELECT array_agg(seq ORDER BY seq) AS seqs, \
                         array_agg(kind ORDER BY seq) AS kinds, \
@@ -788,7 +876,9 @@ impl JournalStore for PostgresStore {
         let mut q = QueryBuilder::<Postgres>::new(concat!(
             "SELECT ",
             summary_columns!(),
-            " FROM runs WHERE true"
+            " FROM runs",
+            head_join!(),
+            "WHERE true"
         ));
         if !filter.states.is_empty() {
             let states: Vec<&str> = filter.states.iter().map(|s| s.as_str()).collect();

@@ -1023,6 +1023,8 @@ mod group_tests {
                         updated_at: Timestamp(0),
                     },
                     applied_commands: vec![],
+                    after_seq: None,
+                    summary_kept: false,
                 },
             })
             .collect();
