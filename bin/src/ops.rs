@@ -167,6 +167,8 @@ fn engine_with(
         Some(h) => Arc::new(h),
         None => Arc::new(NoHooks),
     };
+    // An engine lives on: its clock keeps the journal database's time (issue 27 §6).
+    keep_clock_aligned(&store);
     let mut c = config();
     c.targets = targets;
     // On Postgres, several workers run a subscription's requests: they share its ARM budget
@@ -214,16 +216,26 @@ fn host_clock() -> Arc<dyn hcp_runtime::Clock> {
     Arc::new(SystemClock)
 }
 
+/// Set when this process's journal said it has no clock of its own (SQLite, memory).
+static CLOCKLESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// How often the offset to the journal database's clock is measured again.
 const REALIGN_EVERY: Duration = Duration::from_secs(60);
 /// An offset (or a change of it) at least this large is said in the log.
 const SAY_OFFSET_FROM_MS: u64 = 5_000;
 
-/// Set this process's engine clock to `store`'s clock, before any engine uses it, and keep
-/// it set (a task measures again every [`REALIGN_EVERY`]). Nothing happens for a journal
-/// without a clock of its own (SQLite, memory). A failed reading leaves the host's clock in
-/// use: leases are decided by the database's clock anyway.
+/// Set this process's engine clock to `store`'s clock, before any engine uses it: once per
+/// process once a reading succeeded (a command that opens its journal twice measures once).
+/// Nothing happens for a
+/// journal without a clock of its own (SQLite, memory). A failed reading leaves the host's
+/// clock in use: leases are decided by the database's clock anyway. Processes that live on
+/// (engines, `watch`, `ui`) keep it set with [`keep_clock_aligned`]; a one-shot command
+/// needs no more than this one reading.
 pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
+    static MEASURED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if MEASURED.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let clock = process_clock();
     // A reading over a slow round trip is not trusted: try again at once, a few times.
     let mut found = clock.align(store.as_ref()).await;
@@ -233,8 +245,15 @@ pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
         }
         found = clock.align(store.as_ref()).await;
     }
+    CLOCKLESS.store(
+        matches!(found, Ok(Alignment::NoClock)),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    if matches!(found, Ok(Alignment::Measured { .. })) {
+        MEASURED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     match found {
-        Ok(Alignment::NoClock) => return,
+        Ok(Alignment::NoClock) => {}
         Ok(Alignment::Measured { offset_ms }) if offset_ms.unsigned_abs() >= SAY_OFFSET_FROM_MS => {
             tracing::warn!(
                 offset_ms,
@@ -254,10 +273,23 @@ pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
             tracing::warn!(error = %e, "could not read the journal database's clock; the engine uses this host's until the next try");
         }
     }
+}
+
+/// Measure the offset to `store`'s clock again every [`REALIGN_EVERY`], for as long as this
+/// process lives (one task per process, started by the first call; none for a journal
+/// without a clock, or outside a Tokio runtime).
+pub(crate) fn keep_clock_aligned(store: &Arc<dyn JournalStore>) {
     static REALIGNING: std::sync::Once = std::sync::Once::new();
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if CLOCKLESS.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     REALIGNING.call_once(|| {
+        let clock = process_clock();
         let store = store.clone();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             loop {
                 tokio::time::sleep(REALIGN_EVERY).await;
                 let was = clock.offset_ms();

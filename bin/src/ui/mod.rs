@@ -247,6 +247,8 @@ pub async fn serve(db: &str, a: UiArgs) -> Result<u8> {
     }
     // Read-only until someone acts: an unmigrated database is refused, never migrated.
     let store = crate::open_existing_store(db).await?;
+    // The inspector lives on: its "since" and "ago" keep the journal database's time.
+    crate::ops::keep_clock_aligned(&store);
     let actions = if config.actions_enabled() {
         "actions enabled"
     } else {

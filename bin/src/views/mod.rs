@@ -428,6 +428,7 @@ pub async fn watch(
     interrupt: &tokio::sync::Notify,
 ) -> Result<u8> {
     let store = crate::open_existing_store_read_only(db).await?;
+    crate::ops::keep_clock_aligned(&store);
     let run = resolve(&store, &a.run, db).await?;
     let mut wake = store.subscribe();
     let tty = std::io::stdout().is_terminal() && out == OutputFormat::Text;
