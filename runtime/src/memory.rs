@@ -26,6 +26,8 @@ struct Inner {
     next_report: i64,
     schedules: HashMap<String, Timestamp>,
     buckets: HashMap<String, (f64, Timestamp)>,
+    /// Appends still to be written but answered with a transient error (test hook).
+    lose_answers: usize,
 }
 
 /// In-memory journal store.
@@ -58,6 +60,13 @@ impl MemoryStore {
 
     fn poke(&self) {
         self.wake.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Test hook: the next `n` appends are written, then answered with a transient error,
+    /// as when a database connection drops between a commit and its answer.
+    pub fn lose_append_answers(&self, n: usize) -> Result<(), StoreError> {
+        self.lock()?.lose_answers = n;
+        Ok(())
     }
 
     /// Test hook: overwrite the data of event `seq` of `run` with `data` (to simulate a
@@ -238,6 +247,12 @@ impl JournalStore for MemoryStore {
         r.summary.wake_at = p.wake_at;
         r.summary.updated_at = p.updated_at;
         r.summary.commands_pending = r.commands.iter().any(|c| c.applied_at.is_none());
+        if g.lose_answers > 0 {
+            g.lose_answers -= 1;
+            return Err(StoreError::transient(
+                "connection lost after the commit (test hook)",
+            ));
+        }
         Ok(seq)
     }
 

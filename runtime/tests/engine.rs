@@ -764,3 +764,47 @@ async fn takeover_resumes_every_run_before_driving_any_further() {
         );
     }
 }
+
+/// An append whose commit's answer is lost (the connection dropped after the commit) is not
+/// written twice when the driver retries it: the store refuses the retry (its `after_seq` is
+/// behind the journal), the driver gives the lease back, and the run is loaded afresh and
+/// finishes, every action run once and every outcome journaled once.
+#[tokio::test(start_paused = true)]
+async fn an_append_whose_answer_was_lost_is_not_written_twice() {
+    let (e, world, store) = sample_engine();
+    let run = e
+        .start(&testkit::sample_dag(), StartOptions::default())
+        .await
+        .unwrap()
+        .run_id;
+    store.lose_append_answers(3).unwrap();
+    assert_eq!(drive(&e, run).await, RunExit::Finished(RunState::Succeeded));
+    assert_eq!(world.resources(), SAMPLE_NODES.to_vec());
+    let rec = store.load_run(run).await.unwrap().unwrap();
+    let seqs: Vec<i64> = rec.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    for node in SAMPLE_NODES {
+        let succeeded = rec
+            .events
+            .iter()
+            .filter(|e| e.kind == "node_succeeded" && e.node.as_deref() == Some(node))
+            .count();
+        assert_eq!(succeeded, 1, "{node}: {:?}", rec.events);
+    }
+    let finished = rec
+        .events
+        .iter()
+        .filter(|e| e.kind == "run_finished")
+        .count();
+    assert_eq!(finished, 1);
+    // Each lost answer was of the first step's intent: the driver stopped before running
+    // it, and the run, loaded afresh, counts that attempt as interrupted and starts another.
+    let view = e.view(run).await.unwrap();
+    let tried: Vec<(u32, u32)> = view
+        .nodes
+        .iter()
+        .map(|n| (n.attempts, n.interruptions))
+        .collect();
+    assert_eq!(tried[0], (4, 3), "{tried:?}");
+    assert!(tried[1..].iter().all(|&t| t == (1, 0)), "{tried:?}");
+}
