@@ -260,6 +260,19 @@ where
 
 type PgQueryScalar<'q, T> = sqlx::query::QueryScalar<'q, Postgres, T, sqlx::postgres::PgArguments>;
 
+/// An append's events as the four parallel arrays the append statements `unnest`.
+type EventColumns<'q> = (Vec<&'q str>, Vec<Option<&'q str>>, Vec<&'q str>, Vec<i64>);
+
+fn event_columns(append: &Append) -> EventColumns<'_> {
+    let e = &append.events;
+    (
+        e.iter().map(|e| e.kind.as_str()).collect(),
+        e.iter().map(|e| e.node.as_deref()).collect(),
+        e.iter().map(|e| e.data.as_str()).collect(),
+        e.iter().map(|e| e.at.0).collect(),
+    )
+}
+
 /// One append as one statement: fence + patch + seq allocation + events. If the fenced
 /// UPDATE matches nothing, `r` is empty and so is the INSERT, and no row comes back. The
 /// events follow the writer's `after_seq`, or (a writer that does not say) the journal's
@@ -267,10 +280,7 @@ type PgQueryScalar<'q, T> = sqlx::query::QueryScalar<'q, Postgres, T, sqlx::post
 pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQueryScalar<'q, i64> {
     let p = &append.patch;
     let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
-    let kinds: Vec<&str> = append.events.iter().map(|e| e.kind.as_str()).collect();
-    let nodes: Vec<Option<&str>> = append.events.iter().map(|e| e.node.as_deref()).collect();
-    let datas: Vec<&str> = append.events.iter().map(|e| e.data.as_str()).collect();
-    let ats: Vec<i64> = append.events.iter().map(|e| e.at.0).collect();
+    let (kinds, nodes, datas, ats) = event_columns(append);
     sqlx::query_scalar::<_, i64>(
         "WITH r AS ( \
              UPDATE runs SET state = $4, blocked_on = $5, current_step = $6, \
@@ -324,10 +334,7 @@ pub(crate) fn append_insert_only<'q>(
 ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
     let p = &append.patch;
     let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
-    let kinds: Vec<&str> = append.events.iter().map(|e| e.kind.as_str()).collect();
-    let nodes: Vec<Option<&str>> = append.events.iter().map(|e| e.node.as_deref()).collect();
-    let datas: Vec<&str> = append.events.iter().map(|e| e.data.as_str()).collect();
-    let ats: Vec<i64> = append.events.iter().map(|e| e.at.0).collect();
+    let (kinds, nodes, datas, ats) = event_columns(append);
     sqlx::query(
         "INSERT INTO events (run_id, seq, kind, node, data, at, \
                              run_blocked_on, run_step, run_updated_at) \
