@@ -471,25 +471,8 @@ async fn a_step_that_keeps_the_summary_only_inserts_and_stays_fenced() {
         .await
         .unwrap()
         .remove(0);
-    let step = |n: i64, after: i64, kept: bool| Append {
-        events: (0..2)
-            .map(|k| hcp_runtime::store::NewEvent {
-                kind: "node_started".into(),
-                node: Some(format!("n{n}.{k}")),
-                data: format!("{{\"n\":{n},\"k\":{k}}}"),
-                at: Timestamp(T0.0 + n),
-            })
-            .collect(),
-        patch: RunPatch {
-            state: RunState::Running,
-            blocked_on: format!("running n{n}"),
-            current_step: Some(format!("n{n}")),
-            wake_at: Some(Timestamp(T0.0 + n)),
-            updated_at: Timestamp(T0.0 + n),
-        },
-        applied_commands: vec![],
-        after_seq: Some(after),
-        summary_kept: kept,
+    let step = |n: i64, after: i64, kept: bool| {
+        hcp_runtime::conformance::step_keeping_the_summary(T0, n, after, kept, 2)
     };
     let row = |store: &PostgresStore| {
         let pool = store.pool().clone();

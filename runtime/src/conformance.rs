@@ -364,6 +364,40 @@ pub async fn atomic_append_in_order(h: &dyn Harness) {
     assert_eq!(rec.summary.current_step.as_deref(), Some("step"));
 }
 
+/// The append of step `n` of a running run at `base` + `n` ms: `events` events after seq
+/// `after`, the run due at the append's time, "blocked on" `running n{n}` and current step
+/// `n{n}`, saying the summary is `kept` ([`Append::summary_kept`]).
+pub fn step_keeping_the_summary(
+    base: Timestamp,
+    n: i64,
+    after: i64,
+    kept: bool,
+    events: usize,
+) -> Append {
+    Append {
+        events: (0..events)
+            .map(|k| {
+                ev(
+                    "node_started",
+                    Some("n"),
+                    &format!("{{\"n\":{n},\"k\":{k}}}"),
+                    Timestamp(base.0 + n),
+                )
+            })
+            .collect(),
+        patch: RunPatch {
+            state: RunState::Running,
+            blocked_on: format!("running n{n}"),
+            current_step: Some(format!("n{n}")),
+            wake_at: Some(Timestamp(base.0 + n)),
+            updated_at: Timestamp(base.0 + n),
+        },
+        applied_commands: vec![],
+        after_seq: Some(after),
+        summary_kept: kept,
+    }
+}
+
 /// A step whose run keeps its state and stays due ([`Append::summary_kept`], numbered with
 /// [`Append::after_seq`]) may be written without touching the run's row (Postgres, schema
 /// v8): every view still shows its summary, and an append that writes the row afterwards
@@ -378,28 +412,7 @@ pub async fn a_kept_summary_is_shown_as_written(h: &dyn Harness) {
         .await
         .unwrap()
         .remove(0);
-    let step = |n: i64, after: i64, kept: bool, events: usize| Append {
-        events: (0..events)
-            .map(|k| {
-                ev(
-                    "node_started",
-                    Some("n"),
-                    &format!("{{\"n\":{n},\"k\":{k}}}"),
-                    T0,
-                )
-            })
-            .collect(),
-        patch: RunPatch {
-            state: RunState::Running,
-            blocked_on: format!("running n{n}"),
-            current_step: Some(format!("n{n}")),
-            wake_at: Some(Timestamp(T0.0 + n)),
-            updated_at: Timestamp(T0.0 + n),
-        },
-        applied_commands: vec![],
-        after_seq: Some(after),
-        summary_kept: kept,
-    };
+    let step = |n, after, kept, events| step_keeping_the_summary(T0, n, after, kept, events);
     assert_eq!(s.append(&l, step(1, 0, false, 2)).await.unwrap(), 2);
     assert_eq!(s.append(&l, step(2, 2, true, 1)).await.unwrap(), 3);
     assert_eq!(s.append(&l, step(3, 3, true, 2)).await.unwrap(), 5);
