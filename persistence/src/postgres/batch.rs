@@ -459,9 +459,10 @@ fn append_many<'q>(appends: &[(&'q Lease, &'q Append)]) -> Result<Query<'q>, Sto
                              current_step = i.current_step, \
                              wake_at = hcp_keep_due(runs.wake_at, i.wake_at, i.updated_at), \
                              updated_at = hcp_ts(i.updated_at), \
-                             summary_seq = coalesce(i.after_seq, ( \
+                             summary_seq = coalesce(i.after_seq, greatest( \
+                                 coalesce(runs.summary_seq, 0), ( \
                                  SELECT coalesce(max(seq), 0) FROM events \
-                                 WHERE events.run_id = runs.id)) + i.n \
+                                 WHERE events.run_id = runs.id))) + i.n \
              FROM i \
              WHERE runs.id = i.id AND runs.lease_owner = i.owner AND runs.lease_epoch = i.epoch \
              RETURNING runs.id, runs.summary_seq, i.n), \

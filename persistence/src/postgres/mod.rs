@@ -277,6 +277,9 @@ fn event_columns(append: &Append) -> EventColumns<'_> {
 /// UPDATE matches nothing, `r` is empty and so is the INSERT, and no row comes back. The
 /// events follow the writer's `after_seq`, or (a writer that does not say) the journal's
 /// last seq; `summary_seq` records that the row's summary is current at the last of them.
+/// For a writer that does not say, the row's own `summary_seq` is the part that keeps two
+/// concurrent appends apart: the second waits for the first's row lock and then re-reads
+/// the row, but its `max(seq)` over `events` keeps the statement's first snapshot.
 pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQueryScalar<'q, i64> {
     let p = &append.patch;
     let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
@@ -285,8 +288,10 @@ pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQu
         "WITH r AS ( \
              UPDATE runs SET state = $4, blocked_on = $5, current_step = $6, \
                              wake_at = hcp_keep_due(wake_at, $7, $8), updated_at = hcp_ts($8), \
-                             summary_seq = coalesce($14::int8, ( \
-                                 SELECT coalesce(max(seq), 0) FROM events WHERE run_id = $1)) + $9 \
+                             summary_seq = coalesce($14::int8, greatest( \
+                                 coalesce(summary_seq, 0), ( \
+                                 SELECT coalesce(max(seq), 0) FROM events WHERE run_id = $1))) \
+                                 + $9 \
              WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 \
              RETURNING summary_seq), \
          ins AS ( \
