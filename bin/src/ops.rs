@@ -226,11 +226,10 @@ const SAY_OFFSET_FROM_MS: u64 = 5_000;
 
 /// Set this process's engine clock to `store`'s clock, before any engine uses it: once per
 /// process once a reading succeeded (a command that opens its journal twice measures once).
-/// Nothing happens for a
-/// journal without a clock of its own (SQLite, memory). A failed reading leaves the host's
-/// clock in use: leases are decided by the database's clock anyway. Processes that live on
-/// (engines, `watch`, `ui`) keep it set with [`keep_clock_aligned`]; a one-shot command
-/// needs no more than this one reading.
+/// Nothing happens for a journal without a clock of its own (SQLite, memory). A failed
+/// reading leaves the host's clock in use: leases are decided by the database's clock
+/// anyway. Processes that live on (engines, `watch`, `ui`) keep it set with
+/// [`keep_clock_aligned`]; a one-shot command needs no more than this one reading.
 pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
     static MEASURED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if MEASURED.load(std::sync::atomic::Ordering::SeqCst) {
