@@ -185,9 +185,10 @@ struct Writer {
     staged: Vec<NewEvent>,
     /// The seq of the run's last durable event (as loaded, then as each append returned).
     last_seq: i64,
-    /// The patch of this writer's previous append (`None` before its first): whether the
-    /// next one keeps the run's summary row as it is ([`Append::summary_kept`]).
-    written: Option<RunPatch>,
+    /// The state this writer's previous append wrote, if that append left the run due
+    /// (`None` before its first): whether the next one keeps the run's summary row as it is
+    /// ([`Append::summary_kept`]).
+    left_due: Option<RunState>,
 }
 
 /// Whether `p` leaves its run due (wake time no later than the append itself).
@@ -268,12 +269,8 @@ impl Writer {
         }
         let now = self.sh.clock.now();
         let patch = self.patch(now);
-        let summary_kept = applied.is_empty()
-            && leaves_due(&patch)
-            && self
-                .written
-                .as_ref()
-                .is_some_and(|w| w.state == patch.state && leaves_due(w));
+        let summary_kept =
+            applied.is_empty() && leaves_due(&patch) && self.left_due == Some(patch.state);
         let append = Append {
             events: std::mem::take(&mut self.staged),
             patch,
@@ -292,7 +289,7 @@ impl Writer {
         })
         .await?;
         self.last_seq = last;
-        self.written = Some(append.patch);
+        self.left_due = leaves_due(&append.patch).then_some(append.patch.state);
         self.resuming = None;
         Ok(())
     }
@@ -528,7 +525,7 @@ impl RunDriver {
             view,
             staged: Vec::new(),
             last_seq: rec.events.last().map_or(0, |e| e.seq),
-            written: None,
+            left_due: None,
         }));
         // Every action the persisted DAG names must be known to this binary, unless the
         // run never started a step and a cancel is queued: then nothing will run (an

@@ -289,8 +289,7 @@ async fn one(pool: &PgPool, op: &Op) -> Result<i64, StoreError> {
 async fn one_on(conn: &mut PgConnection, pool: &PgPool, op: &Op) -> Result<i64, StoreError> {
     match op {
         Op::Append(lease, append) => {
-            let refused =
-                |e: sqlx::Error| super::seq_taken(&e, lease).unwrap_or_else(|| classify(e));
+            let refused = |e| super::append_error(e, lease);
             if let Some(after) = super::insert_only(append) {
                 let n = append.events.len();
                 let done = super::append_insert_only(lease, append, after)

@@ -365,19 +365,20 @@ pub(crate) fn append_insert_only<'q>(
     .bind(ats)
 }
 
-/// An event seq already taken: the writer's view of the journal is behind it (another
-/// writer, or this append already written), answered like a lost lease.
-pub(crate) fn seq_taken(e: &sqlx::Error, lease: &Lease) -> Option<StoreError> {
-    match e {
+/// An append's error: an event seq already taken means the writer's view of the journal is
+/// behind it (another writer, or this append already written), answered like a lost lease;
+/// anything else as [`classify`] says.
+pub(crate) fn append_error(e: sqlx::Error, lease: &Lease) -> StoreError {
+    match &e {
         sqlx::Error::Database(db)
             if db.code().as_deref() == Some("23505") && db.constraint() == Some("events_pkey") =>
         {
-            Some(StoreError::Fenced {
+            StoreError::Fenced {
                 run: lease.run_id,
                 epoch: lease.epoch,
-            })
+            }
         }
-        _ => None,
+        _ => classify(e),
     }
 }
 
@@ -764,7 +765,7 @@ impl JournalStore for PostgresStore {
         let Some(last) = append_statement(lease, &append)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| seq_taken(&e, lease).unwrap_or_else(|| classify(e)))?
+            .map_err(|e| append_error(e, lease))?
         else {
             let err = fenced_or_missing(&mut *tx, lease).await;
             return Err(err);
