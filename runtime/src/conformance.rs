@@ -439,6 +439,68 @@ pub async fn a_kept_summary_is_shown_as_written(h: &dyn Harness) {
     );
 }
 
+/// An append numbered after a seq the journal has moved past ([`Append::after_seq`]) is
+/// refused as `Fenced` with nothing written, alone or beside other runs' appends (SQLite
+/// groups those into one query): a step's append sent again after its commit's answer was
+/// lost is journaled once. The lease stays the writer's, and the next append in the right
+/// place is written.
+pub async fn an_append_numbered_behind_the_journal_is_refused(h: &dyn Harness) {
+    let s = h.fresh().await;
+    let mut ids = Vec::new();
+    for k in 0..4 {
+        let r = new_run(None, "w", &format!("c{k}"), T0);
+        ids.push(r.id);
+        s.create_run(r).await.unwrap();
+    }
+    let leases = s.acquire("w1", T0, LEASE, 10, None).await.unwrap();
+    assert_eq!(leases.len(), 4);
+    let step = |n, after, events| step_keeping_the_summary(T0, n, after, false, events);
+    for l in &leases {
+        assert_eq!(s.append(l, step(1, 0, 2)).await.unwrap(), 2);
+    }
+    // Alone: the same append again, and another one numbered from the same place.
+    let l0 = &leases[0];
+    for again in [step(1, 0, 2), step(9, 0, 1), step(9, 1, 3)] {
+        match s.append(l0, again).await {
+            Err(StoreError::Fenced { .. }) => {}
+            other => panic!("an append behind the journal: {other:?}"),
+        }
+    }
+    // Beside each other: every run's repeat at once, then every run's next step at once.
+    let all = |n: i64, after: i64| {
+        let tasks: Vec<_> = leases
+            .iter()
+            .map(|l| {
+                let (s, l) = (s.clone(), l.clone());
+                let a = step(n, after, 1);
+                tokio::spawn(async move { s.append(&l, a).await })
+            })
+            .collect();
+        async move {
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(t.await.unwrap());
+            }
+            out
+        }
+    };
+    for r in all(1, 0).await {
+        assert!(matches!(r, Err(StoreError::Fenced { .. })), "{r:?}");
+    }
+    for r in all(2, 2).await {
+        assert_eq!(r.unwrap(), 3);
+    }
+    for id in ids {
+        let rec = s.load_run(id).await.unwrap().unwrap();
+        assert_eq!(
+            rec.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3],
+            "each append written once"
+        );
+        assert_eq!(rec.summary.blocked_on, "running n2");
+    }
+}
+
 pub async fn concurrent_appends_serialize(h: &dyn Harness) {
     let s = h.fresh().await;
     let r = new_run(None, "w", "c", T0);
@@ -1148,7 +1210,7 @@ macro_rules! conformance_tests {
             idempotency_key_is_bound_to_workflow_and_key, one_unfinished_run_per_exclusive_key,
             racing_creates_of_one_exclusive_key_have_one_winner, workers_lease_only_their_targets,
             concurrent_appends_serialize, lease_exclusive_until_expiry, stale_writer_is_fenced,
-            a_kept_summary_is_shown_as_written,
+            a_kept_summary_is_shown_as_written, an_append_numbered_behind_the_journal_is_refused,
             renew_extends_and_release_frees, only_due_runs_are_acquired,
             terminal_runs_are_never_acquired, commands_need_no_lease_and_are_acknowledged,
             list_filters_newest_first, recovery_takes_over_every_expired_lease,

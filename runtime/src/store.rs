@@ -212,11 +212,12 @@ pub struct Append {
     /// Commands acknowledged by this write.
     pub applied_commands: Vec<i64>,
     /// The seq of the run's last event as the writer knows it (`None`: the writer does not
-    /// say). The events get the seqs that follow it. Postgres and the memory store refuse
-    /// the append as [`StoreError::Fenced`] when the run's journal has moved past it
-    /// (another writer got there first, or this very append was already written: a retry
-    /// after a commit whose answer was lost), so a journal write is never doubled there.
-    /// SQLite (one executor per file) allocates seqs in its fenced update and ignores it.
+    /// say). The events get the seqs that follow it. Every store refuses the append as
+    /// [`StoreError::Fenced`] when the run's journal has moved past it (another writer got
+    /// there first, or this very append was already written: a retry after a commit whose
+    /// answer was lost), so a journal write is never doubled. (Postgres refuses an append
+    /// with events that way; one without events, which writes only the run's summary, is
+    /// not checked there.)
     pub after_seq: Option<i64>,
     /// The run's state is the one this writer's previous append under the same lease
     /// wrote, and that append and this one both leave the run due (a wake time no later

@@ -339,6 +339,12 @@ const EVENTS_PER_INSERT: usize = 32;
 /// of its `n` events, whose seqs come from the counter the UPDATE just advanced. The INSERT
 /// repeats the fence, so a fenced append inserts nothing either.
 ///
+/// A writer that numbers its events ([`Append::after_seq`] `a`) is fenced by it too: the
+/// UPDATE needs the counter at `a`, and the INSERT (after the UPDATE) needs it at `a + n`
+/// with no event after `a` yet, which holds exactly when the UPDATE matched (the counter is
+/// always the journal's last seq here). So the same append sent again after its commit's
+/// answer was lost is refused as `Fenced` and written once.
+///
 /// Parameters are positional (`?`), bound by [`bind_append`] in the order they appear.
 /// Numbered parameters (`?7`) would read better but are unsafe in sqlx's multi-statement
 /// queries: a statement that skips a number makes sqlx treat the gap as positional
@@ -348,6 +354,7 @@ fn append_statements(n: usize) -> String {
     let update = "UPDATE runs SET state = ?, blocked_on = ?, current_step = ?, wake_at = ?, \
                   updated_at = ?, last_seq = last_seq + ? \
                   WHERE id = ? AND lease_owner = ? AND lease_epoch = ? \
+                    AND (? IS NULL OR last_seq = ?) \
                   RETURNING id, last_seq";
     if n == 0 {
         return update.to_string();
@@ -362,7 +369,9 @@ fn append_statements(n: usize) -> String {
          SELECT runs.id, runs.last_seq - ? + v.column1, v.column2, v.column3, v.column4, \
                 v.column5 \
          FROM runs, (VALUES {values}) AS v \
-         WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ?"
+         WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ? \
+           AND (? IS NULL OR (runs.last_seq = ? AND NOT EXISTS ( \
+               SELECT 1 FROM events e WHERE e.run_id = runs.id AND e.seq > ?)))"
     )
 }
 
@@ -387,38 +396,53 @@ pub(crate) fn groupable(op: &WriteOp) -> Option<RunId> {
     }
 }
 
-/// Many appends (of distinct runs) as one query of four statements, all reading one JSON
-/// parameter (`?1`, an array with one object per append): the fenced UPDATE of every
-/// matching run; the state, in a statement of its own that only writes runs whose state
-/// changes (three indexes depend on `state`, and SQLite maintains them for every row an
-/// UPDATE assigns it to, changed or not: most appends leave it alone); the INSERT of the events of every run whose fence matches (the same
-/// predicate, evaluated after the UPDATE, which does not change it), and one row saying
-/// per append whether it was written and its last seq. One round trip and one row back,
-/// however many appends: what a grouped append costs is SQLite's own work.
+/// Many appends (of distinct runs) as one query of five statements, all reading one JSON
+/// parameter (`?1`, an array with one object per append). First one row saying per append
+/// whether it will be written (its fence matches: lease, and the counter at its `after_seq`
+/// when it numbers its events) and its last seq then, read before anything is written: a
+/// writer's numbering is checked against the journal as it was, so the same append sent
+/// again after its commit's answer was lost is answered `Fenced`, not counted as written.
+/// Then the fenced UPDATE of every matching run; the state, in a statement of its own that
+/// only writes runs whose state changes (three indexes depend on `state`, and SQLite
+/// maintains them for every row an UPDATE assigns it to, changed or not: most appends leave
+/// it alone); and the INSERT of the events of every run whose fence matched. The last two
+/// run after the first UPDATE, so they repeat its fence in the form the UPDATE leaves
+/// true: the counter at `after_seq + n` and no event after `after_seq` yet (the counter is
+/// always the journal's last seq here). One round trip and one row back, however many
+/// appends: what a grouped append costs is SQLite's own work.
 const GROUP_SQL: &str = "\
+    SELECT json_group_array(json_array(a.key, runs.last_seq + (a.value ->> 'n'), \
+               runs.lease_owner IS a.value ->> 'o' AND runs.lease_epoch IS a.value ->> 'e' \
+               AND (a.value ->> 'a' IS NULL OR runs.last_seq = a.value ->> 'a'))) \
+    FROM json_each(?1) AS a LEFT JOIN runs ON runs.id = a.value ->> 'i'; \
     UPDATE runs SET blocked_on = j.b, current_step = j.c, wake_at = j.w, \
                     updated_at = j.u, last_seq = runs.last_seq + j.n \
     FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
                  value ->> 'b' AS b, value ->> 'c' AS c, \
-                 value ->> 'w' AS w, value ->> 'u' AS u, value ->> 'n' AS n \
-          FROM json_each(?1)) AS j \
-    WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e; \
-    UPDATE runs SET state = j.s \
-    FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
-                 value ->> 's' AS s \
+                 value ->> 'w' AS w, value ->> 'u' AS u, value ->> 'n' AS n, \
+                 value ->> 'a' AS a \
           FROM json_each(?1)) AS j \
     WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
-      AND runs.state <> j.s; \
+      AND (j.a IS NULL OR runs.last_seq = j.a); \
+    UPDATE runs SET state = j.s \
+    FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
+                 value ->> 's' AS s, value ->> 'n' AS n, value ->> 'a' AS a \
+          FROM json_each(?1)) AS j \
+    WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
+      AND runs.state <> j.s \
+      AND (j.a IS NULL OR (runs.last_seq = j.a + j.n AND NOT EXISTS ( \
+          SELECT 1 FROM events e WHERE e.run_id = runs.id AND e.seq > j.a))); \
     INSERT INTO events (run_id, seq, kind, node, data, at) \
     SELECT runs.id, runs.last_seq - (a.value ->> 'n') + v.key + 1, \
            v.value ->> 0, v.value ->> 1, v.value ->> 2, v.value ->> 3 \
     FROM json_each(?1) AS a \
     JOIN runs ON runs.id = a.value ->> 'i' AND runs.lease_owner = a.value ->> 'o' \
              AND runs.lease_epoch = a.value ->> 'e' \
-    JOIN json_each(a.value, '$.v') AS v; \
-    SELECT json_group_array(json_array(a.key, runs.last_seq, \
-               runs.lease_owner IS a.value ->> 'o' AND runs.lease_epoch IS a.value ->> 'e')) \
-    FROM json_each(?1) AS a LEFT JOIN runs ON runs.id = a.value ->> 'i'";
+             AND (a.value ->> 'a' IS NULL \
+                  OR (runs.last_seq = (a.value ->> 'a') + (a.value ->> 'n') AND NOT EXISTS ( \
+                      SELECT 1 FROM events e \
+                      WHERE e.run_id = runs.id AND e.seq > a.value ->> 'a'))) \
+    JOIN json_each(a.value, '$.v') AS v";
 
 #[derive(serde::Serialize)]
 struct GroupMember<'a> {
@@ -431,6 +455,8 @@ struct GroupMember<'a> {
     w: Option<i64>,
     u: i64,
     n: usize,
+    /// [`Append::after_seq`].
+    a: Option<i64>,
     /// Events as `[kind, node, data, at]`.
     v: Vec<(&'a str, Option<&'a str>, &'a str, i64)>,
 }
@@ -460,6 +486,7 @@ pub(crate) async fn append_group(
             w: p.wake_at.map(|t| t.0),
             u: p.updated_at.0,
             n: append.events.len(),
+            a: append.after_seq,
             v: append
                 .events
                 .iter()
@@ -527,7 +554,9 @@ fn bind_append<'q>(
         .bind(n)
         .bind(id)
         .bind(&lease.owner)
-        .bind(lease.epoch);
+        .bind(lease.epoch)
+        .bind(append.after_seq)
+        .bind(append.after_seq);
     if inline.is_empty() {
         return q;
     }
@@ -539,7 +568,12 @@ fn bind_append<'q>(
             .bind(&e.data)
             .bind(e.at.0);
     }
-    q.bind(id).bind(&lease.owner).bind(lease.epoch)
+    q.bind(id)
+        .bind(&lease.owner)
+        .bind(lease.epoch)
+        .bind(append.after_seq)
+        .bind(append.after_seq.map(|a| a.saturating_add(n)))
+        .bind(append.after_seq)
 }
 
 /// `INSERT INTO events … VALUES (?1, ?2, …), (?1, ?7, …)` for `n` rows with known seqs (the
@@ -934,7 +968,13 @@ mod tests {
             "{two}"
         );
         assert!(
-            two.ends_with("WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ?"),
+            two.contains("WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ?"),
+            "{two}"
+        );
+        // The writer's numbering fences both statements.
+        assert!(zero.contains("AND (? IS NULL OR last_seq = ?)"), "{zero}");
+        assert!(
+            two.ends_with("WHERE e.run_id = runs.id AND e.seq > ?)))"),
             "{two}"
         );
         assert_eq!(append_sql(1000), append_sql(EVENTS_PER_INSERT));
