@@ -6,6 +6,8 @@
 #     whose run keeps its state and stays due sends: two event rows, the last carrying the
 #     summary, fenced by a share lock on the run row. pgbench keeps no counter between
 #     transactions, so the seqs the driver would number are taken from the clock here;
+#   - `values`: the same step with its events as a `VALUES` list instead of `unnest` of
+#     arrays (measured, not adopted: BENCHMARKS.md, eighth session);
 #   - `append`: `append_statement`, what an append that writes the run row sends (a state
 #     change, the first append after an acquisition): the fenced update of the run row and
 #     two event rows.
@@ -41,8 +43,11 @@ SQL
 cat > "$dir/step.sql" <<SQL
 INSERT INTO events (run_id, seq, kind, node, data, at, run_blocked_on, run_step, run_updated_at) SELECT '$run2', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 2 + e.ord, e.kind, e.node, e.data, hcp_ts(e.at), CASE WHEN e.ord = 2 THEN 'running bench.noop.3' END, CASE WHEN e.ord = 2 THEN 'bench.noop.3' END, CASE WHEN e.ord = 2 THEN hcp_ts(1700000000002) END FROM (SELECT 1 FROM runs WHERE id = '$run2' AND lease_owner = 'bench' AND lease_epoch = 1 FOR SHARE) AS fence, unnest(ARRAY['node_succeeded','node_started']::text[], ARRAY['bench.noop.2','bench.noop.3']::text[], ARRAY['{"attempt"=1,"output"=null,"ledger"=[]}','{"attempt"=1}']::text[], ARRAY[1700000000000,1700000000001]::int8[]) WITH ORDINALITY AS e(kind, node, data, at, ord);
 SQL
+cat > "$dir/values.sql" <<SQL
+INSERT INTO events (run_id, seq, kind, node, data, at, run_blocked_on, run_step, run_updated_at) SELECT '$run2', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 2 + v.ord, v.kind, v.node, v.data, hcp_ts(v.at), v.b, v.s, hcp_ts(v.u) FROM (SELECT 1 FROM runs WHERE id = '$run2' AND lease_owner = 'bench' AND lease_epoch = 1 FOR SHARE) AS fence, (VALUES (1, 'node_succeeded'::text, 'bench.noop.2'::text, '{"attempt"=1,"output"=null,"ledger"=[]}'::text, 1700000000000::int8, NULL::text, NULL::text, NULL::int8), (2, 'node_started', 'bench.noop.3', '{"attempt"=1}', 1700000000001, 'running bench.noop.3', 'bench.noop.3', 1700000000002)) AS v(ord, kind, node, data, at, b, s, u);
+SQL
 for _ in $(seq "$rounds"); do
-  for s in floor step append; do
+  for s in floor step values append; do
     PGOPTIONS="-c synchronous_commit=$sync" pgbench -n -c 1 -j 1 -t "$n" -M prepared -f "$dir/$s.sql" "$url" 2>/dev/null |
       awk -v s="$s" '/latency average/ {print s, $4}'
   done
@@ -55,7 +60,7 @@ for line in sys.stdin:
 f = statistics.median(d["floor"])
 rounds = len(d["floor"])
 print(f"synchronous_commit={sys.argv[1]}: one-row insert {f:.3f} ms (median of {rounds})")
-for k, what in (("step", "insert-only step"), ("append", "append writing the run row")):
+for k, what in (("step", "insert-only step"), ("values", "insert-only step, events as VALUES"), ("append", "append writing the run row")):
     a = statistics.median(d[k])
     per_round = statistics.median(x / y for x, y in zip(d[k], d["floor"]))
     print(f"  {what}: {a:.3f} ms, {a / f:.2f}x ({per_round:.2f}x median per round), {a - f:.3f} ms above")

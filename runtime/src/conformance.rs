@@ -437,6 +437,17 @@ pub async fn a_kept_summary_is_shown_as_written(h: &dyn Harness) {
         rec.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
         vec![1, 2, 3, 4, 5]
     );
+    // A longer step.
+    assert_eq!(s.append(&l, step(5, 5, true, 6)).await.unwrap(), 11);
+    let rec = s.load_run(id).await.unwrap().unwrap();
+    assert_eq!(rec.summary.blocked_on, "running n5");
+    assert_eq!(rec.summary.updated_at, Timestamp(T0.0 + 5));
+    assert_eq!(
+        rec.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=11).collect::<Vec<_>>()
+    );
+    assert_eq!(rec.events[10].data, "{\"n\":5,\"k\":5}");
+    assert_eq!(rec.events[5].data, "{\"n\":5,\"k\":0}");
 }
 
 /// An append numbered after a seq the journal has moved past ([`Append::after_seq`]) is

@@ -334,16 +334,14 @@ async fn acquire(
 /// limit); longer appends take several statements in the same savepoint.
 const EVENTS_PER_INSERT: usize = 32;
 
-/// The statements of one append: the fenced UPDATE (patch, seq allocation and fence in one
-/// statement; no row returned means the lease is not, or no longer, ours), then an INSERT
-/// of its `n` events, whose seqs come from the counter the UPDATE just advanced. The INSERT
-/// repeats the fence, so a fenced append inserts nothing either.
-///
-/// A writer that numbers its events ([`Append::after_seq`] `a`) is fenced by it too: the
-/// UPDATE needs the counter at `a`, and the INSERT (after the UPDATE) needs it at `a + n`
-/// with no event after `a` yet, which holds exactly when the UPDATE matched (the counter is
-/// always the journal's last seq here). So the same append sent again after its commit's
-/// answer was lost is refused as `Fenced` and written once.
+/// The statements of one append: an INSERT of its `n` events after the run's counter
+/// (`last_seq`), fenced; then the fenced UPDATE (patch, counter and fence in one statement;
+/// no row returned means the lease is not, or no longer, ours). Both fences are the same
+/// predicate on the run row as it was before the query (the UPDATE, which advances the
+/// counter, comes last), so a fenced append inserts nothing either. A writer that numbers
+/// its events ([`Append::after_seq`]) is fenced by it too: the counter (always the
+/// journal's last seq here) must be at it, so the same append sent again after its
+/// commit's answer was lost is refused as `Fenced` and written once.
 ///
 /// Parameters are positional (`?`), bound by [`bind_append`] in the order they appear.
 /// Numbered parameters (`?7`) would read better but are unsafe in sqlx's multi-statement
@@ -364,14 +362,13 @@ fn append_statements(n: usize) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "{update}; \
-         INSERT INTO events (run_id, seq, kind, node, data, at) \
-         SELECT runs.id, runs.last_seq - ? + v.column1, v.column2, v.column3, v.column4, \
+        "INSERT INTO events (run_id, seq, kind, node, data, at) \
+         SELECT runs.id, runs.last_seq + v.column1, v.column2, v.column3, v.column4, \
                 v.column5 \
          FROM runs, (VALUES {values}) AS v \
          WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ? \
-           AND (? IS NULL OR (runs.last_seq = ? AND NOT EXISTS ( \
-               SELECT 1 FROM events e WHERE e.run_id = runs.id AND e.seq > ?)))"
+           AND (? IS NULL OR runs.last_seq = ?); \
+         {update}"
     )
 }
 
@@ -397,24 +394,37 @@ pub(crate) fn groupable(op: &WriteOp) -> Option<RunId> {
 }
 
 /// Many appends (of distinct runs) as one query of five statements, all reading one JSON
-/// parameter (`?1`, an array with one object per append). First one row saying per append
-/// whether it will be written (its fence matches: lease, and the counter at its `after_seq`
-/// when it numbers its events) and its last seq then, read before anything is written: a
-/// writer's numbering is checked against the journal as it was, so the same append sent
-/// again after its commit's answer was lost is answered `Fenced`, not counted as written.
-/// Then the fenced UPDATE of every matching run; the state, in a statement of its own that
-/// only writes runs whose state changes (three indexes depend on `state`, and SQLite
-/// maintains them for every row an UPDATE assigns it to, changed or not: most appends leave
-/// it alone); and the INSERT of the events of every run whose fence matched. The last two
-/// run after the first UPDATE, so they repeat its fence in the form the UPDATE leaves
-/// true: the counter at `after_seq + n` and no event after `after_seq` yet (the counter is
-/// always the journal's last seq here). One round trip and one row back, however many
-/// appends: what a grouped append costs is SQLite's own work.
+/// parameter (`?1`, an array with one object per append). Every statement's fence is the
+/// same predicate on the run rows as they were before the query (the counter `last_seq`
+/// is advanced last): the lease, and, when the writer numbers its events, the counter at
+/// its `after_seq` (the counter is always the journal's last seq here), so the same append
+/// sent again after its commit's answer was lost is answered `Fenced` and written once.
+/// First one row saying per append whether its fence matches and its last seq; then the
+/// INSERT of the events of every matching run after its counter; the state, in a statement
+/// of its own that only writes runs whose state changes (three indexes depend on `state`,
+/// and SQLite maintains them for every row an UPDATE assigns it to, changed or not: most
+/// appends leave it alone); and last the UPDATE of the summary and the counter. One round
+/// trip and one row back, however many appends: what a grouped append costs is SQLite's
+/// own work.
 const GROUP_SQL: &str = "\
     SELECT json_group_array(json_array(a.key, runs.last_seq + (a.value ->> 'n'), \
                runs.lease_owner IS a.value ->> 'o' AND runs.lease_epoch IS a.value ->> 'e' \
                AND (a.value ->> 'a' IS NULL OR runs.last_seq = a.value ->> 'a'))) \
     FROM json_each(?1) AS a LEFT JOIN runs ON runs.id = a.value ->> 'i'; \
+    INSERT INTO events (run_id, seq, kind, node, data, at) \
+    SELECT runs.id, runs.last_seq + v.key + 1, \
+           v.value ->> 0, v.value ->> 1, v.value ->> 2, v.value ->> 3 \
+    FROM json_each(?1) AS a \
+    JOIN runs ON runs.id = a.value ->> 'i' AND runs.lease_owner = a.value ->> 'o' \
+             AND runs.lease_epoch = a.value ->> 'e' \
+             AND (a.value ->> 'a' IS NULL OR runs.last_seq = a.value ->> 'a') \
+    JOIN json_each(a.value, '$.v') AS v; \
+    UPDATE runs SET state = j.s \
+    FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
+                 value ->> 's' AS s, value ->> 'a' AS a \
+          FROM json_each(?1)) AS j \
+    WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
+      AND runs.state <> j.s AND (j.a IS NULL OR runs.last_seq = j.a); \
     UPDATE runs SET blocked_on = j.b, current_step = j.c, wake_at = j.w, \
                     updated_at = j.u, last_seq = runs.last_seq + j.n \
     FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
@@ -423,26 +433,7 @@ const GROUP_SQL: &str = "\
                  value ->> 'a' AS a \
           FROM json_each(?1)) AS j \
     WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
-      AND (j.a IS NULL OR runs.last_seq = j.a); \
-    UPDATE runs SET state = j.s \
-    FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
-                 value ->> 's' AS s, value ->> 'n' AS n, value ->> 'a' AS a \
-          FROM json_each(?1)) AS j \
-    WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
-      AND runs.state <> j.s \
-      AND (j.a IS NULL OR (runs.last_seq = j.a + j.n AND NOT EXISTS ( \
-          SELECT 1 FROM events e WHERE e.run_id = runs.id AND e.seq > j.a))); \
-    INSERT INTO events (run_id, seq, kind, node, data, at) \
-    SELECT runs.id, runs.last_seq - (a.value ->> 'n') + v.key + 1, \
-           v.value ->> 0, v.value ->> 1, v.value ->> 2, v.value ->> 3 \
-    FROM json_each(?1) AS a \
-    JOIN runs ON runs.id = a.value ->> 'i' AND runs.lease_owner = a.value ->> 'o' \
-             AND runs.lease_epoch = a.value ->> 'e' \
-             AND (a.value ->> 'a' IS NULL \
-                  OR (runs.last_seq = (a.value ->> 'a') + (a.value ->> 'n') AND NOT EXISTS ( \
-                      SELECT 1 FROM events e \
-                      WHERE e.run_id = runs.id AND e.seq > a.value ->> 'a'))) \
-    JOIN json_each(a.value, '$.v') AS v";
+      AND (j.a IS NULL OR runs.last_seq = j.a)";
 
 #[derive(serde::Serialize)]
 struct GroupMember<'a> {
@@ -545,8 +536,23 @@ fn bind_append<'q>(
 ) -> Bound<'q> {
     let p = &append.patch;
     let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
-    let q = q
-        .bind(p.state.as_str())
+    let mut q = q;
+    if !inline.is_empty() {
+        for e in inline {
+            q = q
+                .bind(&e.kind)
+                .bind(e.node.as_deref())
+                .bind(&e.data)
+                .bind(e.at.0);
+        }
+        q = q
+            .bind(id)
+            .bind(&lease.owner)
+            .bind(lease.epoch)
+            .bind(append.after_seq)
+            .bind(append.after_seq);
+    }
+    q.bind(p.state.as_str())
         .bind(&p.blocked_on)
         .bind(p.current_step.as_deref())
         .bind(p.wake_at.map(|t| t.0))
@@ -556,23 +562,6 @@ fn bind_append<'q>(
         .bind(&lease.owner)
         .bind(lease.epoch)
         .bind(append.after_seq)
-        .bind(append.after_seq);
-    if inline.is_empty() {
-        return q;
-    }
-    let mut q = q.bind(n);
-    for e in inline {
-        q = q
-            .bind(&e.kind)
-            .bind(e.node.as_deref())
-            .bind(&e.data)
-            .bind(e.at.0);
-    }
-    q.bind(id)
-        .bind(&lease.owner)
-        .bind(lease.epoch)
-        .bind(append.after_seq)
-        .bind(append.after_seq.map(|a| a.saturating_add(n)))
         .bind(append.after_seq)
 }
 
@@ -962,21 +951,21 @@ mod tests {
         assert!(zero.starts_with("UPDATE runs SET state = ?"), "{zero}");
         assert!(zero.ends_with("RETURNING id, last_seq"), "{zero}");
         let two = append_sql(2);
-        assert!(two.starts_with(zero), "{two}");
+        assert!(two.starts_with("INSERT INTO events"), "{two}");
+        assert!(two.ends_with(zero), "{two}");
         assert!(
             two.contains("(VALUES (1, ?, ?, ?, ?), (2, ?, ?, ?, ?))"),
             "{two}"
         );
         assert!(
-            two.contains("WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ?"),
+            two.contains(
+                "WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ? \
+                 AND (? IS NULL OR runs.last_seq = ?); UPDATE"
+            ),
             "{two}"
         );
-        // The writer's numbering fences both statements.
+        // The writer's numbering fences the UPDATE too.
         assert!(zero.contains("AND (? IS NULL OR last_seq = ?)"), "{zero}");
-        assert!(
-            two.ends_with("WHERE e.run_id = runs.id AND e.seq > ?)))"),
-            "{two}"
-        );
         assert_eq!(append_sql(1000), append_sql(EVENTS_PER_INSERT));
     }
 
