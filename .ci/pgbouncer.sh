@@ -70,6 +70,9 @@ if [ -f "$RUN/pgbouncer.pid" ] && kill -0 "$(cat "$RUN/pgbouncer.pid")" 2>/dev/n
   kill "$(cat "$RUN/pgbouncer.pid")" || true
   sleep 1
 fi
+# A pooler killed without a chance to clean up leaves its pidfile, and PgBouncer refuses to
+# start beside one ("pidfile exists, another instance running?").
+rm -f "$RUN/pgbouncer.pid"
 "$BIN" -d "$RUN/pgbouncer.ini" >&2
 for _ in $(seq 1 30); do
   pg_isready -h 127.0.0.1 -p "$PORT" -q 2>/dev/null && break
