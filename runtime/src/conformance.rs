@@ -52,6 +52,17 @@ fn new_run(key: Option<&str>, workflow: &str, cluster: &str, at: Timestamp) -> N
     }
 }
 
+/// `n` new runs of workflow `w`, clusters `c0`, `c1`, …, created at `T0`: their ids.
+async fn create_runs(s: &Arc<dyn JournalStore>, n: usize) -> Vec<RunId> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let r = new_run(None, "w", &format!("c{i}"), T0);
+        ids.push(r.id);
+        s.create_run(r).await.unwrap();
+    }
+    ids
+}
+
 fn ev(kind: &str, node: Option<&str>, data: &str, at: Timestamp) -> NewEvent {
     NewEvent {
         kind: kind.into(),
@@ -457,12 +468,7 @@ pub async fn a_kept_summary_is_shown_as_written(h: &dyn Harness) {
 /// place is written.
 pub async fn an_append_numbered_behind_the_journal_is_refused(h: &dyn Harness) {
     let s = h.fresh().await;
-    let mut ids = Vec::new();
-    for k in 0..4 {
-        let r = new_run(None, "w", &format!("c{k}"), T0);
-        ids.push(r.id);
-        s.create_run(r).await.unwrap();
-    }
+    let ids = create_runs(&s, 4).await;
     let leases = s.acquire("w1", T0, LEASE, 10, None).await.unwrap();
     assert_eq!(leases.len(), 4);
     let step = |n, after, events| step_keeping_the_summary(T0, n, after, false, events);
@@ -947,12 +953,7 @@ pub async fn corrupt_row_is_returned_raw(h: &dyn Harness) {
 
 pub async fn load_runs_returns_each_run_whole(h: &dyn Harness) {
     let s = h.fresh().await;
-    let mut ids = Vec::new();
-    for i in 0..300 {
-        let r = new_run(None, "w", &format!("c{i}"), T0);
-        ids.push(r.id);
-        s.create_run(r).await.unwrap();
-    }
+    let ids = create_runs(&s, 300).await;
     let leases = s.acquire("A", T0, LEASE, 1000, None).await.unwrap();
     for (k, l) in leases.iter().enumerate() {
         let events: Vec<NewEvent> = (0..(k % 3 + 1))
@@ -998,12 +999,7 @@ pub async fn load_runs_returns_each_run_whole(h: &dyn Harness) {
 /// succeeds or is fenced on its own, and a fenced one leaves no trace.
 pub async fn concurrent_appends_are_fenced_one_by_one(h: &dyn Harness) {
     let s = h.fresh().await;
-    let mut ids = Vec::new();
-    for i in 0..120 {
-        let r = new_run(None, "w", &format!("c{i}"), T0);
-        ids.push(r.id);
-        s.create_run(r).await.unwrap();
-    }
+    create_runs(&s, 120).await;
     let a = s.acquire("A", T0, LEASE, 1000, None).await.unwrap();
     assert_eq!(a.len(), 120);
     // B takes every third run over after A's leases lapse; A renews none.

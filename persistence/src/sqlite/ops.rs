@@ -352,7 +352,7 @@ fn append_statements(n: usize) -> String {
     let update = "UPDATE runs SET state = ?, blocked_on = ?, current_step = ?, wake_at = ?, \
                   updated_at = ?, last_seq = last_seq + ? \
                   WHERE id = ? AND lease_owner = ? AND lease_epoch = ? \
-                    AND (? IS NULL OR last_seq = ?) \
+                    AND last_seq = coalesce(?, last_seq) \
                   RETURNING id, last_seq";
     if n == 0 {
         return update.to_string();
@@ -367,7 +367,7 @@ fn append_statements(n: usize) -> String {
                 v.column5 \
          FROM runs, (VALUES {values}) AS v \
          WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ? \
-           AND (? IS NULL OR runs.last_seq = ?); \
+           AND runs.last_seq = coalesce(?, runs.last_seq); \
          {update}"
     )
 }
@@ -409,7 +409,7 @@ pub(crate) fn groupable(op: &WriteOp) -> Option<RunId> {
 const GROUP_SQL: &str = "\
     SELECT json_group_array(json_array(a.key, runs.last_seq + (a.value ->> 'n'), \
                runs.lease_owner IS a.value ->> 'o' AND runs.lease_epoch IS a.value ->> 'e' \
-               AND (a.value ->> 'a' IS NULL OR runs.last_seq = a.value ->> 'a'))) \
+               AND runs.last_seq = coalesce(a.value ->> 'a', runs.last_seq))) \
     FROM json_each(?1) AS a LEFT JOIN runs ON runs.id = a.value ->> 'i'; \
     INSERT INTO events (run_id, seq, kind, node, data, at) \
     SELECT runs.id, runs.last_seq + v.key + 1, \
@@ -417,14 +417,14 @@ const GROUP_SQL: &str = "\
     FROM json_each(?1) AS a \
     JOIN runs ON runs.id = a.value ->> 'i' AND runs.lease_owner = a.value ->> 'o' \
              AND runs.lease_epoch = a.value ->> 'e' \
-             AND (a.value ->> 'a' IS NULL OR runs.last_seq = a.value ->> 'a') \
+             AND runs.last_seq = coalesce(a.value ->> 'a', runs.last_seq) \
     JOIN json_each(a.value, '$.v') AS v; \
     UPDATE runs SET state = j.s \
     FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
                  value ->> 's' AS s, value ->> 'a' AS a \
           FROM json_each(?1)) AS j \
     WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
-      AND runs.state <> j.s AND (j.a IS NULL OR runs.last_seq = j.a); \
+      AND runs.state <> j.s AND runs.last_seq = coalesce(j.a, runs.last_seq); \
     UPDATE runs SET blocked_on = j.b, current_step = j.c, wake_at = j.w, \
                     updated_at = j.u, last_seq = runs.last_seq + j.n \
     FROM (SELECT value ->> 'i' AS i, value ->> 'o' AS o, value ->> 'e' AS e, \
@@ -433,7 +433,7 @@ const GROUP_SQL: &str = "\
                  value ->> 'a' AS a \
           FROM json_each(?1)) AS j \
     WHERE runs.id = j.i AND runs.lease_owner = j.o AND runs.lease_epoch = j.e \
-      AND (j.a IS NULL OR runs.last_seq = j.a)";
+      AND runs.last_seq = coalesce(j.a, runs.last_seq)";
 
 #[derive(serde::Serialize)]
 struct GroupMember<'a> {
@@ -528,7 +528,7 @@ type Bound<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArgume
 /// Bind one append's parameters in [`append_statements`] order (`inline`: the events that
 /// statement inserts).
 fn bind_append<'q>(
-    q: Bound<'q>,
+    mut q: Bound<'q>,
     id: &'q str,
     lease: &'q Lease,
     append: &'q Append,
@@ -536,7 +536,6 @@ fn bind_append<'q>(
 ) -> Bound<'q> {
     let p = &append.patch;
     let n = i64::try_from(append.events.len()).unwrap_or(i64::MAX);
-    let mut q = q;
     if !inline.is_empty() {
         for e in inline {
             q = q
@@ -549,7 +548,6 @@ fn bind_append<'q>(
             .bind(id)
             .bind(&lease.owner)
             .bind(lease.epoch)
-            .bind(append.after_seq)
             .bind(append.after_seq);
     }
     q.bind(p.state.as_str())
@@ -561,7 +559,6 @@ fn bind_append<'q>(
         .bind(id)
         .bind(&lease.owner)
         .bind(lease.epoch)
-        .bind(append.after_seq)
         .bind(append.after_seq)
 }
 
@@ -960,12 +957,15 @@ mod tests {
         assert!(
             two.contains(
                 "WHERE runs.id = ? AND runs.lease_owner = ? AND runs.lease_epoch = ? \
-                 AND (? IS NULL OR runs.last_seq = ?); UPDATE"
+                 AND runs.last_seq = coalesce(?, runs.last_seq); UPDATE"
             ),
             "{two}"
         );
         // The writer's numbering fences the UPDATE too.
-        assert!(zero.contains("AND (? IS NULL OR last_seq = ?)"), "{zero}");
+        assert!(
+            zero.contains("AND last_seq = coalesce(?, last_seq)"),
+            "{zero}"
+        );
         assert_eq!(append_sql(1000), append_sql(EVENTS_PER_INSERT));
     }
 
