@@ -477,19 +477,19 @@ pub async fn an_append_numbered_behind_the_journal_is_refused(h: &dyn Harness) {
     }
     // Alone: the same append again, and another one numbered from the same place.
     let l0 = &leases[0];
-    for again in [step(1, 0, 2), step(9, 0, 1), step(9, 1, 3)] {
+    for again in [step(1, 0, 2), step(9, 0, 1), step(9, 1, 3), step(9, 1, 0)] {
         match s.append(l0, again).await {
             Err(StoreError::Fenced { .. }) => {}
             other => panic!("an append behind the journal: {other:?}"),
         }
     }
     // Beside each other: every run's repeat at once, then every run's next step at once.
-    let all = |n: i64, after: i64| {
+    let all = |n: i64, after: i64, events: usize| {
         let tasks: Vec<_> = leases
             .iter()
             .map(|l| {
                 let (s, l) = (s.clone(), l.clone());
-                let a = step(n, after, 1);
+                let a = step(n, after, events);
                 tokio::spawn(async move { s.append(&l, a).await })
             })
             .collect();
@@ -501,10 +501,13 @@ pub async fn an_append_numbered_behind_the_journal_is_refused(h: &dyn Harness) {
             out
         }
     };
-    for r in all(1, 0).await {
-        assert!(matches!(r, Err(StoreError::Fenced { .. })), "{r:?}");
+    // With events and without (a stale summary alone must not be written either).
+    for events in [1, 0] {
+        for r in all(1, 0, events).await {
+            assert!(matches!(r, Err(StoreError::Fenced { .. })), "{r:?}");
+        }
     }
-    for r in all(2, 2).await {
+    for r in all(2, 2, 1).await {
         assert_eq!(r.unwrap(), 3);
     }
     for id in ids {

@@ -215,9 +215,8 @@ pub struct Append {
     /// say). The events get the seqs that follow it. Every store refuses the append as
     /// [`StoreError::Fenced`] when the run's journal has moved past it (another writer got
     /// there first, or this very append was already written: a retry after a commit whose
-    /// answer was lost), so a journal write is never doubled. (Postgres refuses an append
-    /// with events that way; one without events, which writes only the run's summary, is
-    /// not checked there.)
+    /// answer was lost), so a journal write is never doubled, and an append without
+    /// events never writes a stale summary over a newer one.
     pub after_seq: Option<i64>,
     /// The run's state is the one this writer's previous append under the same lease
     /// wrote, and that append and this one both leave the run due (a wake time no later

@@ -398,7 +398,10 @@ async fn many(
 type Query<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
 
 /// Fence, patch and seq allocation for every append, and all their events: the events of
-/// runs whose fence did not match join no `r` row and are not inserted.
+/// runs whose fence did not match join no `r` row and are not inserted. An append numbered
+/// behind its journal (`after_seq` below the last seq) does not match either, so it is
+/// answered `Fenced` instead of failing the whole batch on the primary key (or, without
+/// events, writing its stale summary).
 fn append_many<'q>(appends: &[(&'q Lease, &'q Append)]) -> Result<Query<'q>, StoreError> {
     let n = appends.len();
     let (mut ids, mut owners, mut epochs) = (
@@ -464,6 +467,9 @@ fn append_many<'q>(appends: &[(&'q Lease, &'q Append)]) -> Result<Query<'q>, Sto
                                  WHERE events.run_id = runs.id))) + i.n \
              FROM i \
              WHERE runs.id = i.id AND runs.lease_owner = i.owner AND runs.lease_epoch = i.epoch \
+               AND (i.after_seq IS NULL OR NOT EXISTS ( \
+                   SELECT 1 FROM events WHERE events.run_id = runs.id \
+                                          AND events.seq > i.after_seq)) \
              RETURNING runs.id, runs.summary_seq, i.n), \
          ins AS ( \
              INSERT INTO events (run_id, seq, kind, node, data, at) \

@@ -277,6 +277,10 @@ fn event_columns(append: &Append) -> EventColumns<'_> {
 /// UPDATE matches nothing, `r` is empty and so is the INSERT, and no row comes back. The
 /// events follow the writer's `after_seq`, or (a writer that does not say) the journal's
 /// last seq; `summary_seq` records that the row's summary is current at the last of them.
+/// A writer that numbers its events and finds the journal already past its `after_seq` (the
+/// same append sent again after its answer was lost) matches no row and is answered
+/// `Fenced`, events or not: with events the primary key would refuse it too, but an append
+/// without events would otherwise write its stale summary.
 /// For a writer that does not say, the row's own `summary_seq` is the part that keeps two
 /// concurrent appends apart: the second waits for the first's row lock and then re-reads
 /// the row, but its `max(seq)` over `events` keeps the statement's first snapshot.
@@ -293,6 +297,8 @@ pub(crate) fn append_statement<'q>(lease: &'q Lease, append: &'q Append) -> PgQu
                                  SELECT coalesce(max(seq), 0) FROM events WHERE run_id = $1))) \
                                  + $9 \
              WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 \
+               AND ($14::int8 IS NULL OR NOT EXISTS ( \
+                   SELECT 1 FROM events WHERE run_id = $1 AND seq > $14)) \
              RETURNING summary_seq), \
          ins AS ( \
              INSERT INTO events (run_id, seq, kind, node, data, at) \
