@@ -691,8 +691,49 @@ fn reconcile(
             )
         };
     }
+    if s.md.is_some() && !release_refused {
+        dirty |= health_check(obj, &ms, &md, now);
+    }
     if !ms.is_empty() {
         st.machines.insert(k, ms);
+    }
+    dirty
+}
+
+/// `ReachedIgnitionEndpoint` and `AutorepairEnabled`, as HyperShift sets them.
+/// - `nodepool/conditions.go` `createReachedIgnitionEndpointCondition`: True once a machine
+///   fetched the payload of the pool's current token (the token Secret's
+///   `hypershift.openshift.io/ignition-reached` annotation), else False `IgnitionNotReached`.
+///   A new config or release makes a new token, so a Replace rollout reads False until a new
+///   machine boots: here, a machine that joined at the MachineDeployment's config.
+/// - `nodepool/capi.go` `Reconcile`: with `spec.management.autoRepair`, the MachineHealthCheck
+///   is created and `AutorepairEnabled` set True only once ignition was reached (before that
+///   the condition is left as it was); without it, the health check is deleted and the
+///   condition set False at once. Both with reason `AsExpected`.
+fn health_check(obj: &mut Value, ms: &[MachineSim], md: &MdSim, now: u64) -> bool {
+    let reached = ms
+        .iter()
+        .any(|m| m.joined && (md.config.is_empty() || m.config == md.config));
+    let mut dirty = if reached {
+        set_condition(obj, "ReachedIgnitionEndpoint", true, "AsExpected", "", now)
+    } else {
+        set_condition(
+            obj,
+            "ReachedIgnitionEndpoint",
+            false,
+            "IgnitionNotReached",
+            "",
+            now,
+        )
+    };
+    let auto_repair = obj
+        .pointer("/spec/management/autoRepair")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !auto_repair {
+        dirty |= set_condition(obj, "AutorepairEnabled", false, "AsExpected", "", now);
+    } else if reached {
+        dirty |= set_condition(obj, "AutorepairEnabled", true, "AsExpected", "", now);
     }
     dirty
 }

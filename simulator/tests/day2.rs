@@ -1,6 +1,6 @@
 //! Day-2 changes of a running cluster, as HyperShift and CAPI/CAPZ carry them out: NodePool
 //! scale (VMs, NICs and OS disks in the managed resource group), autoscaling, platform
-//! change, release upgrade and version skew, the regional vCPU quota, and control-plane
+//! change, auto-repair, release upgrade and version skew, the regional vCPU quota, and control-plane
 //! upgrades (history, y-stream downgrade refusal, a stalled upgrade).
 #![allow(clippy::unwrap_used)]
 
@@ -278,6 +278,55 @@ async fn scaling_converges_with_vms_nics_and_disks_in_the_managed_group() {
             .to_ascii_lowercase()
             .contains("/resourcegroups/demo-mrg/")
     }));
+}
+
+/// `autoRepair` as HyperShift carries it (`nodepool/capi.go`): no health check (no
+/// `AutorepairEnabled`) while no machine has reached the ignition endpoint, True once one
+/// has, False at once when it is turned off, and the machines are never replaced for it.
+#[tokio::test]
+async fn auto_repair_waits_for_ignition_and_turns_off_at_once() {
+    let sim = day2_sim();
+    cluster(&sim, "rep", "4.22.0").await;
+    let mut np = node_pool("rep", "4.22.0", "Standard_D4s_v5", json!({"replicas": 0}));
+    np["spec"]["management"]["autoRepair"] = json!(true);
+    assert_eq!(apply(&sim, &format!("{NP}/workers"), &np).await.status, 201);
+    let r = wait_until(
+        &sim,
+        &format!("{NP}/workers"),
+        "ignition not reached",
+        |r| status(r, "ReachedIgnitionEndpoint").as_deref() == Some("False"),
+    )
+    .await;
+    assert_eq!(status(&r, "AutorepairEnabled"), None, "{}", r.body);
+    np["spec"]["replicas"] = json!(1);
+    apply(&sim, &format!("{NP}/workers"), &np).await;
+    let r = pool_at(&sim, 1).await;
+    assert_eq!(
+        status(&r, "ReachedIgnitionEndpoint").as_deref(),
+        Some("True")
+    );
+    let r = wait_until(&sim, &format!("{NP}/workers"), "AutorepairEnabled", |r| {
+        status(r, "AutorepairEnabled").as_deref() == Some("True")
+    })
+    .await;
+    let vms = names(&arm_in(&sim, VM, "rep-mrg"));
+    assert_eq!(vms.len(), 1, "{}", r.body);
+    np["spec"]["management"]["autoRepair"] = json!(false);
+    np["spec"]["nodeDrainTimeout"] = json!("600s");
+    apply(&sim, &format!("{NP}/workers"), &np).await;
+    wait_until(
+        &sim,
+        &format!("{NP}/workers"),
+        "AutorepairEnabled False",
+        |r| status(r, "AutorepairEnabled").as_deref() == Some("False"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        names(&arm_in(&sim, VM, "rep-mrg")),
+        vms,
+        "no machine replaced"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Issue 24, end to end with real processes against `simulator serve`: update-cluster makes
-//! a cluster that exists be what its file says now — node pools added, scaled, autoscaled
-//! and removed (machines checked in Azure after each step), a release upgrade (control
+//! a cluster that exists be what its file says now — node pools added, scaled, given
+//! auto-repair and a drain timeout in place, autoscaled and removed (machines checked in
+//! Azure after each step), a release upgrade (control
 //! plane, then the pools in waves) that survives a SIGKILL in the middle of the pool waves
 //! without re-sending its pivot, a failure after the pivot that pauses and `retry`
 //! finishes, allowed subscriptions whose removed subscription's connection is rejected
@@ -144,6 +145,62 @@ fn node_pools_are_added_scaled_autoscaled_and_removed_with_machines_checked_each
     assert_eq!(machines(&env, name, "workers"), 4);
     assert_eq!(pool(&env, name, "workers")["spec"]["replicas"], 4);
     assert_eq!(pool(&env, name, "workers")["status"]["replicas"], 4);
+    assert_nothing_to_change(&env, &cfg);
+
+    // Auto-repair on and a drain timeout: changed in place, on the same machines, and done
+    // once HyperShift reports the health check (`AutorepairEnabled`).
+    let vms = |env: &Env| -> Vec<String> {
+        let prefix = format!("/virtualmachines/{name}-workers-");
+        let mut v: Vec<String> = env
+            .sim
+            .ids()
+            .into_iter()
+            .filter(|id| id.to_ascii_lowercase().contains(&prefix))
+            .collect();
+        v.sort();
+        v
+    };
+    let autorepair = |p: &Value| -> Value {
+        p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "AutorepairEnabled")
+            .map(|c| c["status"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let running = vms(&env);
+    assert_eq!(running.len(), 4);
+    edit_file(
+        &cfg,
+        "  - name: workers\n    replicas: 4\n",
+        "  - name: workers\n    replicas: 4\n    autoRepair: true\n    nodeDrainTimeout: 20m\n",
+    );
+    let (code, out, err) = update(&env, &cfg, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let p = pool(&env, name, "workers");
+    assert_eq!(
+        p["spec"]["management"],
+        json!({"autoRepair": true, "upgradeType": "Replace"}),
+        "{p}"
+    );
+    assert_eq!(p["spec"]["nodeDrainTimeout"], "1200s");
+    assert_eq!(autorepair(&p), "True", "{p}");
+    assert_eq!(vms(&env), running, "no machine replaced");
+    assert_nothing_to_change(&env, &cfg);
+    // And off again: the timeout removed, the health check gone, the same machines.
+    edit_file(
+        &cfg,
+        "    autoRepair: true\n    nodeDrainTimeout: 20m\n",
+        "",
+    );
+    let (code, out, err) = update(&env, &cfg, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let p = pool(&env, name, "workers");
+    assert_eq!(p["spec"]["management"]["autoRepair"], false);
+    assert!(p["spec"].get("nodeDrainTimeout").is_none(), "{p}");
+    assert_eq!(autorepair(&p), "False", "{p}");
+    assert_eq!(vms(&env), running, "no machine replaced");
     assert_nothing_to_change(&env, &cfg);
 
     // Autoscale it: HyperShift's spec.autoScaling, no replicas; the pool runs its minimum.

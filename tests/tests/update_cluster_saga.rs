@@ -1,6 +1,7 @@
 //! Issue 24: update-cluster passes the suite every workflow has, end to end with real
 //! processes against `simulator serve`. One update with every kind of change (allowed
-//! subscriptions with one revoked, a pool scaled onto a new machine template, a pool added,
+//! subscriptions with one revoked, a pool scaled onto a new machine template with
+//! auto-repair on and a drain timeout, a pool added,
 //! a pool removed, a release upgrade, the topology PublicAndPrivate → Private, new SSH-key
 //! and pull-secret contents; the undoable switch back is in update_topology.rs):
 //! - a permanent failure injected at each step: before the first pivot the run unwinds to
@@ -29,7 +30,7 @@ const NEW: &str = "quay.io/openshift-release-dev/ocp-release:4.22.3-multi";
 
 /// A created cluster `name` (PublicAndPrivate, hcp-workflow's private link, A and B allowed)
 /// and its file edited to the update with every kind of change: B revoked, `workers`
-/// scaled onto a new VM size, `infra` removed, `extra` added, the release, the topology
+/// scaled onto a new VM size with auto-repair on and a drain timeout, `infra` removed, `extra` added, the release, the topology
 /// to Private, new SSH-key and pull-secret contents.
 fn created(dir: &Path, db: &str, base: &str, name: &str, infra: &str, sub: &str) -> PathBuf {
     let cfg = cluster_file(
@@ -66,7 +67,7 @@ fn created(dir: &Path, db: &str, base: &str, name: &str, infra: &str, sub: &str)
     edit_file(
         &cfg,
         "  - name: workers\n    replicas: 2\n  - name: infra\n    replicas: 1\n",
-        "  - name: workers\n    replicas: 3\n    vmSize: Standard_D8s_v5\n  - name: extra\n    replicas: 1\n",
+        "  - name: workers\n    replicas: 3\n    vmSize: Standard_D8s_v5\n    autoRepair: true\n    nodeDrainTimeout: 20m\n  - name: extra\n    replicas: 1\n",
     );
     edit_file(&cfg, OLD, NEW);
     edit_file(&cfg, "topology: PublicAndPrivate", "topology: Private");
@@ -100,7 +101,8 @@ fn snapshot(base: &str, name: &str, infra: &str) -> Value {
     let pool = |p: &str| get(base, &format!("{NP}/{name}-{p}"));
     let hc = get(base, &format!("{HC}/{name}"));
     json!({
-        "workers": [pool("workers")["spec"]["replicas"], pool("workers")["spec"]["platform"]["azure"]["vmSize"], pool("workers")["spec"]["release"]["image"]],
+        "workers": [pool("workers")["spec"]["replicas"], pool("workers")["spec"]["platform"]["azure"]["vmSize"], pool("workers")["spec"]["release"]["image"],
+                    pool("workers")["spec"]["management"]["autoRepair"], pool("workers")["spec"]["nodeDrainTimeout"]],
         "infra": pool("infra").get("spec").is_some(),
         "extra": pool("extra").get("spec").is_some(),
         "release": hc["spec"]["release"]["image"],
@@ -114,7 +116,7 @@ fn snapshot(base: &str, name: &str, infra: &str) -> Value {
 
 fn as_it_was(sub: &str) -> Value {
     json!({
-        "workers": [2, "Standard_D4s_v5", OLD], "infra": true, "extra": false, "release": OLD,
+        "workers": [2, "Standard_D4s_v5", OLD, false, null], "infra": true, "extra": false, "release": OLD,
         "hc_subs": [A, B], "pls_subs": [sub, A, B],
         "topology": "PublicAndPrivate", "public_router": true, "new_key": false,
     })
@@ -122,7 +124,7 @@ fn as_it_was(sub: &str) -> Value {
 
 fn as_the_file_says(sub: &str) -> Value {
     json!({
-        "workers": [3, "Standard_D8s_v5", NEW], "infra": false, "extra": true, "release": NEW,
+        "workers": [3, "Standard_D8s_v5", NEW, true, "1200s"], "infra": false, "extra": true, "release": NEW,
         "hc_subs": [A], "pls_subs": [sub, A],
         "topology": "Private", "public_router": false, "new_key": true,
     })

@@ -7,7 +7,7 @@
 //! | Change | Steps | Undo |
 //! |---|---|---|
 //! | `allowedSubscriptions` | the HostedCluster's `additionalAllowedSubscriptions`; the Private Link Service's visibility and auto-approval (ours), or a wait until HyperShift applied them (its); then every connection from a subscription no longer allowed rejected and removed | field and lists restored; the removal is a pivot |
-//! | a node pool's `replicas` / `autoScaling` / machine template | `k8s.node-pool.update`, one branch per pool, in parallel | the previous size and template |
+//! | a node pool's `replicas` / `autoScaling` / machine template / `autoRepair` / drain timeouts | `k8s.node-pool.update`, one branch per pool, in parallel | the previous size, template and settings |
 //! | a new node pool | `k8s.node-pool.apply` (as create-cluster) | deleted |
 //! | `releaseImage` | the control plane (a pivot), then the pools in waves of `upgrade.maxParallel` | none: pivots |
 //! | a removed node pool | deleted, waiting until its machines are gone (a pivot) | none |
@@ -41,10 +41,10 @@ use hcp_activities::steps::dns::{
     PublicRecordsInput,
 };
 use hcp_activities::steps::update::{
-    AllowedSubscriptionsInput, PlsAccessInput, PlsRef, PoolReleaseInput, PoolSettings,
-    PoolUpdateInput, PruneConnections, ReleaseInput, RotateClusterSecret, RotateSecretInput,
-    SetAllowedSubscriptions, SetPlsVisibility, SetTopology, SetTopologyPrivate, TopologyInput,
-    UpdateNodePool, UpgradeControlPlane, UpgradeNodePool,
+    AllowedSubscriptionsInput, PlsAccessInput, PlsRef, PoolManagement, PoolReleaseInput,
+    PoolSettings, PoolUpdateInput, PruneConnections, ReleaseInput, RotateClusterSecret,
+    RotateSecretInput, SetAllowedSubscriptions, SetPlsVisibility, SetTopology, SetTopologyPrivate,
+    TopologyInput, UpdateNodePool, UpgradeControlPlane, UpgradeNodePool,
 };
 use hcp_runtime::{DagError, FailurePolicy, NodeOptions, Ref, SagaBuilder, SagaDag};
 use serde::Serialize;
@@ -103,6 +103,8 @@ pub struct PoolChange {
     pub after: NodePool,
     /// Its machine template changes (HyperShift replaces the machines).
     pub template: bool,
+    /// Its auto-repair or drain timeouts change (in place: no machine is replaced).
+    pub management: bool,
 }
 
 /// The differences between the applied configuration and the file, sorted by what
@@ -150,6 +152,10 @@ const TEMPLATE_FIELDS: [&str; 8] = [
     "diskEncryptionSetId",
     "ephemeralOsDisk",
 ];
+
+/// Fields of a pool that change in place without new machines: the health check and the
+/// drain timeouts ([`hcp_activities::steps::update::PoolManagement`]).
+const MANAGEMENT_FIELDS: [&str; 3] = ["autoRepair", "nodeDrainTimeout", "nodeVolumeDetachTimeout"];
 
 const NEW_CLUSTER: &str = "it cannot change on an existing cluster: keep the applied value, or make a new cluster (`hcp-workflow start delete-cluster --config FILE`, then `start create-cluster` with the new value)";
 
@@ -199,9 +205,6 @@ fn immutable_pool_field(field: &str) -> Option<&'static str> {
         "subnetId" => "NodePool CRD: \"SubnetID is immutable\"",
         "upgradeType" => "NodePool CRD: \"UpgradeType is immutable\"",
         "zone" => "a pool's machines stay in the availability zone they were created in",
-        "autoRepair" | "nodeDrainTimeout" | "nodeVolumeDetachTimeout" => {
-            "update-cluster does not change a pool's management settings yet"
-        }
         _ => return None,
     })
 }
@@ -260,12 +263,17 @@ pub fn classify(applied: &Value, file: &Value) -> UpdatePlan {
                             continue;
                         }
                         let template = TEMPLATE_FIELDS.contains(&field);
+                        let management = MANAGEMENT_FIELDS.contains(&field);
                         match plan.changed.iter_mut().find(|x| x.after.name == name) {
-                            Some(x) => x.template |= template,
+                            Some(x) => {
+                                x.template |= template;
+                                x.management |= management;
+                            }
                             None => plan.changed.push(PoolChange {
                                 before,
                                 after,
                                 template,
+                                management,
                             }),
                         }
                     }
@@ -327,7 +335,9 @@ pub fn release_version(image: &str) -> Option<String> {
 }
 
 /// The settings `k8s.node-pool.update` writes for pool `p`.
-fn pool_settings(cfg: &ClusterConfig, l: &Layout, p: &NodePool, template: bool) -> PoolSettings {
+fn pool_settings(cfg: &ClusterConfig, l: &Layout, c: &PoolChange) -> PoolSettings {
+    let p = &c.after;
+    let template = c.template;
     let platform = template.then(|| {
         render::node_pool(&node_pool_input(cfg, l, p))
             .pointer("/spec/platform/azure")
@@ -342,6 +352,18 @@ fn pool_settings(cfg: &ClusterConfig, l: &Layout, p: &NodePool, template: bool) 
         },
         auto_scaling: p.auto_scaling.map(|a| (a.min, a.max)),
         platform,
+        // As create-cluster renders them (`node_pool_input`): the file was validated.
+        management: c.management.then(|| PoolManagement {
+            auto_repair: p.auto_repair,
+            node_drain_timeout: crate::config::drain_timeout(p.node_drain_timeout.as_deref())
+                .ok()
+                .flatten(),
+            node_volume_detach_timeout: crate::config::drain_timeout(
+                p.node_volume_detach_timeout.as_deref(),
+            )
+            .ok()
+            .flatten(),
+        }),
     }
 }
 
@@ -458,7 +480,7 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
                     owner: l.owner.clone(),
                     namespace: CLUSTERS_NAMESPACE.into(),
                     name: format!("{}-{}", l.name, c.after.name),
-                    desired: pool_settings(cfg, l, &c.after, c.template),
+                    desired: pool_settings(cfg, l, c),
                 },
                 o(),
             )?;
@@ -885,6 +907,7 @@ mod tests {
             .map(|c| (c.after.name.as_str(), c.template))
             .collect();
         assert_eq!(changed, vec![("workers", false), ("infra", true)]);
+        assert!(p.changed.iter().all(|c| !c.management));
         let refused: Vec<&str> = p.refused.iter().map(|r| r.path.as_str()).collect();
         assert_eq!(
             refused,
@@ -893,6 +916,26 @@ mod tests {
         assert!(p.refused[0].why.contains("machineNetwork is immutable"));
         assert_eq!(p.allowed_subscriptions.as_ref().map(|s| s.1.len()), Some(1));
         assert!(classify(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn a_pool_s_auto_repair_and_drain_timeouts_change_in_place() {
+        let a = doc();
+        let mut b = doc();
+        b["nodePools"][0]["autoRepair"] = json!(true);
+        b["nodePools"][1]["nodeDrainTimeout"] = json!("20m");
+        b["nodePools"][1]["nodeVolumeDetachTimeout"] = json!("5m");
+        let p = classify(&a, &b);
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        let changed: Vec<(&str, bool, bool)> = p
+            .changed
+            .iter()
+            .map(|c| (c.after.name.as_str(), c.template, c.management))
+            .collect();
+        assert_eq!(
+            changed,
+            vec![("workers", false, true), ("infra", false, true)]
+        );
     }
 
     #[test]

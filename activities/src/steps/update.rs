@@ -215,7 +215,8 @@ pub fn contains(have: &Value, want: &Value) -> bool {
 
 // ---------------------------------------------------------------------------------------
 
-/// What `k8s.node-pool.update` sets on a NodePool: its size and machine template.
+/// What `k8s.node-pool.update` sets on a NodePool: its size, machine template and
+/// management settings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolSettings {
     /// `spec.replicas` (none with `auto_scaling`).
@@ -227,6 +228,46 @@ pub struct PoolSettings {
     /// `spec.platform.azure` as rendered (VM size, disk, image, …); `None`: unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Value>,
+    /// Auto-repair and the drain timeouts; `None`: unchanged. (Absent from what binaries
+    /// before it journaled: they never changed them.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub management: Option<PoolManagement>,
+}
+
+/// A pool's management settings, all changed in place. HyperShift copies the drain
+/// timeouts into the MachineDeployment's template (`nodepool/capi.go`
+/// `reconcileMachineDeployment`), which Cluster API propagates to the MachineSets and
+/// Machines without a rollout (cluster-api.sigs.k8s.io, "MachineDeployment: In-place
+/// propagation", `nodeDrainTimeout` and `nodeVolumeDetachTimeout`), and creates or deletes
+/// the pool's MachineHealthCheck for `autoRepair` (`capi.go` `Reconcile`, condition
+/// `AutorepairEnabled`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolManagement {
+    /// `spec.management.autoRepair`.
+    #[serde(default)]
+    pub auto_repair: bool,
+    /// `spec.nodeDrainTimeout` (a Go duration such as `600s`); `None`: unset (drain
+    /// until done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_drain_timeout: Option<String>,
+    /// `spec.nodeVolumeDetachTimeout`; `None`: unset (wait for the volumes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_volume_detach_timeout: Option<String>,
+}
+
+impl PoolManagement {
+    /// As the live pool says them.
+    fn of(pool: &Value) -> Self {
+        let text = |p: &str| pool.pointer(p).and_then(Value::as_str).map(str::to_string);
+        Self {
+            auto_repair: pool
+                .pointer("/spec/management/autoRepair")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            node_drain_timeout: text("/spec/nodeDrainTimeout"),
+            node_volume_detach_timeout: text("/spec/nodeVolumeDetachTimeout"),
+        }
+    }
 }
 
 impl PoolSettings {
@@ -241,6 +282,7 @@ impl PoolSettings {
                 .platform
                 .as_ref()
                 .and(pool.pointer("/spec/platform/azure").cloned()),
+            management: like.management.as_ref().map(|_| PoolManagement::of(pool)),
         }
     }
 
@@ -262,6 +304,16 @@ impl PoolSettings {
                 .unwrap_or_else(|| json!({}));
             spec.insert("platform".into(), json!({"azure": merge_patch(&live, p)}));
         }
+        if let Some(m) = &self.management {
+            // A merge patch: `upgradeType` and the rest of `management` stay; a timeout
+            // that is `null` is removed.
+            spec.insert("management".into(), json!({"autoRepair": m.auto_repair}));
+            spec.insert("nodeDrainTimeout".into(), json!(m.node_drain_timeout));
+            spec.insert(
+                "nodeVolumeDetachTimeout".into(),
+                json!(m.node_volume_detach_timeout),
+            );
+        }
         json!({ "spec": spec })
     }
 
@@ -275,6 +327,7 @@ impl PoolSettings {
                 (None, _) => true,
                 (Some(_), None) => false,
             }
+            && (self.management.is_none() || live.management == self.management)
     }
 
     fn describe(&self) -> String {
@@ -291,6 +344,20 @@ impl PoolSettings {
             .and_then(Value::as_str)
         {
             parts.push(size.to_string());
+        }
+        if let Some(m) = &self.management {
+            parts.push(format!(
+                "auto-repair {}",
+                if m.auto_repair { "on" } else { "off" }
+            ));
+            parts.push(format!(
+                "drain timeout {}",
+                m.node_drain_timeout.as_deref().unwrap_or("none")
+            ));
+            parts.push(format!(
+                "volume detach timeout {}",
+                m.node_volume_detach_timeout.as_deref().unwrap_or("none")
+            ));
         }
         parts.join(", ")
     }
@@ -347,6 +414,13 @@ fn pool_settled(pool: &Value, want: &PoolSettings) -> Result<Option<String>, Ste
             want.describe()
         )));
     }
+    if let Some(why) = want
+        .management
+        .as_ref()
+        .and_then(|m| repair_pending(pool, m))
+    {
+        return Ok(Some(why));
+    }
     if !is_true(pool, "Ready") {
         let why = condition(pool, "Ready")
             .map(|c| format!("Ready={} ({}): {}", c.0, c.1, c.2))
@@ -354,6 +428,26 @@ fn pool_settled(pool: &Value, want: &PoolSettings) -> Result<Option<String>, Ste
         return Ok(Some(why));
     }
     Ok(None)
+}
+
+/// Why the pool's health check is not yet as `want` says (`None`: it is). HyperShift
+/// (`nodepool/capi.go`) sets `AutorepairEnabled` False as soon as `autoRepair` is off (the
+/// MachineHealthCheck deleted), and True once it is on and a machine has reached the
+/// ignition endpoint (`ReachedIgnitionEndpoint`); before that it creates no health check
+/// and says nothing, and nothing here can make a machine boot, so that is not waited for.
+fn repair_pending(pool: &Value, want: &PoolManagement) -> Option<String> {
+    let enabled = condition(pool, "AutorepairEnabled").map(|c| c.0 == "True");
+    if want.auto_repair && is_true(pool, "ReachedIgnitionEndpoint") && enabled != Some(true) {
+        return Some(
+            "AutorepairEnabled is not True yet: HyperShift has not created the pool's MachineHealthCheck".into(),
+        );
+    }
+    if !want.auto_repair && enabled == Some(true) {
+        return Some(
+            "AutorepairEnabled is still True: HyperShift has not deleted the pool's MachineHealthCheck".into(),
+        );
+    }
+    None
 }
 
 /// Input of `k8s.node-pool.update`.
@@ -1701,5 +1795,65 @@ mod tests {
             pool_settled(&settled, &auto).unwrap().is_some(),
             "5 is outside 1–3"
         );
+    }
+
+    #[test]
+    fn management_settings_are_patched_in_place_and_waited_for() {
+        let live = json!({"spec": {"replicas": 2,
+            "management": {"autoRepair": false, "upgradeType": "Replace"},
+            "nodeDrainTimeout": "600s"}});
+        let want = PoolSettings {
+            replicas: Some(2),
+            management: Some(PoolManagement {
+                auto_repair: true,
+                node_drain_timeout: None,
+                node_volume_detach_timeout: Some("300s".into()),
+            }),
+            ..Default::default()
+        };
+        // What the undo puts back: the live values of the fields this update changes.
+        let before = PoolSettings::of(&live, &want);
+        assert_eq!(
+            before.management,
+            Some(PoolManagement {
+                auto_repair: false,
+                node_drain_timeout: Some("600s".into()),
+                node_volume_detach_timeout: None,
+            })
+        );
+        assert!(!want.written(&live));
+        let patch = want.patch(&live);
+        assert_eq!(patch["spec"]["management"], json!({"autoRepair": true}));
+        assert!(patch["spec"]["nodeDrainTimeout"].is_null());
+        assert_eq!(patch["spec"]["nodeVolumeDetachTimeout"], "300s");
+        // Without management settings, none of them is touched (and none is compared).
+        let size_only = PoolSettings {
+            replicas: Some(2),
+            ..Default::default()
+        };
+        assert!(size_only.patch(&live)["spec"].get("management").is_none());
+        assert!(size_only.written(&live));
+        assert_eq!(PoolSettings::of(&live, &size_only).management, None);
+
+        let pool = |conditions: Value| json!({"status": {"replicas": 2, "conditions": conditions}});
+        let ready = json!({"type": "Ready", "status": "True"});
+        let ignited = json!({"type": "ReachedIgnitionEndpoint", "status": "True"});
+        let m = want.management.clone().unwrap();
+        // On, a machine ignited, no health check yet: wait.
+        let waiting = pool(json!([ready, ignited,
+            {"type": "AutorepairEnabled", "status": "False", "reason": "AsExpected"}]));
+        assert!(repair_pending(&waiting, &m).is_some());
+        assert!(pool_settled(&waiting, &want).unwrap().is_some());
+        let on = pool(json!([ready, ignited, {"type": "AutorepairEnabled", "status": "True"}]));
+        assert_eq!(pool_settled(&on, &want).unwrap(), None);
+        // On, but no machine has reached ignition: HyperShift says nothing yet; not waited.
+        assert_eq!(repair_pending(&pool(json!([ready])), &m), None);
+        // Off while HyperShift still reports it on: wait.
+        let off = PoolManagement {
+            auto_repair: false,
+            ..m
+        };
+        assert!(repair_pending(&on, &off).is_some());
+        assert_eq!(repair_pending(&waiting, &off), None);
     }
 }
