@@ -28,7 +28,8 @@
 //!   and is not in a failed state ([`vnet_link`]);
 //! - **management cluster**: the Secrets the HostedCluster reads exist (pull secret, SSH
 //!   key, service-account signing key, etcd encryption key); the HostedCluster is
-//!   `Available`; each NodePool is `Ready` with the replicas the file says;
+//!   `Available`; each NodePool is `Ready` with the replicas the file says, and has the
+//!   auto-repair and drain timeouts it says (`node-pool.settings`);
 //! - **foreign**: resources in the cluster's own resource groups that no ledger knows
 //!   (the machines HyperShift's CAPZ makes, tagged as its own, are expected).
 
@@ -38,6 +39,7 @@ use crate::azure::models::{
     API_AUTHORIZATION, API_DNS, API_MSI, API_NETWORK, API_PRIVATE_DNS, API_RESOURCES, API_STORAGE,
 };
 use crate::kube::mgmt::Kind;
+use crate::steps::update::PoolManagement;
 use crate::steps::{AzureEnv, Clients, MgmtEnv};
 use serde::Serialize;
 use serde_json::Value;
@@ -181,13 +183,15 @@ pub struct SecretRef {
     pub fix: String,
 }
 
-/// A NodePool and the size the file gives it.
+/// A NodePool and the size and management settings the file gives it.
 #[derive(Clone, Debug)]
 pub struct Pool {
     /// NodePool name (`<cluster>-<pool>`).
     pub name: String,
     /// `replicas`, or `(min, max)` with autoscaling.
     pub replicas: Result<i64, (i64, i64)>,
+    /// Auto-repair and the drain timeouts, as create-cluster renders them.
+    pub management: PoolManagement,
 }
 
 /// Everything one verify of one cluster needs.
@@ -1385,6 +1389,21 @@ async fn management(clients: &Clients, input: &Input) -> Vec<Row> {
                 "a size changed by hand: {REPAIR} (applies the pool again); not ready: kubectl describe nodepool -n {ns} {}",
                 p.name
             )),
+        ));
+        let live = PoolManagement::of(&obj);
+        let same = live == p.management;
+        rows.push(row(
+            "node-pool.settings",
+            &res,
+            if same { Verdict::Ok } else { Verdict::Drifted },
+            p.management.to_string(),
+            live.to_string(),
+            (!same).then(|| {
+                format!(
+                    "changed by hand: {REPAIR} (applies the pool again), or write the new values in the file and run update-cluster; a timeout the file leaves unset but someone set stays: kubectl patch nodepool -n {ns} {} --type merge -p '{{\"spec\":{{\"nodeDrainTimeout\":null,\"nodeVolumeDetachTimeout\":null}}}}'",
+                    p.name
+                )
+            }),
         ));
     }
     rows

@@ -304,6 +304,30 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     );
     eventually_ok(&env, name);
 
+    // 5b. Auto-repair turned on and a drain timeout set by hand: the pool is still Ready
+    // with its replicas, but not as the file says.
+    merge_patch(
+        &env,
+        &format!("{NP}/{name}-workers"),
+        &json!({"spec": {"management": {"autoRepair": true}, "nodeDrainTimeout": "60s"}}),
+    );
+    let (code, bad) = verify(&env, name);
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![(
+            "node-pool.settings".into(),
+            "drifted".into(),
+            format!("NodePool clusters/{name}-workers")
+        )]
+    );
+    merge_patch(
+        &env,
+        &format!("{NP}/{name}-workers"),
+        &json!({"spec": {"management": {"autoRepair": false}, "nodeDrainTimeout": null}}),
+    );
+    eventually_ok(&env, name);
+
     // 6. A load balancer nobody journaled, in the cluster's own resource group.
     let lb = format!("{rg}/providers/Microsoft.Network/loadBalancers/planted");
     put(
@@ -513,7 +537,7 @@ fn repair_puts_back_what_verify_finds_and_stops_at_what_may_not_be_ours() {
     merge_patch(
         &env,
         &format!("{NP}/{name}-workers"),
-        &json!({"spec": {"replicas": 3}}),
+        &json!({"spec": {"replicas": 3, "management": {"autoRepair": true}}}),
     );
     let (code, bad) = verify(&env, name);
     assert_eq!(code, 3);
@@ -525,6 +549,7 @@ fn repair_puts_back_what_verify_finds_and_stops_at_what_may_not_be_ours() {
         "identity.assignment",
         "identity.federation",
         "node-pool.ready",
+        "node-pool.settings",
     ] {
         assert!(kinds.contains(k), "{k} missing from {bad:?}");
     }

@@ -352,18 +352,22 @@ fn pool_settings(cfg: &ClusterConfig, l: &Layout, c: &PoolChange) -> PoolSetting
         },
         auto_scaling: p.auto_scaling.map(|a| (a.min, a.max)),
         platform,
-        // As create-cluster renders them (`node_pool_input`): the file was validated.
-        management: c.management.then(|| PoolManagement {
-            auto_repair: p.auto_repair,
-            node_drain_timeout: crate::config::drain_timeout(p.node_drain_timeout.as_deref())
-                .ok()
-                .flatten(),
-            node_volume_detach_timeout: crate::config::drain_timeout(
-                p.node_volume_detach_timeout.as_deref(),
-            )
+        management: c.management.then(|| management_of(p)),
+    }
+}
+
+/// Pool `p`'s auto-repair and drain timeouts as create-cluster renders them
+/// (`node_pool_input`; the file was validated, so the durations parse).
+pub(crate) fn management_of(p: &NodePool) -> PoolManagement {
+    let duration = |v: Option<&String>| {
+        crate::config::drain_timeout(v.map(String::as_str))
             .ok()
-            .flatten(),
-        }),
+            .flatten()
+    };
+    PoolManagement {
+        auto_repair: p.auto_repair,
+        node_drain_timeout: duration(p.node_drain_timeout.as_ref()),
+        node_volume_detach_timeout: duration(p.node_volume_detach_timeout.as_ref()),
     }
 }
 

@@ -102,6 +102,7 @@ pub fn input(cfg: &ClusterConfig, l: &Layout, expected: Vec<Expected>) -> Input 
                     Some(a) => Err((a.min, a.max)),
                     None => Ok(p.desired_replicas()),
                 },
+                management: crate::update_cluster::management_of(p),
             })
             .collect(),
         own_groups,

@@ -257,7 +257,7 @@ pub struct PoolManagement {
 
 impl PoolManagement {
     /// As the live pool says them.
-    fn of(pool: &Value) -> Self {
+    pub fn of(pool: &Value) -> Self {
         let text = |p: &str| pool.pointer(p).and_then(Value::as_str).map(str::to_string);
         Self {
             auto_repair: pool
@@ -346,18 +346,7 @@ impl PoolSettings {
             parts.push(size.to_string());
         }
         if let Some(m) = &self.management {
-            parts.push(format!(
-                "auto-repair {}",
-                if m.auto_repair { "on" } else { "off" }
-            ));
-            parts.push(format!(
-                "drain timeout {}",
-                m.node_drain_timeout.as_deref().unwrap_or("none")
-            ));
-            parts.push(format!(
-                "volume detach timeout {}",
-                m.node_volume_detach_timeout.as_deref().unwrap_or("none")
-            ));
+            parts.push(m.to_string());
         }
         parts.join(", ")
     }
@@ -428,6 +417,18 @@ fn pool_settled(pool: &Value, want: &PoolSettings) -> Result<Option<String>, Ste
         return Ok(Some(why));
     }
     Ok(None)
+}
+
+impl std::fmt::Display for PoolManagement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "auto-repair {}, drain timeout {}, volume detach timeout {}",
+            if self.auto_repair { "on" } else { "off" },
+            self.node_drain_timeout.as_deref().unwrap_or("none"),
+            self.node_volume_detach_timeout.as_deref().unwrap_or("none")
+        )
+    }
 }
 
 /// Why the pool's health check is not yet as `want` says (`None`: it is). HyperShift
