@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Side-by-side: the same N × M-step no-op workflow on hcp-workflow, DBOS and duroxide.
+# Side-by-side: the same N × M-step no-op workflow on hcp-workflow, DBOS, duroxide and Restate.
 #
 #   bin/bench-compare/compare.sh            # 50 sequential runs × 10 steps, every tool/backend
 #   RUNS=200 CONCURRENCY=4 bin/bench-compare/compare.sh
 #
 # Installs what it needs (DBOS into bin/bench-compare/.venv, a virtualenv; the duroxide
-# program is built into bin/bench-compare/duroxide-bench/target), builds hcp-workflow in
+# program is built into bin/bench-compare/duroxide-bench/target; Restate's server and SDK are
+# `npm ci`-installed into bin/bench-compare/restate-bench/node_modules), builds hcp-workflow in
 # release mode, runs every benchmark on a fresh database, then prints a table and one JSON
 # line per result with ratios versus hcp-workflow on the same backend. See README.md.
 #
 # Environment (all optional):
 #   RUNS=50 STEPS=10 CONCURRENCY=1     workload shape, the same for every tool
-#   TOOLS="hcp dbos duroxide"          which tools to run
+#   TOOLS="hcp dbos duroxide restate"  which tools to run
 #   DBOS_SPEC="dbos==3.4.0"            what pip installs into the venv
 #   DUROXIDE_POLL_MS=5                 the tuned duroxide run's dispatcher_min_poll_interval
 #                                      (hcp-workflow's bench polls every 5 ms); a second
@@ -29,7 +30,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 RUNS=${RUNS:-50}
 STEPS=${STEPS:-10}
 CONCURRENCY=${CONCURRENCY:-1}
-TOOLS=${TOOLS:-"hcp dbos duroxide"}
+TOOLS=${TOOLS:-"hcp dbos duroxide restate"}
 DBOS_SPEC=${DBOS_SPEC:-"dbos==3.4.0"}
 DUROXIDE_POLL_MS=${DUROXIDE_POLL_MS:-5}
 PGHOST=${PGHOST:-127.0.0.1}
@@ -76,6 +77,10 @@ if [[ $SKIP_INSTALL != 1 ]]; then
     if has_tool duroxide; then
         log "building duroxide-bench (standalone Cargo project, crates.io duroxide)"
         cargo build --release --quiet --manifest-path "$HERE/duroxide-bench/Cargo.toml" >&2
+    fi
+    if has_tool restate; then
+        log "npm ci in restate-bench (@restatedev/restate-server and restate-sdk, pinned)"
+        npm ci --no-audit --no-fund --prefix "$HERE/restate-bench" >&2
     fi
 fi
 if has_tool hcp && [[ $BUILD_HCP == 1 ]]; then
@@ -146,6 +151,11 @@ if has_tool duroxide; then
     run_one duroxide sqlite "default" -- "$DUROXIDE_BIN" \
         --db "$WORKDIR/duroxide-default.db" --poll-ms 100 "${COMMON[@]}"
 fi
+if has_tool restate; then
+    # Its own log and RocksDB under $WORKDIR/restate, fsynced; compared with hcp-workflow's
+    # SQLite (the embedded, local-disk journal).
+    run_one restate own-log "" -- node "$HERE/restate-bench/bench.mjs" --dir "$WORKDIR/restate" "${COMMON[@]}"
+fi
 
 # ---------------------------------------------------------------- table + JSON lines
 "$PY_SUMMARY" - "$RESULTS" <<'EOF'
@@ -157,7 +167,8 @@ def ratio(a, b):
     return round(a / b, 2) if a is not None and b else None
 
 for r in recs:
-    b = base.get(r["backend"])
+    # Restate keeps its own log: compared with hcp-workflow's embedded journal (SQLite).
+    b = base.get("sqlite" if r["tool"] == "restate" else r["backend"])
     if r["tool"] != "hcp" and r.get("ok") and b:
         r["vs_hcp"] = {
             "p50_ms_per_step_ratio": ratio(r["p50_ms_per_step"], b["p50_ms_per_step"]),
@@ -194,6 +205,8 @@ for r in recs:
             notes.append(f"dbos {r[k]}")
     if "duroxide_version" in r:
         notes.append(f"duroxide {r['duroxide_version']}")
+    if "restate_server" in r:
+        notes.append(f"restate-server {r['restate_server']}, sdk {r['restate_sdk']}; x vs hcp sqlite")
     print(f"{name(r):<24} {r['backend']:<9} {fmt(r['p50_ms_per_step'],3):>11} {fmt(r['p99_ms_per_step'],3):>11} "
           f"{fmt(r['steps_per_s'],1):>9}   {fmt(v.get('p50_ms_per_step_ratio')):>6} {fmt(v.get('p99_ms_per_step_ratio')):>6} "
           f"{fmt(v.get('steps_per_s_ratio')):>6}  {', '.join(notes)}")
