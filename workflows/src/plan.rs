@@ -222,6 +222,11 @@ fn update_resources(action: &str, input: &Value) -> Vec<String> {
             if let Some(size) = d.pointer("/platform/vmSize").and_then(Value::as_str) {
                 what.push(format!("new machine template ({size}): machines replaced"));
             }
+            if let Some(m) = d.get("management").cloned().and_then(|m| {
+                serde_json::from_value::<hcp_activities::steps::update::PoolManagement>(m).ok()
+            }) {
+                what.push(format!("{m} (in place)"));
+            }
             vec![format!("NodePool {ns}/{name} → {}", what.join(", "))]
         }
         "k8s.hosted-cluster.release" => vec![format!(
