@@ -11,6 +11,9 @@
 #   - `append`: `append_statement`, what an append that writes the run row sends (a state
 #     change, the first append after an acquisition): the fenced update of the run row and
 #     two event rows;
+#   - `nolock`: `step` with its fence reading the run row without `FOR SHARE` (not a valid
+#     step either: an acquisition would not wait for it); with `rows`, it separates the
+#     lock's cost from the read's;
 #   - `rows`: the step's two event rows alone, as a `VALUES` list with literal times and no
 #     lease fence. Not a valid step (nothing checks the lease): it shows what the fence and
 #     the arrays add to the rows themselves (BENCHMARKS.md, ninth session).
@@ -49,11 +52,12 @@ SQL
 cat > "$dir/values.sql" <<SQL
 INSERT INTO events (run_id, seq, kind, node, data, at, run_blocked_on, run_step, run_updated_at) SELECT '$run2', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 2 + v.ord, v.kind, v.node, v.data, hcp_ts(v.at), v.b, v.s, hcp_ts(v.u) FROM (SELECT 1 FROM runs WHERE id = '$run2' AND lease_owner = 'bench' AND lease_epoch = 1 FOR SHARE) AS fence, (VALUES (1, 'node_succeeded'::text, 'bench.noop.2'::text, '{"attempt"=1,"output"=null,"ledger"=[]}'::text, 1700000000000::int8, NULL::text, NULL::text, NULL::int8), (2, 'node_started', 'bench.noop.3', '{"attempt"=1}', 1700000000001, 'running bench.noop.3', 'bench.noop.3', 1700000000002)) AS v(ord, kind, node, data, at, b, s, u);
 SQL
+sed 's/ FOR SHARE//' "$dir/step.sql" > "$dir/nolock.sql"
 cat > "$dir/rows.sql" <<SQL
 INSERT INTO events (run_id, seq, kind, node, data, at, run_blocked_on, run_step, run_updated_at) VALUES ('$run2', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 2 + 1, 'node_succeeded', 'bench.noop.2', '{"attempt"=1,"output"=null,"ledger"=[]}', '2023-11-14 22:13:20+00', NULL, NULL, NULL), ('$run2', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 2 + 2, 'node_started', 'bench.noop.3', '{"attempt"=1}', '2023-11-14 22:13:20.001+00', 'running bench.noop.3', 'bench.noop.3', '2023-11-14 22:13:20.002+00');
 SQL
 for _ in $(seq "$rounds"); do
-  for s in floor step values append rows; do
+  for s in floor step values append nolock rows; do
     PGOPTIONS="-c synchronous_commit=$sync" pgbench -n -c 1 -j 1 -t "$n" -M prepared -f "$dir/$s.sql" "$url" 2>/dev/null |
       awk -v s="$s" '/latency average/ {print s, $4}'
   done
@@ -66,7 +70,7 @@ for line in sys.stdin:
 f = statistics.median(d["floor"])
 rounds = len(d["floor"])
 print(f"synchronous_commit={sys.argv[1]}: one-row insert {f:.3f} ms (median of {rounds})")
-for k, what in (("step", "insert-only step"), ("values", "insert-only step, events as VALUES"), ("append", "append writing the run row"), ("rows", "the same two event rows, unfenced (not a valid step)")):
+for k, what in (("step", "insert-only step"), ("values", "insert-only step, events as VALUES"), ("append", "append writing the run row"), ("nolock", "the step, its fence without the share lock (not a valid step)"), ("rows", "the same two event rows, unfenced (not a valid step)")):
     a = statistics.median(d[k])
     per_round = statistics.median(x / y for x, y in zip(d[k], d["floor"]))
     print(f"  {what}: {a:.3f} ms, {a / f:.2f}x ({per_round:.2f}x median per round), {a - f:.3f} ms above")

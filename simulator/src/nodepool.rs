@@ -714,18 +714,12 @@ fn health_check(obj: &mut Value, ms: &[MachineSim], md: &MdSim, now: u64) -> boo
     let reached = ms
         .iter()
         .any(|m| m.joined && (md.config.is_empty() || m.config == md.config));
-    let mut dirty = if reached {
-        set_condition(obj, "ReachedIgnitionEndpoint", true, "AsExpected", "", now)
+    let reason = if reached {
+        "AsExpected"
     } else {
-        set_condition(
-            obj,
-            "ReachedIgnitionEndpoint",
-            false,
-            "IgnitionNotReached",
-            "",
-            now,
-        )
+        "IgnitionNotReached"
     };
+    let mut dirty = set_condition(obj, "ReachedIgnitionEndpoint", reached, reason, "", now);
     let auto_repair = obj
         .pointer("/spec/management/autoRepair")
         .and_then(Value::as_bool)

@@ -334,12 +334,13 @@ pub fn release_version(image: &str) -> Option<String> {
     (parts.len() >= 2 && parts.iter().all(|p| p.parse::<u64>().is_ok())).then(|| v.to_string())
 }
 
-/// The settings `k8s.node-pool.update` writes for pool `p`.
+/// The settings `k8s.node-pool.update` writes for the pool of `c`: the template and the
+/// management settings as create-cluster renders them.
 fn pool_settings(cfg: &ClusterConfig, l: &Layout, c: &PoolChange) -> PoolSettings {
     let p = &c.after;
-    let template = c.template;
-    let platform = template.then(|| {
-        render::node_pool(&node_pool_input(cfg, l, p))
+    let input = node_pool_input(cfg, l, p);
+    let platform = c.template.then(|| {
+        render::node_pool(&input)
             .pointer("/spec/platform/azure")
             .cloned()
             .unwrap_or(Value::Null)
@@ -352,22 +353,7 @@ fn pool_settings(cfg: &ClusterConfig, l: &Layout, c: &PoolChange) -> PoolSetting
         },
         auto_scaling: p.auto_scaling.map(|a| (a.min, a.max)),
         platform,
-        management: c.management.then(|| management_of(p)),
-    }
-}
-
-/// Pool `p`'s auto-repair and drain timeouts as create-cluster renders them
-/// (`node_pool_input`; the file was validated, so the durations parse).
-pub(crate) fn management_of(p: &NodePool) -> PoolManagement {
-    let duration = |v: Option<&String>| {
-        crate::config::drain_timeout(v.map(String::as_str))
-            .ok()
-            .flatten()
-    };
-    PoolManagement {
-        auto_repair: p.auto_repair,
-        node_drain_timeout: duration(p.node_drain_timeout.as_ref()),
-        node_volume_detach_timeout: duration(p.node_volume_detach_timeout.as_ref()),
+        management: c.management.then(|| PoolManagement::rendered(&input)),
     }
 }
 

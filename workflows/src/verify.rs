@@ -6,6 +6,7 @@ use crate::config::{ClusterConfig, OidcIssuer, PrivateLinkManager};
 use crate::layout::{CLUSTERS_NAMESPACE, Layout};
 use hcp_activities::kube::render;
 use hcp_activities::steps::hypershift_link::control_plane_namespace;
+use hcp_activities::steps::update::PoolManagement;
 use hcp_activities::verify::{
     Expected, HyperShiftLinkCheck, Input, LinkManager, Pool, PrivateLink, REPAIR, SecretRef,
     VnetLink,
@@ -102,7 +103,9 @@ pub fn input(cfg: &ClusterConfig, l: &Layout, expected: Vec<Expected>) -> Input 
                     Some(a) => Err((a.min, a.max)),
                     None => Ok(p.desired_replicas()),
                 },
-                management: crate::update_cluster::management_of(p),
+                management: PoolManagement::rendered(&crate::create_cluster::node_pool_input(
+                    cfg, l, p,
+                )),
             })
             .collect(),
         own_groups,

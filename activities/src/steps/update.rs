@@ -256,6 +256,15 @@ pub struct PoolManagement {
 }
 
 impl PoolManagement {
+    /// As create-cluster renders them from `input` (`render::node_pool`).
+    pub fn rendered(input: &crate::kube::render::NodePoolInput) -> Self {
+        Self {
+            auto_repair: input.auto_repair,
+            node_drain_timeout: input.node_drain_timeout.clone(),
+            node_volume_detach_timeout: input.node_volume_detach_timeout.clone(),
+        }
+    }
+
     /// As the live pool says them.
     pub fn of(pool: &Value) -> Self {
         let text = |p: &str| pool.pointer(p).and_then(Value::as_str).map(str::to_string);
