@@ -31,7 +31,8 @@
 //!   `Available`; each NodePool is `Ready` with the replicas the file says, and has the
 //!   auto-repair and drain timeouts it says (`node-pool.settings`);
 //! - **foreign**: resources in the cluster's own resource groups that no ledger knows
-//!   (the machines HyperShift's CAPZ makes, tagged as its own, are expected).
+//!   (what the live cluster makes for itself, known by its makers' tags, is expected:
+//!   [`guest_made`]).
 
 use crate::azure::client::ArmClient;
 use crate::azure::durable::{TAG_CLUSTER, TAG_INFRA_ID};
@@ -1409,6 +1410,39 @@ async fn management(clients: &Clients, input: &Input) -> Vec<Row> {
     rows
 }
 
+/// Whether `r`, listed in one of the cluster's own groups, is what the live cluster makes
+/// for itself, by the marks its makers' code gives it:
+/// - HyperShift's machines: CAPZ's `sigs.k8s.io_cluster-api-provider-azure_cluster_<infraID>`;
+/// - the image registry's storage account, private endpoint, zone and link:
+///   `kubernetes.io_cluster.<infraID>: owned` (cluster-image-registry-operator
+///   `pkg/storage/azure/azure.go`);
+/// - the cloud provider's public addresses and private link services:
+///   `k8s-azure-cluster-name` (or the older `kubernetes-cluster-name`) = the infra id, which
+///   HyperShift passes as `--cluster-name` (cloud-provider-azure `pkg/consts/consts.go`);
+///   its load balancers carry no tag (HyperShift's cloud config sets none) and are named
+///   `<infraID>` and `<infraID>-internal` (`getAzureLoadBalancerName`);
+/// - CSI volumes, snapshots and Azure Files accounts: `k8s-azure-created-by`
+///   (`kubernetes-azure-dd`, `azure`) and `kubernetes.io-created-for-*` (azuredisk- and
+///   azurefile-csi-driver), which name no cluster: trusted only because the resource sits in
+///   this cluster's own group.
+pub fn guest_made(r: &Value, infra_id: &str, capz: &str) -> bool {
+    let tags = r.get("tags").and_then(Value::as_object);
+    let tag = |k: &str| tags.and_then(|t| t.get(k)).and_then(Value::as_str);
+    let tagged = tags.is_some_and(|t| t.contains_key(capz))
+        || tag(&format!("kubernetes.io_cluster.{infra_id}")) == Some("owned")
+        || tag("k8s-azure-cluster-name") == Some(infra_id)
+        || tag("kubernetes-cluster-name") == Some(infra_id)
+        || tags.is_some_and(|t| {
+            t.contains_key("k8s-azure-created-by")
+                || t.keys()
+                    .any(|k| k.starts_with("kubernetes.io-created-for-"))
+        });
+    let cloud_lb = str_at(r, "/type")
+        .is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.Network/loadBalancers"))
+        && str_at(r, "/name").is_some_and(|n| n == infra_id || n == format!("{infra_id}-internal"));
+    tagged || cloud_lb
+}
+
 /// `foreign`: what the cluster's own groups hold beyond the ledger (`input.expected`) and
 /// `hypershift_made` (what HyperShift's `AzurePrivateLinkService` names).
 async fn foreign(arm: &ArmClient, input: &Input, hypershift_made: &[String]) -> Vec<Row> {
@@ -1456,18 +1490,7 @@ async fn foreign(arm: &ArmClient, input: &Input, hypershift_made: &[String]) -> 
                 continue;
             }
         };
-        // What the live cluster makes for itself: HyperShift's machines (CAPZ tags them
-        // with the infra id) and the guest's cloud controller's load balancers and public
-        // addresses (tagged `kubernetes-cluster-name`), and what those own (a VM's OS disk
-        // and NIC: `managedBy`, or named after it).
-        let guest_made = |r: &Value| {
-            let tags = r.get("tags");
-            tags.and_then(|t| t.get(&capz)).is_some()
-                || tags
-                    .and_then(|t| t.get("kubernetes-cluster-name"))
-                    .and_then(Value::as_str)
-                    == Some(input.infra_id.as_str())
-        };
+        let guest_made = |r: &Value| guest_made(r, &input.infra_id, &capz);
         let made: BTreeSet<String> = listed
             .iter()
             .filter(|r| guest_made(r))
@@ -1486,7 +1509,7 @@ async fn foreign(arm: &ArmClient, input: &Input, hypershift_made: &[String]) -> 
                 "foreign",
                 id,
                 Verdict::Foreign,
-                "only what the ledger holds (and what the live cluster makes: machines, its load balancers)",
+                "only what the ledger holds (and what the live cluster makes: machines, load balancers, registry storage, volumes)",
                 format!(
                     "{} that no ledger knows{}",
                     str_at(r, "/type").unwrap_or("a resource"),

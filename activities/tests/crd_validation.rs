@@ -442,6 +442,12 @@ fn defaults_match_hypershift_cli_fixtures() {
             "/spec/secretEncryption/type",
             "/spec/services",
         ] {
+            // The CLI's Private fixture (no external DNS) publishes a hostname-less Route
+            // API server, which the 4.22 control-plane operator cannot publish
+            // (`kas/service.go` `ReconcileServiceStatus`): ours carries hostnames there.
+            if topology == Topology::Private && path == "/spec/services" {
+                continue;
+            }
             assert_eq!(
                 ours.pointer(path),
                 theirs.pointer(path),
@@ -582,7 +588,7 @@ fn api_server_is_a_load_balancer_only_on_public_clusters() {
                 .and_then(|s| s.pointer("/servicePublishingStrategy/route/hostname"))
                 .cloned()
         };
-        if t == Topology::PublicAndPrivate {
+        if t != Topology::Public {
             let input = hc_input(t);
             let api_host = format!("api-{}.{}", input.name, input.base_domain);
             let oauth_host = format!("oauth-{}.{}", input.name, input.base_domain);

@@ -104,6 +104,7 @@ pub fn inputs(
                 vm_size: p.vm_size.clone(),
                 replicas: p.desired_replicas(),
                 zone: p.zone.clone(),
+                replaces: None,
             })
             .collect(),
         network_created: layout.network_created,
@@ -198,12 +199,15 @@ pub async fn run_for(
         // An update needs quota and VM sizes only for the machines it adds.
         inputs.pools = hcp_workflows::update_cluster::added_machines(applied, cfg)
             .into_iter()
-            .map(|(name, vm_size, replicas, zone)| preflight::Pool {
-                name,
-                vm_size,
-                replicas,
-                zone,
-            })
+            .map(
+                |(name, vm_size, replicas, zone, replaces)| preflight::Pool {
+                    name,
+                    vm_size,
+                    replicas,
+                    zone,
+                    replaces,
+                },
+            )
             .collect();
     }
     let mut report = preflight::run(

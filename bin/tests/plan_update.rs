@@ -174,7 +174,7 @@ fn plan_repair_cluster_shows_create_steps_the_access_stage_and_its_pivot() {
     assert_eq!(v["applied_by_run"], run.as_str());
     assert_eq!(v["differences"], serde_json::json!([]));
     let steps = v["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 62);
+    assert_eq!(steps.len(), 68);
     assert!(
         steps
             .iter()

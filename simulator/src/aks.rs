@@ -345,6 +345,29 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
     let mut changed = sync_cluster(sim, st, now);
     changed |= sync_webhook(sim, st, now);
     changed |= sync_operator_status(sim, st);
+    // An operator installed with `--managed-service ARO-HCP` runs the shared ingress router
+    // (`hypershift-operator/controllers/sharedingress/sharedingress_controller.go`): a
+    // public LoadBalancer Service `hypershift-sharedingress/router`.
+    if is_aro_hcp(st)
+        && operator_running(sim, st)
+        && store::get(
+            st,
+            "core/services",
+            crate::operator::SHARED_INGRESS_NAMESPACE,
+            "router",
+        )
+        .is_none()
+    {
+        crate::operator::ensure_public_service(
+            sim,
+            st,
+            now,
+            crate::operator::SHARED_INGRESS_NAMESPACE,
+            "router",
+            443,
+        );
+        changed = true;
+    }
     changed
 }
 

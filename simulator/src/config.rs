@@ -92,10 +92,20 @@ pub struct LatencyModel {
     /// `failing_cluster_operators`).
     #[serde(default = "default_guest_rollout")]
     pub guest_rollout: Duration,
+    /// A NodePool's spec changed → HyperShift's NodePool controller reconciles it. Until
+    /// then its conditions are the previous generation's (each carries the
+    /// `observedGeneration` it was computed for, `nodepool/capi.go`, `conditions.go`): the
+    /// controller works from a queue, behind other pools and requeues.
+    #[serde(default = "default_nodepool_reconcile")]
+    pub nodepool_reconcile: Duration,
 }
 
 fn default_guest_rollout() -> Duration {
     secs(300)
+}
+
+fn default_nodepool_reconcile() -> Duration {
+    secs(30)
 }
 
 fn secs(s: u64) -> Duration {
@@ -145,6 +155,7 @@ impl Default for LatencyModel {
             nodepool_ready: secs(300),
             nodepool_delete: secs(60),
             guest_rollout: default_guest_rollout(),
+            nodepool_reconcile: default_nodepool_reconcile(),
         }
     }
 }

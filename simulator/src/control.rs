@@ -12,6 +12,25 @@ pub(crate) fn handle(sim: &Simulator, req: &Req) -> Response {
     let segs: Vec<&str> = req.segments.iter().skip(1).map(String::as_str).collect();
     match (&req.method, segs.as_slice()) {
         (&Method::GET, ["inventory"]) => json(200, &json!(sim.inventory())),
+        // The CAPI Machines and what CAPZ made of them: Microsoft.Compute is no ARM surface
+        // here, so this is how a test sees which VM size a machine really runs.
+        (&Method::GET, ["machines"]) => {
+            let st = lock(&sim.inner.state);
+            let list: Vec<_> = st
+                .machines
+                .iter()
+                .flat_map(|(pool, ms)| {
+                    ms.iter().map(move |m| {
+                        json!({
+                            "nodePool": pool, "name": m.name, "size": m.size,
+                            "version": m.version, "template": m.template, "vm": m.vm,
+                            "joined": m.joined, "deleting": m.deleting_ms.is_some(),
+                        })
+                    })
+                })
+                .collect();
+            json(200, &json!(list))
+        }
         (&Method::GET, ["requests"]) => {
             let since: u64 = req.q("since").and_then(|s| s.parse().ok()).unwrap_or(0);
             let log: Vec<_> = sim
@@ -25,6 +44,10 @@ pub(crate) fn handle(sim: &Simulator, req: &Req) -> Response {
             lock(&sim.inner.log).clear();
             empty(204)
         }
+        (&Method::GET, ["dns"]) => match req.q("name") {
+            Some(name) => json(200, &sim.resolve(req.q("vnet"), name)),
+            None => json(400, &json!({ "error": "query parameter name is required" })),
+        },
         (&Method::GET, ["faults"]) => json(200, &json!(lock(&sim.inner.faults).list())),
         (&Method::POST, ["faults"]) => match serde_json::from_slice::<FaultRule>(&req.body) {
             Ok(rule) => match sim.add_fault(rule) {

@@ -20,6 +20,20 @@
 //! destroyed"), bubbled up to the HostedCluster. Without the annotation nothing is removed
 //! and no such condition appears: the rules stay in the NSG.
 //!
+//! Once the release has rolled out, the guest's storage operators make their own resources
+//! in the cluster's managed resource group ([`guest_storage`]), tagged as their code tags
+//! them: the image registry's storage account (openshift/cluster-image-registry-operator
+//! `pkg/storage/azure/azure.go`: `kubernetes.io_cluster.<infraID>: owned`, the infra id
+//! being the HostedControlPlane's, `support/globalconfig/infrastructure.go`) and a
+//! persistent volume's managed disk (kubernetes-sigs/azuredisk-csi-driver
+//! `pkg/azuredisk/azure_managedDiskController.go`: `k8s-azure-created-by:
+//! kubernetes-azure-dd`; `pkg/azureutils/azure_disk_utils.go`: the
+//! `kubernetes.io-created-for-pv-name` / `-pvc-name` / `-pvc-namespace` tags, which
+//! OpenShift's CSI operator turns on with `--extra-create-metadata`). The internal load
+//! balancer carries no tag: cloud-provider-azure tags load balancers only with the cloud
+//! config's `tags`, which HyperShift's cloud config does not set; it is known by its name.
+//! The cleanup removes them.
+//!
 //! This runs before the operator's deletion handling in the same tick, so the finalizer is
 //! only dropped after the cleanup, as HyperShift orders it.
 
@@ -82,6 +96,9 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 if let Some(ilb) = g.ilb.take() {
                     crate::arm::store::remove_tree(st, &ilb);
                 }
+                for id in std::mem::take(&mut g.storage) {
+                    crate::arm::store::remove_tree(st, &id);
+                }
                 g.cleaned = true;
                 let mut obj = Value::clone(&obj);
                 if set_condition(
@@ -107,6 +124,19 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
             g.ilb = Some(ilb);
             st.guest_cloud.insert(k.clone(), g.clone());
             changed = true;
+        }
+        if g.storage.is_empty()
+            && obj
+                .pointer("/status/version/history/0/completionTime")
+                .and_then(Value::as_str)
+                .is_some()
+        {
+            let made = guest_storage(sim, st, now, &obj);
+            if !made.is_empty() {
+                g.storage = made;
+                st.guest_cloud.insert(k.clone(), g.clone());
+                changed = true;
+            }
         }
         if g.nsg.is_none() && condition_true(&obj, "Available") {
             let Some(nsg_id) = str_at(&obj, "/spec/platform/azure/securityGroupID") else {
@@ -168,7 +198,6 @@ fn ingress_ilb(sim: &Simulator, st: &mut State, now: u64, hc: &Value) -> Option<
         let body = json!({
             "location": location,
             "sku": {"name": "Standard", "tier": "Regional"},
-            "tags": {"kubernetes-cluster-name": infra},
             "properties": {
                 "frontendIPConfigurations": [{
                     "name": "a-router-default", "id": format!("{id}/frontendIPConfigurations/a-router-default"),
@@ -181,4 +210,73 @@ fn ingress_ilb(sim: &Simulator, st: &mut State, now: u64, hc: &Value) -> Option<
         crate::arm::store::insert_internal(sim, st, now, &id, crate::arm::types::LB, &rg_id, body);
     }
     Some(key)
+}
+
+/// The image registry's storage account and one persistent volume's disk, made by the
+/// guest's operators in the managed resource group once the release runs (see the module
+/// docs for the code each is modelled on). Returns their lower-cased ids.
+fn guest_storage(sim: &Simulator, st: &mut State, now: u64, hc: &Value) -> Vec<String> {
+    let (Some(sub), Some(rg), Some(infra)) = (
+        str_at(hc, "/spec/platform/azure/subscriptionID"),
+        str_at(hc, "/spec/platform/azure/resourceGroup"),
+        str_at(hc, "/spec/infraID"),
+    ) else {
+        return Vec::new();
+    };
+    let location = str_at(hc, "/spec/platform/azure/location").unwrap_or("eastus");
+    let rg_id = format!("/subscriptions/{sub}/resourceGroups/{rg}");
+    if !st.arm.contains_key(&rg_id.to_ascii_lowercase()) {
+        return Vec::new();
+    }
+    // `generateAccountName`: "imageregistry" + the infra id's letters and digits, cut to
+    // Azure's 24 characters (the operator appends random characters when that is taken).
+    let alnum: String = infra
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let account: String = format!("imageregistry{alnum}").chars().take(24).collect();
+    let account_id = format!("{rg_id}/providers/Microsoft.Storage/storageAccounts/{account}");
+    crate::arm::store::insert_internal(
+        sim,
+        st,
+        now,
+        &account_id,
+        crate::arm::types::STORAGE_ACCOUNT,
+        &rg_id,
+        json!({
+            "location": location,
+            "kind": "StorageV2",
+            "sku": {"name": "Standard_LRS", "tier": "Standard"},
+            "tags": {format!("kubernetes.io_cluster.{infra}"): "owned"},
+            "properties": {"provisioningState": "Succeeded", "minimumTlsVersion": "TLS1_2"},
+        }),
+    );
+    let h = crate::machines::fnv(&format!("{infra}/prometheus-data"));
+    let pv = format!("pvc-{h:08x}-5b1c-4c5e-9d3a-7e2f0c4b8a61");
+    let disk_id = format!("{rg_id}/providers/Microsoft.Compute/disks/{pv}");
+    crate::arm::store::insert_internal(
+        sim,
+        st,
+        now,
+        &disk_id,
+        crate::machines::DISK,
+        &rg_id,
+        json!({
+            "location": location,
+            "sku": {"name": "Premium_LRS"},
+            "tags": {
+                "k8s-azure-created-by": "kubernetes-azure-dd",
+                "kubernetes.io-created-for-pv-name": pv,
+                "kubernetes.io-created-for-pvc-name": "prometheus-data-prometheus-k8s-0",
+                "kubernetes.io-created-for-pvc-namespace": "openshift-monitoring",
+            },
+            "properties": {"creationData": {"createOption": "Empty"}, "diskSizeGB": 100,
+                "provisioningState": "Succeeded", "diskState": "Unattached"},
+        }),
+    );
+    vec![
+        account_id.to_ascii_lowercase(),
+        disk_id.to_ascii_lowercase(),
+    ]
 }

@@ -78,7 +78,7 @@
 //! ## URL shapes (one listener)
 //! | Surface | How it is selected | Paths |
 //! |---|---|---|
-//! | Control | path | `GET /_sim/inventory`, `GET /_sim/requests[?since=SEQ]`, `DELETE /_sim/requests`, `GET/POST/DELETE /_sim/faults`, `DELETE /_sim/faults/{id}`, `GET/PUT /_sim/scenario`, `GET /_sim/info` |
+//! | Control | path | `GET /_sim/inventory`, `GET /_sim/machines` (CAPI Machines: pool, size, version, VM), `GET /_sim/requests[?since=SEQ]`, `DELETE /_sim/requests`, `GET/POST/DELETE /_sim/faults`, `DELETE /_sim/faults/{id}`, `GET/PUT /_sim/scenario`, `GET /_sim/info` |
 //! | Entra | path | `POST /{tenant}/oauth2/v2.0/token` (client credentials: `client_secret` or `client_assertion`), `GET /{tenant}/v2.0/.well-known/openid-configuration` |
 //! | ARM | path `/subscriptions/...` | resources, lists (`nextLink` with `$skipToken`), `POST …/storageAccounts/{a}/listKeys`, LRO URLs `/subscriptions/{s}/providers/{RP}/locations/{loc}/operations/{id}` (Azure-AsyncOperation) and `…/operationResults/{id}` (Location) |
 //! | Blob | `Host: {account}.blob.core.windows.net`, or path | `/{container}/{blob…}`, or `/_blob/{account}/{container}/{blob…}` |
@@ -161,6 +161,11 @@
 //! is needed; see [`FaultRule`] for exact semantics. Rules are checked in insertion order;
 //! the first firing rule wins. Requests answered by a fault or by throttling are logged.
 //!
+//! ## Name resolution (`GET /_sim/dns?vnet=VNET_ID&name=FQDN`)
+//! What Azure DNS answers a machine in that VNet (linked private zones first, the most
+//! specific one authoritative, no fall-through; then public zones), as the `dns` module
+//! models it; without `vnet`, what public DNS answers.
+//!
 //! ## Preflight reads and failure scenarios (issue 13)
 //! Resource providers, features, `Microsoft.Authorization/permissions`, usages, resource
 //! SKUs, `checkNameAvailability`, `checkPrivateLinkServiceVisibility`, `SelfSubjectReview`,
@@ -182,6 +187,7 @@ mod aro_hcp;
 mod blob;
 mod config;
 mod control;
+mod dns;
 mod entra;
 mod error;
 mod faults;

@@ -76,8 +76,9 @@
 //! created as soon as the NodePool is seen and its config is known), config inputs other
 //! than the SSH key and the pull secret / trust bundle names (`spec.config` MachineConfigs,
 //! tuning, the other core ignition configs, `hostedCluster.spec.configuration`), the
-//! `nodePoolCurrentConfigVersion` annotation, in-place upgrades (`upgradeType: InPlace`
-//! pools roll like `Replace` ones), OpenShiftSDN's y-stream rule, VM creation time (a VM
+//! `nodePoolCurrentConfigVersion` annotation, in-place upgrades of version and config
+//! (`upgradeType: InPlace` pools replace machines for those like `Replace` ones; a changed
+//! machine template replaces nothing, as in HyperShift), OpenShiftSDN's y-stream rule, VM creation time (a VM
 //! exists at once; its node joins later).
 
 use std::sync::Arc;
@@ -353,6 +354,23 @@ fn reconcile(
             now,
         );
     }
+    // A changed spec waits its turn in the controller's queue: until then every condition
+    // stays as the previous generation's reconcile left it, `observedGeneration` included.
+    // (Cluster API pauses too meanwhile: a simplification, the window is short.)
+    let generation = obj
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if s.generation != generation {
+        s.generation_ms = (s.generation != 0).then_some(now);
+        s.generation = generation;
+    }
+    if s.generation_ms
+        .is_some_and(|at| now < at + sim.scaled(lat.nodepool_reconcile))
+    {
+        return dirty;
+    }
+    s.generation_ms = None;
     let cluster = str_at(obj, "/spec/clusterName")
         .unwrap_or_default()
         .to_string();
@@ -611,7 +629,9 @@ fn reconcile(
             && ms.len() as u32 == md.replicas
             && available == md.replicas
             && ms.iter().all(|m| {
-                m.template == md.template && m.version == md.version && m.config == md.config
+                (in_place(obj) || m.template == md.template)
+                    && m.version == md.version
+                    && m.config == md.config
             });
         if complete {
             if !md.version.is_empty() && str_at(obj, "/status/version") != Some(md.version.as_str())
@@ -700,6 +720,11 @@ fn reconcile(
     dirty
 }
 
+/// Whether the pool upgrades in place (`spec.management.upgradeType: InPlace`).
+pub(crate) fn in_place(np: &Value) -> bool {
+    str_at(np, "/spec/management/upgradeType") == Some("InPlace")
+}
+
 /// `ReachedIgnitionEndpoint` and `AutorepairEnabled`, as HyperShift sets them.
 /// - `nodepool/conditions.go` `createReachedIgnitionEndpointCondition`: True once a machine
 ///   fetched the payload of the pool's current token (the token Secret's
@@ -769,8 +794,13 @@ fn capi(
         return drain_blocked;
     };
     machines::retry(sim, st, now, place, np, ms);
+    // An `InPlace` pool's MachineSet only has its template reference swapped
+    // (`capi.go` `reconcileMachineSet`): machines made from an older template stay, and only
+    // machines created after the change use the new one
+    // (`docs/content/reference/nodepool-rollouts.md`, "InPlace").
+    let in_place = in_place(np);
     let at_target = |m: &MachineSim| {
-        m.template == md.template && m.version == md.version && m.config == md.config
+        (in_place || m.template == md.template) && m.version == md.version && m.config == md.config
     };
     let live: Vec<usize> = (0..ms.len())
         .filter(|&i| ms[i].deleting_ms.is_none())

@@ -292,7 +292,12 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 arm_store::remove_tree(st, &lb_key);
             }
             if let Some(svc_kind) = kind_by_key("core/services") {
-                for svc in ["private-router", "router", "kube-apiserver"] {
+                for svc in [
+                    "private-router",
+                    "router",
+                    "kube-apiserver",
+                    "kube-apiserverlb",
+                ] {
                     store::delete(sim, st, now, svc_kind, &cp_ns, svc);
                 }
             }
@@ -480,6 +485,27 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 now,
             );
         }
+        // The control-plane operator's infrastructure status (`infra.go`
+        // `ReconcileInfrastructureStatus`): without it the control plane never becomes
+        // available and no node ever gets an endpoint to join.
+        let infra = if sim_state.services {
+            infrastructure_block(sim, &obj)
+        } else {
+            None
+        };
+        if let Some(b) = infra.as_ref().filter(|_| !sim_state.available) {
+            if let Some(m) = &b.infrastructure_message {
+                dirty |= set_condition(
+                    &mut obj,
+                    "InfrastructureReady",
+                    false,
+                    "WaitingOnInfrastructureReady",
+                    m,
+                    now,
+                );
+            }
+            dirty |= set_condition(&mut obj, "Available", false, b.reason, &b.message, now);
+        }
         // HyperShift's `Available` follows the hosted control plane only
         // (`reconcileAvailabilityStatus`): not the private endpoint, nor DNS, nor nodes.
         if !sim_state.available && !cp_up {
@@ -497,6 +523,7 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         if !sim_state.available
             && sim_state.services
             && cp_up
+            && infra.is_none()
             && now >= sim_state.seen_ms + sim.scaled(lat.operator_available)
         {
             sim_state.available = true;
@@ -515,8 +542,10 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         if sim_state.available && !sim_state.rolled_out {
             dirty |= rollout(sim, st, now, &ns, &name, &mut obj, &mut sim_state);
         } else if sim_state.rolled_out {
+            dirty |= upgradeable(sim, &mut obj, now);
             dirty |= upgrade(sim, now, &mut obj, &mut sim_state);
         }
+        dirty |= progressing(&mut obj, now);
         st.hcs.insert(k, sim_state);
         if dirty {
             store::update(sim, st, kind, &ns, obj);
@@ -553,7 +582,11 @@ fn access_status(
     let e = Exposure::of(obj);
     let (host, port) = match (&e.kas_hostname, e.kas_lb && e.public, &s.public_ip) {
         (Some(h), _, _) => (h.clone(), 443),
-        (None, true, Some(ip)) => (ip.clone(), 6443),
+        // A public LoadBalancer API server on Azure: `kube-apiserverlb` on 7443, since
+        // 6443 collides with the management cluster's own public LB rule
+        // (`infra/infra.go` `reconcileAPIServerServiceStatus`, `support/config/constants.go`
+        // `KASSVCLBAzurePort`).
+        (None, true, Some(ip)) => (ip.clone(), KAS_LB_AZURE_PORT),
         _ => (format!("api.{name}.hypershift.local"), e.local_zone_port()),
     };
     let endpoint = json!({"host": host, "port": port});
@@ -627,9 +660,7 @@ fn rollout(
         return false;
     }
     let version = release_of(obj).map(|r| r.2).unwrap_or_default();
-    let image = str_at(obj, "/spec/release/image")
-        .unwrap_or_default()
-        .to_string();
+    let image = resolved_pullspec(str_at(obj, "/spec/release/image").unwrap_or_default());
     // Cluster operators that cannot reach Azure (their workload identities) never become
     // available, beside those a test scenario names.
     let mut failing: Vec<String> = crate::preflight::scenario(sim).failing_cluster_operators;
@@ -643,6 +674,17 @@ fn rollout(
                 details.push((co.to_string(), f.text()));
             }
         }
+    }
+    // Inside the guest VNet, the console reaches the API server and the OAuth server by the
+    // names the control plane publishes (`status.controlPlaneEndpoint`, the OAuth Route's
+    // hostname): *our model* of the console operator's checks, failing the way a pod's
+    // lookup fails when no zone answers (`crate::dns`: a linked private zone is
+    // authoritative, with no fall-through).
+    if let Some(why) = guest_lookup_failure(st, obj) {
+        if !failing.iter().any(|x| x == "console") {
+            failing.push("console".into());
+        }
+        details.push(("console".into(), why));
     }
     let detail = |co: &str| {
         details
@@ -735,6 +777,32 @@ fn rollout(
     dirty
 }
 
+/// The first name the guest must resolve from its VNet that no zone answers there: on a
+/// private topology, the API server's endpoint host and the OAuth server's hostname
+/// (`api.<name>.hypershift.local` is the nodes' own, checked by [`nodes_reach_api`]).
+pub(crate) fn guest_lookup_failure(st: &State, obj: &Value) -> Option<String> {
+    if !Exposure::of(obj).private {
+        return None;
+    }
+    let vnet = str_at(obj, "/spec/platform/azure/vnetID")?;
+    let oauth = obj
+        .pointer("/spec/services")
+        .and_then(Value::as_array)
+        .and_then(|svcs| {
+            svcs.iter()
+                .find(|s| s.get("service").and_then(Value::as_str) == Some("OAuthServer"))
+        })
+        .and_then(|s| s.pointer("/servicePublishingStrategy/route/hostname"))
+        .and_then(Value::as_str);
+    let api = str_at(obj, "/status/controlPlaneEndpoint/host");
+    [api, oauth]
+        .into_iter()
+        .flatten()
+        .filter(|h| !h.ends_with(".hypershift.local") && !h.is_empty())
+        .find(|h| crate::dns::resolve_in_vnet(st, vnet, h).ip().is_none())
+        .map(|h| format!("lookup {h} on 168.63.129.16:53: no such host"))
+}
+
 /// The guest ClusterOperator a stalled upgrade waits on (scenario `stall_upgrade`).
 const STALLED_OPERATOR: &str = "console";
 
@@ -762,16 +830,22 @@ const STALLED_OPERATOR: &str = "console";
 /// (`convertErrorToProgressingForUpdateEffectFailAfterInterval`; the manifest counts are our
 /// model's). The entry stays `Partial`; clearing the knob lets it complete.
 fn upgrade(sim: &Simulator, now: u64, obj: &mut Value, s: &mut crate::state::HcSim) -> bool {
-    let Some(image) = str_at(obj, "/spec/release/image").map(str::to_string) else {
+    let Some(spec) = str_at(obj, "/spec/release/image").map(str::to_string) else {
         return false;
     };
+    let image = resolved_pullspec(&spec);
     let version = release_of(obj).map(|r| r.2).unwrap_or_default();
     let generation = obj
         .pointer("/metadata/generation")
         .cloned()
         .unwrap_or(json!(1));
     let mut dirty = false;
-    if str_at(obj, "/status/version/desired/image") != Some(image.as_str()) {
+    if !desired_is_spec(obj) {
+        if upgrade_blocked(obj).is_some() {
+            // `isUpgrading` fails: the operator's reconcile stops before the control plane,
+            // which keeps running (and reporting) the release it has.
+            return dirty;
+        }
         let at = crate::util::rfc3339_secs(now);
         let status = crate::util::obj_mut(obj, "status");
         let v = status
@@ -859,6 +933,103 @@ fn upgrade(sim: &Simulator, now: u64, obj: &mut Value, s: &mut crate::state::HcS
     s.upgrade_ms = None;
     cluster_version_done(obj, &version, now);
     true
+}
+
+/// Why HyperShift will not start the upgrade the spec asks for, as `isUpgrading` says it
+/// (`hostedcluster_controller.go`): the guest's CVO reports `Upgradeable=False` (bubbled up
+/// as `ClusterVersionUpgradeable`), the new release is another minor, the upgrade is not
+/// forced by the `hypershift.openshift.io/force-upgrade-to` annotation naming the spec's
+/// image, and no `spec.controlPlaneRelease` is set. A z-stream upgrade always proceeds. A
+/// digest reference's version is unknown to the simulator: it proceeds.
+pub(crate) fn upgrade_blocked(obj: &Value) -> Option<String> {
+    if obj.pointer("/status/version").is_none() || desired_is_spec(obj) {
+        return None;
+    }
+    let upgradeable = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| str_at(c, "/type") == Some("ClusterVersionUpgradeable"))?;
+    if str_at(upgradeable, "/status") != Some("False") {
+        return None;
+    }
+    let spec = str_at(obj, "/spec/release/image").unwrap_or_default();
+    if let Some(forced) = str_at(
+        obj,
+        "/metadata/annotations/hypershift.openshift.io~1force-upgrade-to",
+    ) {
+        return (forced != spec).then(|| {
+            "force upgrade annotation is present but does not match desired release image".into()
+        });
+    }
+    if obj
+        .pointer("/spec/controlPlaneRelease")
+        .is_some_and(|v| !v.is_null())
+    {
+        return None;
+    }
+    let current = str_at(obj, "/status/version/desired/version").and_then(SemVer::parse)?;
+    let requested = release_of(obj).and_then(|r| SemVer::parse(&r.2))?;
+    if (requested.major, requested.minor) == (current.major, current.minor) {
+        return None;
+    }
+    Some("cluster version is not upgradeable".into())
+}
+
+/// The HostedCluster's `Progressing` condition, as `hostedcluster_controller.go` sets it from
+/// `isProgressing`: False, reason `Blocked`, when `isUpgrading` refuses ("ClusterVersionUpgradeable
+/// condition is false: …"); True, reason `Progressing`, while there is no `status.version` or
+/// its `desired.image` is neither the spec's image nor its digest; else False, `AsExpected`
+/// (which it is as soon as the CVO *starts* the new release: HyperShift's `Progressing` does
+/// not say the rollout completed, `status.version.history[0]` does).
+fn progressing(obj: &mut Value, now: u64) -> bool {
+    let (status, reason, message) = if let Some(why) = upgrade_blocked(obj) {
+        (
+            false,
+            "Blocked",
+            format!("ClusterVersionUpgradeable condition is false: {why}"),
+        )
+    } else if obj.pointer("/status/version").is_none() || !desired_is_spec(obj) {
+        (
+            true,
+            "Progressing",
+            "HostedCluster is deploying, upgrading, or reconfiguring".to_string(),
+        )
+    } else {
+        (
+            false,
+            "AsExpected",
+            "HostedCluster is at expected version".to_string(),
+        )
+    };
+    set_condition(obj, "Progressing", status, reason, &message, now)
+}
+
+/// `ClusterVersionUpgradeable`, bubbled up from the guest CVO's `Upgradeable` once the
+/// cluster runs a release: False with the scenario's `not_upgradeable` (reason
+/// `AdminAckRequired`, one of the CVO's), else True.
+fn upgradeable(sim: &Simulator, obj: &mut Value, now: u64) -> bool {
+    if obj.pointer("/status/version").is_none() {
+        return false;
+    }
+    match crate::preflight::scenario(sim).not_upgradeable {
+        Some(message) => set_condition(
+            obj,
+            "ClusterVersionUpgradeable",
+            false,
+            "AdminAckRequired",
+            &message,
+            now,
+        ),
+        None => set_condition(
+            obj,
+            "ClusterVersionUpgradeable",
+            true,
+            "FromClusterVersion",
+            "",
+            now,
+        ),
+    }
 }
 
 /// The `ClusterVersion*` conditions of a completed rollout of `version`, as HyperShift
@@ -961,6 +1132,39 @@ pub(crate) fn latest_supported(sim: &Simulator) -> SemVer {
     SemVer::new(major, minor, 0)
 }
 
+/// The pull spec the guest's cluster-version operator runs for `image`: HyperShift resolves
+/// a tag to its digest before it starts the CVO (`control-plane-operator/controllers/
+/// hostedcontrolplane/v2/cvo/deployment.go` `discoverCVOReleaseImages`, `support/util/
+/// imagemetadata.go` `GetDigest`), and the CVO reports what it runs, so the HostedCluster's
+/// `status.version.desired.image` and `history[].image` hold `<repository>@sha256:<digest>`.
+/// The simulated registry's digest of a tag is the SHA-256 of the reference (stable, unique
+/// per tag); a digest reference is its own.
+pub(crate) fn resolved_pullspec(image: &str) -> String {
+    use sha2::Digest as _;
+    if image.contains('@') {
+        return image.to_string();
+    }
+    // `registry:5000/repo:tag`: the tag is after the last `:` that follows the last `/`.
+    let repo = match image.rsplit_once(':') {
+        Some((r, tag)) if !tag.contains('/') => r,
+        _ => image,
+    };
+    let digest = sha2::Sha256::digest(image.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{repo}@sha256:{hex}")
+}
+
+/// Whether the CVO runs (or is rolling to) the release the spec asks for: HyperShift's
+/// `isProgressing` compares "the spec image or its digest" with `status.version.desired.image`
+/// (`hostedcluster_controller.go`).
+pub(crate) fn desired_is_spec(obj: &Value) -> bool {
+    let Some(spec) = str_at(obj, "/spec/release/image") else {
+        return false;
+    };
+    str_at(obj, "/status/version/desired/image")
+        .is_some_and(|d| d == spec || d == resolved_pullspec(spec))
+}
+
 /// `(major, minor, version)` of the release image, read from its tag
 /// (`…/ocp-release:4.22.0-multi` → 4.22, "4.22.0"); `None` for a digest reference, whose
 /// version only the payload knows (the simulator then accepts it).
@@ -1013,7 +1217,7 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
         // (`validateReleaseImage`: `status.version.desired`, compared by minor only).
         let current = obj
             .pointer("/status/version/desired")
-            .filter(|d| str_at(d, "/image") != str_at(obj, "/spec/release/image"))
+            .filter(|_| !desired_is_spec(obj))
             .and_then(|d| str_at(d, "/version"))
             .and_then(SemVer::parse);
         if let Some(current) = current
@@ -1107,6 +1311,95 @@ fn release_block(sim: &Simulator, obj: &Value) -> Option<Block> {
                 message: "failed to reconcile API server service: route hostname is required for service APIServer".into(),
             });
         }
+    }
+    None
+}
+
+/// Why the control-plane operator never reports its infrastructure ready, as the
+/// HostedCluster shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct InfraBlock {
+    /// `Available`'s reason.
+    pub reason: &'static str,
+    /// `Available`'s message.
+    pub message: String,
+    /// `InfrastructureReady`'s message, when the reconcile gets as far as reporting it.
+    pub infrastructure_message: Option<String>,
+}
+
+/// Whether the control-plane operator can compute the control plane's infrastructure
+/// status (`control-plane-operator/controllers/hostedcontrolplane/infra/infra.go`
+/// `ReconcileInfrastructureStatus`, `InfrastructureStatus.IsReady`), once its Services
+/// exist:
+/// - **4.22, a Route API server without a hostname**: `reconcileAPIServerServiceStatus`
+///   hands the `private-router` (or public `router`) Service to `kas.ReconcileServiceStatus`
+///   (`kas/service.go`), whose Route case reads `strategy.Route.Hostname` with no nil check:
+///   a nil-pointer panic on every HostedControlPlane reconcile once the router has its
+///   address (controller-runtime recovers it and requeues). The reconcile never reaches its
+///   status update, so the HostedControlPlane is never available. An empty hostname (a
+///   `route: {}`) gives an empty API host, so `IsReady` is false. Only `main` (4.23,
+///   commit `30d61dfa07`) falls back to the router's address.
+/// - **Shared ingress** (`support/util/visibility.go` `UseSharedIngressHCP`:
+///   `azureAuthenticationConfigType: ManagedIdentities` and a public topology): the API
+///   host is `sharedingress.KasRouteHostname` (`hypershift-operator/controllers/sharedingress/
+///   sharedingress_controller.go`), empty unless the API server is a Route with a hostname;
+///   and on AKS, where no OpenShift router admits Routes and the default ingress domain is
+///   empty, a hostname-less Konnectivity or OAuth Route gets no host. `IsReady` needs all
+///   three: `InfrastructureReady=False`, "Cluster infrastructure is still provisioning".
+pub(crate) fn infrastructure_block(sim: &Simulator, obj: &Value) -> Option<InfraBlock> {
+    let version = crate::config::minor_version(&sim.config().hypershift_version).unwrap_or((4, 22));
+    let strategy = |service: &str| {
+        obj.pointer("/spec/services")
+            .and_then(Value::as_array)
+            .and_then(|svcs| {
+                svcs.iter()
+                    .find(|s| s.get("service").and_then(Value::as_str) == Some(service))
+            })
+            .and_then(|s| s.get("servicePublishingStrategy"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let is_route = |p: &Value| p.get("type").and_then(Value::as_str) == Some("Route");
+    let hostname = |p: &Value| {
+        p.pointer("/route/hostname")
+            .and_then(Value::as_str)
+            .filter(|h| !h.is_empty())
+            .map(str::to_string)
+    };
+    let kas = strategy("APIServer");
+    let shared_ingress = str_at(
+        obj,
+        "/spec/platform/azure/azureAuthenticationConfig/azureAuthenticationConfigType",
+    ) == Some("ManagedIdentities")
+        && !topology(obj).eq_ignore_ascii_case("Private");
+    let provisioning = || InfraBlock {
+        reason: "WaitingOnInfrastructureReady",
+        message: "Cluster infrastructure is still provisioning".into(),
+        infrastructure_message: Some("Cluster infrastructure is still provisioning".into()),
+    };
+    if shared_ingress {
+        if hostname(&kas).filter(|_| is_route(&kas)).is_none() {
+            return Some(provisioning());
+        }
+        if crate::aks::is_aks(sim) {
+            for service in ["Konnectivity", "OAuthServer"] {
+                let p = strategy(service);
+                if is_route(&p) && hostname(&p).is_none() {
+                    return Some(provisioning());
+                }
+            }
+        }
+        return None;
+    }
+    if version <= (4, 22) && is_route(&kas) && hostname(&kas).is_none() {
+        if kas.get("route").is_none() {
+            return Some(InfraBlock {
+                reason: "WaitingForAvailable",
+                message: "Waiting for hosted control plane to be healthy".into(),
+                infrastructure_message: None,
+            });
+        }
+        return Some(provisioning());
     }
     None
 }
@@ -1256,9 +1549,10 @@ fn create_router(
             now,
             svc_kind,
             cp_ns,
+            // The router's port is named: `targetPort: https` (`ingress/router.go`).
             json!({
                 "metadata": {"name": "private-router", "annotations": {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}},
-                "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8443}]},
+                "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": "https"}]},
             }),
         ),
     };
@@ -1340,6 +1634,9 @@ pub(crate) struct Exposure {
     pub kas_lb: bool,
     /// The API server Route's hostname (`UseDedicatedDNSForKAS`).
     pub kas_hostname: Option<String>,
+    /// Served by the management cluster's shared ingress (`support/util/visibility.go`
+    /// `UseSharedIngressHC`: `ManagedIdentities` and a public topology).
+    pub shared_ingress: bool,
 }
 
 impl Exposure {
@@ -1362,6 +1659,11 @@ impl Exposure {
                 .and_then(Value::as_str)
                 .filter(|h| !h.is_empty())
                 .map(str::to_string),
+            shared_ingress: !t.eq_ignore_ascii_case("Private")
+                && str_at(
+                    obj,
+                    "/spec/platform/azure/azureAuthenticationConfig/azureAuthenticationConfigType",
+                ) == Some("ManagedIdentities"),
         }
     }
 
@@ -1371,6 +1673,15 @@ impl Exposure {
         if self.kas_lb { 6443 } else { 443 }
     }
 }
+
+/// HyperShift's `KASSVCLBAzurePort`: the port of a public LoadBalancer API server on Azure.
+pub(crate) const KAS_LB_AZURE_PORT: u16 = 7443;
+
+/// Namespace of the management cluster's shared ingress router, which the HyperShift
+/// operator installed with `--managed-service ARO-HCP` runs
+/// (`hypershift-operator/controllers/sharedingress/manifests.go`: Service `router`, a
+/// public LoadBalancer).
+pub(crate) const SHARED_INGRESS_NAMESPACE: &str = "hypershift-sharedingress";
 
 /// Label HyperShift puts on a control-plane namespace
 /// (`hostedcluster_controller.go` `ControlPlaneNamespaceLabelKey`).
@@ -1527,6 +1838,13 @@ fn reconcile_public_router(
     e: &Exposure,
     s: &mut HcSim,
 ) -> bool {
+    if e.shared_ingress {
+        // The shared ingress router serves the cluster's Routes: no router of its own.
+        let ip = ensure_public_service(sim, st, now, SHARED_INGRESS_NAMESPACE, "router", 443);
+        let changed = s.public_ip.as_deref() != Some(ip.as_str());
+        s.public_ip = Some(ip);
+        return changed;
+    }
     if e.public && e.kas_hostname.is_some() {
         let exists = store::get(st, "core/services", cp_ns, "router").is_some();
         let ip = ensure_public_service(sim, st, now, cp_ns, "router", 443);
@@ -1550,7 +1868,7 @@ fn reconcile_public_router(
 
 /// Creates public LoadBalancer Service `name` in `cp_ns` if it is missing, with its public
 /// IP in `status.loadBalancer`; returns the IP.
-fn ensure_public_service(
+pub(crate) fn ensure_public_service(
     sim: &Simulator,
     st: &mut State,
     now: u64,
@@ -1588,41 +1906,32 @@ fn public_services(
     if !e.public {
         return None;
     }
+    if e.shared_ingress {
+        return Some(ensure_public_service(
+            sim,
+            st,
+            now,
+            SHARED_INGRESS_NAMESPACE,
+            "router",
+            443,
+        ));
+    }
     let (name, port) = if e.kas_hostname.is_some() {
         ("router", 443)
     } else if e.kas_lb {
-        ("kube-apiserver", 6443)
+        ("kube-apiserverlb", KAS_LB_AZURE_PORT)
     } else {
         return None;
     };
     Some(ensure_public_service(sim, st, now, cp_ns, name, port))
 }
 
-/// What public DNS answers for `host`: the A record in the cluster's public zone
-/// (`spec.dns.publicZoneID`: the zone delegated for its base domain; zones of the same name
-/// in other subscriptions are not what the world resolves), else in the longest public zone
-/// it falls in.
+/// What public DNS answers for `host` (`crate::dns::resolve_publicly`, the cluster's
+/// `spec.dns.publicZoneID` being the zone delegated for its base domain).
 fn resolve_public(st: &State, hc: &Value, host: &str) -> Option<String> {
-    let host = host.to_ascii_lowercase();
-    let in_zone = |z: &&crate::state::ArmResource| {
-        host.ends_with(&format!(".{}", z.name.to_ascii_lowercase()))
-    };
-    let delegated = str_at(hc, "/spec/dns/publicZoneID")
-        .and_then(|id| st.arm.get(&id.to_ascii_lowercase()))
-        .filter(|z| z.rtype.eq_ignore_ascii_case(types::PUBLIC_ZONE))
-        .filter(in_zone);
-    let zone = match delegated {
-        Some(z) => z,
-        None => arm_store::of_type(st, types::PUBLIC_ZONE)
-            .into_iter()
-            .filter(in_zone)
-            .max_by_key(|z| z.name.len())?,
-    };
-    let relative = host.strip_suffix(&format!(".{}", zone.name.to_ascii_lowercase()))?;
-    let rec = st
-        .arm
-        .get(&format!("{}/a/{relative}", zone.id).to_ascii_lowercase())?;
-    str_at(&rec.body, "/properties/ARecords/0/ipv4Address").map(str::to_string)
+    crate::dns::resolve_publicly(st, host, str_at(hc, "/spec/dns/publicZoneID"))
+        .ip()
+        .map(str::to_string)
 }
 
 /// Whether a node of this cluster can reach its API server (issue 22 §1), as kubelet and
@@ -1632,7 +1941,32 @@ fn resolve_public(st: &State, hc: &Value, host: &str) -> Option<String> {
 /// one. On Azure the Private Link Service fronts only the `private-router`, on 443
 /// (`controllers/azureprivatelinkservice/controller.go`), so a LoadBalancer API server
 /// behind a private topology is unreachable from the nodes: none of them ever registers.
-fn nodes_reach_api(st: &State, hc: &HcSim, e: &Exposure) -> Result<(), String> {
+fn nodes_reach_api(st: &State, hc: &HcSim, obj: &Value, e: &Exposure) -> Result<(), String> {
+    if e.shared_ingress {
+        // A machine fetches its ignition and kubelet dials the API server by the Routes'
+        // public hostnames, which must resolve to the shared ingress router
+        // (`apiserver-haproxy/haproxy.go`: the shared ingress's address for a non-private
+        // ARO HCP cluster; the ignition endpoint is the Ignition Route's host).
+        for service in ["Ignition", "APIServer"] {
+            let host = obj
+                .pointer("/spec/services")
+                .and_then(Value::as_array)
+                .and_then(|svcs| {
+                    svcs.iter()
+                        .find(|s| s.get("service").and_then(Value::as_str) == Some(service))
+                })
+                .and_then(|s| s.pointer("/servicePublishingStrategy/route/hostname"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let answer = resolve_public(st, obj, host);
+            if answer.is_none() || answer != hc.public_ip {
+                return Err(format!(
+                    "{service} endpoint {host}: lookup {host}: no such host at the shared ingress router"
+                ));
+            }
+        }
+        return Ok(());
+    }
     if !e.private {
         return Ok(());
     }
@@ -1642,7 +1976,7 @@ fn nodes_reach_api(st: &State, hc: &HcSim, e: &Exposure) -> Result<(), String> {
             "nodes dial api.<cluster>.hypershift.local:{port}, but the private endpoint reaches only the private router on 443"
         ));
     }
-    if private_path_ready(st, hc) {
+    if private_path_ready(st, hc, obj) {
         Ok(())
     } else {
         Err("nodes cannot reach api.<cluster>.hypershift.local: no approved private endpoint with an `api` record".into())
@@ -1724,7 +2058,17 @@ pub(crate) fn node_block(
             }
         });
     }
-    nodes_reach_api(st, hs, &Exposure::of(hc)).map_err(|why| NodeBlock {
+    // A control plane whose infrastructure is never ready publishes no ignition endpoint
+    // (`status.ignitionEndpoint` stays empty): no machine ever gets its payload
+    // (`hypershift-operator/controllers/nodepool/conditions.go`).
+    if infrastructure_block(sim, hc).is_some() {
+        return Err(NodeBlock {
+            ctype: "IgnitionEndpointAvailable",
+            reason: "IgnitionEndpointMissing",
+            message: "Ignition endpoint not available, waiting".into(),
+        });
+    }
+    nodes_reach_api(st, hs, hc, &Exposure::of(hc)).map_err(|why| NodeBlock {
         ctype: "AllNodesHealthy",
         reason: "WaitingForNodeRef",
         message: format!("Machine {pool}-0: WaitingForNodeRef ({why})"),
@@ -1746,7 +2090,7 @@ fn identity_failures(
 
 /// Whether an Approved PE reaches a PLS in front of this cluster's private router (its
 /// frontend on the shared internal LB) and an `api` A record points at the PE's IP.
-fn private_path_ready(st: &State, hc: &HcSim) -> bool {
+fn private_path_ready(st: &State, hc: &HcSim, obj: &Value) -> bool {
     let pls = match (&hc.fe_id, &hc.lb_id) {
         (Some(fe), _) => crate::arm::prepare_pls_referencing_frontend(st, &fe.to_ascii_lowercase()),
         (None, Some(lb)) => crate::arm::prepare_pls_referencing_lb(st, &lb.to_ascii_lowercase()),
@@ -1773,18 +2117,14 @@ fn private_path_ready(st: &State, hc: &HcSim) -> bool {
         .filter(|pe| pe.prov == crate::state::Prov::Succeeded)
         .filter_map(|pe| str_at(&pe.internal, "/ip").map(str::to_string))
         .collect();
-    arm_store::of_type(st, types::AREC).into_iter().any(|rec| {
-        rec.name == "api"
-            && rec
-                .body
-                .pointer("/properties/aRecords")
-                .and_then(Value::as_array)
-                .is_some_and(|a| {
-                    a.iter().any(|r| {
-                        str_at(r, "/ipv4Address").is_some_and(|ip| ips.iter().any(|x| x == ip))
-                    })
-                })
-    })
+    // What a node in the guest VNet gets for the name it dials (`crate::dns`): the
+    // private-link zone must be linked to that VNet, and its record name an approved
+    // endpoint's address.
+    let name = str_at(obj, "/metadata/name").unwrap_or_default();
+    let vnet = str_at(obj, "/spec/platform/azure/vnetID").unwrap_or_default();
+    crate::dns::resolve_in_vnet(st, vnet, &format!("api.{name}.hypershift.local"))
+        .ip()
+        .is_some_and(|ip| ips.iter().any(|x| x == ip))
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@
 //!  "invalid_client_secret": false, "no_operator": false, "no_self_subject_review": false,
 //!  "blocking_pdb": false, "failing_cluster_operators": ["console"],
 //!  "vm_core_quota": 16, "stall_upgrade": false,
+//!  "not_upgradeable": "Kubernetes 1.36 removes APIs that require admin consideration",
 //!  "graph_permissions": ["Application.ReadWrite.OwnedBy"],
 //!  "denied_data_actions": [{"action": "Microsoft.KeyVault/vaults/certificates/create/action"}],
 //!  "caller_needs_data_roles": false, "taken_key_vault_names": ["demo-kv"]}
@@ -120,6 +121,11 @@ pub struct Scenario {
     /// `ClusterVersionProgressing` says what the CVO says (see `operator::upgrade`).
     /// Clearing it lets the upgrade complete.
     pub stall_upgrade: bool,
+    /// The guest's cluster-version operator reports `Upgradeable=False` with this message
+    /// (reason `AdminAckRequired`), bubbled up as the HostedCluster's
+    /// `ClusterVersionUpgradeable`: HyperShift then refuses a minor upgrade that is not
+    /// forced (`Progressing=False`, reason `Blocked`; see `operator::upgrade_blocked`).
+    pub not_upgradeable: Option<String>,
     /// Microsoft Graph application permissions (app roles) granted to the caller, carried in
     /// the `roles` claim of its Graph tokens (`entra`, `graph`). `None`: the least privilege
     /// ARO HCP documents for creating applications, `["Application.ReadWrite.OwnedBy"]`;

@@ -165,7 +165,7 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         let mut s = st.pls_ctrl.get(&k).cloned().unwrap_or_default();
         let cp_ns = format!("{ns}-{name}");
         if cpo_runs(sim, &s) {
-            changed |= observe(sim, st, now, &cp_ns, &ns, &name);
+            changed |= observe(sim, st, now, (&cp_ns, &ns, &name), &mut s);
         }
         if ho_runs(sim) {
             changed |= ho_reconcile(sim, st, now, &cp_ns, &ns, &name);
@@ -180,10 +180,27 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
 }
 
 /// observer.go: the CR from the `private-router` Service and the HostedControlPlane spec.
-fn observe(sim: &Simulator, st: &mut State, now: u64, cp_ns: &str, ns: &str, name: &str) -> bool {
+///
+/// The observer's controller watches only that Service (`SetupWithManager`: `For(&Service{})`
+/// with a name predicate; no watch of the HostedControlPlane), so it reconciles when the
+/// Service changes — its creation, its address, any update of it — and not when the
+/// HostedControlPlane does: a changed `additionalAllowedSubscriptions` reaches the CR only
+/// with the Service's next change (controller-runtime's default resync, about 10 hours, is
+/// not modelled: it is beyond any wait of hcp-workflow's).
+fn observe(
+    sim: &Simulator,
+    st: &mut State,
+    now: u64,
+    (cp_ns, ns, name): (&str, &str, &str),
+    s: &mut PlsCtrlSim,
+) -> bool {
     let Some(svc) = store::get(st, "core/services", cp_ns, CR_NAME) else {
         return false;
     };
+    let rv = str_at(svc, "/metadata/resourceVersion").map(str::to_string);
+    if rv.is_some() && s.observed_router_rv == rv {
+        return false;
+    }
     let Some(hc) = store::get(st, &format!("{HYPERSHIFT}/hostedclusters"), ns, name) else {
         return false;
     };
@@ -197,6 +214,7 @@ fn observe(sim: &Simulator, st: &mut State, now: u64, cp_ns: &str, ns: &str, nam
     let Some(ip) = str_at(svc, "/status/loadBalancer/ingress/0/ip").map(str::to_string) else {
         return false;
     };
+    s.observed_router_rv = rv;
     let s = |p: &str| {
         hc.pointer(&format!("/spec/platform/azure{p}"))
             .cloned()

@@ -345,6 +345,19 @@ impl Simulator {
         items
     }
 
+    /// What Azure DNS answers a machine in VNet `vnet_id` for `name` (`crate::dns`), as
+    /// JSON: `{"answer": "a", "ips": [...], "zone": id}`, `{"answer": "nxdomain", "zone":
+    /// id}` or `{"answer": "unknown"}`. Without a VNet, what public DNS answers.
+    pub fn resolve(&self, vnet_id: Option<&str>, name: &str) -> serde_json::Value {
+        self.tick();
+        let st = lock(&self.inner.state);
+        let answer = match vnet_id {
+            Some(v) => crate::dns::resolve_in_vnet(&st, v, name),
+            None => crate::dns::resolve_publicly(&st, name, None),
+        };
+        serde_json::to_value(answer).unwrap_or_default()
+    }
+
     /// The request log so far.
     pub fn requests(&self) -> Vec<RequestRecord> {
         lock(&self.inner.log).clone()

@@ -166,6 +166,10 @@ pub(crate) struct GuestCloudSim {
     /// Lower-cased id of a Private guest's ingress internal load balancer.
     #[serde(default)]
     pub ilb: Option<String>,
+    /// Lower-cased ids of the storage the guest's operators made in the managed group (the
+    /// image registry's storage account, a persistent volume's disk).
+    #[serde(default)]
+    pub storage: Vec<String>,
 }
 
 /// Per-NodePool bookkeeping.
@@ -182,6 +186,12 @@ pub(crate) struct NpSim {
     /// while HyperShift's reconcile is blocked).
     #[serde(default)]
     pub md: Option<MdSim>,
+    /// The pool's `metadata.generation` when last seen (0: never), and since when that
+    /// generation waits for HyperShift's reconcile (`LatencyModel::nodepool_reconcile`).
+    #[serde(default)]
+    pub generation: i64,
+    #[serde(default)]
+    pub generation_ms: Option<u64>,
 }
 
 /// The spec of a NodePool's MachineDeployment (`nodepool/capi.go`
@@ -258,6 +268,9 @@ pub(crate) struct PlsCtrlSim {
     pub hcp_gone: bool,
     /// The HyperShift operator's PLS controller requeued this cluster until then.
     pub ho_next_ms: u64,
+    /// The `private-router` Service's resourceVersion the observer last reconciled.
+    #[serde(default)]
+    pub observed_router_rv: Option<String>,
 }
 
 /// Everything the simulator knows.

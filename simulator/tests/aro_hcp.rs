@@ -51,6 +51,9 @@ fn aks_sim() -> Simulator {
     let mut c = config();
     c.time_scale = 0.002;
     c.management_platform = ManagementPlatform::Aks;
+    // HyperShift's AKS how-to applies the Route CRD first (`setup_install_ho_on_aks.sh`):
+    // the shared ingress routes the cluster's Routes.
+    c.scenario.aks.route_crd = true;
     Simulator::new(c).unwrap()
 }
 
@@ -371,7 +374,14 @@ async fn world(sim: &Simulator, bind_certificate: bool) -> World {
                     "managedIdentities": {"controlPlane": cp, "dataPlane": dp}}}},
             "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.22.0-multi"},
             "dns": {"baseDomain": "example.com"},
-            "services": [{"service": "APIServer", "servicePublishingStrategy": {"type": "LoadBalancer"}}],
+            // Served by the shared ingress, which routes by hostname
+            // (`UseSharedIngressHC`): every Route carries one, as the AKS path renders it.
+            "services": [
+                {"service": "APIServer", "servicePublishingStrategy": {"type": "Route", "route": {"hostname": "api-aro.hcp.example.com"}}},
+                {"service": "OAuthServer", "servicePublishingStrategy": {"type": "Route", "route": {"hostname": "oauth-aro.hcp.example.com"}}},
+                {"service": "Konnectivity", "servicePublishingStrategy": {"type": "Route", "route": {"hostname": "konnectivity-aro.hcp.example.com"}}},
+                {"service": "Ignition", "servicePublishingStrategy": {"type": "Route", "route": {"hostname": "ignition-aro.hcp.example.com"}}},
+            ],
         }
     });
     let r = apply(sim, &format!("{HC}/aro"), &hc).await;
@@ -418,12 +428,59 @@ async fn spc_names(sim: &Simulator) -> Vec<String> {
     v
 }
 
+/// What hcp-workflow does for a public ARO HCP cluster: its four Routes' names as public A
+/// records at the shared ingress router (nodes fetch ignition and reach the API server by
+/// them).
+async fn publish_names(sim: &Simulator) {
+    let router = wait_until(
+        sim,
+        "/api/v1/namespaces/hypershift-sharedingress/services/router",
+        "the shared ingress router's address",
+        |r| {
+            r.body
+                .pointer("/status/loadBalancer/ingress/0/ip")
+                .is_some()
+        },
+    )
+    .await;
+    let ip = router.body["status"]["loadBalancer"]["ingress"][0]["ip"].clone();
+    let rg = format!("/subscriptions/{SUB}/resourceGroups/hcp-dns");
+    let r = call(
+        sim,
+        "PUT",
+        &format!("{rg}?api-version=2021-04-01"),
+        Some(json!({"location": "eastus"})),
+    )
+    .await;
+    assert!(r.status < 300, "{r:?}");
+    let zone = format!("{rg}/providers/Microsoft.Network/dnszones/hcp.example.com");
+    let r = call(
+        sim,
+        "PUT",
+        &format!("{zone}?api-version=2018-05-01"),
+        Some(json!({"location": "global"})),
+    )
+    .await;
+    assert!(r.status < 300, "{r:?}");
+    for prefix in ["api", "oauth", "konnectivity", "ignition"] {
+        let r = call(
+            sim,
+            "PUT",
+            &format!("{zone}/A/{prefix}-aro?api-version=2018-05-01"),
+            Some(json!({"properties": {"TTL": 300, "ARecords": [{"ipv4Address": ip}]}})),
+        )
+        .await;
+        assert!(r.status < 300, "{r:?}");
+    }
+}
+
 /// The cluster healthy: available, its pool Ready, its release rolled out.
 async fn healthy(sim: &Simulator) {
     wait_until(sim, &format!("{HC}/aro"), "the cluster available", |r| {
         status(r, "Available").as_deref() == Some("True")
     })
     .await;
+    publish_names(sim).await;
     wait_until(sim, &format!("{NP}/workers"), "the pool Ready", |r| {
         status(r, "Ready").as_deref() == Some("True")
     })

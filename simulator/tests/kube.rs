@@ -53,7 +53,12 @@ pub fn hosted_cluster(name: &str, topology: &str) -> Value {
                 "azureAuthenticationConfig": {"azureAuthenticationConfigType": "WorkloadIdentities"}}},
             "pullSecret": {"name": format!("{name}-pull-secret")},
             "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64"},
-            "services": [{"service": "APIServer", "servicePublishingStrategy": {"type": kas}}],
+            // A 4.22 operator cannot publish a Route API server without a hostname.
+            "services": [{"service": "APIServer", "servicePublishingStrategy": if kas == "Route" {
+                json!({"type": kas, "route": {"hostname": format!("api-{name}.example.com")}})
+            } else {
+                json!({"type": kas})
+            }}],
             "dns": {"baseDomain": "example.com"},
         }
     })
@@ -537,6 +542,14 @@ async fn operator_private_cluster_nodes_wait_for_pe_and_dns_and_lb_blocks_delete
         &sim,
         &format!("{zone}?api-version=2024-06-01"),
         json!({"location": "global"}),
+    )
+    .await;
+    // Linked to the guest VNet the HostedCluster names (`vnetID`): only a linked zone
+    // answers the nodes' lookups.
+    put_ok(
+        &sim,
+        &format!("{zone}/virtualNetworkLinks/l?api-version=2024-06-01"),
+        json!({"location": "global", "properties": {"virtualNetwork": {"id": "v"}, "registrationEnabled": false}}),
     )
     .await;
     put_ok(

@@ -160,6 +160,49 @@ fn create_delete_recreate_and_purge_reuse_and_then_remove_the_persistent_identit
         auth["azureAuthenticationConfigType"], "ManagedIdentities",
         "{auth}"
     );
+    // A public ManagedIdentities cluster is served by HyperShift's shared ingress, which
+    // routes by hostname (`UseSharedIngressHC`): its four Routes have hostnames, and their
+    // public A records point at the shared ingress router.
+    let router = env
+        .sim
+        .get("/api/v1/namespaces/hypershift-sharedingress/services/router");
+    let router_ip = router["status"]["loadBalancer"]["ingress"][0]["ip"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!router_ip.is_empty(), "{router}");
+    for (service, prefix) in [
+        ("APIServer", "api"),
+        ("OAuthServer", "oauth"),
+        ("Konnectivity", "konnectivity"),
+        ("Ignition", "ignition"),
+    ] {
+        let s = hc["spec"]["services"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["service"] == service)
+            .cloned()
+            .unwrap();
+        assert_eq!(s["servicePublishingStrategy"]["type"], "Route", "{s}");
+        assert_eq!(
+            s["servicePublishingStrategy"]["route"]["hostname"],
+            format!("{prefix}-aro.hcp.example.com"),
+            "{s}"
+        );
+        let rec = env.sim.get(&format!(
+            "/subscriptions/{GUEST_SUB}/resourceGroups/hcp-dns/providers/Microsoft.Network/dnszones/hcp.example.com/A/{prefix}-aro?api-version=2018-05-01"
+        ));
+        assert_eq!(
+            rec["properties"]["ARecords"][0]["ipv4Address"],
+            router_ip.as_str(),
+            "{rec}"
+        );
+    }
+    assert_eq!(
+        hc["status"]["controlPlaneEndpoint"]["host"],
+        "api-aro.hcp.example.com"
+    );
     let cp = &auth["managedIdentities"]["controlPlane"];
     assert_eq!(cp["managedIdentitiesKeyVault"]["name"], "aro-kv", "{cp}");
     assert_eq!(
@@ -196,6 +239,12 @@ fn create_delete_recreate_and_purge_reuse_and_then_remove_the_persistent_identit
     );
     assert!(kept.iter().any(|i| i.ends_with("/certificates/aro-cpo")));
     assert!(!kept.iter().any(|i| i.contains("hostedclusters/aro")));
+    assert!(
+        !kept
+            .iter()
+            .any(|i| i.contains("/dnszones/hcp.example.com/A/")),
+        "the four public records are deleted with the cluster: {kept:#?}"
+    );
 
     // A re-create reuses them: the same applications, no new certificate.
     env.sim.clear_requests();

@@ -638,3 +638,22 @@ fn create_waits_for_the_rollout_and_names_failing_cluster_operators() {
         "{out}{err}"
     );
 }
+
+/// `cloud: {custom: …}` with well-formed endpoints: HyperShift 4.22 maps only the three
+/// named clouds to CAPZ (`AzurePublicCloud`, `AzureUSGovernmentCloud`, `AzureChinaCloud`),
+/// so such a cluster could never run; `start create-cluster` refuses it with exit 2 naming
+/// the field, and nothing is journaled or created (it used to render `AzurePublicCloud`).
+#[test]
+fn a_custom_cloud_is_refused_before_anything_is_journaled() {
+    let env = Env::new("cfg-custom-cloud", FAST);
+    let extra = "cloud:\n  custom:\n    resourceManager: https://management.local.example\n    authorityHost: https://login.local.example\n    storageSuffix: core.local.example\n";
+    let cfg = cluster_file(&env.dir, "cust", "cust-c1oud", "Public", extra);
+    let before = env.sim.ids();
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("cloud.custom"), "{err}");
+    assert!(err.contains("AzurePublicCloud"), "{err}");
+    assert!(!env.dir.join("journal.db").exists(), "no journal was even opened");
+    assert_eq!(env.sim.ids(), before, "nothing created");
+    assert!(env.sim.get(&format!("{HC}/cust"))["kind"] != "HostedCluster");
+}

@@ -484,3 +484,177 @@ fn the_enterprise_example_creates_with_every_option_rendered() {
     assert_eq!(rg["tags"]["owner"], "platform-team");
     assert_eq!(rg["tags"]["hcp-workflow.io/cluster"], "corp");
 }
+
+/// What Azure DNS answers a machine in `vnet` for `name` (`GET /_sim/dns`).
+fn resolve(env: &Env, vnet: Option<&str>, name: &str) -> Value {
+    let q = match vnet {
+        Some(v) => format!("/_sim/dns?vnet={v}&name={name}"),
+        None => format!("/_sim/dns?name={name}"),
+    };
+    env.sim.get(&q)
+}
+
+/// A Private cluster on a 4.22 management cluster (the README quick start's topology):
+/// HyperShift's 4.22 control-plane operator panics on a Route API server without a
+/// hostname (`kas/service.go` `ReconcileServiceStatus`), so the API server and OAuth are
+/// published as `api-<name>.<baseDomain>` / `oauth-<name>.<baseDomain>`, and hcp-workflow
+/// makes both names resolve inside the guest VNet: a private zone per name, linked to the
+/// guest VNet, its apex at the private endpoint. Every name the nodes, the kubeconfig,
+/// OAuth and `*.apps` need resolves from the guest VNet; the API name resolves nowhere
+/// else (the public zone holds no record of it); the outcome says so; the delete removes
+/// the zones.
+#[test]
+fn a_private_cluster_comes_up_on_4_22_and_its_names_resolve_only_in_the_guest_vnet() {
+    let env = Env::new("topo-priv-names", FAST);
+    seed_zone(&env);
+    // A name of the team's in the base domain, which the guest must still resolve.
+    let (s, b) = env.sim.put(
+        &format!("{ZONE}/A/www?api-version=2018-05-01"),
+        &json!({"properties": {"TTL": 60, "ARecords": [{"ipv4Address": "192.0.2.7"}]}}),
+    );
+    assert!((200..300).contains(&s), "{s} {b}");
+    let cfg = cluster_file(&env.dir, "prv", "prv-x7k2p", "Private", "");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Creation complete"), "{out}");
+    assert!(
+        out.contains("resolve only inside the guest VNet"),
+        "the outcome says where the names resolve: {out}"
+    );
+
+    let hc = env.sim.get(&format!("{HC}/prv"));
+    let api = service(&hc, "APIServer");
+    assert_eq!(api["servicePublishingStrategy"]["type"], "Route", "{api}");
+    assert_eq!(
+        api["servicePublishingStrategy"]["route"]["hostname"], "api-prv.hcp.example.com",
+        "{api}"
+    );
+    let oauth = service(&hc, "OAuthServer");
+    assert_eq!(
+        oauth["servicePublishingStrategy"]["route"]["hostname"], "oauth-prv.hcp.example.com",
+        "{oauth}"
+    );
+    for s in ["Konnectivity", "Ignition"] {
+        let x = service(&hc, s);
+        assert!(x["servicePublishingStrategy"].get("route").is_none(), "{x}");
+    }
+    assert_eq!(condition(&hc, "Available")["status"], "True", "{hc}");
+    assert_eq!(
+        hc["status"]["controlPlaneEndpoint"]["host"], "api-prv.hcp.example.com",
+        "{hc}"
+    );
+    for pool in ["prv-workers", "prv-infra"] {
+        let np = env.sim.get(&format!("{NP}/{pool}"));
+        assert_eq!(condition(&np, "Ready")["status"], "True", "{np}");
+    }
+
+    let vnet = hc["spec"]["platform"]["azure"]["vnetID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The nodes' own name: the simulator lets nodes join only when it answers an approved
+    // private endpoint's address from the guest VNet.
+    let local = resolve(&env, Some(&vnet), "api.prv.hypershift.local");
+    assert_eq!(local["answer"], "a", "{local}");
+    let pe_ip = local["ips"][0].as_str().map(str::to_string);
+    for name in [
+        "api-prv.hcp.example.com",
+        "oauth-prv.hcp.example.com",
+        "ignition-server.apps.prv.hypershift.local",
+    ] {
+        let a = resolve(&env, Some(&vnet), name);
+        assert_eq!(a["answer"], "a", "{name} from the guest VNet: {a}");
+        assert_eq!(a["ips"][0].as_str(), pe_ip.as_deref(), "{name}: {a}");
+    }
+    // `*.apps` is the guest ingress's, answered by the infra zone (more specific than any
+    // zone of ours): the per-name zones shadow nothing else of the base domain.
+    let console = resolve(
+        &env,
+        Some(&vnet),
+        "console-openshift-console.apps.prv.hcp.example.com",
+    );
+    assert_ne!(console["answer"], "nxdomain", "{console}");
+    let www = resolve(&env, Some(&vnet), "www.hcp.example.com");
+    assert_eq!(
+        www["ips"][0], "192.0.2.7",
+        "a name of the base domain that is not ours still resolves publicly: {www}"
+    );
+    // Outside the guest VNet the API name resolves nowhere.
+    let outside = resolve(&env, None, "api-prv.hcp.example.com");
+    assert_ne!(outside["answer"], "a", "{outside}");
+
+    let (code, out, err) = env.start("delete-cluster", &cfg, &["--yes"], &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for name in ["api-prv.hcp.example.com", "oauth-prv.hcp.example.com"] {
+        let z = env.sim.get(&format!(
+            "/subscriptions/{GUEST_SUB}/resourceGroups/prv-x7k2p/providers/Microsoft.Network/privateDnsZones/{name}?api-version=2024-06-01"
+        ));
+        assert!(z.get("id").is_none(), "{name} left behind: {z}");
+    }
+}
+
+/// The simulator fails the way a 4.22 management cluster fails: a Private HostedCluster
+/// whose API server is a Route without a hostname (what hcp-workflow rendered before)
+/// never becomes Available and its nodes never get an ignition endpoint; the same object
+/// on a 4.23 operator (the guard of `main`, commit `30d61dfa07`) comes up.
+#[test]
+fn a_4_22_operator_never_readies_a_private_route_api_server_without_a_hostname() {
+    for (version, comes_up) in [("4.22", false), ("4.23", true)] {
+        let env = Env::with_sim_args(
+            &format!("topo-nohost-{version}"),
+            FAST,
+            &["--hypershift-version", version],
+        );
+        seed_zone(&env);
+        let cfg = cluster_file(&env.dir, "good", "good-x7k2p", "Private", "");
+        // A real create renders a valid HostedCluster and NodePool to copy from.
+        let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+        assert_eq!(code, 0, "{out}\n{err}");
+        let hc = env.sim.get(&format!("{HC}/good"));
+        let np = env.sim.get(&format!("{NP}/good-workers"));
+        let (mut hc, mut np) = (hc, np);
+        for o in [&mut hc, &mut np] {
+            o.as_object_mut().unwrap().remove("status");
+            let meta = o["metadata"].as_object_mut().unwrap();
+            meta.retain(|k, _| k == "namespace" || k == "labels");
+        }
+        hc["metadata"]["name"] = json!("nohost");
+        hc["spec"]["infraID"] = json!("nohost-x7k2p");
+        for s in hc["spec"]["services"].as_array_mut().unwrap() {
+            if s["service"] == "APIServer" || s["service"] == "OAuthServer" {
+                s["servicePublishingStrategy"] = json!({"type": "Route"});
+            }
+        }
+        np["metadata"]["name"] = json!("nohost-workers");
+        np["spec"]["clusterName"] = json!("nohost");
+        let (s, b) = env.sim.post(HC, &hc);
+        assert!((200..300).contains(&s), "{s} {b}");
+        let (s, b) = env.sim.post(NP, &np);
+        assert!((200..300).contains(&s), "{s} {b}");
+        if comes_up {
+            let hc = wait_for("the 4.23 control plane to be Available", || {
+                let v = env.sim.get(&format!("{HC}/nohost"));
+                (condition(&v, "Available")["status"] == "True").then_some(v)
+            });
+            assert_eq!(condition(&hc, "Available")["status"], "True");
+            continue;
+        }
+        let np = wait_for("the pool to wait for an ignition endpoint", || {
+            let v = env.sim.get(&format!("{NP}/nohost-workers"));
+            (condition(&v, "IgnitionEndpointAvailable")["reason"] == "IgnitionEndpointMissing")
+                .then_some(v)
+        });
+        assert_eq!(condition(&np, "Ready")["status"], "False", "{np}");
+        // Much later (in simulated time) the control plane is still not available.
+        std::thread::sleep(Duration::from_millis(500));
+        let hc = env.sim.get(&format!("{HC}/nohost"));
+        assert_eq!(condition(&hc, "Available")["status"], "False", "{hc}");
+        assert!(
+            env.sim
+                .get("/api/v1/namespaces/clusters-nohost/services/private-router")
+                .get("spec")
+                .is_some(),
+            "the private router exists: the operator got as far as its Services"
+        );
+    }
+}

@@ -779,6 +779,15 @@ fn with_hypershift_s_private_link_its_controller_applies_the_subscriptions_and_w
         v["properties"]["visibility"]["subscriptions"],
         json!([GUEST_SUB, a])
     );
+    // HyperShift's observer watches only the `private-router` Service: hcp-workflow made
+    // it look again by annotating that Service (nothing else of it is touched).
+    let svc = env.sim.get(&format!(
+        "/api/v1/namespaces/clusters-{name}/services/private-router"
+    ));
+    let nudge = svc["metadata"]["annotations"]["hcp-workflow.io/allowed-subscriptions"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(nudge.starts_with(a), "{svc}");
     // Who wrote the PLS: HyperShift's operator (its calls are logged with their actor),
     // never hcp-workflow.
     let pls_puts: Vec<Value> = env

@@ -190,7 +190,8 @@ impl<'a> Ctx<'a> {
             public_hostnames: hcp_activities::kube::render::public_hostnames(
                 &l.name,
                 &cfg.base_domain,
-                render_topology(cfg.topology),
+                crate::create_cluster::render_topology(cfg.topology),
+                matches!(cfg.identities, crate::config::Identities::AroHcp(_)),
             ),
         }
     }
@@ -1007,6 +1008,10 @@ fn control_plane(
             client_ids,
             wait_router: c.private,
             wait_public_router: c.public_hostnames.is_some(),
+            shared_ingress_router: c
+                .public_hostnames
+                .as_ref()
+                .is_some_and(|h| h.shared_ingress),
             // A failed create's undo asks the guest to clean up too (destroy.go does).
             cleanup_cloud_resources: true,
             public_zone: Some(pre.public_zone.clone()),
@@ -1206,7 +1211,83 @@ fn pe_dns(
         },
         o().after(&zone).after(&link).after(&pe),
     )?;
+    endpoint_zones(b, l, (WORKFLOW, "pe-dns"), &pe, Some(managed), c.repair)?;
     Ok(())
+}
+
+/// The published hostnames' own private zones (`Layout::endpoint_zones`): each linked to
+/// the guest VNet, its apex at the private endpoint, so the kubeconfig's API name and the
+/// OAuth name resolve inside the guest VNet (and only there, on a Private cluster).
+/// `managed` is the node that ensured the managed group, when this run has one;
+/// `(workflow, prefix)` name the nodes (`create-cluster.pe-dns.api-zone`, …).
+pub(crate) fn endpoint_zones(
+    b: &mut SagaBuilder,
+    l: &Layout,
+    (workflow, prefix): (&str, &str),
+    pe: &Ref<hcp_activities::steps::private_link::PeOutput>,
+    managed: Option<&Ref<ResourceOutput>>,
+    converge: bool,
+) -> Result<Vec<String>, DagError> {
+    let mut records = Vec::new();
+    let res = |resource_type: &str, id: &str, body: serde_json::Value| ResourceInput {
+        azure: l.azure.clone(),
+        owner: l.owner.clone(),
+        resource_type: resource_type.into(),
+        id: id.into(),
+        api: api::PRIVATE_DNS.into(),
+        body,
+        tagged: true,
+        persistent: false,
+        byo: false,
+        shared: false,
+        parent: None,
+    };
+    for ez in &l.endpoint_zones {
+        let key = endpoint_key(&ez.host);
+        let mut zone_input = res(
+            "Microsoft.Network/privateDnsZones",
+            &ez.zone_id,
+            json!({"location": "global"}),
+        );
+        if let Some(m) = managed {
+            zone_input = zone_input.within(m);
+        }
+        let zone =
+            b.add::<EnsureDnsZone>(format!("{workflow}.{prefix}.{key}-zone"), &zone_input, o())?;
+        let link = b.add::<EnsureDnsLink>(
+            format!("{workflow}.{prefix}.{key}-link"),
+            &res(
+                "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+                &ez.link_id,
+                json!({"location": "global", "properties": {
+                    "virtualNetwork": {"id": l.vnet_id},
+                    "registrationEnabled": false,
+                }}),
+            )
+            .within(&zone),
+            o().after(&zone),
+        )?;
+        let rec = b.add::<EnsureARecords>(
+            format!("{workflow}.{prefix}.{key}-record"),
+            &ARecordInput {
+                azure: l.azure.clone(),
+                owner: l.owner.clone(),
+                zone_id: ez.zone_id.clone(),
+                names: vec!["@".into()],
+                endpoint: pe.clone(),
+                zone: Some(zone.clone()),
+                converge,
+            },
+            o().after(&zone).after(&link).after(pe),
+        )?;
+        records.push(rec.node().to_string());
+    }
+    Ok(records)
+}
+
+/// A node-name key for an endpoint hostname: its prefix (`api`, `oauth`).
+pub(crate) fn endpoint_key(host: &str) -> &str {
+    host.split('-').next().unwrap_or(host)
 }
 
 /// HyperShift's controllers make PLS, PE and DNS: wait for what its

@@ -191,6 +191,7 @@ impl<'a> Ctx<'a> {
                 &l.name,
                 &cfg.base_domain,
                 crate::create_cluster::render_topology(cfg.topology),
+                matches!(cfg.identities, crate::config::Identities::AroHcp(_)),
             ),
         }
     }
@@ -299,6 +300,23 @@ fn pe_dns(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
             o(),
         )?;
     }
+    // The published hostnames' own zones (absent on a cluster made before they existed:
+    // a delete of what is gone is done).
+    for ez in &c.l.endpoint_zones {
+        b.add::<DeleteDnsRecord>(
+            n(&format!(
+                "pe-dns.{}-record",
+                crate::create_cluster::endpoint_key(&ez.host)
+            )),
+            &c.del(
+                "Microsoft.Network/privateDnsZones/A",
+                &format!("{}/A/@", ez.zone_id),
+                api::PRIVATE_DNS,
+                false,
+            ),
+            o(),
+        )?;
+    }
     Ok(())
 }
 
@@ -326,6 +344,29 @@ fn pe_dns_zone(b: &mut SagaBuilder, c: &Ctx<'_>) -> Result<(), DagError> {
         ),
         o().after(&link),
     )?;
+    for ez in &l.endpoint_zones {
+        let key = crate::create_cluster::endpoint_key(&ez.host);
+        let link = b.add::<DeleteDnsLink>(
+            n(&format!("pe-dns.{key}-link")),
+            &c.del(
+                "Microsoft.Network/privateDnsZones/virtualNetworkLinks",
+                &ez.link_id,
+                api::PRIVATE_DNS,
+                true,
+            ),
+            o(),
+        )?;
+        b.add::<DeleteDnsZone>(
+            n(&format!("pe-dns.{key}-zone")),
+            &c.del(
+                "Microsoft.Network/privateDnsZones",
+                &ez.zone_id,
+                api::PRIVATE_DNS,
+                true,
+            ),
+            o().after(&link),
+        )?;
+    }
     b.add::<DeletePrivateEndpoint>(
         n("pe-dns.endpoint"),
         &c.del(

@@ -183,6 +183,30 @@ pub struct Layout {
     pub pl_link_id: String,
     /// The ARO HCP identity model's names (`identities.aroHcp`).
     pub aro: Option<AroLayout>,
+    /// Private topologies: one private zone per published hostname (`api-<name>.<baseDomain>`,
+    /// `oauth-<name>.<baseDomain>`), linked to the guest VNet, whose apex answers the
+    /// private endpoint's address ([`EndpointZone`]).
+    pub endpoint_zones: Vec<EndpointZone>,
+}
+
+/// A private zone named exactly one of the control plane's hostnames, so the guest VNet
+/// resolves that name (and only that name) to the private endpoint.
+///
+/// HyperShift's own private link (`controllers/azureprivatelinkservice/controller.go`
+/// `reconcileBaseDomainDNS`) writes `api-<name>` and `oauth-<name>` in a private zone named
+/// the whole base domain. Azure's resolver makes a linked private zone authoritative for
+/// every name under it, with no fall-through to public DNS, so that zone would hide every
+/// other record of the base domain from the guest (a team's `registry.<baseDomain>`,
+/// another cluster's names), and two clusters sharing a VNet could not both link one. A
+/// zone per hostname shadows only the name it answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointZone {
+    /// The hostname (the zone's name).
+    pub host: String,
+    /// The zone's id.
+    pub zone_id: String,
+    /// Its link to the guest VNet.
+    pub link_id: String,
 }
 
 /// Names of the ARO HCP identity model (all in the persistent group, keyed by the cluster
@@ -423,7 +447,30 @@ impl Layout {
         };
         let pl_zone = names::private_link_dns_zone(&name);
         let infra_zone = names::infra_dns_zone(&name, &cfg.base_domain);
+        let endpoint_zones = if cfg.topology.uses_private_link() {
+            [
+                names::endpoint_hostname("api", &name, &cfg.base_domain),
+                names::endpoint_hostname("oauth", &name, &cfg.base_domain),
+            ]
+            .into_iter()
+            .map(|host| {
+                let zone_id =
+                    format!("{managed_rg}/providers/Microsoft.Network/privateDnsZones/{host}");
+                EndpointZone {
+                    link_id: format!(
+                        "{zone_id}/virtualNetworkLinks/{}",
+                        names::endpoint_dns_link(&name, infra_id)
+                    ),
+                    zone_id,
+                    host,
+                }
+            })
+            .collect()
+        } else {
+            Vec::new()
+        };
         Layout {
+            endpoint_zones,
             infra_zone_id: format!(
                 "{managed_rg}/providers/Microsoft.Network/privateDnsZones/{infra_zone}"
             ),

@@ -40,6 +40,7 @@ use hcp_activities::steps::dns::{
     DeletePublicRecords, EnsurePublicRecords, FindPublicZone, PublicRecordsDeleteInput,
     PublicRecordsInput,
 };
+use hcp_activities::steps::private_link::{PeReadInput, ReadPrivateEndpoint};
 use hcp_activities::steps::update::{
     AllowedSubscriptionsInput, PlsAccessInput, PlsRef, PoolManagement, PoolReleaseInput,
     PoolSettings, PoolUpdateInput, PruneConnections, ReleaseInput, RotateClusterSecret,
@@ -263,6 +264,19 @@ pub fn classify(applied: &Value, file: &Value) -> UpdatePlan {
                             continue;
                         }
                         let template = TEMPLATE_FIELDS.contains(&field);
+                        if template && before.upgrade_type.as_deref() == Some("InPlace") {
+                            // HyperShift only swaps an InPlace pool's MachineSet template
+                            // reference (`nodepool/capi.go` `reconcileMachineSet`): no running
+                            // machine would change, yet the pool would report it done.
+                            plan.refused.push(Refusal {
+                                path: c.path.clone(),
+                                why: "pool `".to_string() + name + "` has upgradeType InPlace: HyperShift applies a machine-template change only to machines created after it (docs/content/reference/nodepool-rollouts.md, \"InPlace\"), so none of the running machines would change",
+                                fix: format!(
+                                    "keep the applied value, or add a pool with a new name and the new value, then remove `{name}`"
+                                ),
+                            });
+                            continue;
+                        }
                         let management = MANAGEMENT_FIELDS.contains(&field);
                         match plan.changed.iter_mut().find(|x| x.after.name == name) {
                             Some(x) => {
@@ -426,6 +440,7 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
         &l.name,
         &cfg.base_domain,
         render::Topology::PublicAndPrivate,
+        false,
     )
     .map(|h| h.relative(&cfg.base_domain))
     .unwrap_or_default();
@@ -491,6 +506,10 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
                 namespace: CLUSTERS_NAMESPACE.into(),
                 name: l.name.clone(),
                 release_image: image.clone(),
+                version: cfg
+                    .release_version
+                    .clone()
+                    .or_else(|| release_version(image)),
             },
             o().pivot(
                 "HyperShift does not roll a control plane back: a release, once rolled out, stays",
@@ -571,6 +590,30 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
             &crate::create_cluster::public_zone_input(cfg, l, true),
             o(),
         )?;
+        // `spec.services` is immutable: the API server and OAuth keep their public
+        // hostnames, the kubeconfig's among them. Before their public records go, their
+        // own private zones answer them in the guest VNet (a cluster made before those
+        // zones existed gets them here; ensuring existing ones changes nothing).
+        let mut records_after = o().after(&hc).after(&zone);
+        if !hypershift_link {
+            let pe = b.add::<ReadPrivateEndpoint>(
+                n("topology.private-endpoint"),
+                &PeReadInput {
+                    azure: l.azure.clone(),
+                    id: l.pe_id.clone(),
+                },
+                o(),
+            )?;
+            let written = crate::create_cluster::endpoint_zones(
+                &mut b,
+                l,
+                (WORKFLOW, "topology"),
+                &pe,
+                None,
+                false,
+            )?;
+            records_after.after.extend(written);
+        }
         b.add::<DeletePublicRecords>(
             n("topology.public-dns"),
             &PublicRecordsDeleteInput {
@@ -579,7 +622,7 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
                 zone: zone.clone(),
                 names: public_names.clone(),
             },
-            o().after(&hc).after(&zone).pivot(
+            records_after.pivot(
                 "the public A records are deleted; switching back to PublicAndPrivate writes new ones",
             ),
         )?;
@@ -718,25 +761,36 @@ fn add_pools(
     Ok(())
 }
 
+/// One pool's machines an update adds: `(pool, vmSize, machines, zone, replaces)`.
+pub type AddedMachines = (String, String, i64, Option<String>, Option<(String, i64)>);
+
 /// The machines an update adds beyond what runs (for the vCPU quota and VM size rows of
-/// its preflight): per pool of the file, `(pool, vmSize, machines, zone)` — all of a new
-/// pool, the growth of a scaled one, and a whole new set for a pool whose machine template
-/// changes (HyperShift replaces the machines, surging new ones before old ones go).
-pub fn added_machines(
-    applied: &Value,
-    cfg: &ClusterConfig,
-) -> Vec<(String, String, i64, Option<String>)> {
+/// its preflight): per pool of the file — all of a new pool, the growth of a scaled one,
+/// and, for a pool whose VM size changes, the new set with what it replaces (HyperShift
+/// rolls them: new machines surge one at a time before old ones go, so the regional peak
+/// is [`hcp_activities::preflight::rolling_peak`], while the new size's family needs all).
+pub fn added_machines(applied: &Value, cfg: &ClusterConfig) -> Vec<AddedMachines> {
     let before = pools_of(applied);
     cfg.node_pools
         .iter()
         .filter_map(|p| {
             let want = p.desired_replicas();
-            let extra = match before.iter().find(|b| b.name == p.name) {
-                None => want,
-                Some(b) if b.vm_size != p.vm_size => want,
-                Some(b) => want - b.desired_replicas(),
+            let (extra, replaces) = match before.iter().find(|b| b.name == p.name) {
+                None => (want, None),
+                Some(b) if b.vm_size != p.vm_size => {
+                    (want, Some((b.vm_size.clone(), b.desired_replicas())))
+                }
+                Some(b) => (want - b.desired_replicas(), None),
             };
-            (extra > 0).then(|| (p.name.clone(), p.vm_size.clone(), extra, p.zone.clone()))
+            (extra > 0).then(|| {
+                (
+                    p.name.clone(),
+                    p.vm_size.clone(),
+                    extra,
+                    p.zone.clone(),
+                    replaces,
+                )
+            })
         })
         .collect()
 }

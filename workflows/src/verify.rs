@@ -74,6 +74,12 @@ pub fn input(cfg: &ClusterConfig, l: &Layout, expected: Vec<Expected>) -> Input 
             id: l.pl_link_id.clone(),
             vnet_id: l.vnet_id.clone(),
         });
+        // The published hostnames' zones: without one, no zone answers that name in the
+        // guest VNet (the kubeconfig's API name on a Private cluster).
+        vnet_links.extend(l.endpoint_zones.iter().map(|ez| VnetLink {
+            id: ez.link_id.clone(),
+            vnet_id: l.vnet_id.clone(),
+        }));
     }
     Input {
         cluster: l.name.clone(),
@@ -90,6 +96,11 @@ pub fn input(cfg: &ClusterConfig, l: &Layout, expected: Vec<Expected>) -> Input 
             records: ["api", "*.apps"]
                 .iter()
                 .map(|r| format!("{}/A/{r}", l.pl_zone_id))
+                .chain(
+                    l.endpoint_zones
+                        .iter()
+                        .map(|ez| format!("{}/A/@", ez.zone_id)),
+                )
                 .collect(),
             manager: LinkManager::HcpWorkflow,
         }),

@@ -211,6 +211,17 @@ pub fn private_link_dns_link(name: &str, infra_id: &str) -> String {
     format!("{name}-{infra_id}-pl")
 }
 
+/// A control-plane hostname as `hypershift create cluster azure --external-dns-domain`
+/// names it (`cmd/cluster/azure/create.go`): `<prefix>-<name>.<baseDomain>`.
+pub fn endpoint_hostname(prefix: &str, name: &str, base_domain: &str) -> String {
+    format!("{prefix}-{name}.{}", base_domain.trim_matches('.'))
+}
+
+/// Link of a hostname's private zone to the guest VNet: `<name>-<infraID>-ep`.
+pub fn endpoint_dns_link(name: &str, infra_id: &str) -> String {
+    format!("{name}-{infra_id}-ep")
+}
+
 /// `/subscriptions/{sub}`.
 pub fn subscription_id(sub: &str) -> String {
     format!("/subscriptions/{sub}")

@@ -597,6 +597,36 @@ impl Mgmt {
             .filter(|ip| !ip.is_empty()))
     }
 
+    /// Sets annotation `key` of Service `ns/name` — a Service of HyperShift's, not ours — to
+    /// `value`: one merge patch of that annotation alone (RFC 7386), nothing else of the
+    /// object touched. It exists to make a controller that watches only that Service look
+    /// again (HyperShift's private-link observer). Returns whether the Service exists.
+    ///
+    /// # Errors
+    /// API and transport errors.
+    pub async fn nudge_service(
+        &self,
+        ns: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<bool, KubeError> {
+        let api: Api<Service> = Api::namespaced(self.client.clone(), ns);
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+            Err(e) => Err(KubeError::from_kube(
+                "annotate",
+                &describe(Kind::Service, ns, name),
+                e,
+            )),
+        }
+    }
+
     /// Sets the [`LABEL_RUN`] label of `kind ns/name` to `run`: ownership of an object of
     /// ours moves to the run that adopted it, so an earlier run's undo (which deletes only
     /// objects labelled with its own run) leaves it.

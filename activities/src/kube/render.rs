@@ -577,20 +577,24 @@ pub struct KmsInput {
     pub credentials_secret_name: String,
 }
 
-/// The public hostnames of a PublicAndPrivate cluster's API server and OAuth server, which
-/// hcp-workflow publishes as A records in the base domain's public zone.
+/// The hostnames whose A records hcp-workflow writes in the base domain's public zone:
+/// a PublicAndPrivate cluster's API server and OAuth (at its public `router`), or a public
+/// ARO HCP cluster's four Routes (at the management cluster's shared ingress router).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PublicHostnames {
     /// `api-<name>.<baseDomain>`.
     pub api: String,
-    /// `oauth-<name>.<baseDomain>`.
-    pub oauth: String,
+    /// Every hostname, the API server's first.
+    pub all: Vec<String>,
+    /// Served by the management cluster's shared ingress (`hypershift-sharedingress/router`)
+    /// rather than the cluster's own public router.
+    pub shared_ingress: bool,
 }
 
 impl PublicHostnames {
-    /// The records' names relative to the zone `base_domain` (`api-<name>`, `oauth-<name>`).
+    /// The records' names relative to the zone `base_domain` (`api-<name>`, `oauth-<name>`, …).
     pub fn relative(&self, base_domain: &str) -> Vec<String> {
-        [&self.api, &self.oauth]
+        self.all
             .iter()
             .map(|h| {
                 h.strip_suffix(&format!(".{base_domain}"))
@@ -601,17 +605,99 @@ impl PublicHostnames {
     }
 }
 
-/// The public hostnames for `topology` (only PublicAndPrivate has them), named as
-/// `hypershift create cluster azure --external-dns-domain` names them
-/// (`cmd/cluster/azure/create.go`: `api-%s.%s`, `oauth-%s.%s`).
+/// The public hostnames for `topology` ([`PublicHostnames`]): PublicAndPrivate's two, a
+/// Public `ManagedIdentities` cluster's four ([`endpoint_hostnames`]), none otherwise.
 pub fn public_hostnames(
     name: &str,
     base_domain: &str,
     topology: Topology,
+    managed_identities: bool,
 ) -> Option<PublicHostnames> {
-    (topology == Topology::PublicAndPrivate).then(|| PublicHostnames {
-        api: format!("api-{name}.{base_domain}"),
-        oauth: format!("oauth-{name}.{base_domain}"),
+    if topology == Topology::Private {
+        return None;
+    }
+    let h = endpoint_hostnames(name, base_domain, topology, managed_identities)?;
+    Some(PublicHostnames {
+        api: h.api.clone(),
+        all: h.all().into_iter().map(str::to_string).collect(),
+        shared_ingress: topology == Topology::Public,
+    })
+}
+
+/// The hostnames the control plane's Routes are published under, named as
+/// `hypershift create cluster azure --external-dns-domain` names them
+/// (`cmd/cluster/azure/create.go`: `api-%s.%s`, `oauth-%s.%s`, `konnectivity-%s.%s`,
+/// `ignition-%s.%s`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointHostnames {
+    /// `api-<name>.<baseDomain>`.
+    pub api: String,
+    /// `oauth-<name>.<baseDomain>`.
+    pub oauth: String,
+    /// `konnectivity-<name>.<baseDomain>` (shared ingress only).
+    pub konnectivity: Option<String>,
+    /// `ignition-<name>.<baseDomain>` (shared ingress only).
+    pub ignition: Option<String>,
+}
+
+impl EndpointHostnames {
+    /// Every hostname, API server first.
+    pub fn all(&self) -> Vec<&str> {
+        let mut v = vec![self.api.as_str(), self.oauth.as_str()];
+        v.extend(self.konnectivity.as_deref());
+        v.extend(self.ignition.as_deref());
+        v
+    }
+
+    /// The hostname of `service` (`APIServer`, `OAuthServer`, `Konnectivity`, `Ignition`).
+    pub fn of(&self, service: &str) -> Option<&str> {
+        match service {
+            "APIServer" => Some(&self.api),
+            "OAuthServer" => Some(&self.oauth),
+            "Konnectivity" => self.konnectivity.as_deref(),
+            "Ignition" => self.ignition.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Which Routes get hostnames, from HyperShift's code:
+/// - **Private and PublicAndPrivate**: the API server and OAuth. A 4.22 control-plane
+///   operator cannot publish a Route API server without a hostname: `kas/service.go`
+///   `ReconcileServiceStatus` reads `strategy.Route.Hostname` with no nil check, a panic on
+///   every reconcile (only `main`, commit `30d61dfa07`, falls back to the router's
+///   address); HyperShift's own private link writes `api-<name>` and `oauth-<name>` at the
+///   private endpoint in a zone the guest VNet resolves
+///   (`controllers/azureprivatelinkservice/controller.go` `reconcileBaseDomainDNS`).
+///   Konnectivity and Ignition stay hostname-less: the private router serves them under
+///   `*.apps.<name>.hypershift.local`.
+/// - **Public with `ManagedIdentities`** (ARO HCP): HyperShift serves it through the
+///   management cluster's shared ingress (`support/util/visibility.go`
+///   `UseSharedIngressHCP`), which routes by hostname: the API host is the API Route's
+///   hostname (`sharedingress.KasRouteHostname`) and, on AKS, a hostname-less Route gets no
+///   host at all, so all four are Routes with hostnames, as HyperShift's AKS path renders
+///   them (`contrib/managed-azure/create_basic_hosted_cluster.sh --external-dns-domain`).
+/// - **Public with workload identities**: none (a LoadBalancer API server).
+pub fn endpoint_hostnames(
+    name: &str,
+    base_domain: &str,
+    topology: Topology,
+    managed_identities: bool,
+) -> Option<EndpointHostnames> {
+    let host = |prefix: &str| crate::azure::names::endpoint_hostname(prefix, name, base_domain);
+    if topology.is_private() {
+        return Some(EndpointHostnames {
+            api: host("api"),
+            oauth: host("oauth"),
+            konnectivity: None,
+            ignition: None,
+        });
+    }
+    managed_identities.then(|| EndpointHostnames {
+        api: host("api"),
+        oauth: host("oauth"),
+        konnectivity: Some(host("konnectivity")),
+        ignition: Some(host("ignition")),
     })
 }
 
@@ -791,20 +877,21 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     //   `support/util/visibility.go` `LabelHCPRoutes`), and hcp-workflow writes the two A
     //   records in the base domain's public zone (there is no external-dns here).
     //   Konnectivity and Ignition stay hostname-less Routes on the private router.
-    let api_server = if input.topology == Topology::Public {
-        "LoadBalancer"
-    } else {
+    // - Every Route that needs a hostname gets one ([`endpoint_hostnames`]).
+    let hostnames = endpoint_hostnames(
+        &input.name,
+        &input.base_domain,
+        input.topology,
+        input.managed_identities.is_some(),
+    );
+    let api_server = if hostnames.is_some() {
         "Route"
+    } else {
+        "LoadBalancer"
     };
-    let hostnames = public_hostnames(&input.name, &input.base_domain, input.topology);
     let service = |name: &str, kind: &str| {
         let mut s = json!({"service": name, "servicePublishingStrategy": {"type": kind}});
-        let host = match (&hostnames, name) {
-            (Some(h), "APIServer") => Some(&h.api),
-            (Some(h), "OAuthServer") => Some(&h.oauth),
-            _ => None,
-        };
-        if let Some(host) = host {
+        if let Some(host) = hostnames.as_ref().and_then(|h| h.of(name)) {
             s["servicePublishingStrategy"]["route"] = json!({"hostname": host});
         }
         s

@@ -507,6 +507,34 @@ async fn management(clients: &Clients, i: &Inputs, aks: AksAnswer) -> Vec<CheckR
             "grant get on deployments in namespace hypershift",
         )),
     }
+    // A public ARO HCP cluster is served through the shared ingress router
+    // (`support/util/visibility.go` `UseSharedIngressHC`): its four Routes' names get A
+    // records at that router's address, so it must have one.
+    if i.private_link.is_none() {
+        let ns = crate::steps::cluster::SHARED_INGRESS_NAMESPACE;
+        let target = format!("Service {ns}/router");
+        rows.push(match m.service_lb_ip(ns, "router").await {
+            Ok(Some(ip)) => CheckResult::pass(
+                "k8s.aro-hcp",
+                target,
+                format!(
+                    "the shared ingress router answers at {ip}: the cluster's api-, oauth-, konnectivity- and ignition-<name>.<baseDomain> A records will point there"
+                ),
+            ),
+            Ok(None) => CheckResult::fail(
+                "k8s.aro-hcp",
+                target,
+                "absent or without a load balancer address: a public ARO HCP cluster's Routes are served only by HyperShift's shared ingress router",
+                "install the operator with --managed-service ARO-HCP (it runs the shared ingress) and wait until the Service has an address",
+            ),
+            Err(e) => CheckResult::fail(
+                "k8s.aro-hcp",
+                target,
+                e.to_string(),
+                format!("grant get on services in namespace {ns}"),
+            ),
+        });
+    }
     let crds: Api<CustomResourceDefinition> = Api::all(m.client().clone());
     rows.push(match crds.get_opt(SPC_CRD).await {
         Ok(Some(_)) => CheckResult::pass(

@@ -842,10 +842,47 @@ async fn compute(clients: &Clients, inputs: &Inputs) -> Vec<CheckResult> {
             .and_then(Value::as_str)
             .unwrap_or("unknown")
             .to_string();
-        let e = need.entry(family).or_default();
-        e.0 += vcpus * p.replicas.max(0);
-        e.1.push(format!("{}×{} ({vcpus} vCPUs)", p.replicas, p.vm_size));
-        total += vcpus * p.replicas.max(0);
+        let all = vcpus * p.replicas.max(0);
+        match &p.replaces {
+            // A rolling replacement: the new size's family needs every new machine (none
+            // of the old ones counts for it unless they share it), the region only the
+            // surge's peak.
+            Some((old_size, old_n)) => {
+                let old_sku = skus.iter().find(|s| {
+                    s.get("resourceType").and_then(Value::as_str) == Some("virtualMachines")
+                        && s.get("name")
+                            .and_then(Value::as_str)
+                            .is_some_and(|n| n.eq_ignore_ascii_case(old_size))
+                });
+                let old_vcpus: i64 = old_sku
+                    .and_then(|s| capability(s, "vCPUs"))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                let same_family = old_sku
+                    .and_then(|s| s.get("family"))
+                    .and_then(Value::as_str)
+                    == Some(family.as_str());
+                let peak = super::rolling_peak(
+                    p.replicas.max(0).min(*old_n),
+                    old_vcpus,
+                    vcpus,
+                    super::DEFAULT_MAX_SURGE,
+                ) + vcpus * (p.replicas - old_n).max(0);
+                let e = need.entry(family).or_default();
+                e.0 += if same_family { peak } else { all };
+                e.1.push(format!(
+                    "{}×{} ({vcpus} vCPUs) replacing {old_n}×{old_size} one at a time",
+                    p.replicas, p.vm_size
+                ));
+                total += peak;
+            }
+            None => {
+                let e = need.entry(family).or_default();
+                e.0 += all;
+                e.1.push(format!("{}×{} ({vcpus} vCPUs)", p.replicas, p.vm_size));
+                total += all;
+            }
+        }
     }
     let upath = format!("/subscriptions/{sub}/providers/Microsoft.Compute/locations/{loc}/usages");
     match usages {

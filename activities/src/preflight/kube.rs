@@ -692,11 +692,15 @@ async fn hosted_cluster(m: Mgmt, i: Arc<Inputs>) -> Vec<CheckResult> {
             let ours = labels.get(LABEL_CLUSTER) == Some(name)
                 && labels.get(LABEL_INFRA_ID) == Some(&i.owner.infra_id);
             if ours {
-                vec![CheckResult::pass(
+                let mut rows = vec![CheckResult::pass(
                     "k8s.hosted-cluster",
-                    target,
+                    target.clone(),
                     "exists and is this cluster's (same cluster and infra id labels)",
-                )]
+                )];
+                if i.workflow == Workflow::Update {
+                    rows.extend(upgradeable_row(&o.data, i.release, &target));
+                }
+                rows
             } else {
                 vec![CheckResult::fail(
                     "k8s.hosted-cluster",
@@ -723,4 +727,53 @@ async fn hosted_cluster(m: Mgmt, i: Arc<Inputs>) -> Vec<CheckResult> {
             "grant get on hostedclusters",
         )],
     }
+}
+
+/// `k8s.hosted-cluster.upgradeable`, for an update to another minor: HyperShift starts a
+/// minor upgrade only while the guest's cluster-version operator reports `Upgradeable`
+/// (bubbled up as `ClusterVersionUpgradeable`) not False, unless it is forced
+/// (`hostedcluster_controller.go` `isUpgrading`); blocked, it shows `Progressing=False`,
+/// reason `Blocked`, with the spec already changed. A z-stream update is always allowed.
+fn upgradeable_row(hc: &Value, release: Option<(u32, u32)>, target: &str) -> Option<CheckResult> {
+    let (maj, min) = release?;
+    let running = hc
+        .pointer("/status/version/desired/version")
+        .and_then(Value::as_str)?;
+    let (rmaj, rmin, _) = crate::steps::update::semver(running)?;
+    if (u64::from(maj), u64::from(min)) == (rmaj, rmin) {
+        return None;
+    }
+    let id = "k8s.hosted-cluster.upgradeable";
+    let t = format!("{target} ClusterVersionUpgradeable");
+    let cond = hc
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("ClusterVersionUpgradeable"));
+    let field = |c: &Value, k: &str| {
+        c.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    Some(match cond {
+        Some(c) if field(c, "status") == "False" => CheckResult::fail(
+            id,
+            t,
+            format!(
+                "False ({}): {}; HyperShift will not start the minor upgrade {running} → {maj}.{min} until the guest's cluster-version operator says Upgradeable=True",
+                field(c, "reason"),
+                field(c, "message")
+            ),
+            "resolve what the condition names in the guest (e.g. `oc -n openshift-config patch cm admin-acks …` for an admin acknowledgement), or stay on the current minor",
+        ),
+        _ => CheckResult::pass(
+            id,
+            t,
+            format!(
+                "the guest's cluster-version operator allows the minor upgrade {running} → {maj}.{min}"
+            ),
+        ),
+    })
 }

@@ -170,6 +170,25 @@ pub struct Pool {
     pub replicas: i64,
     /// Availability zone, if pinned.
     pub zone: Option<String>,
+    /// An update that replaces the pool's running machines with `replicas` of `vm_size`:
+    /// the size and count they run now. HyperShift's rolling update (NodePool defaults
+    /// `maxSurge: 1`, `maxUnavailable: 0`) adds new machines one at a time before old ones
+    /// go, so the regional peak is far below a whole second set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<(String, i64)>,
+}
+
+/// HyperShift's default `maxSurge` of a Replace pool (`nodepool/capi.go`
+/// `reconcileMachineDeployment`, `api/hypershift/v1beta1/nodepool_types.go`).
+pub const DEFAULT_MAX_SURGE: i64 = 1;
+
+/// The vCPUs a rolling replacement of `replicas` machines of `old` vCPUs by machines of
+/// `new` vCPUs adds at its peak, with `surge` machines made before old ones go: after `k`
+/// new machines, `k - surge` old ones are gone, so the peak is at `k = surge` or at
+/// `k = replicas`: `max(surge·new, replicas·(new − old) + surge·old)`.
+pub fn rolling_peak(replicas: i64, old: i64, new: i64, surge: i64) -> i64 {
+    let s = surge.min(replicas).max(0);
+    (s * new).max(replicas * (new - old) + s * old).max(0)
 }
 
 /// How the NAT subnet of the Private Link Service is had.

@@ -324,6 +324,10 @@ fn kube_retry() -> RetryPolicy {
 
 // ---------------------------------------------------------------------------------------
 
+/// Namespace of the management cluster's shared ingress router (HyperShift with
+/// `--managed-service ARO-HCP`, `hypershift-operator/controllers/sharedingress/manifests.go`).
+pub const SHARED_INGRESS_NAMESPACE: &str = "hypershift-sharedingress";
+
 /// Input of `k8s.issuer-key.ensure`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IssuerKeyInput {
@@ -829,6 +833,12 @@ pub struct HostedClusterNodeInput {
     /// public hostnames' A records point at it). Absent (false) in runs journaled before.
     #[serde(default)]
     pub wait_public_router: bool,
+    /// Read that address from the management cluster's shared ingress router instead
+    /// (`hypershift-sharedingress/router`, `hypershift-operator/controllers/sharedingress/
+    /// manifests.go` `RouterPublicService`): a public ARO HCP cluster's Routes are served
+    /// there (`support/util/visibility.go` `UseSharedIngressHC`).
+    #[serde(default)]
+    pub shared_ingress_router: bool,
     /// The undo sets [`CLEANUP_CLOUD_RESOURCES`] before deleting the HostedCluster, as
     /// `hypershift destroy cluster` does. Absent (false) in runs journaled before it.
     #[serde(default)]
@@ -960,7 +970,11 @@ impl Action for ApplyHostedCluster {
         }
         let mut public_router_ip = None;
         if input.wait_public_router {
-            let hcp_ns = format!("{ns}-{name}");
+            let hcp_ns = if input.shared_ingress_router {
+                SHARED_INGRESS_NAMESPACE.to_string()
+            } else {
+                format!("{ns}-{name}")
+            };
             match m.service_lb_ip(&hcp_ns, "router").await? {
                 Some(ip) => public_router_ip = Some(ip),
                 None => {
@@ -1147,6 +1161,9 @@ pub struct Access {
     pub kubeconfig_command: Option<String>,
     /// The web console.
     pub console: String,
+    /// Where those names resolve, when that is not everywhere (a private topology).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<String>,
 }
 
 /// The [`Access`] of HostedCluster `hc` (its JSON) in namespace `ns`.
@@ -1172,6 +1189,22 @@ pub fn access_of(hc: &serde_json::Value, ns: &str, name: &str) -> Access {
         }),
         kubeconfig_secret: secret.map(|sec| format!("{ns}/{sec}")),
         console: format!("https://console-openshift-console.apps.{name}.{base}"),
+        // The API and OAuth names are answered by private zones linked to the guest VNet
+        // (the private endpoint's address); the console's by the infra zone.
+        reach: match s("/spec/platform/azure/topology") {
+            Some("Private") => Some(
+                "the API server, OAuth and console names resolve only inside the guest VNet \
+                 (its private zones answer them with the private endpoint): connect from \
+                 there, or from a network linked to those zones"
+                    .into(),
+            ),
+            Some("PublicAndPrivate") => Some(
+                "public names; inside the guest VNet the API server and OAuth names resolve \
+                 to the private endpoint"
+                    .into(),
+            ),
+            _ => None,
+        },
     }
 }
 

@@ -121,6 +121,7 @@ pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError>
         EnsurePrivateLinkService,
         DeletePrivateLinkService,
         EnsurePrivateEndpoint,
+        ReadPrivateEndpoint,
         EnsureARecords,
         PublishOidcDocuments,
     );

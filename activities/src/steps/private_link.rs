@@ -557,6 +557,64 @@ impl Action for EnsurePrivateEndpoint {
     }
 }
 
+/// Input of `azure.private-endpoint.read`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PeReadInput {
+    /// Azure target (the guest subscription).
+    pub azure: AzureEnv,
+    /// PE id.
+    pub id: String,
+}
+
+/// `azure.private-endpoint.read`: an existing Private Endpoint's id and address, for a run
+/// that writes records at it without making it (update-cluster). Read only: a missing
+/// endpoint fails the step for good, naming it.
+#[derive(Clone, Debug)]
+pub struct ReadPrivateEndpoint(pub Arc<Clients>);
+
+impl Action for ReadPrivateEndpoint {
+    const NAME: &'static str = "azure.private-endpoint.read";
+    const HAS_UNDO: bool = false;
+    type Input = PeReadInput;
+    type Output = PeOutput;
+
+    fn retry_policy() -> RetryPolicy {
+        azure_retry()
+    }
+
+    async fn run(
+        &self,
+        ctx: &StepContext,
+        input: PeReadInput,
+    ) -> Result<Outcome<PeOutput>, StepError> {
+        let arm = self.0.arm(&input.azure).await?;
+        let Some(body) = arm
+            .get_value_with(&input.id, API_NETWORK, &[("$expand", "networkInterfaces")])
+            .await?
+        else {
+            return Err(StepError::permanent(
+                "validation",
+                format!(
+                    "the private endpoint {} does not exist: repair-cluster makes it again",
+                    input.id
+                ),
+            )
+            .with_code("PrivateEndpointNotFound"));
+        };
+        match privatelink::endpoint_ip(&arm, &input.id, body).await? {
+            Some(ip) => Ok(Outcome::Done(PeOutput {
+                id: input.id,
+                ip,
+                ledger: Vec::new(),
+            })),
+            None => Ok(ctx.wait(
+                self.0.poll(),
+                format!("waiting for {} to get a private IP", input.id),
+            )),
+        }
+    }
+}
+
 impl PeInput {
     fn azure_subscription(&self) -> &str {
         self.id.split('/').nth(2).unwrap_or_default()

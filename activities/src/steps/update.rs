@@ -375,6 +375,9 @@ fn quota_refusal(pool: &Value) -> Option<String> {
 /// Whether the pool runs `want` and nothing is rolling: `Ok(None)` settled, `Ok(Some(why))`
 /// still moving, `Err` refused for good.
 fn pool_settled(pool: &Value, want: &PoolSettings) -> Result<Option<String>, StepError> {
+    if let Some(why) = stale_conditions(pool) {
+        return Ok(Some(why));
+    }
     if let Some(msg) = quota_refusal(pool) {
         return Err(StepError::permanent(
             QUOTA,
@@ -438,6 +441,36 @@ impl std::fmt::Display for PoolManagement {
             self.node_volume_detach_timeout.as_deref().unwrap_or("none")
         )
     }
+}
+
+/// Why the pool's conditions do not yet speak of its current spec: HyperShift stamps every
+/// NodePool condition with the `metadata.generation` it reconciled (`nodepool/capi.go`,
+/// `conditions.go`: `ObservedGeneration: nodePool.Generation`), and until it has reconciled
+/// a change, `Ready` and `UpdatingPlatformMachineTemplate` are the previous spec's.
+pub fn stale_conditions(pool: &Value) -> Option<String> {
+    let generation = pool
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)?;
+    let conds = pool
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?;
+    conds
+        .iter()
+        .filter(|c| {
+            matches!(
+                str_at(c, "/type"),
+                Some("Ready" | "UpdatingPlatformMachineTemplate" | "UpdatingConfig" | "UpdatingVersion")
+            )
+        })
+        .find_map(|c| {
+            let seen = c.get("observedGeneration").and_then(Value::as_i64)?;
+            (seen < generation).then(|| {
+                format!(
+                    "HyperShift has not reconciled the pool's generation {generation} yet ({} is of generation {seen})",
+                    str_at(c, "/type").unwrap_or_default()
+                )
+            })
+        })
 }
 
 /// Why the pool's health check is not yet as `want` says (`None`: it is). HyperShift
@@ -624,6 +657,9 @@ pub struct ReleaseInput {
     pub name: String,
     /// The release image to run.
     pub release_image: String,
+    /// Its version (`4.22.3`), when the file or the image's tag says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// Output of `k8s.hosted-cluster.release`.
@@ -664,6 +700,60 @@ pub fn cluster_version_conditions(status: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether `entry` (of `status.version.history`, or `status.version.desired`) is the release
+/// `image` of `version`. HyperShift starts the guest's cluster-version operator on the
+/// image's *digest* (`v2/cvo/deployment.go` `discoverCVOReleaseImages`), and the CVO reports
+/// what it runs, so a release given by tag shows as `<repository>@sha256:…`. HyperShift
+/// itself compares "the spec image or its digest" (`isProgressing`); this tool cannot
+/// resolve a digest, so it matches the image, else the version (as ARO HCP does), else, for
+/// the desired release, HyperShift's verdict: `Progressing=False`, `AsExpected` ("at
+/// expected version") for the HostedCluster's current generation.
+pub fn is_release(hc: &Value, entry: &Value, image: &str, version: Option<&str>) -> bool {
+    if str_at(entry, "/image") == Some(image) {
+        return true;
+    }
+    if let (Some(want), Some(have)) = (version, str_at(entry, "/version")) {
+        return semver(want).is_some() && semver(want) == semver(have);
+    }
+    let desired = hc.pointer("/status/version/desired/image");
+    let generation = hc.pointer("/metadata/generation").and_then(Value::as_i64);
+    entry.get("image").is_some()
+        && entry.get("image") == desired
+        && hc
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                str_at(c, "/type") == Some("Progressing")
+                    && str_at(c, "/status") == Some("False")
+                    && str_at(c, "/reason") == Some("AsExpected")
+                    && c.get("observedGeneration").and_then(Value::as_i64) == generation
+            })
+}
+
+/// HyperShift will not start this upgrade: its `Progressing=False`, reason `Blocked`
+/// (`hostedcluster_controller.go` `isProgressing` / `isUpgrading`: the guest's CVO says
+/// `Upgradeable=False` and the new release is another minor), quoting the guest's own
+/// `ClusterVersionUpgradeable` condition, with what the operator can do.
+fn upgrade_blocked(hc: &Value, image: &str) -> Option<StepError> {
+    let (_, _, msg) =
+        condition(hc, "Progressing").filter(|c| c.0 == "False" && c.1 == "Blocked")?;
+    let upgradeable = condition(hc, "ClusterVersionUpgradeable")
+        .filter(|c| c.0 == "False")
+        .map(|(_, r, m)| format!("; ClusterVersionUpgradeable=False ({r}): {m}"))
+        .unwrap_or_default();
+    Some(StepError::permanent(
+        REFUSED,
+        format!(
+            "HyperShift will not start the upgrade to {image} (Progressing=False, Blocked): {msg}{upgradeable}. \
+The guest's cluster-version operator blocks a minor upgrade while Upgradeable is False: resolve what it names (e.g. an admin \
+acknowledgement in the guest's admin-acks ConfigMap), or put releaseImage back to the running release; forcing it \
+(annotation hypershift.openshift.io/force-upgrade-to) is an operator's decision, not this tool's"
+        ),
+    ))
+}
+
 /// The version the control plane has completed: the newest `Completed` entry of
 /// `status.version.history`, as HyperShift's NodePool controller reads it
 /// (`hypershift-operator/controllers/nodepool/conditions.go` `supportedVersionSkewCondition`).
@@ -702,7 +792,27 @@ impl Action for UpgradeControlPlane {
         let m = self.0.mgmt(&input.mgmt).await?;
         let (ns, name) = (&input.namespace, &input.name);
         let hc = ours(&m, Kind::HostedCluster, ns, name, &input.owner).await?;
+        let version = input.version.as_deref();
         if str_at(&hc, "/spec/release/image") != Some(input.release_image.as_str()) {
+            // A minor upgrade the guest says it cannot take yet is refused before the
+            // release is changed: HyperShift would only block it, with the spec changed.
+            if let Some((_, reason, msg)) =
+                condition(&hc, "ClusterVersionUpgradeable").filter(|c| c.0 == "False")
+            {
+                let running = hc
+                    .pointer("/status/version/desired/version")
+                    .and_then(Value::as_str)
+                    .and_then(semver);
+                let minor = version.and_then(semver);
+                if matches!((running, minor), (Some(r), Some(t)) if (r.0, r.1) != (t.0, t.1)) {
+                    return Err(StepError::permanent(
+                        REFUSED,
+                        format!(
+                            "HostedCluster {ns}/{name} reports ClusterVersionUpgradeable=False ({reason}): {msg}; HyperShift blocks a minor upgrade until the guest's cluster-version operator says Upgradeable=True (`isUpgrading`), so the release was not changed: resolve what it names, then `hcp-workflow retry`"
+                        ),
+                    ));
+                }
+            }
             let why = set_release(&m, Kind::HostedCluster, ns, name, &input.release_image).await?;
             return Ok(ctx.wait(self.0.poll(), why));
         }
@@ -711,11 +821,14 @@ impl Action for UpgradeControlPlane {
             "ValidReleaseImage",
             &format!("release {}", input.release_image),
         )?;
+        if let Some(e) = upgrade_blocked(&hc, &input.release_image) {
+            return Err(e);
+        }
         let latest = hc
             .pointer("/status/version/history/0")
             .cloned()
             .unwrap_or_default();
-        let done = str_at(&latest, "/image") == Some(input.release_image.as_str())
+        let done = is_release(&hc, &latest, &input.release_image, version)
             && str_at(&latest, "/state") == Some("Completed");
         if done {
             return Ok(Outcome::Done(ReleaseOutput {
@@ -812,7 +925,7 @@ impl Action for UpgradeNodePool {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .find(|h| str_at(h, "/image") == Some(input.release_image.as_str()))
+                .find(|h| is_release(&hc, h, &input.release_image, None))
                 .and_then(|h| str_at(h, "/version"))
                 .map(str::to_string)
         });
@@ -843,6 +956,12 @@ impl Action for UpgradeNodePool {
         refused_if_false(&pool, "ValidReleaseImage", "the pool's release")?;
         let have = str_at(&pool, "/status/version").map(str::to_string);
         let updating = condition(&pool, "UpdatingVersion").filter(|c| c.0 == "True");
+        if let Some(why) = stale_conditions(&pool) {
+            return Ok(ctx.wait(
+                self.0.poll(),
+                format!("waiting for NodePool {ns}/{name}: {why}"),
+            ));
+        }
         if have.is_some() && have == target && updating.is_none() {
             return Ok(Outcome::Done(PoolReleaseOutput {
                 ledger: vec![k8s(
@@ -1380,9 +1499,11 @@ impl Action for RotateClusterSecret {
             let p = obj.data;
             let was = before.get(pool).map(String::as_str).unwrap_or_default();
             let updating = condition(&p, "UpdatingConfig").filter(|c| c.0 == "True");
-            if now == was || updating.is_some() || !is_true(&p, "Ready") {
+            let stale = stale_conditions(&p);
+            if now == was || updating.is_some() || stale.is_some() || !is_true(&p, "Ready") {
                 let why = match updating {
                     Some((_, reason, msg)) => format!("UpdatingConfig=True ({reason}): {msg}"),
+                    None if stale.is_some() => stale.unwrap_or_default(),
                     None if now == was => format!(
                         "config still {}",
                         if was.is_empty() { "not reported" } else { was }
@@ -1518,7 +1639,72 @@ pub struct SetPlsVisibility(pub Arc<Clients>);
 /// gives auto-approval the visibility list.
 const BEFORE_AUTO_APPROVAL_KEY: &str = "before-auto-approval";
 
+/// Annotation hcp-workflow sets on HyperShift's `private-router` Service so that its
+/// private-link observer reconciles (see [`SetPlsVisibility::nudge_observer`]).
+pub const OBSERVER_NUDGE_ANNOTATION: &str = "hcp-workflow.io/allowed-subscriptions";
+
 impl SetPlsVisibility {
+    /// HyperShift mode: its control-plane operator's observer
+    /// (`control-plane-operator/controllers/azureprivatelinkservice/observer.go`) copies
+    /// `additionalAllowedSubscriptions` from the HostedControlPlane into the
+    /// `AzurePrivateLinkService` CR, but its controller watches only the `private-router`
+    /// Service (`For(&Service{})` with a name predicate, no HostedControlPlane watch), so a
+    /// changed list waits for the Service's next change or a resync (about 10 hours).
+    /// While the CR's list is not the wanted one, annotate that Service with the wanted list
+    /// and the time ([`OBSERVER_NUDGE_ANNOTATION`]): any update of the Service makes the
+    /// observer reconcile, and HyperShift's own writes of the Service keep other
+    /// annotations. Returns a note for the wait's reason.
+    async fn nudge_observer(
+        &self,
+        mgmt: &MgmtEnv,
+        namespace: &str,
+        name: &str,
+        want_vis: &[String],
+    ) -> Result<String, StepError> {
+        let m = self.0.mgmt(mgmt).await?;
+        let Some(cr) = super::hypershift_link::read_cr(&m, namespace, name).await? else {
+            return Ok(String::new());
+        };
+        let guest = str_at(&cr, "/spec/subscriptionID").unwrap_or_default();
+        let have: Vec<String> = cr
+            .pointer("/spec/additionalAllowedSubscriptions")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let want: Vec<String> = want_vis
+            .iter()
+            .filter(|s| !s.eq_ignore_ascii_case(guest))
+            .cloned()
+            .collect();
+        if same_set(&have, &want) {
+            return Ok(String::new());
+        }
+        let cp = super::hypershift_link::control_plane_namespace(namespace, name);
+        let value = format!(
+            "{} @{}",
+            want.join(","),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or_default()
+        );
+        let found = m
+            .nudge_service(&cp, "private-router", OBSERVER_NUDGE_ANNOTATION, &value)
+            .await?;
+        Ok(if found {
+            format!(
+                "; its AzurePrivateLinkService still lists [{}]: annotated Service {cp}/private-router so HyperShift's observer (which watches only that Service) copies the new list",
+                have.join(", ")
+            )
+        } else {
+            String::new()
+        })
+    }
+
     /// One look at the PLS, writing `want_vis` as its visibility and `want_auto` as its
     /// auto-approval when they are not there yet.
     async fn converge(
@@ -1559,9 +1745,15 @@ impl SetPlsVisibility {
                 "waiting for {id} to finish updating (provisioningState {state})"
             )));
         }
-        if matches!(input.pls, PlsRef::HyperShift { .. }) {
+        if let PlsRef::HyperShift {
+            mgmt,
+            namespace,
+            name,
+        } = &input.pls
+        {
+            let nudged = self.nudge_observer(mgmt, namespace, name, want_vis).await?;
             return Ok(Err(format!(
-                "waiting for HyperShift to set the visibility of {id} to [{}] (now [{}])",
+                "waiting for HyperShift to set the visibility of {id} to [{}] (now [{}]){nudged}",
                 want_vis.join(", "),
                 vis.join(", ")
             )));

@@ -529,6 +529,9 @@ pub struct AccessView {
     pub kubeconfig_command: Option<String>,
     /// The web console.
     pub console: String,
+    /// Where those names resolve, when that is not everywhere (a private topology).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<String>,
 }
 
 impl AccessView {
@@ -564,6 +567,9 @@ impl AccessView {
             _ => out.push("kubeconfig  (not reported by the HostedCluster yet)".to_string()),
         }
         out.push(format!("console     {}", self.console));
+        if let Some(r) = &self.reach {
+            out.push(format!("reach       {r}"));
+        }
         out
     }
 }
@@ -1486,10 +1492,14 @@ fn why(
                 }
                 _ => "every started step was undone".to_string(),
             };
-            let next = match &d.failure {
+            let mut next = match &d.failure {
                 Some(f) if d.state != RunState::Succeeded => format!(" {}", f.hint),
                 _ => " Nothing blocks it and nothing is left to do.".to_string(),
             };
+            // Where the cluster's names resolve is what a user trips over next.
+            if let Some(r) = d.access.as_ref().and_then(|a| a.reach.as_deref()) {
+                next.push_str(&format!(" Reach: {r}"));
+            }
             format!(
                 "{head} {} at {}: {how}.{next}",
                 crate::views::text::state_phrase(d.state),

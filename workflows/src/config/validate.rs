@@ -204,6 +204,16 @@ pub(crate) fn validate(config: &ClusterConfig, base_dir: &Path) -> Vec<ConfigErr
         files::check_ssh_public_key(b).map_err(|e| vec![e])
     });
     if let Cloud::Custom(c) = &config.cloud {
+        // HyperShift has no name for a custom cloud: the HostedCluster would say
+        // AzurePublicCloud (the CRD's default) and every in-cluster component would call
+        // public Azure. Its own code maps only three clouds (`hypershift-operator/controllers/
+        // hostedcluster/internal/platform/azure/azure.go` `parseCloudType`: "unsupported
+        // cloud type", `support/azureutil/azureutil.go` `GetAzureCloudConfiguration`).
+        r.push(
+            "cloud.custom",
+            "hypershift-cloud",
+            "HyperShift 4.22 runs hosted clusters only in AzurePublicCloud, AzureUSGovernmentCloud and AzureChinaCloud (its CAPZ mapping refuses any other cloud: \"unsupported cloud type\"); use cloud: public, usGovernment or china",
+        );
         r.check(
             "cloud.custom.resourceManager",
             "https-url",
