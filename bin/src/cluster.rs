@@ -252,7 +252,7 @@ pub struct StartArgs {
     /// storage, ingress DNS records and its rules in a bring-your-own NSG are then left.
     #[arg(long)]
     skip_cloud_cleanup: bool,
-    /// delete-cluster: delete without asking. Required when stdin is not a terminal (CI, pipes, cron): without it such a delete is refused (exit 2).
+    /// Go ahead without asking: delete-cluster, and an update-cluster or repair-cluster that deletes, replaces or cannot undo something (its ⚑ pivots). Required when stdin is not a terminal (CI, pipes, cron): without it such a run is refused (exit 2).
     #[arg(long, short = 'y')]
     yes: bool,
     /// What the run does when a step fails for good: `unwind` undoes every started step
@@ -288,16 +288,7 @@ fn confirm_delete(
     purge_persistent: bool,
 ) -> Result<bool> {
     use std::io::Write as _;
-    // The question goes where the person at the keyboard sees it: stderr when that is
-    // the terminal, else the terminal itself (`… 2>&1 | tee delete.log` must still ask).
-    let mut err: Box<dyn std::io::Write> = if std::io::stderr().is_terminal() {
-        Box::new(std::io::stderr().lock())
-    } else {
-        match std::fs::OpenOptions::new().write(true).open("/dev/tty") {
-            Ok(tty) => Box::new(tty),
-            Err(_) => Box::new(std::io::stderr().lock()),
-        }
-    };
+    let mut err = prompt_stream();
     let p = plan::plan(dag);
     let mut deleted: Vec<String> = p
         .steps
@@ -558,6 +549,13 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             .filter(|_| def.updates),
     )?;
     dag.on_failure = policy;
+    let consequences = match &update {
+        Some(u) => Some(u.consequences(&cfg.name, &dag)),
+        None if def.applies_config && def.follows_create => {
+            Some(hcp_workflows::update_cluster::Consequences::of_dag(&dag))
+        }
+        None => None,
+    };
     let mut p = plan::plan(&dag);
     p.cluster = Some(cfg.name.clone());
     p.infra_id = Some(infra.clone());
@@ -577,6 +575,10 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                 v["applied_by_run"] = serde_json::to_value(run)?;
                 v["differences"] = serde_json::to_value(changes)?;
             }
+            if let Some(c) = &consequences {
+                v["consequences"] = serde_json::to_value(c)?;
+                v["summary"] = serde_json::Value::String(c.summary());
+            }
             if let Some(u) = &update {
                 v["refused"] = serde_json::to_value(&u.refused)?;
                 v["nothing_to_change"] = serde_json::Value::Bool(u.is_empty());
@@ -593,6 +595,13 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             }
             let lookup = |r: &str| known.get(&r.to_ascii_lowercase()).cloned();
             print!("{}", p.render_with(&lookup));
+            if let Some(c) = consequences.as_ref().filter(|c| !c.harmless()) {
+                println!(
+                    "\n`start {}` deletes, replaces or cannot undo this, and asks first (or needs --yes):\n{}",
+                    def.name,
+                    c.render()
+                );
+            }
             if !known.is_empty() && !def.updates {
                 println!(
                     "\n{} of these resources exist already (journal {}); their steps adopt them.",
@@ -1502,7 +1511,10 @@ async fn preflight_report(
 /// asks whenever stdin is a terminal (whatever stdout/stderr are piped to); with no
 /// terminal to ask on it was refused in [`check_input`] unless `--yes`.
 async fn confirm(p: &Prepared, a: &StartArgs, dag: &hcp_runtime::SagaDag) -> Result<()> {
-    if a.workflow.def().destructive && !a.yes && std::io::stdin().is_terminal() {
+    if !a.workflow.def().destructive {
+        return confirm_change(p, a, dag);
+    }
+    if !a.yes && std::io::stdin().is_terminal() {
         let known = known_resources(&p.store, &p.cfg.name)
             .await
             .unwrap_or_default();
@@ -1513,6 +1525,77 @@ async fn confirm(p: &Prepared, a: &StartArgs, dag: &hcp_runtime::SagaDag) -> Res
         }
     }
     Ok(())
+}
+
+/// An update or repair that deletes, replaces or cannot undo something is shown first
+/// (what goes, the ⚑ pivots, a pool that looks renamed, terraform's summary line), then
+/// asked on a terminal ("only yes"); with nobody to ask it needs `--yes` (exit 2, nothing
+/// journaled), as a delete does: removing a pool from the file must not silently delete
+/// its machines because a script ran the command.
+fn confirm_change(p: &Prepared, a: &StartArgs, dag: &hcp_runtime::SagaDag) -> Result<()> {
+    use std::io::Write as _;
+    let def = a.workflow.def();
+    let c = match (&p.applied, &dag.record) {
+        (Some(applied), Some(doc)) if def.updates => {
+            hcp_workflows::update_cluster::classify(applied, doc).consequences(&p.cfg.name, dag)
+        }
+        _ if def.applies_config && def.follows_create => {
+            hcp_workflows::update_cluster::Consequences::of_dag(dag)
+        }
+        _ => return Ok(()),
+    };
+    if c.harmless() {
+        return Ok(());
+    }
+    let head = format!(
+        "{} of cluster {} deletes, replaces or cannot undo:\n{}",
+        def.name,
+        p.cfg.name,
+        c.render()
+    );
+    if a.yes {
+        eprintln!("{head}\n(--yes: not asked)");
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Refused::input(format!(
+            "{head}\n--yes: stdin is not a terminal, so nobody can be asked; read the plan (`{}`), then pass --yes to go ahead\nnothing was journaled or created",
+            crate::target::command(
+                Some(&p.target),
+                &format!("plan {} --config {}", def.name, a.config.display())
+            )
+        )));
+    }
+    let mut err = prompt_stream();
+    writeln!(err, "{head}")?;
+    write!(
+        err,
+        "Go ahead with {} of cluster {}? Only 'yes' is accepted: ",
+        def.name, p.cfg.name
+    )?;
+    err.flush()?;
+    drop(err);
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    if answer.trim() != "yes" {
+        return Err(Refused::refused(
+            "not confirmed: nothing was journaled or changed",
+        ));
+    }
+    Ok(())
+}
+
+/// Where a question goes: stderr when that is the terminal, else the terminal itself
+/// (`… 2>&1 | tee run.log` must still ask).
+fn prompt_stream() -> Box<dyn std::io::Write> {
+    if std::io::stderr().is_terminal() {
+        Box::new(std::io::stderr().lock())
+    } else {
+        match std::fs::OpenOptions::new().write(true).open("/dev/tty") {
+            Ok(tty) => Box::new(tty),
+            Err(_) => Box::new(std::io::stderr().lock()),
+        }
+    }
 }
 
 /// The run's labels: which cluster, which file (and what was in it), which tenant, what

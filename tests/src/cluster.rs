@@ -318,9 +318,13 @@ impl Env {
     ) -> (i32, String, String) {
         let cfg = cfg.to_string_lossy();
         let mut a = vec!["start", wf, "--config", cfg.as_ref()];
-        // Tests have no terminal: a delete without `--yes` is refused there (exit 2; the
-        // confirmation itself is tested in `tests/terminal.rs` and `exit_codes.rs`).
-        if wf == "delete-cluster" && !extra.contains(&"--yes") {
+        // Tests have no terminal: a delete, and an update or repair that deletes,
+        // replaces or cannot undo something, is refused there without `--yes` (exit 2;
+        // the confirmation itself is tested in `tests/terminal.rs`, `exit_codes.rs` and
+        // `update_confirmation.rs`, which call `cli` directly).
+        if matches!(wf, "delete-cluster" | "update-cluster" | "repair-cluster")
+            && !extra.contains(&"--yes")
+        {
             a.push("--yes");
         }
         a.extend_from_slice(extra);

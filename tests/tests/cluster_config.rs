@@ -653,7 +653,10 @@ fn a_custom_cloud_is_refused_before_anything_is_journaled() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("cloud.custom"), "{err}");
     assert!(err.contains("AzurePublicCloud"), "{err}");
-    assert!(!env.dir.join("journal.db").exists(), "no journal was even opened");
+    assert!(
+        !env.dir.join("journal.db").exists(),
+        "no journal was even opened"
+    );
     assert_eq!(env.sim.ids(), before, "nothing created");
     assert!(env.sim.get(&format!("{HC}/cust"))["kind"] != "HostedCluster");
 }

@@ -106,7 +106,8 @@ impl Cluster {
     /// `start repair-cluster --config <file> extra…`.
     fn repair(&self, extra: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
         let c = self.cfg.to_string_lossy().to_string();
-        let mut a = vec!["start", "repair-cluster", "--config", c.as_str()];
+        // No terminal here: a repair with pivots needs --yes (tested in update_confirmation.rs).
+        let mut a = vec!["start", "repair-cluster", "--config", c.as_str(), "--yes"];
         a.extend_from_slice(extra);
         self.cli(&a, envs)
     }

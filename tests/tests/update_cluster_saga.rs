@@ -201,7 +201,7 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
                     let mut problems = Vec::new();
                     let what = if let Some(node) = before.get(k) {
                         let (code, out, err) = cli(
-                            &["start", "update-cluster", "--config", &c],
+                            &["start", "update-cluster", "--config", &c, "--yes"],
                             &[("HCP_INJECT_FAIL", node.as_str())],
                         );
                         if code != 1 || !says_run(&out, "rolled back") {
@@ -215,7 +215,7 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
                     } else {
                         let mut left = after.clone();
                         let (mut code, mut out, mut err) = cli(
-                            &["start", "update-cluster", "--config", &c],
+                            &["start", "update-cluster", "--config", &c, "--yes"],
                             &[("HCP_INJECT_FAIL", left.join(",").as_str())],
                         );
                         let run_id = hcp_e2e_tests::run_id(&out);
@@ -300,6 +300,7 @@ fn detach_update(dir: &Path, db: &str, sim: &Sim, cfg: &Path) {
             "--config",
             &c,
             "--detach",
+            "--yes",
         ],
         &[],
     );

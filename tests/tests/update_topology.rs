@@ -292,7 +292,7 @@ fn a_failure_at_each_step_of_a_switch_to_public_and_private_unwinds_to_private()
         let (code, out, err) = cli(&["start", "create-cluster", "--config", &c], &[]);
         assert_eq!(code, 0, "{name}: {out}{err}");
         edit_file(&cfg, "topology: PublicAndPrivate", "topology: Private");
-        let (code, out, err) = cli(&["start", "update-cluster", "--config", &c], &[]);
+        let (code, out, err) = cli(&["start", "update-cluster", "--config", &c, "--yes"], &[]);
         assert_eq!(code, 0, "{name}: {out}{err}");
         edit_file(&cfg, "topology: Private", "topology: PublicAndPrivate");
         (name, c, db, sub)
@@ -357,7 +357,7 @@ fn a_failure_at_each_step_of_a_switch_to_public_and_private_unwinds_to_private()
                 };
                 let (code, out, err) = run(
                     &dir,
-                    &["--database", &db, "--simulator", &base, "start", "update-cluster", "--config", &c],
+                    &["--database", &db, "--simulator", &base, "start", "update-cluster", "--config", &c, "--yes"],
                     &[("HCP_INJECT_FAIL", node.as_str())],
                 );
                 let mut problems = Vec::new();

@@ -139,6 +139,154 @@ impl UpdatePlan {
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()
     }
+
+    /// A removed pool and an added pool alike in everything but the name: (removed,
+    /// added). A NodePool cannot be renamed (its name is the object's name), so such an
+    /// edit deletes every machine of the old pool and makes new ones.
+    pub fn renames(&self) -> Vec<(String, String)> {
+        let unnamed = |p: &NodePool| {
+            let mut p = p.clone();
+            p.name.clear();
+            p
+        };
+        let mut taken: Vec<&str> = Vec::new();
+        self.removed
+            .iter()
+            .filter_map(|r| {
+                let a = self
+                    .added
+                    .iter()
+                    .find(|a| !taken.contains(&a.name.as_str()) && unnamed(a) == unnamed(r))?;
+                taken.push(&a.name);
+                Some((r.name.clone(), a.name.clone()))
+            })
+            .collect()
+    }
+
+    /// What this update deletes or replaces, and what of it cannot be undone (the DAG's
+    /// pivots): what is shown, and asked, before such a run is journaled.
+    pub fn consequences(&self, cluster: &str, dag: &SagaDag) -> Consequences {
+        let mut removes = Vec::new();
+        for p in &self.removed {
+            removes.push(format!(
+                "delete NodePool {CLUSTERS_NAMESPACE}/{cluster}-{} and its {} machine{}",
+                p.name,
+                p.replicas
+                    .map_or_else(|| "autoscaled".to_string(), |n| n.to_string()),
+                if p.replicas == Some(1) { "" } else { "s" }
+            ));
+        }
+        for c in self.changed.iter().filter(|c| c.template) {
+            removes.push(format!(
+                "replace every machine of pool {} (its machine template changes)",
+                c.after.name
+            ));
+        }
+        if self.ssh_key {
+            removes.push("replace every machine of every pool (the SSH key changes)".into());
+        }
+        if let Some((from, to)) = &self.topology
+            && to == "Private"
+        {
+            removes.push(format!(
+                "delete the public endpoint ({from} → {to}): HyperShift's public router and the public api-{cluster}/oauth-{cluster} records"
+            ));
+        }
+        if let Some((before, after)) = &self.allowed_subscriptions {
+            let gone: Vec<&str> = before
+                .iter()
+                .filter(|s| !after.contains(s))
+                .map(String::as_str)
+                .collect();
+            if !gone.is_empty() {
+                removes.push(format!(
+                    "reject, then remove, every private endpoint connection from {}",
+                    gone.join(", ")
+                ));
+            }
+        }
+        let changes = usize::from(self.release.is_some())
+            + usize::from(self.allowed_subscriptions.is_some())
+            + usize::from(self.topology.is_some())
+            + usize::from(self.pull_secret)
+            + usize::from(self.ssh_key)
+            + self.changed.len();
+        Consequences {
+            add: self.added.len(),
+            change: changes,
+            delete: self.removed.len(),
+            removes,
+            renames: self.renames(),
+            ..Consequences::of_dag(dag)
+        }
+    }
+}
+
+/// What a run deletes, replaces or cannot undo: shown, and asked on a terminal, before it
+/// is journaled; with nobody to ask it needs `--yes`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Consequences {
+    /// Pools (or other objects) it creates.
+    pub add: usize,
+    /// Things it changes in place.
+    pub change: usize,
+    /// Pools it deletes.
+    pub delete: usize,
+    /// What it deletes or replaces, one sentence each.
+    pub removes: Vec<String>,
+    /// Its pivots: (step, why it cannot be undone).
+    pub pivots: Vec<(String, String)>,
+    /// Pools that look renamed: (removed, added).
+    pub renames: Vec<(String, String)>,
+}
+
+impl Consequences {
+    /// The pivots of any DAG (a repair has no differences to count).
+    pub fn of_dag(dag: &SagaDag) -> Consequences {
+        Consequences {
+            pivots: dag
+                .nodes
+                .iter()
+                .filter_map(|n| n.pivot.clone().map(|why| (n.name.clone(), why)))
+                .collect(),
+            ..Consequences::default()
+        }
+    }
+
+    /// Nothing is deleted, replaced or beyond undo: no need to ask.
+    pub fn harmless(&self) -> bool {
+        self.removes.is_empty() && self.pivots.is_empty()
+    }
+
+    /// `1 to add, 0 to change, 1 to delete (⚑ 1 cannot be undone)`, as terraform sums up.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "{} to add, {} to change, {} to delete",
+            self.add, self.change, self.delete
+        );
+        if !self.pivots.is_empty() {
+            s.push_str(&format!(" (⚑ {} cannot be undone)", self.pivots.len()));
+        }
+        s
+    }
+
+    /// The lines shown before the question (no trailing newline).
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        for r in &self.removes {
+            out.push(format!("  - {r}"));
+        }
+        for (node, why) in &self.pivots {
+            out.push(format!("  ⚑ {node}: {why}"));
+        }
+        for (from, to) in &self.renames {
+            out.push(format!(
+                "  ! pool `{from}` is removed and pool `{to}` added with the same settings: is this a rename? A NodePool cannot be renamed, so this deletes every machine of `{from}` and makes new ones for `{to}`; to keep them, keep `name: {from}` in the file"
+            ));
+        }
+        out.push(self.summary());
+        out.join("\n")
+    }
 }
 
 /// Fields of a pool that reach its machine template (`spec.platform.azure`): HyperShift
