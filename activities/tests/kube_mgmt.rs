@@ -312,9 +312,9 @@ async fn public_cluster_lifecycle() {
     // A Public cluster's API server is a LoadBalancer Service with a public IP; it has no
     // private router (`infra.go` `reconcileHCPRouterServices`).
     let cp_ns = kube::control_plane_namespace("clusters", "demo");
-    let ip = poll("the kube-apiserver load balancer IP", || {
+    let ip = poll("the kube-apiserverlb load balancer IP", || {
         let (m, cp_ns) = (m.clone(), cp_ns.clone());
-        async move { m.service_lb_ip(&cp_ns, "kube-apiserver").await.unwrap() }
+        async move { m.service_lb_ip(&cp_ns, "kube-apiserverlb").await.unwrap() }
     })
     .await;
     assert!(ip.starts_with("20."), "{ip}");
@@ -414,7 +414,7 @@ async fn public_cluster_lifecycle() {
     );
     // The operator tore the control plane down with it.
     assert!(
-        m.service_lb_ip(&cp_ns, "kube-apiserver")
+        m.service_lb_ip(&cp_ns, "kube-apiserverlb")
             .await
             .unwrap()
             .is_none()
