@@ -106,11 +106,13 @@ fn three_workers_share_one_arm_budget_and_arm_never_throttles() {
 }
 
 /// Issue 26 §2: one create alone, as an operator runs it (`start create-cluster`, its
-/// preflight included), sends at most 120 ARM requests, writes each resource once, and is
+/// preflight included), sends at most 145 ARM requests (120 before a Private cluster's API
+/// and OAuth names got a private zone each, with its link and record, and the private
+/// endpoint is read for its address), writes each resource once, and is
 /// never throttled. The count is ARM's (paths under `/subscriptions` or `/providers`),
 /// from the simulator's request log.
 #[test]
-fn one_create_with_its_preflight_sends_at_most_120_arm_requests() {
+fn one_create_with_its_preflight_sends_at_most_145_arm_requests() {
     let env = Env::new("reqcount", 0.02);
     let cfg = cluster_file(&env.dir, "rqc", "rqc-r1q2c", "Private", "");
     env.sim.clear_requests();
@@ -137,8 +139,8 @@ fn one_create_with_its_preflight_sends_at_most_120_arm_requests() {
         .collect::<Vec<_>>()
         .join("\n");
     assert!(
-        arm.len() <= 120,
-        "{} ARM requests for one create (target 120):\n{listing}",
+        arm.len() <= 145,
+        "{} ARM requests for one create (target 145):\n{listing}",
         arm.len()
     );
     assert!(
