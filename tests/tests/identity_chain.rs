@@ -37,15 +37,15 @@ fn a_wrong_federated_subject_fails_the_create_with_aadsts70021() {
     let (code, out, err) = env.start("create-cluster", &good, &[], &[]);
     assert_eq!(code, 0, "the right chain must succeed\n{out}\n{err}");
     // Issue 22 (cosmetic list): a Public cluster's API server is a LoadBalancer Service
-    // with a public IP; the control-plane operator makes no private router for it.
+    // (`kube-apiserverlb`, port 7443) with a public IP; the control-plane operator makes no private router for it.
     let svc = |name: &str| {
         env.sim
             .get(&format!("/api/v1/namespaces/clusters-wiok/services/{name}"))
     };
     assert!(
-        svc("kube-apiserver")["status"]["loadBalancer"]["ingress"][0]["ip"].is_string(),
+        svc("kube-apiserverlb")["status"]["loadBalancer"]["ingress"][0]["ip"].is_string(),
         "{}",
-        svc("kube-apiserver")
+        svc("kube-apiserverlb")
     );
     assert_eq!(
         svc("private-router")["code"],
