@@ -270,10 +270,10 @@ async fn kube_rs_apply_wait_and_delete_with_finalizer() {
     .await
     .unwrap()
     .unwrap();
-    // Typed core objects deserialize: a Public cluster's `kube-apiserver` LoadBalancer
+    // Typed core objects deserialize: a Public cluster's `kube-apiserverlb` LoadBalancer
     // Service has its IP.
     let svcs: Api<Service> = Api::namespaced(client.clone(), "clusters-demo");
-    let svc = svcs.get("kube-apiserver").await.unwrap();
+    let svc = svcs.get("kube-apiserverlb").await.unwrap();
     assert!(
         svc.status.unwrap().load_balancer.unwrap().ingress.unwrap()[0]
             .ip
