@@ -399,7 +399,7 @@ async fn operator_public_cluster_and_nodepool() {
     let svc = call(
         &sim,
         "GET",
-        "/api/v1/namespaces/clusters-pub/services/kube-apiserver",
+        "/api/v1/namespaces/clusters-pub/services/kube-apiserverlb",
         None,
     )
     .await;
