@@ -147,10 +147,9 @@ pub async fn reach_for(
     if let Some(c) = cluster
         && c.management_cluster.platform == hcp_workflows::config::ManagementPlatform::Aks
     {
+        // (Installed the way HyperShift's AKS how-to installs it, the Route CRD applied
+        // first, as the simulator's AKS is by default.)
         cfg.management_platform = hcp_simulator::ManagementPlatform::Aks;
-        // Installed the way HyperShift's AKS how-to installs it: the Route CRD applied
-        // first (`contrib/managed-azure/setup_install_ho_on_aks.sh`).
-        cfg.scenario.aks.route_crd = true;
     }
     if let Some(p) = args.management_platform {
         cfg.management_platform = p;
@@ -435,7 +434,7 @@ async fn infra_id(
 }
 
 /// The `private-link` mode the newest create run of this cluster recorded, if any.
-async fn recorded_private_link(
+pub(crate) async fn recorded_private_link(
     cfg: &ClusterConfig,
     store: &Arc<dyn hcp_runtime::JournalStore>,
 ) -> Result<Option<config::PrivateLinkManager>> {

@@ -261,6 +261,27 @@ async fn applied_config(
     Ok((ap, cfg))
 }
 
+/// Who made cluster `cfg`'s private link. With `privateLink.managedBy: auto` (the default)
+/// the file does not say: its create decided from the operator's install and recorded the
+/// answer as the run's `private-link` label, and that record is what verify checks against.
+async fn private_link_mode(
+    store: &Arc<dyn JournalStore>,
+    cfg: &hcp_workflows::config::ClusterConfig,
+) -> Result<hcp_workflows::config::PrivateLinkManager> {
+    use hcp_workflows::config::PrivateLinkManager;
+    if cfg.private_link.managed_by != PrivateLinkManager::Auto || !cfg.topology.uses_private_link()
+    {
+        return Ok(cfg.private_link.managed_by);
+    }
+    match crate::cluster::recorded_private_link(cfg, store).await? {
+        Some(m) => Ok(m),
+        None => Err(Refused::input(format!(
+            "cluster/{}: privateLink.managedBy is `auto` and no create of it recorded who made its private link, so its private-link checks cannot be chosen; set privateLink.managedBy to `hypershift` or `hcp-workflow` in the file and run `hcp-workflow start update-cluster --config <file>`",
+            cfg.name
+        ))),
+    }
+}
+
 /// Verify cluster `name` (applied by `ap` as `cfg`) through `reach`. Read-only: GETs and
 /// lists (and read-only POSTs) only.
 async fn check(
@@ -282,7 +303,8 @@ async fn check(
             id: r.id,
         })
         .collect();
-    let input = hcp_workflows::verify::input(&cfg, &layout, expected);
+    let link = private_link_mode(store, &cfg).await?;
+    let input = hcp_workflows::verify::input(&cfg, &layout, link, expected);
     let clients = Clients::new(reach);
     let items = hcp_activities::verify::verify(&clients, &input).await;
     let mut counts = std::collections::BTreeMap::new();

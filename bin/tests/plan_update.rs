@@ -194,12 +194,12 @@ fn plan_repair_cluster_shows_create_steps_the_access_stage_and_its_pivot() {
         serde_json::json!(["create-cluster.nodepools.workers"])
     );
     let before = v["undo_before_pivot"].as_array().unwrap();
-    assert_eq!(before.len(), 56);
+    assert_eq!(before.len(), 62);
     assert_eq!(before[0], "create-cluster.access.pls-visibility");
-    assert_eq!(before[55], "create-cluster.identities.persistent-rg");
+    assert_eq!(before[61], "create-cluster.identities.persistent-rg");
     // Every Azure resource and Kubernetes object the create made exists: its step adopts it.
     let existing = v["existing"].as_object().unwrap();
-    assert_eq!(existing.len(), 65);
+    assert_eq!(existing.len(), 71);
     assert!(
         existing
             .values()

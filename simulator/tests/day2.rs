@@ -30,6 +30,16 @@ fn release(v: &str) -> String {
     format!("quay.io/openshift-release-dev/ocp-release:{v}-multi")
 }
 
+/// What the guest's CVO reports running for tag `release(v)`: HyperShift resolves the tag
+/// to its digest first (`cvo/deployment.go` `discoverCVOReleaseImages`); the simulated
+/// registry's digest of a tag is the SHA-256 of the reference.
+fn resolved(v: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(release(v).as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("quay.io/openshift-release-dev/ocp-release@sha256:{hex}")
+}
+
 fn subnet(name: &str) -> String {
     format!(
         "{}/providers/Microsoft.Network/virtualNetworks/{name}-vnet/subnets/default",
@@ -116,11 +126,20 @@ fn names(items: &[InventoryItem]) -> Vec<String> {
     items.iter().map(|i| i.name.clone()).collect()
 }
 
+/// The machines' OS disks in `rg` (CAPZ names them `<vm>_OSDisk`): the guest's own disks
+/// (a PersistentVolume's `pvc-…`) are there too.
+fn os_disks(sim: &Simulator, rg: &str) -> Vec<InventoryItem> {
+    arm_in(sim, DISK, rg)
+        .into_iter()
+        .filter(|d| d.name.ends_with("_OSDisk"))
+        .collect()
+}
+
 async fn wait_machines(sim: &Simulator, rg: &str, vms: usize, nics: usize) {
     for _ in 0..1000 {
         if arm_in(sim, VM, rg).len() == vms
             && arm_in(sim, NIC, rg).len() == nics
-            && arm_in(sim, DISK, rg).len() == vms
+            && os_disks(sim, rg).len() == vms
         {
             return;
         }
@@ -130,7 +149,7 @@ async fn wait_machines(sim: &Simulator, rg: &str, vms: usize, nics: usize) {
         "expected {vms} VMs/disks and {nics} NICs in {rg}: {:?} / {:?} / {:?}",
         names(&arm_in(sim, VM, rg)),
         names(&arm_in(sim, NIC, rg)),
-        names(&arm_in(sim, DISK, rg))
+        names(&os_disks(sim, rg))
     );
 }
 
@@ -792,11 +811,11 @@ async fn a_control_plane_upgrade_prepends_a_partial_entry_then_completes() {
     let v = &r.body["status"]["version"];
     assert_eq!(
         v["desired"],
-        json!({"image": release("4.22.3"), "version": "4.22.3"})
+        json!({"image": resolved("4.22.3"), "version": "4.22.3"})
     );
     let h0 = &v["history"][0];
     assert_eq!(h0["state"], "Partial");
-    assert_eq!(h0["image"], release("4.22.3"));
+    assert_eq!(h0["image"], resolved("4.22.3"));
     assert!(h0["startedTime"].is_string());
     assert!(h0["completionTime"].is_null());
     assert_eq!(h0["verified"], false);

@@ -640,7 +640,7 @@ fn every_step_of_a_repair_survives_sigkill_at_every_boundary() {
         "repair-cluster",
         "action",
     );
-    assert_eq!(points.len(), 3 * 63);
+    assert_eq!(points.len(), 3 * 69);
     let (end, kills) = crash_through(&env.dir, &env.db, &env.sim, &points, &[]);
     eprintln!(
         "{kills} workers killed across {} crash points",
@@ -722,7 +722,7 @@ fn the_unwind_of_a_cancelled_repair_survives_sigkill_at_every_boundary() {
         "repair-cluster",
         "undo",
     );
-    assert_eq!(points.len(), 3 * 58, "{points:?}");
+    assert_eq!(points.len(), 3 * 64, "{points:?}");
     let world = env.dir.join("world");
     let mut w = Proc::spawn(
         &env.dir,

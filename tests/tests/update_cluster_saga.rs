@@ -160,7 +160,7 @@ fn a_failure_at_each_step_unwinds_before_the_pivot_and_pauses_after_it() {
             )
         })
         .collect();
-    assert_eq!(steps.len(), 15, "{steps:?}");
+    assert_eq!(steps.len(), 22, "{steps:?}");
     // Before the first pivot: the steps that descend from no pivot.
     let first_pivot = steps.iter().position(|(_, p)| *p).unwrap();
     assert_eq!(steps[first_pivot].0, "update-cluster.release.control-plane");
@@ -315,7 +315,7 @@ fn every_step_of_an_update_survives_sigkill_at_every_boundary() {
     sim.clear_requests();
     detach_update(&dir, &db, &sim, &cfg);
     let points = targets(&dir, &db, &sim, &cfg, "update-cluster", "action");
-    assert_eq!(points.len(), 45);
+    assert_eq!(points.len(), 3 * 22);
     let (end, kills) = crash_through(&dir, &db, &sim, &points, &[]);
     eprintln!(
         "{kills} workers killed across {} crash points",

@@ -923,8 +923,8 @@ fn verify_reports_a_vnet_link_repointed_or_deleted_and_repair_makes_it_again() {
         .collect();
     assert_eq!(
         links.len(),
-        2,
-        "the infra zone's and the private-link zone's"
+        4,
+        "the infra zone's, the private-link zone's, and the api and oauth hostnames' zones'"
     );
     let link = links
         .iter()
@@ -975,5 +975,57 @@ fn verify_reports_a_vnet_link_repointed_or_deleted_and_repair_makes_it_again() {
     assert_eq!(
         get(&env, &arm(&link, DNS))["properties"]["virtualNetwork"]["id"],
         guest_vnet
+    );
+}
+
+/// README's drift example on the unchanged `examples/cluster.yaml` (`privateLink.managedBy:
+/// auto`, the default): `hcp-workflow verify cluster/demo` exits 0 on the fresh cluster, a
+/// subscription allowed by hand on the Private Link Service makes it exit 3 with exactly a
+/// `pls.visibility` row, and `start repair-cluster --config examples/cluster.yaml` puts it
+/// back. verify chooses the private-link checks from what the create recorded (its
+/// `private-link` label), not from the file's `auto`, which used to skip all of them.
+#[test]
+fn readme_drift_example_on_the_unchanged_example_file_is_found_and_repaired() {
+    let env = Env::new("verify-readme", FAST);
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster.yaml");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let run = hcp_e2e_tests::run_id(&out);
+    assert_eq!(env.show(&run)["labels"]["private-link"], "hcp-workflow");
+    assert_ok_read_only(&env, "demo");
+    let all = rows(&env, "demo");
+    let checks = |c: &str| all.iter().filter(|r| r["check"] == c).count();
+    for c in [
+        "pls.visibility",
+        "pls.auto-approval",
+        "pls.connection",
+        "dns.a",
+    ] {
+        assert!(checks(c) >= 1, "no {c} row: {all:?}");
+    }
+    let pls = all.iter().find(|r| r["check"] == "pls.visibility").unwrap()["resource"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let net = "2023-11-01";
+    let original = get(&env, &arm(&pls, net));
+    let mut widened = original.clone();
+    widened["properties"]["visibility"]["subscriptions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(STRANGER));
+    put(&env, &pls, net, &widened);
+    let (code, bad) = verify(&env, "demo");
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("pls.visibility".into(), "drifted".into(), pls.clone())]
+    );
+    let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, "demo");
+    assert_eq!(
+        get(&env, &arm(&pls, net))["properties"]["visibility"],
+        original["properties"]["visibility"]
     );
 }

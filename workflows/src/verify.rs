@@ -50,10 +50,18 @@ pub fn config_from_applied(doc: &Value) -> Result<ClusterConfig, String> {
 }
 
 /// The checks of cluster `cfg` (laid out as `l`) over the resources its ledger holds.
-pub fn input(cfg: &ClusterConfig, l: &Layout, expected: Vec<Expected>) -> Input {
+/// `link` is who made its private link, as its create recorded it: the file's
+/// `privateLink.managedBy: auto` (the default) says only that the create decided, so the
+/// file alone cannot choose the private-link checks.
+pub fn input(
+    cfg: &ClusterConfig,
+    l: &Layout,
+    link: PrivateLinkManager,
+    expected: Vec<Expected>,
+) -> Input {
     let private = cfg.topology.uses_private_link();
-    let ours_link = private && cfg.private_link.managed_by == PrivateLinkManager::HcpWorkflow;
-    let hypershift_link = private && cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
+    let ours_link = private && link == PrivateLinkManager::HcpWorkflow;
+    let hypershift_link = private && link == PrivateLinkManager::Hypershift;
     let allowed = crate::create_cluster::pls_subscriptions(cfg, l);
     let mut own_groups = vec![l.managed_rg.clone()];
     if l.network_created {
@@ -230,7 +238,7 @@ mod tests {
         assert_eq!(back.topology, cfg.topology);
         assert!(back.pull_secret.to_string_lossy().contains("hash"));
         let l = Layout::new(&back, "demo-x7k2p", true);
-        let input = input(&back, &l, Vec::new());
+        let input = input(&back, &l, back.private_link.managed_by, Vec::new());
         assert_eq!(input.pools.len(), cfg.node_pools.len());
         assert!(input.own_groups.contains(&l.managed_rg));
         assert!(config_from_applied(&serde_json::json!([1])).is_err());
@@ -247,16 +255,21 @@ mod tests {
         let l = Layout::new(&cfg, "demo-x7k2p", true);
         let mgmt_sub = l.mgmt_lb_rg.split('/').nth(2).map(str::to_string);
 
-        cfg.private_link.managed_by = PrivateLinkManager::HcpWorkflow;
-        let ours = input(&cfg, &l, Vec::new());
+        // The file says `auto`: what the create recorded decides.
+        assert_eq!(cfg.private_link.managed_by, PrivateLinkManager::Auto);
+        let ours = input(&cfg, &l, PrivateLinkManager::HcpWorkflow, Vec::new());
         assert!(ours.private_link.is_some() && ours.hypershift_link.is_none());
+        // The infra zone's, the private-link zone's, and one per published hostname's zone
+        // (`api-demo.…`, `oauth-demo.…`): each must answer in the guest VNet.
         let links: Vec<&str> = ours.vnet_links.iter().map(|v| v.id.as_str()).collect();
-        assert_eq!(links, [l.infra_link_id.as_str(), l.pl_link_id.as_str()]);
+        let mut want = vec![l.infra_link_id.as_str(), l.pl_link_id.as_str()];
+        want.extend(l.endpoint_zones.iter().map(|ez| ez.link_id.as_str()));
+        assert_eq!(links, want);
+        assert_eq!(l.endpoint_zones.len(), 2, "api and oauth");
         assert!(ours.vnet_links.iter().all(|v| v.vnet_id == l.vnet_id));
         assert_eq!(Some(ours.mgmt_subscription.clone()), mgmt_sub);
 
-        cfg.private_link.managed_by = PrivateLinkManager::Hypershift;
-        let hs = input(&cfg, &l, Vec::new());
+        let hs = input(&cfg, &l, PrivateLinkManager::Hypershift, Vec::new());
         assert!(hs.private_link.is_none());
         let Some(h) = &hs.hypershift_link else {
             panic!("HyperShift's private link is checked");
@@ -298,7 +311,7 @@ mod tests {
         }))
         .ok();
         assert!(cfg.control_plane.kms.is_some());
-        let kms = input(&cfg, &l, Vec::new());
+        let kms = input(&cfg, &l, PrivateLinkManager::Hypershift, Vec::new());
         assert!(
             kms.secrets
                 .iter()
@@ -306,7 +319,7 @@ mod tests {
         );
 
         cfg.topology = crate::config::Topology::Public;
-        let public = input(&cfg, &l, Vec::new());
+        let public = input(&cfg, &l, PrivateLinkManager::HcpWorkflow, Vec::new());
         assert!(public.private_link.is_none() && public.hypershift_link.is_none());
         assert_eq!(public.mgmt_subscription, "");
         assert_eq!(public.vnet_links.len(), 1);
