@@ -75,7 +75,7 @@ pub(crate) const ARO_HCP: &str = "ARO-HCP";
 pub(crate) const KV_USER_ENV: &str = "ARO_HCP_KEY_VAULT_USER_CLIENT_ID";
 
 /// AKS failures of the management cluster (`scenario.aks`; see the module docs).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AksScenario {
     /// The Azure Key Vault Secrets Provider add-on is off: no CSI driver, no
@@ -89,9 +89,22 @@ pub struct AksScenario {
     /// setup does before `hypershift install` (`contrib/managed-azure/setup_install_ho_on_aks.sh`
     /// applies openshift/api's `route/v1/zz_generated.crd-manifests/routes.crd.yaml`):
     /// HyperShift's capability check (`support/capabilities` `CapabilityRoute`) then
-    /// passes and a HostedCluster's Route services are accepted. Off by default: a bare
-    /// AKS cluster serves no Route API.
+    /// passes and a HostedCluster's Route services are accepted. On by default: `simulator
+    /// serve --management-platform aks` is a management cluster installed the way that
+    /// how-to installs it; `{"aks": {"route_crd": false}}` is a bare AKS cluster, which
+    /// serves no Route API.
     pub route_crd: bool,
+}
+
+impl Default for AksScenario {
+    fn default() -> Self {
+        AksScenario {
+            key_vault_secrets_provider_disabled: false,
+            oidc_issuer_disabled: false,
+            workload_identity_webhook_absent: false,
+            route_crd: true,
+        }
+    }
 }
 
 /// Whether the Route API is served: OpenShift, or AKS with the Route CRD applied.

@@ -24,8 +24,10 @@
 //!   on CR deletion it *rejects* Approved/Pending connections (requeue 30 s), then deletes
 //!   the PLS (Azure refuses while any connection — a rejected one too — remains);
 //! - `control-plane-operator/main.go` `setupPrivatePlatformControllers`: the CPO's
-//!   controllers run only when the management cluster serves the Route API
-//!   ([`crate::config::ManagementPlatform::OpenShift`]);
+//!   controllers run only when the management cluster serves the Route API and the install
+//!   is not ARO HCP (`mgmtClusterCaps.Has(capabilities.CapabilityRoute) &&
+//!   !azureutil.IsAroHCP()`): on OpenShift only here, since the simulator's AKS operator is
+//!   always installed as ARO HCP (`MANAGED_SERVICE=ARO-HCP`, [`crate::aks`]);
 //! - `hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`: the
 //!   HostedCluster gets the CR's conditions (`computeAzurePLSCondition`: `Unknown` when no
 //!   CR reports that type). `Available` does not depend on them.

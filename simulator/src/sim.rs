@@ -650,6 +650,8 @@ pub fn banner(sim: &Simulator, addr: SocketAddr) -> String {
         },
         mp = match c.management_platform {
             crate::config::ManagementPlatform::OpenShift => "OpenShift (Route API served)",
+            crate::config::ManagementPlatform::Aks if c.scenario.aks.route_crd =>
+                "AKS (Route CRD applied, as HyperShift's AKS setup does)",
             crate::config::ManagementPlatform::Aks => "AKS (no Route API)",
         },
         ms = c.management_subscription,

@@ -183,9 +183,16 @@ async fn the_operator_deployment_carries_the_private_platform_flag() {
     }
 }
 
+/// A bare AKS cluster (the Route CRD not applied) serves no Route API; and on AKS (ARO HCP)
+/// the CPO's private-link controllers do not run, so it makes no AzurePrivateLinkService.
 #[tokio::test]
-async fn aks_serves_no_route_api_and_the_cpo_makes_no_cr() {
-    let aks = sim_with(PrivatePlatform::Azure, ManagementPlatform::Aks);
+async fn a_bare_aks_serves_no_route_api_and_the_cpo_makes_no_cr() {
+    let mut c: SimConfig = config();
+    c.private_platform = PrivatePlatform::Azure;
+    c.management_platform = ManagementPlatform::Aks;
+    c.hypershift_version = "4.23".into();
+    c.scenario.aks.route_crd = false;
+    let aks = Simulator::new(c).unwrap();
     let apis = call(&aks, "GET", "/apis", None).await;
     assert!(!apis.text.contains("route.openshift.io"), "{}", apis.text);
     assert!(apis.text.contains("\"apps\""), "{}", apis.text);
@@ -194,6 +201,14 @@ async fn aks_serves_no_route_api_and_the_cpo_makes_no_cr() {
             .await
             .status,
         404
+    );
+    // AKS as HyperShift's AKS setup leaves it (the default): the Route CRD is applied.
+    let set_up = sim_with(PrivatePlatform::Azure, ManagementPlatform::Aks);
+    assert_eq!(
+        call(&set_up, "GET", "/apis/route.openshift.io/v1", None)
+            .await
+            .status,
+        200
     );
     let ocp = sim_with(PrivatePlatform::None, ManagementPlatform::OpenShift);
     assert_eq!(

@@ -488,7 +488,15 @@ fn dns_zone_and_file_references() {
     );
 }
 
-/// The management cluster: no Route API (AKS), an operator too old for the release
+/// An AKS management cluster without HyperShift's AKS setup: the Route CRD not applied.
+fn bare_aks(env: &Env) {
+    let (code, body) = env
+        .sim
+        .put("/_sim/scenario", &json!({"aks": {"route_crd": false}}));
+    assert!(code < 300, "{code} {body}");
+}
+
+/// The management cluster: no Route API (a bare AKS), an operator too old for the release
 /// (4.21), installed with `--private-platform Azure` while the file says hcp-workflow;
 /// and a HostedCluster of this name that is not ours.
 #[test]
@@ -505,6 +513,7 @@ fn management_cluster_failures() {
             "azure",
         ],
     );
+    bare_aks(&env);
     let cfg = private_file(&env, "pfmc");
     edit(
         &cfg,
@@ -858,6 +867,7 @@ fn a_public_cluster_without_the_route_api_is_refused() {
         FAST,
         &["--management-platform", "aks"],
     );
+    bare_aks(&env);
     let cfg = cluster_file(
         &env.dir,
         "sigma",
@@ -873,6 +883,14 @@ fn a_public_cluster_without_the_route_api_is_refused() {
             .unwrap()
             .contains("cluster does not support Routes"),
         "{r}"
+    );
+    // On AKS the fix is HyperShift's own AKS setup: apply the Route CRD, then restart
+    // the operator (it reads the cluster's capabilities once, at start).
+    let fix = r["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("route/v1/zz_generated.crd-manifests/routes.crd.yaml")
+            && fix.contains("rollout restart deployment/operator"),
+        "{fix}"
     );
     let (code, out, err) = env.start("create-cluster", &cfg, &["--skip-preflight"], &[]);
     assert_ne!(
