@@ -301,6 +301,13 @@ impl Env {
         run(&self.dir, &self.args(args), envs)
     }
 
+    /// How many runs the journal holds (`--output json list`).
+    pub fn run_count(&self) -> usize {
+        let (code, out, err) = self.cli(&["--output", "json", "list"], &[]);
+        assert_eq!(code, 0, "list: {err}");
+        crate::items(&out, "RunList").len()
+    }
+
     /// `--output json show <run>`: the `Run` document (the command must succeed).
     pub fn show(&self, run: &str) -> Value {
         let (code, out, err) = self.cli(&["--output", "json", "show", run], &[]);
@@ -334,6 +341,60 @@ impl Env {
 
 /// The guest subscription of test clusters.
 pub const GUEST_SUB: &str = "11111111-2222-3333-4444-555555555555";
+
+/// The tenant of test clusters.
+pub const TENANT: &str = "99999999-8888-7777-6666-555555555555";
+
+/// `simulator serve --management-platform aks` as it starts: an AKS management cluster with
+/// HyperShift installed the way its AKS how-to installs it (the Route CRD applied first;
+/// `contrib/managed-azure/setup_install_ho_on_aks.sh`), which an ARO HCP create needs.
+pub fn aro_env(tag: &str, time_scale: f64) -> Env {
+    Env::with_sim_args(tag, time_scale, &["--management-platform", "aks"])
+}
+
+/// An ARO HCP cluster file (Public: AKS has no Route API).
+pub fn aro_file(
+    dir: &Path,
+    name: &str,
+    infra_id: &str,
+    subscription: &str,
+    extra: &str,
+) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ssh = format!("{name}.id_ed25519.pub");
+    std::fs::copy(root.join("examples/id_ed25519.pub"), dir.join(&ssh)).unwrap();
+    let pull = format!("{name}.pull-secret.json");
+    if !dir.join(&pull).exists() {
+        std::fs::copy(root.join("examples/pull-secret.json"), dir.join(&pull)).unwrap();
+    }
+    let yaml = format!(
+        "name: {name}
+infraID: {infra_id}
+subscription: {subscription}
+tenant: {TENANT}
+location: eastus
+baseDomain: hcp.example.com
+releaseImage: quay.io/openshift-release-dev/ocp-release:4.22.0-multi
+persistentResourceGroup: {name}-persistent
+identities:
+  aroHcp:
+    keyVault:
+      name: {name}-kv
+topology: Public
+managementCluster:
+  platform: aks
+  aksClusterId: /subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.ContainerService/managedClusters/management
+nodePools:
+  - name: workers
+    replicas: 1
+pullSecret: {pull}
+sshKey: {ssh}
+{extra}"
+    );
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
 
 /// Inventory ids of the simulator at `base` (usable from any thread).
 pub fn ids_at(base: &str) -> BTreeSet<String> {

@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod crash;
+pub mod terminal;
 pub mod webhook;
 
 use std::io::{BufRead, BufReader};

@@ -17,66 +17,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use hcp_e2e_tests::cluster::{Env, GUEST_SUB, fail_each_node};
+use hcp_e2e_tests::cluster::{GUEST_SUB, TENANT, aro_env, aro_file, fail_each_node};
 use hcp_e2e_tests::crash::{crash_through, targets};
 use hcp_e2e_tests::{document, items, says_run};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
 const TIME_SCALE: f64 = 0.002;
-const AKS: &[&str] = &["--management-platform", "aks"];
-const TENANT: &str = "99999999-8888-7777-6666-555555555555";
-
-/// A simulator serving an AKS management cluster with HyperShift installed the way its AKS
-/// how-to installs it (the Route CRD applied first; `setup_install_ho_on_aks.sh`).
-fn aro_env(tag: &str) -> Env {
-    let env = Env::with_sim_args(tag, TIME_SCALE, AKS);
-    let (code, body) = env.sim.put(
-        "/_sim/scenario",
-        &serde_json::json!({"aks": {"route_crd": true}}),
-    );
-    assert!(code < 300, "{code} {body}");
-    env
-}
-
-/// An ARO HCP cluster file (Public: AKS has no Route API).
-fn aro_file(dir: &Path, name: &str, infra_id: &str, subscription: &str, extra: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ssh = format!("{name}.id_ed25519.pub");
-    std::fs::copy(root.join("examples/id_ed25519.pub"), dir.join(&ssh)).unwrap();
-    let pull = format!("{name}.pull-secret.json");
-    if !dir.join(&pull).exists() {
-        std::fs::copy(root.join("examples/pull-secret.json"), dir.join(&pull)).unwrap();
-    }
-    let yaml = format!(
-        "name: {name}
-infraID: {infra_id}
-subscription: {subscription}
-tenant: {TENANT}
-location: eastus
-baseDomain: hcp.example.com
-releaseImage: quay.io/openshift-release-dev/ocp-release:4.22.0-multi
-persistentResourceGroup: {name}-persistent
-identities:
-  aroHcp:
-    keyVault:
-      name: {name}-kv
-topology: Public
-managementCluster:
-  platform: aks
-  aksClusterId: /subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.ContainerService/managedClusters/management
-nodePools:
-  - name: workers
-    replicas: 1
-pullSecret: {pull}
-sshKey: {ssh}
-{extra}"
-    );
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, yaml).unwrap();
-    path
-}
 
 fn graph_apps(ids: &BTreeSet<String>) -> BTreeSet<String> {
     ids.iter()
@@ -111,7 +58,7 @@ fn kv_get(base: &str, vault: &str, path: &str) -> Value {
 
 #[test]
 fn create_delete_recreate_and_purge_reuse_and_then_remove_the_persistent_identities() {
-    let env = aro_env("aro-lifecycle");
+    let env = aro_env("aro-lifecycle", TIME_SCALE);
     let before = env.sim.ids();
     let cfg = aro_file(&env.dir, "aro", "aro-a1b2c", GUEST_SUB, "");
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
@@ -294,7 +241,7 @@ fn create_delete_recreate_and_purge_reuse_and_then_remove_the_persistent_identit
 
 #[test]
 fn every_node_of_an_aro_create_unwinds_to_the_inventory_from_before() {
-    let env = aro_env("aro-unwind-each");
+    let env = aro_env("aro-unwind-each", TIME_SCALE);
     let cfg = aro_file(&env.dir, "delta", "delta-u0w1n", GUEST_SUB, "");
     let (code, plan, err) = env.cli(
         &[
@@ -357,7 +304,7 @@ fn every_node_of_an_aro_create_unwinds_to_the_inventory_from_before() {
 /// One cluster, SIGKILLed at every boundary of the nodes whose names contain one of
 /// `parts`: the same end as an uninterrupted run, nothing created twice.
 fn crash_pass(tag: &str, name: &str, parts: &[&str]) {
-    let env = aro_env(tag);
+    let env = aro_env(tag, TIME_SCALE);
     let cfg = aro_file(&env.dir, name, &format!("{name}-cr4sh"), GUEST_SUB, "");
     let before = env.sim.ids();
     let (code, _, err) = env.cli(
@@ -450,7 +397,7 @@ fn sigkill_at_every_boundary_of_the_data_plane_and_another_component_creates_not
 
 #[test]
 fn no_certificate_or_private_key_reaches_the_journal_logs_or_views() {
-    let env = aro_env("aro-secrets");
+    let env = aro_env("aro-secrets", TIME_SCALE);
     let cfg = aro_file(&env.dir, "theta", "theta-s3cr3", GUEST_SUB, "");
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[("RUST_LOG", "debug")]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
@@ -510,9 +457,13 @@ fn no_certificate_or_private_key_reaches_the_journal_logs_or_views() {
     env.sim.stop();
 }
 
+/// `hcp-workflow simulator serve --management-platform aks`, nothing else set up, then
+/// `preflight --config` of an ARO HCP file: every row passes, `k8s.route-api` included (the
+/// simulator's AKS is installed the way HyperShift's AKS how-to installs it; it used to
+/// need an undocumented scenario).
 #[test]
 fn preflight_names_the_graph_permission_and_the_key_vault_rows() {
-    let env = aro_env("aro-preflight");
+    let env = aro_env("aro-preflight", TIME_SCALE);
     let cfg = aro_file(&env.dir, "eta", "eta-pr3fl", GUEST_SUB, "");
     let (code, out, err) = env.cli(
         &[
@@ -531,6 +482,7 @@ fn preflight_names_the_graph_permission_and_the_key_vault_rows() {
         "keyvault.name",
         "aks.addons",
         "k8s.aro-hcp",
+        "k8s.route-api",
     ] {
         let r: Vec<&Value> = rows.iter().filter(|r| r["check"] == check).collect();
         assert!(!r.is_empty(), "no {check} row: {rows:#?}");
@@ -539,7 +491,7 @@ fn preflight_names_the_graph_permission_and_the_key_vault_rows() {
     // Without Application.ReadWrite.OwnedBy: the Graph row fails and says how to grant it.
     let (code, _) = env.sim.put(
         "/_sim/scenario",
-        &serde_json::json!({"graph_permissions": [], "aks": {"route_crd": true}}),
+        &serde_json::json!({"graph_permissions": []}),
     );
     assert!(code < 300, "{code}");
     let (code, out, _) = env.cli(
@@ -593,7 +545,7 @@ fn preflight_names_the_graph_permission_and_the_key_vault_rows() {
 /// and the group it keeps non-empty, for an operator (README, "Known gaps").
 #[test]
 fn purging_one_cluster_keeps_what_another_cluster_has_in_the_shared_vault() {
-    let env = aro_env("aro-shared-vault");
+    let env = aro_env("aro-shared-vault", TIME_SCALE);
     let before = env.sim.ids();
     let share = |name: &str| {
         let cfg = aro_file(&env.dir, name, &format!("{name}-sh4r3"), GUEST_SUB, "");

@@ -5,15 +5,9 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, cluster_file, edit_file, request_lines};
-use hcp_e2e_tests::{document, items, run_id};
+use hcp_e2e_tests::{document, run_id};
 
 const FAST: f64 = 0.002;
-
-fn runs(env: &Env) -> usize {
-    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
-    assert_eq!(code, 0, "{err}");
-    items(&out, "RunList").len()
-}
 
 #[test]
 fn a_create_over_a_cluster_that_differs_from_the_file_is_refused_with_every_difference() {
@@ -42,7 +36,7 @@ fn a_create_over_a_cluster_that_differs_from_the_file_is_refused_with_every_diff
         r#"{"auths":{"quay.io":{"auth":"b3RoZXI6c2VjcmV0"}}}"#,
     )
     .unwrap();
-    let before = runs(&env);
+    let before = env.run_count();
     env.sim.clear_requests();
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 2, "{out}{err}");
@@ -57,7 +51,7 @@ fn a_create_over_a_cluster_that_differs_from_the_file_is_refused_with_every_diff
         "no secret in the message: {err}"
     );
     assert!(err.contains("nothing was journaled or created"), "{err}");
-    assert_eq!(runs(&env), before, "nothing journaled");
+    assert_eq!(env.run_count(), before, "nothing journaled");
     let writes: Vec<_> = request_lines(&env.sim.requests())
         .into_iter()
         .filter(|(m, _, _)| m != "GET")

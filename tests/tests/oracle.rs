@@ -12,7 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
-use hcp_e2e_tests::cluster::{Env, cluster_file, edit_file};
+use hcp_e2e_tests::cluster::{Env, GUEST_SUB, aro_env, aro_file, cluster_file, edit_file};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +22,6 @@ use std::time::Instant;
 const FAST: f64 = 0.002;
 const HC: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/hostedclusters";
 const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools";
-const AKS: &[&str] = &["--management-platform", "aks"];
 const PRIVATE_PLATFORM: &[&str] = &["--private-platform", "azure"];
 const SUB_A: &str = "22222222-3333-4444-5555-666666666666";
 const SUB_B: &str = "33333333-4444-5555-6666-777777777777";
@@ -431,55 +430,14 @@ fn topologies_and_both_private_link_modes() {
     finish(all);
 }
 
-/// An ARO HCP cluster file (ManagedIdentities; Public, on an AKS management cluster).
-fn aro_file(dir: &Path, name: &str, infra_id: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ssh = format!("{name}.id_ed25519.pub");
-    std::fs::copy(root.join("examples/id_ed25519.pub"), dir.join(&ssh)).unwrap();
-    let pull = format!("{name}.pull-secret.json");
-    std::fs::copy(root.join("examples/pull-secret.json"), dir.join(&pull)).unwrap();
-    let sub = hcp_e2e_tests::cluster::GUEST_SUB;
-    let yaml = format!(
-        "name: {name}
-infraID: {infra_id}
-subscription: {sub}
-tenant: 99999999-8888-7777-6666-555555555555
-location: eastus
-baseDomain: hcp.example.com
-releaseImage: quay.io/openshift-release-dev/ocp-release:4.22.0-multi
-persistentResourceGroup: {name}-persistent
-identities:
-  aroHcp:
-    keyVault:
-      name: {name}-kv
-topology: Public
-managementCluster:
-  platform: aks
-  aksClusterId: /subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.ContainerService/managedClusters/management
-nodePools:
-  - name: workers
-    replicas: 1
-pullSecret: {pull}
-sshKey: {ssh}
-"
-    );
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, yaml).unwrap();
-    path
-}
-
 #[test]
 fn aro_hcp_managed_identities_on_aks() {
     if skip() {
         return;
     }
-    let env = Env::with_sim_args("oracle-aro", FAST, AKS);
-    let (code, body) = env
-        .sim
-        .put("/_sim/scenario", &json!({"aks": {"route_crd": true}}));
-    assert!(code < 300, "{code} {body}");
+    let env = aro_env("oracle-aro", FAST);
     let name = "oaro";
-    let cfg = aro_file(&env.dir, name, "oaro-0a1b2");
+    let cfg = aro_file(&env.dir, name, "oaro-0a1b2", GUEST_SUB, "");
     let mut all = Vec::new();
     if !create(&env, &cfg, &mut all) {
         finish(all);

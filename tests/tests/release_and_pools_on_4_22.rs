@@ -16,19 +16,13 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, cluster_file, edit_file};
-use hcp_e2e_tests::{items, run_id};
+use hcp_e2e_tests::run_id;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 const FAST: f64 = 0.002;
 const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools";
 const HC: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/hostedclusters";
-
-fn runs(env: &Env) -> usize {
-    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
-    assert_eq!(code, 0, "{err}");
-    items(&out, "RunList").len()
-}
 
 fn condition<'a>(obj: &'a Value, ctype: &str) -> &'a Value {
     obj["status"]["conditions"]
@@ -150,7 +144,7 @@ fn a_minor_upgrade_the_guest_is_not_ready_for_is_refused_before_the_release_chan
     let spec = "quay.io/openshift-release-dev/ocp-release:4.21.4-multi";
 
     // Preflight names the condition: exit 2, nothing journaled, nothing changed.
-    let before = runs(&env);
+    let before = env.run_count();
     let (code, out, err) = env.start("update-cluster", &cfg, &[], &[]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("k8s.hosted-cluster.upgradeable"), "{err}");
@@ -158,7 +152,7 @@ fn a_minor_upgrade_the_guest_is_not_ready_for_is_refused_before_the_release_chan
         err.contains(why) && err.contains("AdminAckRequired"),
         "{err}"
     );
-    assert_eq!(runs(&env), before, "nothing journaled");
+    assert_eq!(env.run_count(), before, "nothing journaled");
     assert_eq!(
         env.sim.get(&format!("{HC}/{name}"))["spec"]["release"]["image"],
         spec
@@ -229,13 +223,13 @@ fn an_in_place_pool_s_machine_template_change_is_refused_and_replaces_nothing() 
         "    upgradeType: InPlace\n",
         "    upgradeType: InPlace\n    vmSize: Standard_D8s_v5\n",
     );
-    let before = runs(&env);
+    let before = env.run_count();
     let (code, out, err) = env.start("update-cluster", &cfg, &[], &[]);
     assert_eq!(code, 2, "{out}{err}");
     let all = format!("{out}{err}");
     assert!(all.contains("nodePools[workers].vmSize"), "{all}");
     assert!(all.contains("upgradeType InPlace"), "{all}");
-    assert_eq!(runs(&env), before, "nothing journaled");
+    assert_eq!(env.run_count(), before, "nothing journaled");
     let c = cfg.to_string_lossy().to_string();
     let (_, plan, perr) = env.cli(&["plan", "update-cluster", "--config", &c], &[]);
     assert!(

@@ -6,54 +6,11 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, cluster_file};
+use hcp_e2e_tests::terminal::{Tmux, quote};
 use serde_json::json;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const FAST: f64 = 0.002;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new(tag: &str) -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            return None;
-        }
-        Some(Tmux {
-            socket: format!("hcp-{tag}-{}", std::process::id()),
-        })
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The visible screen of session `s`, trailing blank lines dropped.
-    fn screen(&self, s: &str) -> Vec<String> {
-        // -J: a line the terminal wrapped comes back whole.
-        let text = self.cmd(&["capture-pane", "-p", "-J", "-t", s]);
-        let mut lines: Vec<String> = text.lines().map(|l| l.trim_end().to_string()).collect();
-        while lines.last().is_some_and(String::is_empty) {
-            lines.pop();
-        }
-        lines
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
 
 /// A progress bar as drawn (`  network [=====>     ] 3/5`): a 30-cell bar of `=><- `.
 fn is_bar(line: &str) -> bool {
@@ -63,11 +20,6 @@ fn is_bar(line: &str) -> bool {
             && line[i + 1..].chars().take(30).all(|c| "=><- ".contains(c))
             && line[i + 1..].chars().nth(30) == Some(']')
     })
-}
-
-/// A shell word.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 #[test]

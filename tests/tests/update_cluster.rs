@@ -14,19 +14,13 @@ use hcp_e2e_tests::cluster::{
     Env, GUEST_SUB, cluster_file, edit_file, persistent_only, put_ready_at, request_lines,
 };
 use hcp_e2e_tests::crash::{crash_through, created_twice, targets};
-use hcp_e2e_tests::{document, items, run_id, says_run};
+use hcp_e2e_tests::{document, run_id, says_run};
 use serde_json::{Value, json};
 use std::path::Path;
 
 const FAST: f64 = 0.002;
 const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools";
 const HC: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/hostedclusters";
-
-fn runs(env: &Env) -> usize {
-    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
-    assert_eq!(code, 0, "{err}");
-    items(&out, "RunList").len()
-}
 
 /// The VMs of NodePool `<cluster>-<pool>` in the simulator's Azure (CAPZ machines).
 fn machines(env: &Env, cluster: &str, pool: &str) -> usize {
@@ -62,11 +56,11 @@ fn writes(env: &Env) -> Vec<(String, String, u16)> {
 }
 
 fn assert_nothing_to_change(env: &Env, cfg: &Path) {
-    let before = runs(env);
+    let before = env.run_count();
     let (code, out, err) = update(env, cfg, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("Nothing to change"), "{out}");
-    assert_eq!(runs(env), before, "nothing journaled");
+    assert_eq!(env.run_count(), before, "nothing journaled");
 }
 
 #[test]
@@ -636,7 +630,7 @@ fn every_change_update_cannot_make_is_refused_with_nothing_journaled() {
             "nodePools[workers].zone",
         ),
     ];
-    let before = runs(&env);
+    let before = env.run_count();
     for (from, to, field) in cases {
         std::fs::write(&cfg, &original).unwrap();
         edit_file(&cfg, from, to);
@@ -649,7 +643,7 @@ fn every_change_update_cannot_make_is_refused_with_nothing_journaled() {
             err.contains("nothing was journaled or created"),
             "{field}: {err}"
         );
-        assert_eq!(runs(&env), before, "{field}: nothing journaled");
+        assert_eq!(env.run_count(), before, "{field}: nothing journaled");
         assert_eq!(writes(&env), vec![], "{field}: nothing written");
         // `plan update-cluster` says the same, with ✗.
         let c = cfg.to_string_lossy().to_string();
@@ -672,7 +666,7 @@ fn a_downgrade_and_an_unsupported_release_are_refused_by_preflight() {
     let env = Env::with_sim_args("update-versions", FAST, &["--hypershift-version", "4.23"]);
     let name = "ver";
     let cfg = with_two_pools_at(&env, name, "ver-v3r5n", "4.22.0", "");
-    let before = runs(&env);
+    let before = env.run_count();
     let refused = |to: &str, row: &str, says: &str| {
         let text = std::fs::read_to_string(&cfg).unwrap();
         let cur = text
@@ -689,7 +683,7 @@ fn a_downgrade_and_an_unsupported_release_are_refused_by_preflight() {
         let (code, out, err) = update(&env, &cfg, &[]);
         assert_eq!(code, 2, "{to}: {out}{err}");
         assert!(err.contains(row) && err.contains(says), "{to}: {err}");
-        assert_eq!(runs(&env), before, "{to}: nothing journaled");
+        assert_eq!(env.run_count(), before, "{to}: nothing journaled");
         assert_eq!(writes(&env), vec![], "{to}: nothing written");
     };
     refused(
@@ -716,7 +710,7 @@ fn a_pool_skew_beyond_three_minors_is_refused_by_preflight() {
     let env = Env::with_sim_args("update-skew", FAST, &["--hypershift-version", "4.24"]);
     let name = "skw";
     let cfg = with_two_pools_at(&env, name, "skw-5k3w0", "4.20.0", "");
-    let before = runs(&env);
+    let before = env.run_count();
     edit_file(&cfg, "ocp-release:4.20.0-multi", "ocp-release:4.24.0-multi");
     env.sim.clear_requests();
     let (code, out, err) = update(&env, &cfg, &[]);
@@ -726,7 +720,7 @@ fn a_pool_skew_beyond_three_minors_is_refused_by_preflight() {
         err.contains("NodePool minor version 4.20 is less than 4.21, which is the minimum NodePool version compatible with the 4.24 HostedCluster"),
         "{err}"
     );
-    assert_eq!(runs(&env), before);
+    assert_eq!(env.run_count(), before);
     assert_eq!(writes(&env), vec![], "nothing written");
     // Three minors is within HyperShift's skew: the upgrade runs, pools after the control
     // plane.
@@ -837,7 +831,7 @@ fn a_scale_up_refused_for_quota_stalls_naming_the_machines_and_retry_finishes_it
         "  - name: workers\n    replicas: 4\n",
     );
     // Preflight reads the usages: 12 of 16 used, the update adds 8.
-    let before = runs(&env);
+    let before = env.run_count();
     let (code, out, err) = update(&env, &cfg, &[]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
@@ -845,7 +839,7 @@ fn a_scale_up_refused_for_quota_stalls_naming_the_machines_and_retry_finishes_it
             && err.contains("total regional vCPUs: 12 of 16 used, the run needs 8 more"),
         "{err}"
     );
-    assert_eq!(runs(&env), before, "nothing journaled");
+    assert_eq!(env.run_count(), before, "nothing journaled");
     // Past the preflight (the quota was taken between the check and the run, here by
     // skipping it), Azure refuses the machine and the pool's wait stalls at its budget.
     let (code, out, err) = env.start("update-cluster", &cfg, &["--skip-preflight"], &[]);

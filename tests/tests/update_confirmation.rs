@@ -12,20 +12,12 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, cluster_file, edit_file};
-use hcp_e2e_tests::items;
+use hcp_e2e_tests::terminal::{Tmux, quote};
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
 
 const FAST: f64 = 0.002;
 const NP: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/nodepools";
 const HC: &str = "/apis/hypershift.openshift.io/v1beta1/namespaces/clusters/hostedclusters";
-
-fn runs(env: &Env) -> usize {
-    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
-    assert_eq!(code, 0, "{err}");
-    items(&out, "RunList").len()
-}
 
 /// `start WF --config CFG` with stdin not a terminal and no `--yes` (`Env::start` adds it).
 fn start_unasked(env: &Env, wf: &str, cfg: &Path) -> (i32, String, String) {
@@ -43,7 +35,7 @@ fn removing_or_renaming_a_pool_without_a_terminal_needs_yes() {
     let cfg = cluster_file(&env.dir, name, "cfp-c0nf1", "Public", "");
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
-    let before = runs(&env);
+    let before = env.run_count();
 
     // `workers` renamed to `worker`: the user's command, refused.
     edit_file(&cfg, "  - name: workers\n", "  - name: worker\n");
@@ -61,7 +53,7 @@ fn removing_or_renaming_a_pool_without_a_terminal_needs_yes() {
     );
     assert!(err.contains("--yes"), "{err}");
     assert!(err.contains("nothing was journaled"), "{err}");
-    assert_eq!(runs(&env), before, "nothing journaled");
+    assert_eq!(env.run_count(), before, "nothing journaled");
     assert!(
         exists(&env, &format!("{NP}/{name}-workers")),
         "nothing deleted"
@@ -110,78 +102,26 @@ fn a_topology_switch_and_a_repair_that_prunes_connections_need_yes_too() {
     let cfg = cluster_file(&env.dir, name, "cft-t0p0l", "PublicAndPrivate", "");
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
-    let before = runs(&env);
+    let before = env.run_count();
 
     // A repair of a private-link cluster may reject and remove connections (a pivot).
     let (code, out, err) = start_unasked(&env, "repair-cluster", &cfg);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("repair-cluster of cluster cft"), "{err}");
     assert!(err.contains("⚑ "), "{err}");
-    assert_eq!(runs(&env), before);
+    assert_eq!(env.run_count(), before);
 
     edit_file(&cfg, "topology: PublicAndPrivate", "topology: Private");
     let (code, out, err) = start_unasked(&env, "update-cluster", &cfg);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("delete the public endpoint"), "{err}");
     assert!(err.contains("0 to add, 1 to change, 0 to delete"), "{err}");
-    assert_eq!(runs(&env), before, "nothing journaled");
+    assert_eq!(env.run_count(), before, "nothing journaled");
     let hc = env.sim.get(&format!("{HC}/{name}"));
     assert_eq!(
         hc["spec"]["platform"]["azure"]["topology"],
         "PublicAndPrivate"
     );
-}
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new(tag: &str) -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            return None;
-        }
-        Some(Tmux {
-            socket: format!("hcp-{tag}-{}", std::process::id()),
-        })
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self, s: &str) -> String {
-        self.cmd(&["capture-pane", "-p", "-J", "-t", s, "-S", "-200"])
-    }
-
-    fn wait_for(&self, s: &str, what: &str) -> String {
-        let end = Instant::now() + Duration::from_secs(120);
-        loop {
-            let screen = self.screen(s);
-            if screen.contains(what) {
-                return screen;
-            }
-            assert!(Instant::now() < end, "no {what:?} after 120 s:\n{screen}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
-
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 #[test]
@@ -200,7 +140,7 @@ fn on_a_terminal_a_pool_removal_asks_and_only_yes_goes_ahead() {
     let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
     edit_file(&cfg, "  - name: infra\n    replicas: 1\n", "");
-    let before = runs(&env);
+    let before = env.run_count();
     let line = format!(
         "cd {} && {} --database {} --simulator {} start update-cluster --config {}; echo EXIT=$?; sleep 600",
         quote(env.dir.to_str().unwrap()),
@@ -237,7 +177,7 @@ fn on_a_terminal_a_pool_removal_asks_and_only_yes_goes_ahead() {
         assert!(done.contains(exit), "{done}");
         if session == "no" {
             assert!(done.contains("not confirmed"), "{done}");
-            assert_eq!(runs(&env), before, "nothing journaled");
+            assert_eq!(env.run_count(), before, "nothing journaled");
             assert!(exists(&env, &format!("{NP}/{name}-infra")));
         } else {
             assert!(done.contains("✓ Update complete"), "{done}");

@@ -63,38 +63,28 @@ func OracleAzureMachineTemplateName(hc *hyperv1.HostedCluster, np *hyperv1.NodeP
 	return generateMachineTemplateName(np, b), spec, nil
 }
 
-// OracleConditionFunctions: reconcile()'s condition functions, by name, in its order, so that each
-// can be judged on its own even where the whole reconcile short-circuits before it.
-func OracleConditionFunctions(r *NodePoolReconciler) []struct {
+// OracleConditionFunction is one of reconcile()'s condition functions and its name.
+type OracleConditionFunction struct {
 	Name string
 	Fn   func(ctx context.Context, nodePool *hyperv1.NodePool, hcluster *hyperv1.HostedCluster) (*ctrl.Result, error)
-} {
-	type f = func(ctx context.Context, nodePool *hyperv1.NodePool, hcluster *hyperv1.HostedCluster) (*ctrl.Result, error)
-	named := func(n string, fn f) struct {
-		Name string
-		Fn   func(ctx context.Context, nodePool *hyperv1.NodePool, hcluster *hyperv1.HostedCluster) (*ctrl.Result, error)
-	} {
-		return struct {
-			Name string
-			Fn   func(ctx context.Context, nodePool *hyperv1.NodePool, hcluster *hyperv1.HostedCluster) (*ctrl.Result, error)
-		}{n, fn}
-	}
-	return []struct {
-		Name string
-		Fn   func(ctx context.Context, nodePool *hyperv1.NodePool, hcluster *hyperv1.HostedCluster) (*ctrl.Result, error)
-	}{
-		named("autoscalerEnabledCondition", r.autoscalerEnabledCondition),
-		named("updateManagementEnabledCondition", r.updateManagementEnabledCondition),
-		named("releaseImageCondition", r.releaseImageCondition),
-		named("ignitionEndpointAvailableCondition", r.ignitionEndpointAvailableCondition),
-		named("validArchPlatformCondition", r.validArchPlatformCondition),
-		named("reconciliationActiveCondition", r.reconciliationActiveCondition),
-		named("supportedVersionSkewCondition", r.supportedVersionSkewCondition),
-		named("validMachineConfigCondition", r.validMachineConfigCondition),
-		named("updatingConfigCondition", r.updatingConfigCondition),
-		named("updatingVersionCondition", r.updatingVersionCondition),
-		named("validGeneratedPayloadCondition", r.validGeneratedPayloadCondition),
-		named("reachedIgnitionEndpointCondition", r.reachedIgnitionEndpointCondition),
-		named("validPlatformConfigCondition", r.validPlatformConfigCondition),
+}
+
+// OracleConditionFunctions: reconcile()'s condition functions, by name, in its order, so that each
+// can be judged on its own even where the whole reconcile short-circuits before it.
+func OracleConditionFunctions(r *NodePoolReconciler) []OracleConditionFunction {
+	return []OracleConditionFunction{
+		{"autoscalerEnabledCondition", r.autoscalerEnabledCondition},
+		{"updateManagementEnabledCondition", r.updateManagementEnabledCondition},
+		{"releaseImageCondition", r.releaseImageCondition},
+		{"ignitionEndpointAvailableCondition", r.ignitionEndpointAvailableCondition},
+		{"validArchPlatformCondition", r.validArchPlatformCondition},
+		{"reconciliationActiveCondition", r.reconciliationActiveCondition},
+		{"supportedVersionSkewCondition", r.supportedVersionSkewCondition},
+		{"validMachineConfigCondition", r.validMachineConfigCondition},
+		{"updatingConfigCondition", r.updatingConfigCondition},
+		{"updatingVersionCondition", r.updatingVersionCondition},
+		{"validGeneratedPayloadCondition", r.validGeneratedPayloadCondition},
+		{"reachedIgnitionEndpointCondition", r.reachedIgnitionEndpointCondition},
+		{"validPlatformConfigCondition", r.validPlatformConfigCondition},
 	}
 }

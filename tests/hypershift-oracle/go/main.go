@@ -276,6 +276,19 @@ func decodeInto(c *Check, what string, raw json.RawMessage, obj any) bool {
 	return true
 }
 
+// decodeAll decodes each of raws into a new T; the ones that do not decode are failures of c,
+// named `what[i]`, and are left out.
+func decodeAll[T any](c *Check, what string, raws []json.RawMessage) []*T {
+	var out []*T
+	for i, r := range raws {
+		obj := new(T)
+		if decodeInto(c, fmt.Sprintf("%s[%d]", what, i), r, obj) {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
 type objects struct {
 	hc       *hyperv1.HostedCluster
 	nps      []*hyperv1.NodePool
@@ -296,30 +309,10 @@ func decode(in *Input) *objects {
 	} else if c.Result == "ok" {
 		c.fail("no hostedCluster in the input")
 	}
-	for i, r := range in.NodePools {
-		np := &hyperv1.NodePool{}
-		if decodeInto(c, fmt.Sprintf("nodePools[%d]", i), r, np) {
-			o.nps = append(o.nps, np)
-		}
-	}
-	for i, r := range in.Secrets {
-		s := &corev1.Secret{}
-		if decodeInto(c, fmt.Sprintf("secrets[%d]", i), r, s) {
-			o.secrets = append(o.secrets, s)
-		}
-	}
-	for i, r := range in.Services {
-		s := &corev1.Service{}
-		if decodeInto(c, fmt.Sprintf("services[%d]", i), r, s) {
-			o.services = append(o.services, s)
-		}
-	}
-	for i, r := range in.AzurePrivateLinkServices {
-		p := &hyperv1.AzurePrivateLinkService{}
-		if decodeInto(c, fmt.Sprintf("azurePrivateLinkServices[%d]", i), r, p) {
-			o.pls = append(o.pls, p)
-		}
-	}
+	o.nps = decodeAll[hyperv1.NodePool](c, "nodePools", in.NodePools)
+	o.secrets = decodeAll[corev1.Secret](c, "secrets", in.Secrets)
+	o.services = decodeAll[corev1.Service](c, "services", in.Services)
+	o.pls = decodeAll[hyperv1.AzurePrivateLinkService](c, "azurePrivateLinkServices", in.AzurePrivateLinkServices)
 	hcp := &hyperv1.HostedControlPlane{}
 	if decodeInto(c, "hostedControlPlane", in.HostedControlPlane, hcp) {
 		o.hcp = hcp
@@ -329,12 +322,7 @@ func decode(in *Input) *objects {
 		if decodeInto(c, "previous.hostedCluster", in.Previous.HostedCluster, p) {
 			o.prevHC = p
 		}
-		for i, r := range in.Previous.NodePools {
-			np := &hyperv1.NodePool{}
-			if decodeInto(c, fmt.Sprintf("previous.nodePools[%d]", i), r, np) {
-				o.prevNPs = append(o.prevNPs, np)
-			}
-		}
+		o.prevNPs = decodeAll[hyperv1.NodePool](c, "previous.nodePools", in.Previous.NodePools)
 	}
 	c.value("hostedCluster", o.hc != nil)
 	c.value("nodePools", len(o.nps))
