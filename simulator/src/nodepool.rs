@@ -319,6 +319,46 @@ fn validate_skew(hc: SemVer, np: SemVer) -> Result<(), String> {
 }
 
 /// `spec.autoScaling` as `(min, max)`.
+/// `validateManagement`'s error, verbatim (`nodepool_controller.go`), if any.
+fn management_error(np: &Value) -> Option<String> {
+    let m = np.pointer("/spec/management")?;
+    let upgrade = m
+        .get("upgradeType")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if upgrade == "InPlace" {
+        return None;
+    }
+    let replace = m.get("replace").filter(|r| r.is_object());
+    let Some(replace) = replace.filter(|_| upgrade == "Replace") else {
+        return Some("this is unsupported. \"Replace\" upgrade type and a strategy: \"RollingUpdate\" or \"OnDelete\" are required".into());
+    };
+    let strategy = replace
+        .get("strategy")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if strategy != "RollingUpdate" && strategy != "OnDelete" {
+        return Some("this is unsupported. \"Replace\" upgrade type only support strategies \"OnDelete\" and \"RollingUpdate\"".into());
+    }
+    if strategy == "RollingUpdate" && replace.get("rollingUpdate").is_none() {
+        return Some("this is unsupported. \"Replace\" upgrade type with strategy \"RollingUpdate\" require a MaxUnavailable and MaxSurge".into());
+    }
+    None
+}
+
+/// Removes condition `ctype` (HyperShift's `removeStatusCondition`); whether it was there.
+fn remove_condition(obj: &mut Value, ctype: &str) -> bool {
+    let Some(cs) = obj
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let before = cs.len();
+    cs.retain(|c| c.get("type").and_then(Value::as_str) != Some(ctype));
+    cs.len() != before
+}
+
 fn autoscaling(np: &Value) -> Option<(u32, u32)> {
     let a = np.pointer("/spec/autoScaling")?;
     let min = a.get("min").and_then(Value::as_u64).unwrap_or(0) as u32;
@@ -391,6 +431,19 @@ fn reconcile(
         ),
         None => set_condition(obj, "AutoscalingEnabled", false, "AsExpected", "", now),
     };
+    // `updateManagementEnabledCondition` → `validateManagement` (nodepool_controller.go):
+    // InPlace, or Replace with a strategy (the CRD defaults a RollingUpdate one).
+    dirty |= match management_error(obj) {
+        Some(msg) => set_condition(
+            obj,
+            "UpdateManagementEnabled",
+            false,
+            "ValidationFailed",
+            &msg,
+            now,
+        ),
+        None => set_condition(obj, "UpdateManagementEnabled", true, "AsExpected", "", now),
+    };
     let check = hc.as_ref().map(|h| release_check(sim, obj, h));
     let release_refused = matches!(check, Some(ReleaseCheck::Refused(_)));
     let image = str_at(obj, "/spec/release/image")
@@ -423,6 +476,68 @@ fn reconcile(
         }
         _ => {}
     }
+    // `ignitionEndpointAvailableCondition`: False while the HostedCluster has no
+    // `status.ignitionEndpoint`, and removed once it has one (the CA Secret is there with
+    // it here); then `validArchPlatformCondition`, `reconciliationActiveCondition` and
+    // `validPlatformConfigCondition` (conditions.go, messages verbatim).
+    if let Some(h) = &hc {
+        if str_at(h, "/status/ignitionEndpoint").is_none_or(str::is_empty) {
+            dirty |= set_condition(
+                obj,
+                "IgnitionEndpointAvailable",
+                false,
+                "IgnitionEndpointMissing",
+                "Ignition endpoint not available, waiting",
+                now,
+            );
+        } else {
+            dirty |= remove_condition(obj, "IgnitionEndpointAvailable");
+        }
+        let arch = str_at(obj, "/spec/arch").unwrap_or("amd64").to_string();
+        let payload = str_at(h, "/status/payloadArch")
+            .unwrap_or_default()
+            .to_string();
+        dirty |= if payload == "Multi" || payload.eq_ignore_ascii_case(&arch) {
+            set_condition(obj, "ValidArchPlatform", true, "AsExpected", "", now)
+        } else {
+            set_condition(
+                obj,
+                "ValidArchPlatform",
+                false,
+                "InvalidArchPlatform",
+                &format!(
+                    "NodePool CPU arch, {arch}, is not supported by the HostedCluster payload type, {payload}; either change the NodePool CPU arch or use a multi-arch release image"
+                ),
+                now,
+            )
+        };
+    }
+    dirty |= match str_at(obj, "/spec/pausedUntil").map(str::to_string) {
+        Some(p) if p == "true" => set_condition(
+            obj,
+            "ReconciliationActive",
+            false,
+            "ReconciliationPaused",
+            "Reconciliation paused until field removed",
+            now,
+        ),
+        _ => set_condition(
+            obj,
+            "ReconciliationActive",
+            true,
+            "ReconciliationActive",
+            "Reconciliation active on resource",
+            now,
+        ),
+    };
+    dirty |= set_condition(
+        obj,
+        "ValidPlatformConfig",
+        true,
+        "AsExpected",
+        "All is well",
+        now,
+    );
     // Whether nodes can be created and join (CAPZ's and the nodes' credentials, the path to
     // the API server) matters only while some machine has to: a settled pool of a big
     // simulated fleet does not re-check every role assignment on every tick.

@@ -369,6 +369,33 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
                 message,
             })
         });
+        // `reconcile()` sets these two on every pass, before it looks at the release
+        // (`hostedcluster_controller.go`: `validateConfigAndClusterCapabilities`,
+        // `validateHostedClusterSupport`; messages verbatim), and the payload's
+        // architecture after them (`DetermineHostedClusterPayloadArch`).
+        if block
+            .as_ref()
+            .is_none_or(|b| b.ctype != "ValidConfiguration")
+        {
+            dirty |= set_condition(
+                &mut obj,
+                "ValidConfiguration",
+                true,
+                "AsExpected",
+                "Configuration passes validation",
+                now,
+            );
+        }
+        dirty |= set_condition(
+            &mut obj,
+            "SupportedHostedCluster",
+            true,
+            "AsExpected",
+            "HostedCluster is supported by operator configuration",
+            now,
+        );
+        let arch = payload_arch(&obj);
+        dirty |= set_status_field(&mut obj, "payloadArch", json!(arch));
         // The operator's own reconcile goes on to the control-plane namespace and the
         // Secrets it syncs there unless it stopped at a refused release or configuration
         // (`Degraded` is the control-plane operator's, further on; a failed
@@ -433,7 +460,7 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
             && now >= sim_state.seen_ms + sim.scaled(lat.operator_router)
         {
             if exposure.private {
-                let (ip, lb_id, fe_id) = create_router(sim, st, now, &cp_ns);
+                let (ip, lb_id, fe_id) = create_router(sim, st, now, &cp_ns, &name);
                 sim_state.router_ip = Some(ip);
                 sim_state.lb_id = Some(lb_id);
                 sim_state.fe_id = Some(fe_id);
@@ -493,6 +520,24 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         } else {
             None
         };
+        // Infrastructure ready: the HostedControlPlane's `InfrastructureReady` (bubbled up to
+        // the HostedCluster) and the Ignition endpoint the NodePools wait for, which the
+        // operator reads from the Ignition strategy's hostname or the ignition-server Route
+        // the control-plane operator made (`hostedcluster_controller.go`, "Set Ignition
+        // Server endpoint").
+        if sim_state.services && infra.is_none() {
+            dirty |= set_condition(
+                &mut obj,
+                "InfrastructureReady",
+                true,
+                "AsExpected",
+                "All is well",
+                now,
+            );
+            let endpoint = ignition_endpoint(&obj, &name, &cp_ns);
+            dirty |= set_status_field(&mut obj, "ignitionEndpoint", json!(endpoint));
+            changed |= ensure_ignition_ca(sim, st, now, &cp_ns);
+        }
         if let Some(b) = infra.as_ref().filter(|_| !sim_state.available) {
             if let Some(m) = &b.infrastructure_message {
                 dirty |= set_condition(
@@ -553,6 +598,111 @@ fn hosted_clusters(sim: &Simulator, st: &mut State, now: u64) -> bool {
         }
     }
     changed
+}
+
+/// A controller owner reference to HostedControlPlane `name` in `cp_ns` (`metav1.NewControllerRef`).
+/// The simulator keeps no HostedControlPlane object: its uid is derived from its namespace
+/// and name, so it is the same on every call.
+pub(crate) fn hcp_owner_ref(cp_ns: &str, name: &str) -> Value {
+    let uid = uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_OID,
+        format!("hostedcontrolplane/{cp_ns}/{name}").as_bytes(),
+    );
+    json!({"apiVersion": "hypershift.openshift.io/v1beta1", "kind": "HostedControlPlane",
+        "name": name, "uid": uid.to_string(), "controller": true, "blockOwnerDeletion": true})
+}
+
+/// The ignition server's CA certificate Secret the control-plane operator's PKI makes
+/// (`manifests/ignitionserver` `IgnitionCACertSecret`: `ignition-server-ca-cert`), which
+/// the NodePool controller requires with a `tls.crt` before it makes machines
+/// (`ignitionEndpointAvailableCondition`). Its certificate is a placeholder: nothing in the
+/// simulator verifies it.
+fn ensure_ignition_ca(sim: &Simulator, st: &mut State, now: u64, cp_ns: &str) -> bool {
+    use base64::Engine as _;
+    const NAME: &str = "ignition-server-ca-cert";
+    let Some(kind) = kind_by_key("core/secrets") else {
+        return false;
+    };
+    if store::get(st, "core/secrets", cp_ns, NAME).is_some() {
+        return false;
+    }
+    let pem =
+        "-----BEGIN CERTIFICATE-----\nc2ltdWxhdGVkIGlnbml0aW9uIENB\n-----END CERTIFICATE-----\n";
+    store::create(
+        sim,
+        st,
+        now,
+        kind,
+        cp_ns,
+        json!({
+            "metadata": {"name": NAME},
+            "type": "kubernetes.io/tls",
+            "data": {
+                "tls.crt": base64::engine::general_purpose::STANDARD.encode(pem),
+                "tls.key": "",
+            },
+        }),
+    );
+    true
+}
+
+/// Sets `status.<field>`; whether it changed.
+fn set_status_field(obj: &mut Value, field: &str, value: Value) -> bool {
+    let status = util::obj_mut(obj, "status");
+    if status.get(field) == Some(&value) {
+        return false;
+    }
+    status.insert(field.into(), value);
+    true
+}
+
+/// `status.payloadArch`: `Multi` for a multi-arch release (a manifest list, which the
+/// `-multi` tags are), else the image's own architecture, `AMD64` for the simulated
+/// registry's single-arch releases (`support/util` `DetermineHostedClusterPayloadArch`).
+fn payload_arch(obj: &Value) -> &'static str {
+    let image = str_at(obj, "/spec/release/image").unwrap_or_default();
+    let tag = if image.contains('@') {
+        digest_tag(image).unwrap_or_default()
+    } else {
+        image
+            .rsplit_once(':')
+            .map(|(_, t)| t.to_string())
+            .unwrap_or_default()
+    };
+    if tag.ends_with("-multi") {
+        "Multi"
+    } else {
+        "AMD64"
+    }
+}
+
+/// The management cluster's default ingress domain (OpenShift's router): a Route made
+/// without a host gets `<name>-<namespace>.<domain>` from it.
+pub(crate) const MANAGEMENT_APPS_DOMAIN: &str = "apps.management.example.com";
+
+/// What the HyperShift operator writes as `status.ignitionEndpoint`: the Ignition Route
+/// strategy's hostname; else the host of the control-plane operator's `ignition-server`
+/// Route: `ignition-server.apps.<name>.hypershift.local` on a Private or PublicAndPrivate
+/// cluster (`support/util/route.go` `ReconcileInternalRoute`), else the one the router
+/// allocates (`ReconcileExternalRoute` leaves it empty for a short name).
+fn ignition_endpoint(obj: &Value, name: &str, cp_ns: &str) -> String {
+    let ignition = obj
+        .pointer("/spec/services")
+        .and_then(Value::as_array)
+        .and_then(|svcs| {
+            svcs.iter()
+                .find(|s| s.get("service").and_then(Value::as_str) == Some("Ignition"))
+        })
+        .and_then(|s| s.pointer("/servicePublishingStrategy/route/hostname"))
+        .and_then(Value::as_str)
+        .filter(|h| !h.is_empty());
+    match ignition {
+        Some(h) => h.to_string(),
+        None if Exposure::of(obj).private => {
+            format!("ignition-server.apps.{name}.hypershift.local")
+        }
+        None => format!("ignition-server-{cp_ns}.{MANAGEMENT_APPS_DOMAIN}"),
+    }
 }
 
 /// The admin kubeconfig Secret of HostedCluster `name`
@@ -1154,6 +1304,30 @@ pub(crate) fn resolved_pullspec(image: &str) -> String {
     format!("{repo}@sha256:{hex}")
 }
 
+/// The tag of the simulated registry that `<repo>@sha256:<digest>` is the digest of
+/// ([`resolved_pullspec`] of `<repo>:<tag>`): the release tags 4.14.0 to 4.25.40, plain and
+/// `-multi`/`-x86_64`, are tried once per repository and remembered.
+pub(crate) fn digest_tag(image: &str) -> Option<String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BY_REPO: OnceLock<Mutex<HashMap<String, HashMap<String, String>>>> = OnceLock::new();
+    let (repo, _) = image.split_once('@')?;
+    let mut all = BY_REPO.get_or_init(Default::default).lock().ok()?;
+    let tags = all.entry(repo.to_string()).or_insert_with(|| {
+        let mut m = HashMap::new();
+        for minor in 14..=25 {
+            for patch in 0..=40 {
+                for suffix in ["", "-multi", "-x86_64"] {
+                    let tag = format!("4.{minor}.{patch}{suffix}");
+                    m.insert(resolved_pullspec(&format!("{repo}:{tag}")), tag);
+                }
+            }
+        }
+        m
+    });
+    tags.get(image).cloned()
+}
+
 /// Whether the CVO runs (or is rolling to) the release the spec asks for: HyperShift's
 /// `isProgressing` compares "the spec image or its digest" with `status.version.desired.image`
 /// (`hostedcluster_controller.go`).
@@ -1166,14 +1340,17 @@ pub(crate) fn desired_is_spec(obj: &Value) -> bool {
 }
 
 /// `(major, minor, version)` of the release image, read from its tag
-/// (`…/ocp-release:4.22.0-multi` → 4.22, "4.22.0"); `None` for a digest reference, whose
-/// version only the payload knows (the simulator then accepts it).
+/// (`…/ocp-release:4.22.0-multi` → 4.22, "4.22.0"), or for a digest reference from the tag
+/// the simulated registry gave that digest ([`digest_tag`]); `None` for a digest it never
+/// gave, whose version only the payload knows (the simulator then accepts it).
 pub(crate) fn release_of(obj: &Value) -> Option<(u32, u32, String)> {
     let image = str_at(obj, "/spec/release/image")?;
-    if image.contains('@') {
-        return None;
-    }
-    let tag = image.rsplit_once(':')?.1;
+    let tag = if image.contains('@') {
+        digest_tag(image)?
+    } else {
+        image.rsplit_once(':')?.1.to_string()
+    };
+    let tag = tag.as_str();
     let (major, minor) = crate::config::minor_version(tag)?;
     Some((
         major,
@@ -1527,6 +1704,7 @@ fn create_router(
     st: &mut State,
     now: u64,
     cp_ns: &str,
+    name: &str,
 ) -> (String, String, String) {
     let c = sim.config();
     let rg_id = format!(
@@ -1550,8 +1728,11 @@ fn create_router(
             svc_kind,
             cp_ns,
             // The router's port is named: `targetPort: https` (`ingress/router.go`).
+            // Owned by the HostedControlPlane (`config.OwnerRefFrom(hcp)`, a controller
+            // reference), which the private-link observer follows to its HCP.
             json!({
-                "metadata": {"name": "private-router", "annotations": {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"}},
+                "metadata": {"name": "private-router", "annotations": {"service.beta.kubernetes.io/azure-load-balancer-internal": "true"},
+                    "ownerReferences": [hcp_owner_ref(cp_ns, name)]},
                 "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": "https"}]},
             }),
         ),
@@ -2061,7 +2242,7 @@ pub(crate) fn node_block(
     // A control plane whose infrastructure is never ready publishes no ignition endpoint
     // (`status.ignitionEndpoint` stays empty): no machine ever gets its payload
     // (`hypershift-operator/controllers/nodepool/conditions.go`).
-    if infrastructure_block(sim, hc).is_some() {
+    if str_at(hc, "/status/ignitionEndpoint").is_none_or(str::is_empty) {
         return Err(NodeBlock {
             ctype: "IgnitionEndpointAvailable",
             reason: "IgnitionEndpointMissing",

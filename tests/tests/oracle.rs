@@ -85,7 +85,13 @@ fn snapshot(env: &Env, name: &str) -> Snapshot {
         .into_iter()
         .filter(|p| p["spec"]["clusterName"] == name)
         .collect();
-    let secrets = items(&env.sim.get("/api/v1/namespaces/clusters/secrets"));
+    // The HostedCluster's Secrets, and the control plane's (the ignition CA the NodePool
+    // controller requires).
+    let mut secrets = items(&env.sim.get("/api/v1/namespaces/clusters/secrets"));
+    secrets.extend(items(
+        &env.sim
+            .get(&format!("/api/v1/namespaces/clusters-{name}/secrets")),
+    ));
     let services = items(
         &env.sim
             .get(&format!("/api/v1/namespaces/clusters-{name}/services")),

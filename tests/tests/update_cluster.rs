@@ -173,9 +173,11 @@ fn node_pools_are_added_scaled_autoscaled_and_removed_with_machines_checked_each
     let (code, out, err) = update(&env, &cfg, &[]);
     assert_eq!(code, 0, "{out}{err}");
     let p = pool(&env, name, "workers");
+    // `replace` is the CRD's default, which the API server fills in.
     assert_eq!(
         p["spec"]["management"],
-        json!({"autoRepair": true, "upgradeType": "Replace"}),
+        json!({"autoRepair": true, "upgradeType": "Replace",
+            "replace": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}, "strategy": "RollingUpdate"}}),
         "{p}"
     );
     assert_eq!(p["spec"]["nodeDrainTimeout"], "1200s");

@@ -404,6 +404,14 @@ fn drop_nulls(v: &mut Value) {
 /// Defaulting and normalisation on every write.
 fn normalize(st: &mut State, kind: &Kind, obj: &mut Value, schema: Option<&Value>) {
     drop_nulls_with(schema, obj);
+    // The API server defaults a custom resource from its CRD's structural schema before it
+    // validates and stores it (what HyperShift's controllers then read: e.g. a NodePool's
+    // `spec.management.replace`, which `validateManagement` requires).
+    match schema {
+        Some(s) => super::crd::default_with(s, obj),
+        None if kind.group == super::HYPERSHIFT => builtin_crd_defaults(kind, obj),
+        None => {}
+    }
     match kind.plural {
         "secrets" => {
             if let Some(Value::Object(sd)) =
@@ -471,6 +479,26 @@ fn invalid(kind: &Kind, name: &str, errors: Vec<super::crd::FieldError>) -> Resp
         ),
         json!({"name": name, "group": kind.group, "kind": kind.kind, "causes": causes}),
     )
+}
+
+/// Without `--crds`, the defaults of HyperShift's CRDs that its controllers depend on
+/// (`nodepools-Default.crd.yaml`: `spec.arch: amd64`, and `spec.management.replace` a
+/// RollingUpdate with `maxSurge: 1`, `maxUnavailable: 0` when `management` is there).
+fn builtin_crd_defaults(kind: &Kind, obj: &mut Value) {
+    if kind.plural != "nodepools" {
+        return;
+    }
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    util::default_field(spec, "arch", json!("amd64"));
+    if let Some(m) = spec.get_mut("management").and_then(Value::as_object_mut) {
+        util::default_field(
+            m,
+            "replace",
+            json!({"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}, "strategy": "RollingUpdate"}),
+        );
+    }
 }
 
 /// Schema validation and the hand-written CEL rules; `old` is the stored object on an

@@ -5,9 +5,12 @@
 //! Unknown fields are pruned as for a structural schema ([`CrdSet::prune`]; the API
 //! server's `fieldValidation` decides whether that is silent, a warning or a 400).
 //!
+//! Defaults are applied as for a structural schema ([`default_with`]), on every create and
+//! update.
+//!
 //! # Caveats
-//! Structural-schema defaulting, `x-kubernetes-validations` (CEL) and format checks are not
-//! applied; required fields, types, enums, patterns and bounds are. The CEL rules a day-2
+//! `x-kubernetes-validations` (CEL) and format checks are not applied; required fields,
+//! types, enums, patterns and bounds are. The CEL rules a day-2
 //! change meets are hand-written in [`validation_rules`] (applied with or without `--crds`).
 
 use std::collections::HashMap;
@@ -427,6 +430,49 @@ pub(crate) fn hosted_cluster_transition_rules(obj: &Value, old: &Value) -> Vec<F
     errs
 }
 
+/// Structural-schema defaulting (apiextensions `structuraldefaulting.Default`, what the API
+/// server does to a custom resource on every create and update, after pruning): each
+/// property with a `default` that the object lacks gets it, inside every object that is
+/// there (a default is not applied to a parent that is absent), and defaults are then
+/// defaulted in turn. `null` values were dropped before (`drop_nulls_with`).
+pub(crate) fn default_with(schema: &Value, obj: &mut Value) {
+    match obj {
+        Value::Object(m) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, s) in props {
+                    if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                        continue;
+                    }
+                    if !m.contains_key(k)
+                        && let Some(d) = s.get("default")
+                    {
+                        m.insert(k.clone(), d.clone());
+                    }
+                    if let Some(child) = m.get_mut(k) {
+                        default_with(s, child);
+                    }
+                }
+            }
+            if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                let declared = schema.get("properties").and_then(Value::as_object);
+                for (k, child) in m.iter_mut() {
+                    if declared.is_none_or(|p| !p.contains_key(k)) {
+                        default_with(additional, child);
+                    }
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = schema.get("items") {
+                for item in a {
+                    default_with(items, item);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,6 +492,31 @@ mod tests {
     }
 
     const HCS: &str = "hypershift.openshift.io/hostedclusters";
+
+    /// A default fills an absent field inside an object that is there, and defaults
+    /// inside the default apply in turn; an absent parent gets nothing.
+    #[test]
+    fn defaults_fill_absent_fields_of_present_objects_only() {
+        let schema = json!({"properties": {"spec": {"properties": {
+            "arch": {"type": "string", "default": "amd64"},
+            "management": {"properties": {
+                "replace": {"type": "object", "default": {"strategy": "RollingUpdate"},
+                    "properties": {"strategy": {"type": "string"},
+                        "rollingUpdate": {"type": "object", "default": {"maxSurge": 1}}}},
+                "upgradeType": {"type": "string"}}},
+            "pools": {"type": "array", "items": {"properties": {"size": {"type": "integer", "default": 3}}}},
+            "absent": {"properties": {"x": {"type": "string", "default": "y"}}}}}}});
+        let mut obj =
+            json!({"spec": {"management": {"upgradeType": "Replace"}, "pools": [{}, {"size": 5}]}});
+        default_with(&schema, &mut obj);
+        assert_eq!(
+            obj,
+            json!({"spec": {"arch": "amd64",
+                "management": {"upgradeType": "Replace",
+                    "replace": {"strategy": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}},
+                "pools": [{"size": 3}, {"size": 5}]}})
+        );
+    }
 
     #[test]
     fn hosted_cluster_rules_apply_only_on_update() {

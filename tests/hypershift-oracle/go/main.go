@@ -276,6 +276,10 @@ func decodeInto(c *Check, what string, raw json.RawMessage, obj any) bool {
 	return true
 }
 
+// mgmtAppsDomain is the management cluster's default ingress domain, the simulator's
+// (simulator/src/operator.rs MANAGEMENT_APPS_DOMAIN).
+const mgmtAppsDomain = "apps.management.example.com"
+
 // decodeAll decodes each of raws into a new T; the ones that do not decode are failures of c,
 // named `what[i]`, and are left out.
 func decodeAll[T any](c *Check, what string, raws []json.RawMessage) []*T {
@@ -560,15 +564,34 @@ func judgeControlPlane(ctx context.Context, o *objects) {
 	}
 	add(c)
 
-	// The whole infra status reconciler on the input's Services.
-	c = newCheck("infra.ReconcileInfrastructureStatus", "control-plane-operator/controllers/hostedcontrolplane/infra Reconciler.ReconcileInfrastructureStatus (reconcileAPIServerServiceStatus, ...)", "the whole infrastructure-status reconciler, fake client holding the input's Services")
+	// The whole infra status reconciler on the input's Services and the Routes the infra
+	// reconciler makes for them (the CPO runs both on every HostedControlPlane reconcile:
+	// hostedcontrolplane_controller.go). A Route HyperShift leaves without a host gets
+	// `<name>-<namespace>.<domain>` from the management cluster's router, as OpenShift's route
+	// host allocation gives it.
+	c = newCheck("infra.ReconcileInfrastructureStatus", "control-plane-operator/controllers/hostedcontrolplane/infra Reconciler.ReconcileInfrastructureStatus (reconcileAPIServerServiceStatus, ...)", "the whole infrastructure-status reconciler, fake client holding the input's Services and the Routes Reconciler.ReconcileInfrastructure makes (hosts the router would allocate filled in)")
 	objs := []client.Object{hcp}
 	for _, s := range o.services {
 		objs = append(objs, s)
 	}
 	cl := fakeClient(objs...)
 	guard(c, func() {
-		st, err := infra.NewReconciler(cl, "").ReconcileInfrastructureStatus(ctx, hcp)
+		if err := infra.NewReconciler(cl, mgmtAppsDomain).ReconcileInfrastructure(ctx, hcp, upsert.New(false).CreateOrUpdate); err != nil {
+			c.value("reconcileInfrastructureError", err.Error())
+		}
+		routes := &routev1.RouteList{}
+		_ = cl.List(ctx, routes, client.InNamespace(ns))
+		allocated := []string{}
+		for i := range routes.Items {
+			rt := routes.Items[i]
+			if rt.Spec.Host == "" {
+				rt.Spec.Host = fmt.Sprintf("%s-%s.%s", rt.Name, rt.Namespace, mgmtAppsDomain)
+				_ = cl.Update(ctx, &rt)
+				allocated = append(allocated, rt.Name)
+			}
+		}
+		c.value("routeHostsAllocated", allocated)
+		st, err := infra.NewReconciler(cl, mgmtAppsDomain).ReconcileInfrastructureStatus(ctx, hcp)
 		c.Objects = append(c.Objects, st)
 		c.value("ready", st.IsReady())
 		c.value("apiHost", st.APIHost)
@@ -598,7 +621,7 @@ func judgeControlPlane(ctx context.Context, o *objects) {
 	c = newCheck("infra.ReconcileInfrastructure", "control-plane-operator/controllers/hostedcontrolplane/infra Reconciler.ReconcileInfrastructure", "the whole infrastructure reconciler on an empty fake control-plane namespace; lists the Services and Routes it creates")
 	cl2 := fakeClient(hcp)
 	guard(c, func() {
-		err := infra.NewReconciler(cl2, "apps.management.example.com").ReconcileInfrastructure(ctx, hcp, upsert.New(false).CreateOrUpdate)
+		err := infra.NewReconciler(cl2, mgmtAppsDomain).ReconcileInfrastructure(ctx, hcp, upsert.New(false).CreateOrUpdate)
 		if err != nil {
 			c.fail("%v", err)
 		}
