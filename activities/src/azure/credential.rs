@@ -117,6 +117,17 @@ pub enum CredentialError {
         /// Why (Entra's answer, a timeout, …).
         why: String,
     },
+    /// The token endpoint did not answer: a refused connection, a name that does not
+    /// resolve, a time-out. Nothing is known about the credential itself.
+    #[error("cannot reach {endpoint} ({mode}): {why}")]
+    Unreachable {
+        /// The mode.
+        mode: AuthMode,
+        /// The endpoint it could not reach (`https://login.microsoftonline.com/<tenant>/…`).
+        endpoint: String,
+        /// The network error.
+        why: String,
+    },
     /// `auto` tried every mode and none worked.
     #[error("{}", none_worked(.attempts))]
     NoneWorked {
@@ -142,9 +153,64 @@ impl CredentialError {
     pub fn is_retryable(&self) -> bool {
         match self {
             CredentialError::Failed { why, .. } => why.starts_with("timed out"),
+            CredentialError::Unreachable { .. } => true,
             _ => false,
         }
     }
+
+    /// The endpoint that did not answer, when that is why.
+    pub fn unreachable(&self) -> Option<&str> {
+        match self {
+            CredentialError::Unreachable { endpoint, .. } => Some(endpoint),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `e` (or an error under it) is a network failure rather than an answer: a refused
+/// or reset connection, a name that does not resolve, a time-out. azure_identity wraps the
+/// transport's error in its own ("ClientSecretCredential authentication failed. failed to
+/// execute `reqwest` request"), so the chain is walked, by io kinds first, then by the
+/// words hyper and the resolver use.
+fn network_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use std::io::ErrorKind as K;
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut last = e.to_string();
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                K::ConnectionRefused
+                    | K::ConnectionReset
+                    | K::ConnectionAborted
+                    | K::NotConnected
+                    | K::TimedOut
+                    | K::HostUnreachable
+                    | K::NetworkUnreachable
+                    | K::AddrNotAvailable
+            )
+        {
+            return Some(one_line(&io.to_string()));
+        }
+        last = err.to_string();
+        cur = err.source();
+    }
+    let text = one_line(&e.to_string()).to_ascii_lowercase() + " " + &last.to_ascii_lowercase();
+    [
+        "dns error",
+        "failed to lookup address",
+        "name or service not known",
+        "temporary failure in name resolution",
+        "connection refused",
+        "tcp connect error",
+        "error sending request",
+        "failed to execute `reqwest` request",
+        "operation timed out",
+        "network is unreachable",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
+    .then(|| one_line(&last))
 }
 
 impl From<CredentialError> for StepError {
@@ -239,6 +305,10 @@ pub async fn credential_with_env(
         std::slice::from_ref(&mode)
     };
     let mut attempts = Vec::new();
+    // A configured credential whose endpoint did not answer: with `auto`, that (not "none
+    // worked") is what to fix. The instance metadata service not answering only means
+    // this is not an Azure machine.
+    let mut unreachable = None;
     for &m in modes {
         let limit = if mode == AuthMode::Auto && m == AuthMode::ManagedIdentity {
             AUTO_MANAGED_IDENTITY_TIMEOUT
@@ -252,6 +322,12 @@ pub async fn credential_with_env(
             }
             Err(e @ CredentialError::Transport(_)) => return Err(e),
             Err(e) if mode != AuthMode::Auto => return Err(e),
+            Err(e @ CredentialError::Unreachable { .. }) if m != AuthMode::ManagedIdentity => {
+                tracing::debug!(auth = %m, error = %e, "Azure token endpoint unreachable");
+                attempts.push((m, e.to_string()));
+                unreachable.get_or_insert(e);
+            }
+            Err(CredentialError::Unreachable { why, .. }) => attempts.push((m, why)),
             Err(
                 CredentialError::NotApplicable { why, .. } | CredentialError::Failed { why, .. },
             ) => {
@@ -261,7 +337,7 @@ pub async fn credential_with_env(
             Err(CredentialError::NoneWorked { attempts: more }) => attempts.extend(more),
         }
     }
-    Err(CredentialError::NoneWorked { attempts })
+    Err(unreachable.unwrap_or(CredentialError::NoneWorked { attempts }))
 }
 
 fn not_applicable(mode: AuthMode, why: impl Into<String>) -> CredentialError {
@@ -369,16 +445,42 @@ async fn try_mode(
         }
     };
     let scope = cloud.arm_scope();
+    // The endpoint a failure to connect is about: Entra's token endpoint, or the instance
+    // metadata service.
+    let endpoint = match mode {
+        AuthMode::ManagedIdentity => "http://169.254.169.254/metadata/identity/oauth2/token".into(),
+        _ => format!(
+            "{}/{}/oauth2/v2.0/token",
+            cloud.authority_host(),
+            tenant(env, tenant_id).unwrap_or_default()
+        ),
+    };
     match tokio::time::timeout(limit, cred.get_token(&[scope.as_str()], None)).await {
         Ok(Ok(_token)) => Ok(cred),
-        Ok(Err(e)) => Err(failed(mode, one_line(&e.to_string()))),
-        Err(_) => Err(failed(
+        Ok(Err(e)) => match network_failure(&e) {
+            // The CLI reaches Entra itself: its failure is its own message.
+            Some(why) if mode != AuthMode::AzureCli => Err(CredentialError::Unreachable {
+                mode,
+                endpoint,
+                why,
+            }),
+            _ => Err(failed(mode, one_line(&e.to_string()))),
+        },
+        Err(_) if mode == AuthMode::AzureCli => Err(failed(
             mode,
             format!(
                 "timed out after {}s getting a token for {scope}",
                 limit.as_secs()
             ),
         )),
+        Err(_) => Err(CredentialError::Unreachable {
+            mode,
+            endpoint,
+            why: format!(
+                "no answer within {}s getting a token for {scope}",
+                limit.as_secs()
+            ),
+        }),
     }
 }
 
@@ -404,6 +506,47 @@ mod tests {
         assert!(!dbg.contains("s3cr3t"), "{dbg}");
         assert!(dbg.contains(ENV_CLIENT_SECRET));
         assert_eq!(env.var(ENV_CLIENT_ID), None);
+    }
+
+    /// A client secret whose token endpoint refuses the connection (a real socket, nothing
+    /// listening): "cannot reach <endpoint>", not "authentication failed"; with `auto` too,
+    /// where the instance metadata service not answering is no reason.
+    #[tokio::test]
+    async fn a_token_endpoint_that_refuses_the_connection_is_unreachable_not_bad_credentials() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(9);
+        let cloud = Cloud::Custom {
+            resource_manager: "https://management.example.local".into(),
+            authority_host: format!("https://127.0.0.1:{port}"),
+            storage_suffix: "core.example.local".into(),
+            graph: None,
+            key_vault_suffix: None,
+        };
+        let env = Env::from_pairs([
+            (ENV_CLIENT_ID, "11111111-1111-1111-1111-111111111111"),
+            (ENV_CLIENT_SECRET, "not-a-secret"),
+            (ENV_TENANT_ID, "99999999-8888-7777-6666-555555555555"),
+            ("PATH", ""),
+        ]);
+        for mode in [AuthMode::ClientSecret, AuthMode::Auto] {
+            let e = match credential_with_env(mode, "", &cloud, &Transport::Direct, &env).await {
+                Ok(_) => panic!("{mode}: a token from a closed port"),
+                Err(e) => e,
+            };
+            let endpoint = format!(
+                "https://127.0.0.1:{port}/99999999-8888-7777-6666-555555555555/oauth2/v2.0/token"
+            );
+            assert_eq!(e.unreachable(), Some(endpoint.as_str()), "{mode}: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(&format!("cannot reach {endpoint}")),
+                "{msg}"
+            );
+            assert!(!msg.contains("authentication failed"), "{msg}");
+            assert!(e.is_retryable());
+        }
     }
 
     #[test]

@@ -255,6 +255,17 @@ fn token_check(clients: &Arc<Clients>, env: &AzureEnv) -> Check {
 async fn token(clients: &Clients, env: &AzureEnv, target: &str) -> CheckResult {
     let (cred, mode) = match clients.arm_credential(env).await {
         Ok(x) => x,
+        Err(e) if e.code.as_deref() == Some(crate::steps::env::UNREACHABLE) => {
+            return CheckResult::fail(
+                "azure.token",
+                target,
+                short(&e.message),
+                format!(
+                    "check the network path from here to {} (DNS, a proxy: HTTPS_PROXY and NO_PROXY, a firewall); the credentials themselves were not judged",
+                    env.cloud.authority_host()
+                ),
+            );
+        }
         Err(e) => {
             return CheckResult::fail(
                 "azure.token",
@@ -432,10 +443,16 @@ fn no_client(check: &str, target: &str, e: &hcp_runtime::StepError) -> CheckResu
     CheckResult::fail(
         check,
         target,
-        format!("no ARM client: {}", short(&e.message)),
-        "fix the credentials first (see azure.token)",
+        format!("{NO_CLIENT}{}", short(&e.message)),
+        NO_CLIENT_FIX,
     )
 }
+
+/// The detail prefix and fix of a row that could not be checked because no ARM client
+/// could be made: the same failure as `azure.token`'s, which
+/// [`super::collapse_dependents`] folds into one row.
+pub(crate) const NO_CLIENT: &str = "no ARM client: ";
+pub(crate) const NO_CLIENT_FIX: &str = "fix the credentials first (see azure.token)";
 
 // --- permissions -----------------------------------------------------------------------
 

@@ -343,11 +343,13 @@ pub async fn run(
             )],
         }
     });
-    let rows: Vec<CheckResult> = futures::future::join_all(futs)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
+    let rows: Vec<CheckResult> = collapse_dependents(
+        futures::future::join_all(futs)
+            .await
+            .into_iter()
+            .flatten()
+            .collect(),
+    );
     Report {
         workflow: match inputs.workflow {
             Workflow::Create => "create-cluster".into(),
@@ -357,6 +359,54 @@ pub async fn run(
         rows,
         elapsed_ms: t0.elapsed().as_millis() as u64,
     }
+}
+
+/// The rows that failed only because `azure.token` did (no ARM client could be made: the
+/// same error, repeated once per provider, permission, quota, …) become one row after it,
+/// naming how many checks of which kinds wait for it; the first failing dependency is what
+/// to fix, and twenty copies of its error hide that.
+fn collapse_dependents(rows: Vec<CheckResult>) -> Vec<CheckResult> {
+    let token_failed = rows
+        .iter()
+        .any(|r| r.check == "azure.token" && r.status == Status::Fail);
+    if !token_failed {
+        return rows;
+    }
+    let (dependent, mut kept): (Vec<CheckResult>, Vec<CheckResult>) = rows
+        .into_iter()
+        .partition(|r| r.status == Status::Fail && r.detail.starts_with(azure::NO_CLIENT));
+    if dependent.is_empty() {
+        return kept;
+    }
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    for r in &dependent {
+        match kinds.iter_mut().find(|(k, _)| *k == r.check) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((r.check.clone(), 1)),
+        }
+    }
+    let named: Vec<String> = kinds
+        .iter()
+        .map(|(k, n)| {
+            if *n == 1 {
+                k.clone()
+            } else {
+                format!("{k} ×{n}")
+            }
+        })
+        .collect();
+    let row = CheckResult::fail(
+        "azure.not-checked",
+        format!("{} checks: {}", dependent.len(), named.join(", ")),
+        "not checked: each needs an ARM token, and azure.token could not get one",
+        "fix azure.token first, then run preflight again",
+    );
+    let at = kept
+        .iter()
+        .position(|r| r.check == "azure.token")
+        .map_or(kept.len(), |i| i + 1);
+    kept.insert(at, row);
+    kept
 }
 
 /// A short text for an error (never a secret: ARM and Kubernetes errors carry none).
@@ -370,5 +420,61 @@ pub(crate) fn short(e: &impl std::fmt::Display) -> String {
         format!("{}…", &s[..end])
     } else {
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Twenty rows that fail only because the token did are one row after `azure.token`,
+    /// naming them; rows that fail for their own reason stay.
+    #[test]
+    fn rows_that_wait_for_the_token_become_one_row_after_it() {
+        let dependent = |check: &str, target: &str| {
+            CheckResult::fail(
+                check,
+                target,
+                format!("{}cannot reach https://login.example/t", azure::NO_CLIENT),
+                azure::NO_CLIENT_FIX,
+            )
+        };
+        let mut rows = vec![
+            CheckResult::pass("config.release", "r", "ok"),
+            CheckResult::fail(
+                "azure.token",
+                "t",
+                "cannot reach https://login.example/t",
+                "network",
+            ),
+            CheckResult::fail("k8s.reachable", "k", "connection refused", "kubeconfig"),
+        ];
+        for i in 0..6 {
+            rows.push(dependent("azure.provider", &format!("p{i}")));
+            rows.push(dependent("azure.permission", &format!("q{i}")));
+        }
+        rows.push(dependent("azure.quota", "q"));
+        let out = collapse_dependents(rows);
+        let checks: Vec<&str> = out.iter().map(|r| r.check.as_str()).collect();
+        assert_eq!(
+            checks,
+            [
+                "config.release",
+                "azure.token",
+                "azure.not-checked",
+                "k8s.reachable"
+            ]
+        );
+        assert_eq!(
+            out[2].target,
+            "13 checks: azure.provider ×6, azure.permission ×6, azure.quota"
+        );
+        assert_eq!(out[2].status, Status::Fail);
+        // A token that worked: nothing is folded.
+        let ok = vec![
+            CheckResult::pass("azure.token", "t", "ok"),
+            dependent("azure.quota", "q"),
+        ];
+        assert_eq!(collapse_dependents(ok.clone()), ok);
     }
 }

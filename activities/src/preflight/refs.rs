@@ -110,8 +110,8 @@ async fn network(clients: &Clients, i: &Inputs, n: &ByoNetwork) -> Vec<CheckResu
             return vec![CheckResult::fail(
                 "network.existing",
                 &n.vnet_id,
-                short(&e.message),
-                "fix the credentials first (see azure.token)",
+                format!("{}{}", super::azure::NO_CLIENT, short(&e.message)),
+                super::azure::NO_CLIENT_FIX,
             )];
         }
     };
@@ -203,8 +203,8 @@ async fn identities(clients: &Clients, i: &Inputs) -> Vec<CheckResult> {
             return vec![CheckResult::fail(
                 "identities.existing",
                 &path,
-                short(&e.message),
-                "fix the credentials first (see azure.token)",
+                format!("{}{}", super::azure::NO_CLIENT, short(&e.message)),
+                super::azure::NO_CLIENT_FIX,
             )];
         }
     };

@@ -102,6 +102,10 @@ pub struct Clients {
 
 /// Fake credentials the simulator's token endpoint accepts; they exercise the real
 /// client-secret flow of azure_identity. Not a secret: the simulator accepts anything.
+/// The code of a credential error whose token endpoint did not answer: the network is what
+/// to fix, not the credential (preflight says "cannot reach", not "log in").
+pub const UNREACHABLE: &str = "EndpointUnreachable";
+
 const SIM_CLIENT_ID: &str = "00000000-0000-0000-0000-00000000c11e";
 
 impl Clients {
@@ -226,7 +230,9 @@ impl Clients {
             .await
             .map_err(|e| {
                 let msg = format!("Azure credentials ({}): {e}", env.auth.as_str());
-                if e.is_retryable() {
+                if e.unreachable().is_some() {
+                    StepError::retryable("transient", msg).with_code(UNREACHABLE)
+                } else if e.is_retryable() {
                     StepError::retryable("transient", msg)
                 } else {
                     StepError::permanent("authorization", msg).with_code("CredentialUnavailable")
