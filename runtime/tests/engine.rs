@@ -750,8 +750,10 @@ async fn takeover_resumes_every_run_before_driving_any_further() {
     // positions of overlap at the boundary are scheduling, not the gate failing (without
     // the gate, the first runs race into their second steps long before the last resume,
     // hundreds of positions early). On a loaded 2-core machine the boundary overlap was
-    // seen at 15 positions (CI, 2026-11-24), so the slack is a fifth of the 300 runs.
-    const SCHEDULING_SLACK: usize = 60;
+    // seen at 15 positions (CI, 2026-11-24), and at 62 with a Go build and other end-to-end
+    // suites running beside the workspace's tests (2026-12-02), so the slack is a third of
+    // the 300 runs: still far below what a missing gate gives.
+    const SCHEDULING_SLACK: usize = 100;
     assert!(
         last_resume < first_next + SCHEDULING_SLACK,
         "a run moved on to its second step (position {first_next}) before every run had \
