@@ -434,7 +434,7 @@ async fn infra_id(
 }
 
 /// The `private-link` mode the newest create run of this cluster recorded, if any.
-pub(crate) async fn recorded_private_link(
+async fn recorded_private_link(
     cfg: &ClusterConfig,
     store: &Arc<dyn hcp_runtime::JournalStore>,
 ) -> Result<Option<config::PrivateLinkManager>> {
@@ -445,15 +445,19 @@ pub(crate) async fn recorded_private_link(
             ..Default::default()
         })
         .await?;
-    Ok(runs
-        .iter()
-        .filter_map(|r| r.labels.get("private-link"))
-        .next() // newest first
-        .and_then(|m| match m.as_str() {
-            "hypershift" => Some(config::PrivateLinkManager::Hypershift),
-            "hcp-workflow" => Some(config::PrivateLinkManager::HcpWorkflow),
-            _ => None,
-        }))
+    // Newest first.
+    Ok(runs.iter().find_map(|r| private_link_label(&r.labels)))
+}
+
+/// The `private-link` label a create run records (`hypershift` or `hcp-workflow`).
+pub(crate) fn private_link_label(
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Option<config::PrivateLinkManager> {
+    match labels.get("private-link")?.as_str() {
+        "hypershift" => Some(config::PrivateLinkManager::Hypershift),
+        "hcp-workflow" => Some(config::PrivateLinkManager::HcpWorkflow),
+        _ => None,
+    }
 }
 
 fn build(

@@ -263,9 +263,10 @@ async fn applied_config(
 
 /// Who made cluster `cfg`'s private link. With `privateLink.managedBy: auto` (the default)
 /// the file does not say: its create decided from the operator's install and recorded the
-/// answer as the run's `private-link` label, and that record is what verify checks against.
-async fn private_link_mode(
-    store: &Arc<dyn JournalStore>,
+/// answer as the run's `private-link` label, and that record (in `runs`, the cluster's runs
+/// oldest first, already read for the ledger) is what verify checks against.
+fn private_link_mode(
+    runs: &[(hcp_runtime::RunSummary, crate::views::model::Folded)],
     cfg: &hcp_workflows::config::ClusterConfig,
 ) -> Result<hcp_workflows::config::PrivateLinkManager> {
     use hcp_workflows::config::PrivateLinkManager;
@@ -273,13 +274,17 @@ async fn private_link_mode(
     {
         return Ok(cfg.private_link.managed_by);
     }
-    match crate::cluster::recorded_private_link(cfg, store).await? {
-        Some(m) => Ok(m),
-        None => Err(Refused::input(format!(
+    let recorded = runs
+        .iter()
+        .rev()
+        .filter(|(r, _)| r.workflow == hcp_workflows::create_cluster::WORKFLOW)
+        .find_map(|(r, _)| crate::cluster::private_link_label(&r.labels));
+    recorded.ok_or_else(|| {
+        Refused::input(format!(
             "cluster/{}: privateLink.managedBy is `auto` and no create of it recorded who made its private link, so its private-link checks cannot be chosen; set privateLink.managedBy to `hypershift` or `hcp-workflow` in the file and run `hcp-workflow start update-cluster --config <file>`",
             cfg.name
-        ))),
-    }
+        ))
+    })
 }
 
 /// Verify cluster `name` (applied by `ap` as `cfg`) through `reach`. Read-only: GETs and
@@ -303,7 +308,7 @@ async fn check(
             id: r.id,
         })
         .collect();
-    let link = private_link_mode(store, &cfg).await?;
+    let link = private_link_mode(&runs, &cfg)?;
     let input = hcp_workflows::verify::input(&cfg, &layout, link, expected);
     let clients = Clients::new(reach);
     let items = hcp_activities::verify::verify(&clients, &input).await;

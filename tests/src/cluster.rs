@@ -361,8 +361,7 @@ pub fn aro_file(
     extra: &str,
 ) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ssh = format!("{name}.id_ed25519.pub");
-    std::fs::copy(root.join("examples/id_ed25519.pub"), dir.join(&ssh)).unwrap();
+    let ssh = ssh_key_copy(dir, name);
     let pull = format!("{name}.pull-secret.json");
     if !dir.join(&pull).exists() {
         std::fs::copy(root.join("examples/pull-secret.json"), dir.join(&pull)).unwrap();
@@ -391,6 +390,20 @@ pullSecret: {pull}
 sshKey: {ssh}
 {extra}"
     );
+    write_cluster_yaml(dir, name, &yaml)
+}
+
+/// A copy of the example SSH key for cluster `name` in `dir` (per cluster: tests write
+/// cluster files from several threads at once); its file name.
+fn ssh_key_copy(dir: &Path, name: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ssh = format!("{name}.id_ed25519.pub");
+    std::fs::copy(root.join("examples/id_ed25519.pub"), dir.join(&ssh)).unwrap();
+    ssh
+}
+
+/// `dir/<name>.yaml` with `yaml` in it.
+fn write_cluster_yaml(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, yaml).unwrap();
     path
@@ -426,8 +439,7 @@ pub fn cluster_file(
 ) -> PathBuf {
     // Per-cluster copies: tests write cluster files from several threads at once.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ssh = format!("{name}.id_ed25519.pub");
-    std::fs::copy(root.join("examples/id_ed25519.pub"), dir.join(&ssh)).unwrap();
+    let ssh = ssh_key_copy(dir, name);
     // A test may seed its own `pull-secret.json` before calling this.
     let pull = if dir.join("pull-secret.json").exists() {
         "pull-secret.json".to_string()
@@ -465,9 +477,7 @@ pullSecret: {pull}
 sshKey: {ssh}
 {extra}"
     );
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, yaml).unwrap();
-    path
+    write_cluster_yaml(dir, name, &yaml)
 }
 
 /// Run `hcp-workflow args…` to completion; returns (exit code, stdout, stderr).
