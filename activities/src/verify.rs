@@ -14,8 +14,11 @@
 //!   DNS zones);
 //! - **identity**: every federated credential's issuer, subject and audience; every role
 //!   assignment's principal is the current `principalId` of one of the cluster's
-//!   identities (a recreated identity leaves assignments to a principal that no longer
-//!   exists: HyperShift's stale-assignment 403);
+//!   identities or service principals, or the outside principal its run resolved
+//!   ([`assignment`]: a recreated identity leaves assignments to a principal that no longer
+//!   exists: HyperShift's stale-assignment 403); ARO HCP's Entra applications, service
+//!   principals and bound certificates ([`entra`]) and Key Vault certificates and secrets
+//!   ([`vault_object`], listed, never read);
 //! - **private link**, whoever made it: the Private Link Service's visibility and
 //!   auto-approval are exactly the allowed subscriptions; every private endpoint
 //!   connection is the cluster's own endpoint's or from an allowed subscription, and
@@ -104,6 +107,8 @@ pub struct Expected {
     pub id: String,
     /// Created by hcp-workflow (its ownership marks are checked), not adopted or kept.
     pub ours: bool,
+    /// A role assignment's principal, as the run that wrote it recorded it.
+    pub principal: Option<crate::steps::identity::AssignedPrincipal>,
 }
 
 /// Who made a private link (its Private Link Service, endpoint, zones, links and records),
@@ -356,8 +361,23 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
     // rows are `secret.exists`'s, not `exists`'s.
     let mut ledger_secrets: BTreeMap<String, bool> = BTreeMap::new();
     let mut principals: Vec<String> = Vec::new();
-    let mut assignments: Vec<(String, String)> = Vec::new();
+    // A cluster identity or service principal that could not be read: an assignment to a
+    // principal none of the others has is then unknown, not stale.
+    let mut principals_incomplete = false;
+    let mut assignments: Vec<(&Expected, String)> = Vec::new();
+    let mut vaults = VaultListings::default();
     for e in &input.expected {
+        if e.kind == crate::steps::aro_identity::KIND_ENTRA {
+            let (r, principal) = entra(clients, input, e).await;
+            principals_incomplete |= r.verdict == Verdict::Unknown;
+            principals.extend(principal);
+            rows.push(r);
+            continue;
+        }
+        if e.kind == crate::steps::aro_identity::KIND_KEY_VAULT {
+            rows.extend(vault_object(clients, input, e, &mut vaults).await);
+            continue;
+        }
         if e.kind == "kubernetes" {
             if let Some(s) = referenced_secret(input, e) {
                 ledger_secrets.insert(s.name.clone(), e.ours);
@@ -376,6 +396,9 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
         let found = match arm_for(&e.id).get_value(&e.id, api).await {
             Ok(v) => v,
             Err(err) => {
+                principals_incomplete |= e
+                    .resource_type
+                    .eq_ignore_ascii_case("Microsoft.ManagedIdentity/userAssignedIdentities");
                 rows.push(unknown("exists", &e.id, err));
                 continue;
             }
@@ -504,34 +527,16 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
         }
         if t == "microsoft.authorization/roleassignments" {
             assignments.push((
-                e.id.clone(),
+                e,
                 str_at(&body, "/properties/principalId")
                     .unwrap_or_default()
                     .to_ascii_lowercase(),
             ));
         }
     }
-    // Role assignments whose principal is no identity of this cluster any more.
-    if !principals.is_empty() {
-        for (id, p) in assignments {
-            let ok = principals.contains(&p);
-            rows.push(row(
-                "identity.assignment",
-                &id,
-                if ok { Verdict::Ok } else { Verdict::Drifted },
-                "the principalId of one of the cluster's identities",
-                format!(
-                    "principal {p}{}",
-                    if ok {
-                        ""
-                    } else {
-                        ", which is none of them (an identity recreated since?)"
-                    }
-                ),
-                Some(format!(
-                    "{REPAIR} (replaces it with an assignment to the identity's current principal)"
-                )),
-            ));
+    if !principals.is_empty() || assignments.iter().any(|(e, _)| e.principal.is_some()) {
+        for (e, p) in assignments {
+            rows.push(assignment(e, &p, &principals, principals_incomplete));
         }
     }
     if let Some(pl) = &input.private_link {
@@ -554,6 +559,313 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
     rows.extend(oidc(clients, input).await);
     rows.extend(management(clients, input).await);
     rows.extend(foreign(&arm, input, &hypershift_made).await);
+    rows
+}
+
+/// Whether a role assignment still names a principal that is there: one of the cluster's
+/// identities' or service principals' current principal, or, for one written for a
+/// principal outside the cluster (the caller, the management cluster's Key Vault Secrets
+/// Provider identity), the principal its run resolved. A recreated identity leaves its
+/// assignments naming a principal that no longer exists (HyperShift's stale-assignment
+/// 403); a read that failed leaves the answer unknown.
+fn assignment(e: &Expected, live: &str, principals: &[String], incomplete: bool) -> Row {
+    let recorded = e.principal.as_ref();
+    let external = recorded.filter(|r| r.external);
+    let expected = match external {
+        Some(r) => format!("principal {} (the one its run resolved)", r.id),
+        None => "the principalId of one of the cluster's identities".into(),
+    };
+    let fix = Some(format!(
+        "{REPAIR} (replaces it with an assignment to the identity's current principal)"
+    ));
+    let ok = match external {
+        Some(r) => r.id.eq_ignore_ascii_case(live),
+        None => principals.iter().any(|p| p == live),
+    };
+    if ok {
+        return row(
+            "identity.assignment",
+            &e.id,
+            Verdict::Ok,
+            expected,
+            format!("principal {live}"),
+            None,
+        );
+    }
+    if external.is_none() && incomplete {
+        return row(
+            "identity.assignment",
+            &e.id,
+            Verdict::Unknown,
+            expected,
+            format!(
+                "principal {live}, which is none of the identities read (one of them could not be read)"
+            ),
+            Some(
+                "check the credentials and reachability (`hcp-workflow preflight`), then verify again"
+                    .into(),
+            ),
+        );
+    }
+    row(
+        "identity.assignment",
+        &e.id,
+        Verdict::Drifted,
+        expected,
+        format!(
+            "principal {live}{}",
+            if external.is_some() {
+                ", another one (re-created since?)"
+            } else {
+                ", which is none of them (an identity recreated since?)"
+            }
+        ),
+        fix,
+    )
+}
+
+/// The text between `open` and the next `close` in `s`.
+fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let rest = &s[s.find(open)? + open.len()..];
+    Some(&rest[..rest.find(close)?])
+}
+
+/// Graph `key=value` tags hold this cluster's ownership.
+fn graph_owned(tags: &[String], input: &Input) -> bool {
+    let has = |k: &str, v: &str| tags.iter().any(|t| t == &format!("{k}={v}"));
+    has(TAG_CLUSTER, &input.cluster) && has(TAG_INFRA_ID, &input.infra_id)
+}
+
+/// An Entra object of the ledger (`entra`): an application (by `uniqueName`, with this
+/// cluster's tags when ours), its service principal (whose object id is what the control
+/// plane's role assignments name: returned), or a certificate credential bound to an
+/// application. One row each.
+async fn entra(clients: &Clients, input: &Input, e: &Expected) -> (Row, Option<String>) {
+    let graph = match clients.graph(&input.azure).await {
+        Ok(g) => g,
+        Err(err) => return (unknown("exists", &e.id, err), None),
+    };
+    let t = e.resource_type.to_ascii_lowercase();
+    let fix = || {
+        Some(if e.ours {
+            format!("recreate it under the same name: {REPAIR}")
+        } else {
+            "it is not hcp-workflow's to recreate: restore it, or make the cluster again".into()
+        })
+    };
+    let missing = |what: &str| {
+        row(
+            "exists",
+            &e.id,
+            Verdict::Missing,
+            what,
+            "not found (404)",
+            fix(),
+        )
+    };
+    if t.ends_with(".serviceprincipal") {
+        let Some(app_id) = between(&e.id, "appId='", "')") else {
+            return (missing("a service principal"), None);
+        };
+        return match graph.get_service_principal_by_app_id(app_id).await {
+            Err(err) => (unknown("exists", &e.id, err), None),
+            Ok(None) => (missing("a service principal"), None),
+            Ok(Some(sp)) => (
+                row(
+                    "exists",
+                    &e.id,
+                    Verdict::Ok,
+                    "a service principal",
+                    format!("object id {}", sp.id),
+                    None,
+                ),
+                Some(sp.id.to_ascii_lowercase()),
+            ),
+        };
+    }
+    if t.ends_with(".keycredential") {
+        let (Some(app), Some(kid)) = (
+            between(&e.id, "applications/", "/keyCredentials/"),
+            e.id.rsplit('/').next(),
+        ) else {
+            return (missing("a certificate credential"), None);
+        };
+        return match graph.get_application(app).await {
+            Err(err) => (unknown("exists", &e.id, err), None),
+            Ok(None) => (missing("a certificate credential of an application"), None),
+            Ok(Some(a)) => {
+                let found = a.key_credentials.iter().any(|k| {
+                    k.key_id
+                        .as_deref()
+                        .is_some_and(|k| k.eq_ignore_ascii_case(kid))
+                });
+                if found {
+                    (
+                        row(
+                            "exists",
+                            &e.id,
+                            Verdict::Ok,
+                            "a certificate credential",
+                            "bound",
+                            None,
+                        ),
+                        None,
+                    )
+                } else {
+                    (
+                        row(
+                            "exists",
+                            &e.id,
+                            Verdict::Missing,
+                            format!("key {kid} in the keyCredentials of application {app}"),
+                            format!("{} other key(s)", a.key_credentials.len()),
+                            Some(format!("{REPAIR} (binds the certificate again)")),
+                        ),
+                        None,
+                    )
+                }
+            }
+        };
+    }
+    let Some(unique) = between(&e.id, "uniqueName='", "')") else {
+        return (missing(&e.resource_type), None);
+    };
+    match graph.get_application_by_unique_name(unique).await {
+        Err(err) => (unknown("exists", &e.id, err), None),
+        Ok(None) => (missing("an application"), None),
+        Ok(Some(a)) if e.ours && !graph_owned(&a.tags, input) => (
+            row(
+                "tags",
+                &e.id,
+                Verdict::Drifted,
+                format!(
+                    "{TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
+                    input.cluster, input.infra_id
+                ),
+                format!("tags {}", a.tags.join(",")),
+                Some(format!(
+                    "az ad app update --id {} --set tags=[...] (add {TAG_CLUSTER}={} and {TAG_INFRA_ID}={} back)",
+                    a.app_id, input.cluster, input.infra_id
+                )),
+            ),
+            None,
+        ),
+        Ok(Some(a)) => (
+            row(
+                "exists",
+                &e.id,
+                Verdict::Ok,
+                "an application",
+                format!("client id {}", a.app_id),
+                None,
+            ),
+            None,
+        ),
+    }
+}
+
+/// Each vault's certificates and secrets, listed once (names and tags, never values).
+#[derive(Default)]
+struct VaultListings(BTreeMap<String, Result<VaultObjects, String>>);
+
+struct VaultObjects {
+    /// Lower-cased certificate name → tags.
+    certificates: BTreeMap<String, BTreeMap<String, String>>,
+    /// Lower-cased secret name → tags.
+    secrets: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// A Key Vault object of the ledger (`key-vault`): a certificate, or the credentials
+/// secret HyperShift mounts. Listed, not read, so no secret value is ever fetched.
+async fn vault_object(
+    clients: &Clients,
+    input: &Input,
+    e: &Expected,
+    vaults: &mut VaultListings,
+) -> Vec<Row> {
+    // `https://{vault}.{suffix}/{certificates|secrets}/{name}`
+    let rest = e.id.split_once("://").map_or(e.id.as_str(), |(_, r)| r);
+    let mut parts = rest.split('/');
+    let (Some(host), Some(collection), Some(name)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return vec![unknown("exists", &e.id, "not a Key Vault object id")];
+    };
+    let vault = host.split('.').next().unwrap_or(host).to_ascii_lowercase();
+    if !vaults.0.contains_key(&vault) {
+        let listed = match clients.key_vault(&input.azure).await {
+            Err(err) => Err(err.to_string()),
+            Ok(kv) => {
+                let tags = |t: &Option<BTreeMap<String, String>>| t.clone().unwrap_or_default();
+                let name_of = |id: &str| {
+                    crate::azure::keyvault::object_name(id)
+                        .unwrap_or_default()
+                        .to_ascii_lowercase()
+                };
+                match (
+                    kv.list_certificates(&vault).await,
+                    kv.list_secrets(&vault).await,
+                ) {
+                    (Ok(c), Ok(s)) => Ok(VaultObjects {
+                        certificates: c.iter().map(|i| (name_of(&i.id), tags(&i.tags))).collect(),
+                        secrets: s.iter().map(|i| (name_of(&i.id), tags(&i.tags))).collect(),
+                    }),
+                    (Err(err), _) | (_, Err(err)) => Err(err.to_string()),
+                }
+            }
+        };
+        vaults.0.insert(vault.clone(), listed);
+    }
+    let objects = match vaults.0.get(&vault) {
+        Some(Ok(o)) => o,
+        Some(Err(err)) => return vec![unknown("exists", &e.id, err)],
+        None => return vec![],
+    };
+    let (what, kind, listed) = if collection.eq_ignore_ascii_case("certificates") {
+        (
+            "a Key Vault certificate",
+            "certificate",
+            &objects.certificates,
+        )
+    } else {
+        ("a Key Vault secret", "secret", &objects.secrets)
+    };
+    let Some(tags) = listed.get(&name.to_ascii_lowercase()) else {
+        return vec![row(
+            "exists",
+            &e.id,
+            Verdict::Missing,
+            what,
+            "not found in the vault's listing",
+            Some(format!(
+                "a deleted Key Vault object waits in the vault's soft-delete bin, and its name cannot be used again until it is recovered: az keyvault {kind} recover --vault-name {vault} --name {name}{}",
+                if e.ours {
+                    format!(" (if it was purged: {REPAIR})")
+                } else {
+                    String::new()
+                }
+            )),
+        )];
+    };
+    let mut rows = vec![row("exists", &e.id, Verdict::Ok, what, "exists", None)];
+    if e.ours {
+        let have = |k: &str| tags.get(k).map_or("(none)", String::as_str).to_string();
+        let (c, i) = (have(TAG_CLUSTER), have(TAG_INFRA_ID));
+        let ok = c == input.cluster && i == input.infra_id;
+        rows.push(row(
+            "tags",
+            &e.id,
+            if ok { Verdict::Ok } else { Verdict::Drifted },
+            format!(
+                "{TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
+                input.cluster, input.infra_id
+            ),
+            format!("{TAG_CLUSTER}={c} {TAG_INFRA_ID}={i}"),
+            Some(format!(
+                "az keyvault {kind} set-attributes --vault-name {vault} --name {name} --tags {TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
+                input.cluster, input.infra_id
+            )),
+        ));
+    }
     rows
 }
 

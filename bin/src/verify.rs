@@ -287,6 +287,18 @@ fn private_link_mode(
     })
 }
 
+/// The principal a role-assignment node of run `run` recorded writing its assignment for
+/// (`None` for any other node, or a run made before it was recorded).
+fn recorded_principal(
+    runs: &[(hcp_runtime::RunSummary, crate::views::model::Folded)],
+    run: &str,
+    node: &str,
+) -> Option<hcp_activities::steps::identity::AssignedPrincipal> {
+    let (_, f) = runs.iter().find(|(s, _)| s.id.to_string() == run)?;
+    let out = f.view.outputs().remove(node)?;
+    serde_json::from_value(out.get("principal")?.clone()).ok()
+}
+
 /// Verify cluster `name` (applied by `ap` as `cfg`) through `reach`. Read-only: GETs and
 /// lists (and read-only POSTs) only.
 async fn check(
@@ -298,11 +310,18 @@ async fn check(
     let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
     let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
     let runs = crate::views::folded_runs(store, Some(name.to_string())).await?;
+    let checked = [
+        "azure",
+        "kubernetes",
+        hcp_activities::steps::aro_identity::KIND_ENTRA,
+        hcp_activities::steps::aro_identity::KIND_KEY_VAULT,
+    ];
     let expected: Vec<Expected> = crate::views::model::inventory(&runs, false)
         .into_iter()
-        .filter(|r| (r.kind == "azure" || r.kind == "kubernetes") && r.action != "resolved")
+        .filter(|r| checked.contains(&r.kind.as_str()) && r.action != "resolved")
         .map(|r| Expected {
             ours: r.action == "created" || r.action == "updated",
+            principal: recorded_principal(&runs, &r.run, &r.node),
             kind: r.kind,
             resource_type: r.resource_type,
             id: r.id,

@@ -1,8 +1,8 @@
 //! Issue 24 §4 and §5, end to end with real processes against `simulator serve`:
 //! - a PublicAndPrivate cluster switched to Private (HyperShift deletes the public router;
 //!   the public A records go) and back (the router returns; new records point at it);
-//! - a cluster created Private cannot become PublicAndPrivate (its services, immutable,
-//!   have no public hostname): refused before any write, and the run unwinds;
+//! - a cluster created Private becomes PublicAndPrivate (its services, immutable, carry
+//!   their hostnames since HyperShift 4.22 needs them on a Private cluster too);
 //! - new SSH-key contents reach HyperShift's copy and every pool's machines are replaced;
 //!   new pull-secret contents reach HyperShift's copy and no machine is replaced;
 //! - delete-cluster after all of it leaves only the persistent resources;

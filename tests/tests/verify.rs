@@ -1029,3 +1029,188 @@ fn readme_drift_example_on_the_unchanged_example_file_is_found_and_repaired() {
         original["properties"]["visibility"]
     );
 }
+
+/// A data-plane request to the simulator's Microsoft Graph or Key Vault, with a token from
+/// its Entra for `scope`, as the client hcp-workflow signs in as under the simulator (the
+/// owner of the applications it made): (status, body).
+fn data_plane(
+    env: &Env,
+    method: reqwest::Method,
+    host: &str,
+    path: &str,
+    scope: &str,
+) -> (u16, Value) {
+    let http = reqwest::blocking::Client::new();
+    let tok: Value = http
+        .post(format!(
+            "{}/{}/oauth2/v2.0/token",
+            env.sim.base,
+            hcp_e2e_tests::cluster::TENANT
+        ))
+        .header("x-ms-original-host", "login.microsoftonline.com")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=client_credentials&client_id=00000000-0000-0000-0000-00000000c11e&client_secret=test&scope={}",
+            scope.replace(':', "%3A").replace('/', "%2F")
+        ))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let token = tok["access_token"].as_str().unwrap().to_string();
+    let r = http
+        .request(method, format!("{}{path}", env.sim.base))
+        .header("x-ms-original-host", host)
+        .bearer_auth(token)
+        .send()
+        .unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().unwrap_or(Value::Null))
+}
+
+/// `hcp-workflow start create-cluster --simulate --config examples/aro-hcp.yaml`, then
+/// `hcp-workflow verify cluster/aro`: exit 0. It used to report 20 `identity.assignment`
+/// drifts on the untouched cluster (the control-plane applications' service principals
+/// were unknown to it), which `repair-cluster` could not clear and `--verify-every`
+/// alerted on forever. It also checks the ledger's Entra and Key Vault objects: a
+/// credentials secret deleted in the vault is `missing`, with the fix that recovers it;
+/// a service principal deleted in Entra is `missing`, its role assignments name a
+/// principal that is gone, and repair-cluster puts both back.
+#[test]
+fn verify_on_a_fresh_aro_hcp_example_is_clean_and_checks_entra_and_key_vault() {
+    let env = hcp_e2e_tests::cluster::aro_env("verify-aro", FAST);
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/aro-hcp.yaml");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok_read_only(&env, "aro");
+    let all = rows(&env, "aro");
+    let of = |needle: &str| {
+        all.iter()
+            .filter(|r| r["resource"].as_str().unwrap_or_default().contains(needle))
+            .count()
+    };
+    assert_eq!(of("servicePrincipals(appId="), 8, "{all:#?}");
+    assert_eq!(of("/keyCredentials/"), 8, "{all:#?}");
+    // Each certificate and credentials secret: exists and tags.
+    assert_eq!(of(".vault.azure.net/certificates/"), 16, "{all:#?}");
+    assert_eq!(of(".vault.azure.net/secrets/"), 16, "{all:#?}");
+    let assignments = all
+        .iter()
+        .filter(|r| r["check"] == "identity.assignment")
+        .count();
+    assert!(assignments >= 20, "{assignments} assignment rows: {all:#?}");
+
+    // A credentials secret deleted in the vault.
+    let vault_host = "aro-hcp-kv-demo.vault.azure.net";
+    let (s, b) = data_plane(
+        &env,
+        reqwest::Method::DELETE,
+        vault_host,
+        "/secrets/aro-cpo-json?api-version=7.5",
+        "https://vault.azure.net/.default",
+    );
+    assert_eq!(s, 200, "{b}");
+    let (code, bad) = verify(&env, "aro");
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![(
+            "exists".into(),
+            "missing".into(),
+            format!("https://{vault_host}/secrets/aro-cpo-json")
+        )]
+    );
+    // Its fix, pasted: Key Vault keeps a deleted secret's name in its soft-delete bin
+    // (a write of that name is refused until then), so it is recovered, not remade.
+    let fix = doc_fix(
+        &env,
+        "aro",
+        &format!("https://{vault_host}/secrets/aro-cpo-json"),
+    );
+    assert!(
+        fix.contains("az keyvault secret recover --vault-name aro-hcp-kv-demo --name aro-cpo-json"),
+        "{fix}"
+    );
+    let (s, b) = data_plane(
+        &env,
+        reqwest::Method::POST,
+        vault_host,
+        "/deletedsecrets/aro-cpo-json/recover?api-version=7.5",
+        "https://vault.azure.net/.default",
+    );
+    assert_eq!(s, 200, "{b}");
+    eventually_ok(&env, "aro");
+
+    // A service principal deleted in Entra: its role assignments now name a principal
+    // that is gone.
+    let sp = all
+        .iter()
+        .filter_map(|r| r["resource"].as_str())
+        .find(|r| r.starts_with("servicePrincipals(appId="))
+        .unwrap()
+        .to_string();
+    let (s, b) = data_plane(
+        &env,
+        reqwest::Method::DELETE,
+        "graph.microsoft.com",
+        &format!("/v1.0/{sp}"),
+        "https://graph.microsoft.com/.default",
+    );
+    assert_eq!(s, 204, "{b}");
+    let (code, bad) = verify(&env, "aro");
+    assert_eq!(code, 3);
+    assert!(
+        bad.contains(&("exists".into(), "missing".into(), sp.clone())),
+        "{bad:?}"
+    );
+    assert!(
+        bad.iter()
+            .any(|(c, v, _)| c == "identity.assignment" && v == "drifted"),
+        "{bad:?}"
+    );
+    assert!(
+        bad.iter()
+            .all(|(c, _, r)| r == &sp || c == "identity.assignment"),
+        "{bad:?}"
+    );
+    let (code, out, err) = env.start("repair-cluster", &cfg, &["--yes"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, "aro");
+}
+
+/// `hcp-workflow start create-cluster --simulate --config examples/enterprise.yaml`, then
+/// `hcp-workflow verify cluster/corp`: exit 0 on the untouched cluster; README's drift
+/// example (a subscription allowed by hand on its Private Link Service) exits 3 with the
+/// `pls.visibility` row, and repair-cluster puts it back.
+#[test]
+fn verify_on_a_fresh_enterprise_example_is_clean_and_finds_the_readme_drift() {
+    let env = Env::new("verify-enterprise", FAST);
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/enterprise.yaml");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok_read_only(&env, "corp");
+    let all = rows(&env, "corp");
+    let pls = all
+        .iter()
+        .find(|r| r["check"] == "pls.visibility")
+        .unwrap_or_else(|| panic!("no pls.visibility row: {all:#?}"))["resource"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let original = get(&env, &arm(&pls, NET));
+    let mut widened = original.clone();
+    widened["properties"]["visibility"]["subscriptions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(STRANGER));
+    put(&env, &pls, NET, &widened);
+    let (code, bad) = verify(&env, "corp");
+    assert_eq!(code, 3);
+    assert_eq!(
+        bad,
+        vec![("pls.visibility".into(), "drifted".into(), pls.clone())]
+    );
+    let (code, out, err) = env.start("repair-cluster", &cfg, &["--yes"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, "corp");
+}

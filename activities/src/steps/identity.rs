@@ -249,6 +249,15 @@ impl IdentitySource {
         }
     }
 
+    /// A principal that is none of the cluster's identities: the ledger names no object
+    /// whose principal it is.
+    pub fn is_external(&self) -> bool {
+        matches!(
+            self,
+            IdentitySource::Principal { .. } | IdentitySource::Output { .. }
+        )
+    }
+
     /// The identity's principal (object) id.
     ///
     /// # Errors
@@ -312,6 +321,21 @@ pub struct RoleOutput {
     pub id: String,
     /// Ledger.
     pub ledger: Vec<LedgerRecord>,
+    /// The principal it was written for (absent in runs made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<AssignedPrincipal>,
+}
+
+/// The principal a role assignment was written for, as verify needs it: a principal that
+/// is none of the cluster's identities (the caller, the management cluster's Key Vault
+/// Secrets Provider identity) can only be checked against what the run resolved.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AssignedPrincipal {
+    /// Principal (object) id.
+    pub id: String,
+    /// Not one of the cluster's identities or service principals (read at run time, or
+    /// fixed by the file): no ledger entry names it.
+    pub external: bool,
 }
 
 const RA_TYPE: &str = "Microsoft.Authorization/roleAssignments";
@@ -403,6 +427,10 @@ impl Action for EnsureRoleAssignment {
                         note,
                     )],
                     id: e.id,
+                    principal: Some(AssignedPrincipal {
+                        id: principal,
+                        external: input.identity.is_external(),
+                    }),
                 }))
             }
         }
