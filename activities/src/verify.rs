@@ -15,10 +15,10 @@
 //! - **identity**: every federated credential's issuer, subject and audience; every role
 //!   assignment's principal is the current `principalId` of one of the cluster's
 //!   identities or service principals, or the outside principal its run resolved
-//!   ([`assignment`]: a recreated identity leaves assignments to a principal that no longer
+//!   (`assignment`: a recreated identity leaves assignments to a principal that no longer
 //!   exists: HyperShift's stale-assignment 403); ARO HCP's Entra applications, service
-//!   principals and bound certificates ([`entra`]) and Key Vault certificates and secrets
-//!   ([`vault_object`], listed, never read);
+//!   principals and bound certificates (`entra`) and Key Vault certificates and secrets
+//!   (`vault_object`, listed, never read);
 //! - **private link**, whoever made it: the Private Link Service's visibility and
 //!   auto-approval are exactly the allowed subscriptions; every private endpoint
 //!   connection is the cluster's own endpoint's or from an allowed subscription, and
