@@ -39,6 +39,7 @@
 
 use crate::azure::client::ArmClient;
 use crate::azure::durable::{TAG_CLUSTER, TAG_INFRA_ID};
+use crate::azure::error::{ArmError, ServiceError};
 use crate::azure::models::{
     API_AUTHORIZATION, API_DNS, API_MSI, API_NETWORK, API_PRIVATE_DNS, API_RESOURCES, API_STORAGE,
 };
@@ -325,6 +326,65 @@ fn eq_ci(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
+/// How many times a read that Azure throttled or failed transiently is tried again.
+const READ_RETRIES: u32 = 4;
+/// The longest a read waits before trying again (a longer `Retry-After` is cut to it).
+const READ_WAIT_CAP: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A read tried again while Azure throttles it (429, honouring `Retry-After`) or fails
+/// transiently (5xx, a timeout): one throttled GET must not turn into a verdict. What is
+/// still failing after the retries is the caller's `unknown` row, never a drift.
+async fn patient<T, E, F, Fut>(mut f: F) -> Result<T, E>
+where
+    E: Transient,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut tries = 0;
+    loop {
+        match f().await {
+            Err(e) if e.retryable() && tries < READ_RETRIES => {
+                tries += 1;
+                let wait = e
+                    .asked_delay()
+                    .unwrap_or(std::time::Duration::from_millis(250 << tries))
+                    .min(READ_WAIT_CAP);
+                tokio::time::sleep(wait).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// An error a read may be tried again after.
+trait Transient {
+    fn retryable(&self) -> bool;
+    fn asked_delay(&self) -> Option<std::time::Duration>;
+}
+
+impl Transient for ArmError {
+    fn retryable(&self) -> bool {
+        self.class.is_retryable()
+    }
+    fn asked_delay(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+}
+
+impl Transient for ServiceError {
+    fn retryable(&self) -> bool {
+        self.class.is_retryable()
+    }
+    fn asked_delay(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+}
+
+/// A GET of an ARM resource ([`ArmClient::get_value`]), [`patient`].
+async fn read(arm: &ArmClient, id: &str, api: &str) -> Result<Option<Value>, ArmError> {
+    patient(|| arm.get_value(id, api)).await
+}
+
 /// Subscription id of an ARM id (`/subscriptions/<id>/…`).
 fn subscription_of(id: &str) -> &str {
     id.split('/').nth(2).unwrap_or_default()
@@ -393,7 +453,7 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
         let Some(api) = api_version(&e.resource_type) else {
             continue;
         };
-        let found = match arm_for(&e.id).get_value(&e.id, api).await {
+        let found = match read(arm_for(&e.id), &e.id, api).await {
             Ok(v) => v,
             Err(err) => {
                 principals_incomplete |= e
@@ -1151,7 +1211,7 @@ async fn private_link(
         LinkManager::HyperShift { cr } => Some((cr.as_str(), pl.manager.describe())),
     };
     let in_ledger = |id: &str| ledger.contains(&id.to_ascii_lowercase());
-    let pls = match pls_arm.get_value(&pl.pls_id, API_NETWORK).await {
+    let pls = match read(pls_arm, &pl.pls_id, API_NETWORK).await {
         Err(e) => return vec![unknown("pls", &pl.pls_id, e)],
         Ok(None) if in_ledger(&pl.pls_id) => return rows, // its `exists` row says so
         Ok(None) => {
@@ -1301,7 +1361,7 @@ async fn private_link(
         ),
     };
     for rec in &pl.records {
-        let found = match arm.get_value(rec, API_PRIVATE_DNS).await {
+        let found = match read(arm, rec, API_PRIVATE_DNS).await {
             Err(e) => {
                 rows.push(unknown("dns.a", rec, e));
                 continue;
@@ -1549,7 +1609,7 @@ async fn hypershift_link(
 pub async fn vnet_link(arm: &ArmClient, link: &VnetLink, manager: &LinkManager) -> Row {
     let check = "dns.vnet-link";
     let expected = format!("linked to {}", link.vnet_id);
-    let body = match arm.get_value(&link.id, API_PRIVATE_DNS).await {
+    let body = match read(arm, &link.id, API_PRIVATE_DNS).await {
         Err(e) => return unknown(check, &link.id, e),
         Ok(None) => {
             return row(
@@ -1765,12 +1825,21 @@ async fn foreign(arm: &ArmClient, input: &Input, hypershift_made: &[String]) -> 
         .chain(hypershift_made.iter().map(String::as_str))
         .collect();
     let mut known: BTreeSet<String> = ids.iter().map(|i| i.to_ascii_lowercase()).collect();
+    let mut rows = Vec::new();
     // A private endpoint's network interface is Azure's, made with the endpoint.
     for id in ids.iter().filter(|i| {
         i.to_ascii_lowercase()
             .contains("/providers/microsoft.network/privateendpoints/")
     }) {
-        if let Ok(Some(pe)) = arm.get_value(id, API_NETWORK).await {
+        let pe = match read(arm, id, API_NETWORK).await {
+            Ok(pe) => pe,
+            Err(e) => {
+                // Without the endpoint, its network interface would look foreign.
+                rows.push(unknown("foreign", id, e));
+                continue;
+            }
+        };
+        if let Some(pe) = pe {
             for nic in pe
                 .pointer("/properties/networkInterfaces")
                 .and_then(Value::as_array)
@@ -1787,12 +1856,9 @@ async fn foreign(arm: &ArmClient, input: &Input, hypershift_made: &[String]) -> 
         "sigs.k8s.io_cluster-api-provider-azure_cluster_{}",
         input.infra_id
     );
-    let mut rows = Vec::new();
     for g in &input.own_groups {
-        let listed = match arm
-            .list_values(&format!("{g}/resources"), API_RESOURCES)
-            .await
-        {
+        let path = format!("{g}/resources");
+        let listed = match patient(|| arm.list_values(&path, API_RESOURCES)).await {
             Ok(l) => l,
             Err(e) => {
                 if e.status == 404 {
@@ -1873,8 +1939,8 @@ pub async fn tagged_leftovers(
         ),
         (format!("/subscriptions/{subscription}/resources"), None),
     ] {
-        let listed = arm
-            .list_values_with(&path, API_RESOURCES, &[("$filter", filter.as_str())])
+        let query = [("$filter", filter.as_str())];
+        let listed = patient(|| arm.list_values_with(&path, API_RESOURCES, &query))
             .await
             .map_err(|e| format!("listing {path}: {e}"))?;
         for r in listed {

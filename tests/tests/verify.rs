@@ -1214,3 +1214,67 @@ fn verify_on_a_fresh_enterprise_example_is_clean_and_finds_the_readme_drift() {
     assert_eq!(code, 0, "{out}{err}");
     assert_ok(&env, "corp");
 }
+
+/// `hcp-workflow verify cluster/NAME` while Azure throttles or fails reads: a throttled
+/// GET (429 with `Retry-After`) is tried again, not turned into a verdict (a throttled read
+/// of the private endpoint used to make its network interface `foreign`); a read that
+/// keeps failing is `unknown` (exit 2), and a role assignment whose principal matches none
+/// of the identities read is then `unknown` too, never a stale-principal drift.
+#[test]
+fn verify_retries_a_throttled_read_and_never_calls_an_unread_principal_stale() {
+    let env = Env::new("verify-throttled", FAST);
+    let cfg = linked(&env, "thr", "thr-t8r0t");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_ok(&env, "thr");
+    for rt in [
+        "Microsoft.Network/privateEndpoints",
+        "Microsoft.ManagedIdentity/userAssignedIdentities",
+    ] {
+        env.sim.fault(json!({
+            "method": "GET",
+            "resource_type": rt,
+            "status": 429,
+            "retry_after": 1,
+            "times": 2,
+        }));
+    }
+    let (code, bad) = verify(&env, "thr");
+    assert_eq!((code, bad), (0, vec![]));
+    env.sim.clear_faults();
+
+    env.sim.fault(json!({
+        "method": "GET",
+        "resource_type": "Microsoft.ManagedIdentity/userAssignedIdentities",
+        "status": 503,
+        "nth": 2,
+        "times": 1000,
+    }));
+    let (code, out, err) = env.cli(&["--output", "json", "verify", "cluster/thr"], &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    let all = document(&out, "VerifyReport")["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let verdicts = |c: &str| -> Vec<String> {
+        all.iter()
+            .filter(|r| r["check"] == c)
+            .map(|r| r["verdict"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        verdicts("exists").contains(&"unknown".to_string()),
+        "{all:#?}"
+    );
+    let assignments = verdicts("identity.assignment");
+    assert!(
+        assignments.iter().any(|v| v == "unknown"),
+        "{assignments:?}"
+    );
+    assert!(
+        !all.iter().any(|r| r["verdict"] == "drifted"),
+        "a failed read made a drift: {all:#?}"
+    );
+    env.sim.clear_faults();
+    assert_ok(&env, "thr");
+}
