@@ -82,6 +82,14 @@ pub struct SimHandle {
     _task: tokio::task::JoinHandle<()>,
 }
 
+impl Drop for SimHandle {
+    /// The simulator stops with its handle: nothing of this process reaches it any more,
+    /// and it lets go of its state file for the next one.
+    fn drop(&mut self) {
+        self._task.abort();
+    }
+}
+
 fn sim_state_path(db: &str) -> Option<PathBuf> {
     let path = db.strip_prefix("sqlite://")?;
     let path = path.split('?').next().unwrap_or(path);
