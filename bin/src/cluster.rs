@@ -82,6 +82,14 @@ pub struct SimHandle {
     _task: tokio::task::JoinHandle<()>,
 }
 
+impl Drop for SimHandle {
+    /// The simulator stops with its handle: nothing of this process reaches it any more,
+    /// and it lets go of its state file for the next one.
+    fn drop(&mut self) {
+        self._task.abort();
+    }
+}
+
 fn sim_state_path(db: &str) -> Option<PathBuf> {
     let path = db.strip_prefix("sqlite://")?;
     let path = path.split('?').next().unwrap_or(path);
@@ -528,7 +536,12 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
         _ => None,
     };
     if def.requires_applied() && last.is_none() {
-        return Err(no_applied_configuration(&cfg, &a.config, db));
+        return Err(no_applied_configuration(
+            &cfg,
+            &a.config,
+            db,
+            crate::target::of_args(reach_args).as_deref(),
+        ));
     }
     let doc = hcp_workflows::applied::document(&cfg);
     let update = if def.updates {
@@ -709,14 +722,20 @@ fn print_update_plan(
 
 /// update-cluster without a cluster to update: no succeeded create or update of it in this
 /// journal.
-fn no_applied_configuration(cfg: &ClusterConfig, file: &Path, db: &str) -> anyhow::Error {
+fn no_applied_configuration(
+    cfg: &ClusterConfig,
+    file: &Path,
+    db: &str,
+    target: Option<&str>,
+) -> anyhow::Error {
     Refused::input(format!(
         "{}: cluster {} has no applied configuration in journal {}: no create-cluster or update-cluster of it succeeded there (or a delete-cluster did since); update-cluster and repair-cluster work on a cluster this journal made. Create it first: {}\nnothing was journaled or created",
         file.display(),
         cfg.name,
         crate::target::shown_url(db),
+        // The create must reach the same world as this update would have.
         crate::target::command(
-            None,
+            target,
             &format!("start create-cluster --config {}", file.display())
         ),
     ))
@@ -971,8 +990,101 @@ pub async fn start(
     out: OutputFormat,
     a: StartArgs,
 ) -> Result<u8> {
+    // A refusal says "nothing was journaled or created": a SQLite journal that opening it
+    // created (with its lock and simulator files) goes again when nothing was journaled.
     let input = check_input(db, reach_args, &a)?;
-    let mut p = connect(db, reach_args, &a, input).await?;
+    let fresh = FreshJournal::before(db);
+    let store = open_store(db).await?;
+    let mut journaled = false;
+    let result =
+        start_journaled(db, reach_args, out, a, input, store.clone(), &mut journaled).await;
+    if !journaled
+        && let Some(f) = fresh
+        && untouched(&store).await
+    {
+        drop(store);
+        f.remove_created();
+    }
+    result
+}
+
+/// Whether `store` holds no run and no other process executes it: a journal this start
+/// created and nobody else has used since (two starts racing on a fresh file: the one
+/// refused must not remove the journal the other wrote).
+async fn untouched(store: &Arc<dyn hcp_runtime::JournalStore>) -> bool {
+    let runs = store
+        .list_runs(&hcp_runtime::RunFilter {
+            limit: 1,
+            ..Default::default()
+        })
+        .await;
+    matches!(runs, Ok(r) if r.is_empty()) && matches!(store.executor_holder().await, Ok(None))
+}
+
+/// The files of a SQLite journal that did not exist before this process opened it: the
+/// database and everything beside it named after it (`-wal`, `-shm`, the lock files, the
+/// in-process simulator's `.sim.json`).
+#[derive(Debug)]
+struct FreshJournal {
+    dir: PathBuf,
+    name: String,
+    before: std::collections::BTreeSet<std::ffi::OsString>,
+}
+
+impl FreshJournal {
+    /// `Some` when `db` names a SQLite file that does not exist yet.
+    fn before(db: &str) -> Option<Self> {
+        let path = db
+            .strip_prefix("sqlite://")
+            .or_else(|| db.strip_prefix("sqlite:"))?;
+        let path = Path::new(path.split_once('?').map_or(path, |(p, _)| p));
+        if path.as_os_str().is_empty() || path.starts_with(":memory:") || path.exists() {
+            return None;
+        }
+        let name = path.file_name()?.to_string_lossy().into_owned();
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let before = Self::named_like(&dir, &name);
+        Some(Self { dir, name, before })
+    }
+
+    fn named_like(dir: &Path, name: &str) -> std::collections::BTreeSet<std::ffi::OsString> {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.file_name()))
+                    .filter(|f| f.to_string_lossy().starts_with(name))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Remove what appeared since [`FreshJournal::before`]; a file that cannot be removed
+    /// is named (the refusal itself stands).
+    fn remove_created(self) {
+        for f in Self::named_like(&self.dir, &self.name).difference(&self.before) {
+            let p = self.dir.join(f);
+            if let Err(e) = std::fs::remove_file(&p)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                eprintln!("warning: cannot remove {}: {e}", p.display());
+            }
+        }
+    }
+}
+
+/// [`start`] on the journal `store`; `journaled` is set once the run is in it.
+async fn start_journaled(
+    db: &str,
+    reach_args: &ReachArgs,
+    out: OutputFormat,
+    a: StartArgs,
+    input: Input,
+    store: Arc<dyn hcp_runtime::JournalStore>,
+    journaled: &mut bool,
+) -> Result<u8> {
+    let mut p = connect(db, reach_args, &a, input, store).await?;
     // The file as written (before `auto` is resolved), secrets as hashes.
     let record = a
         .workflow
@@ -990,7 +1102,12 @@ pub async fn start(
                     .await?
                     .is_none()
             {
-                return Err(no_applied_configuration(&p.cfg, &a.config, db));
+                return Err(no_applied_configuration(
+                    &p.cfg,
+                    &a.config,
+                    db,
+                    Some(&p.target),
+                ));
             }
             refuse_drift(&p, &a, doc).await?;
         }
@@ -1003,16 +1120,54 @@ pub async fn start(
     checked.dag.record = record;
     confirm(&p, &a, &checked.dag).await?;
     let run = journal(&p, &e, &a, out, checked).await?;
+    *journaled = true;
     if a.detach {
         if out == OutputFormat::Text {
-            println!(
-                "journaled only; run it with: {}",
-                crate::target::worker_command(Some(&p.target))
-            );
+            match serving_worker(&p.store, &p.target).await {
+                Some(w) => println!(
+                    "journaled; {w} runs it (follow it with: {})",
+                    crate::target::command(None, &format!("watch {run}"))
+                ),
+                None => println!(
+                    "journaled only; run it with: {}",
+                    crate::target::worker_command(Some(&p.target))
+                ),
+            }
         }
         return Ok(0);
     }
     follow(&e, run, Some(&p.target), out).await
+}
+
+/// A live worker that will pick up a run of `target` without anyone starting one, in
+/// words ("the worker pid 42 (w-1) serving this journal"): on SQLite the process holding
+/// the journal's executor lock when it serves `target`; on any store, a worker holding a
+/// live lease on another run of `target` (it polls for due runs of the targets it serves).
+/// `None` when the journal knows of none: an idle Postgres worker holds nothing to show.
+async fn serving_worker(
+    store: &Arc<dyn hcp_runtime::JournalStore>,
+    target: &str,
+) -> Option<String> {
+    if let Ok(Some(h)) = store.executor_holder().await
+        && h.serves(target)
+    {
+        return Some(format!(
+            "the worker pid {} ({}) serving this journal",
+            h.pid, h.worker
+        ));
+    }
+    let now = crate::ops::clock().now();
+    let runs = store
+        .list_runs(&hcp_runtime::RunFilter {
+            states: vec![RunState::Running, RunState::Waiting, RunState::Unwinding],
+            ..Default::default()
+        })
+        .await
+        .ok()?;
+    runs.iter()
+        .find(|r| r.target.as_deref() == Some(target) && crate::views::model::lease_live(r, now))
+        .and_then(|r| r.lease_owner.as_ref())
+        .map(|o| format!("the worker {o}, which holds runs of the same target,"))
 }
 
 /// The cluster as its newest succeeded create (or update) left it: that run and its
@@ -1059,7 +1214,12 @@ async fn check_update(
 ) -> Result<ControlFlow<u8>> {
     let def = a.workflow.def();
     let Some((run, applied)) = last_applied(&p.store, &p.cfg, def).await? else {
-        return Err(no_applied_configuration(&p.cfg, &a.config, db));
+        return Err(no_applied_configuration(
+            &p.cfg,
+            &a.config,
+            db,
+            Some(&p.target),
+        ));
     };
     let plan = hcp_workflows::update_cluster::classify(&applied, doc);
     if plan.is_empty() {
@@ -1218,7 +1378,7 @@ fn check_input(db: &str, reach_args: &ReachArgs, a: &StartArgs) -> Result<Input>
     })
 }
 
-/// Open the journal, settle the infra id (a delete without one in the file needs the
+/// On the journal `store`: settle the infra id (a delete without one in the file needs the
 /// create run's), reach the simulator or Azure, and refuse when another process executes
 /// this journal but would never run a run of this target.
 async fn connect(
@@ -1226,6 +1386,7 @@ async fn connect(
     reach_args: &ReachArgs,
     a: &StartArgs,
     input: Input,
+    store: Arc<dyn hcp_runtime::JournalStore>,
 ) -> Result<Prepared> {
     let Input {
         cfg,
@@ -1233,7 +1394,6 @@ async fn connect(
         config_path,
         config_digest,
     } = input;
-    let store = open_store(db).await?;
     let Some(infra) = infra_id(&cfg, a.workflow, &store).await? else {
         return Err(Refused::input(format!(
             "infraID: not set in {} and no create-cluster run of `{}` in this journal; set infraID to the cluster's infra id\nnothing was journaled or created",

@@ -696,6 +696,7 @@ async fn run(cli: Cli) -> Result<u8> {
     target::set_database(&db);
     configure_budget(&cli.arm_share);
     let reach = cli.reach;
+    target::set_reach(&reach);
     match cli.command {
         Command::Worker(a) => ops::worker(&db, &reach, a).await,
         Command::Start(a) => cluster::start(&db, &reach, out, a).await,

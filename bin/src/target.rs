@@ -41,10 +41,57 @@ pub fn served(args: &ReachArgs) -> Vec<String> {
     }
 }
 
-/// The global flags that reach `target` (`--simulate`, `--simulator URL`, or none).
+/// The target the reach flags `args` name, as far as flags go: `None` for real Azure
+/// (no flag reaches it; its cloud comes from the cluster file).
+pub fn of_args(args: &ReachArgs) -> Option<String> {
+    match (&args.simulator, args.simulate) {
+        (Some(url), _) => Some(simulator_at(url)),
+        (None, true) => Some(IN_PROCESS.to_string()),
+        (None, false) => None,
+    }
+}
+
+/// The in-process simulator's own options as given (` --private-platform azure`, …):
+/// every `--simulate` invocation of a run must repeat them, so a pasted hint that drops
+/// them would act on another simulated install.
+fn simulator_options(args: &ReachArgs) -> String {
+    let mut s = String::new();
+    if let Some(p) = args.private_platform {
+        s.push_str(match p {
+            hcp_simulator::PrivatePlatform::Azure => " --private-platform azure",
+            hcp_simulator::PrivatePlatform::None => " --private-platform none",
+        });
+    }
+    if let Some(m) = args.management_platform {
+        s.push_str(match m {
+            hcp_simulator::ManagementPlatform::OpenShift => " --management-platform openshift",
+            hcp_simulator::ManagementPlatform::Aks => " --management-platform aks",
+        });
+    }
+    if let Some(v) = &args.hypershift_version {
+        s.push_str(&format!(" --hypershift-version {v}"));
+    }
+    s
+}
+
+static SIMULATOR_OPTIONS: OnceLock<String> = OnceLock::new();
+
+/// Remember the reach flags this process was given, so suggested commands for the
+/// in-process simulator repeat its options (see [`flags`]).
+pub fn set_reach(args: &ReachArgs) {
+    if args.simulate && args.simulator.is_none() {
+        let _ = SIMULATOR_OPTIONS.set(simulator_options(args));
+    }
+}
+
+/// The global flags that reach `target` (`--simulate`, `--simulator URL`, or none). The
+/// in-process simulator's flags carry the options this process was started with.
 pub fn flags(target: Option<&str>) -> String {
     match target {
-        Some(IN_PROCESS) => " --simulate".to_string(),
+        Some(IN_PROCESS) => format!(
+            " --simulate{}",
+            SIMULATOR_OPTIONS.get().map(String::as_str).unwrap_or("")
+        ),
         Some(t) => match t.strip_prefix("simulator/") {
             Some(url) => format!(" --simulator {url}"),
             None => String::new(),
@@ -104,6 +151,41 @@ pub fn command(target: Option<&str>, rest: &str) -> String {
     format!("hcp-workflow{}{} {rest}", database_flag(), flags(target))
 }
 
+/// `text` with every `hcp-workflow <subcommand>` it suggests carrying the journal and
+/// target flags of `target` (texts written without knowing them: verify's fix lines).
+pub fn with_flags(text: &str, target: Option<&str>) -> String {
+    const COMMANDS: [&str; 12] = [
+        "start",
+        "plan",
+        "preflight",
+        "verify",
+        "inventory",
+        "worker",
+        "drive",
+        "watch",
+        "why",
+        "show",
+        "clusters",
+        "history",
+    ];
+    let prefix = command(target, "");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("hcp-workflow ") {
+        let after = &rest[i + "hcp-workflow ".len()..];
+        out.push_str(&rest[..i]);
+        let word = after.split([' ', '`', ')', ';', ',']).next().unwrap_or("");
+        if COMMANDS.contains(&word) && !after.starts_with("--") {
+            out.push_str(&prefix);
+        } else {
+            out.push_str("hcp-workflow ");
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The command that starts a worker for runs of `target`.
 pub fn worker_command(target: Option<&str>) -> String {
     command(target, "worker")
@@ -125,6 +207,16 @@ mod tests {
         );
         assert_eq!(shown_url("sqlite:///tmp/j.db"), "sqlite:///tmp/j.db");
         assert_eq!(shown_url("memory:"), "memory:");
+    }
+
+    #[test]
+    fn suggested_commands_in_a_text_get_the_target_flags() {
+        let t = "run hcp-workflow start repair-cluster --config FILE; not hcp-workflow's (`hcp-workflow preflight`), hcp-workflow.io/cluster";
+        assert_eq!(
+            with_flags(t, Some("simulator/http://127.0.0.1:9")),
+            "run hcp-workflow --simulator http://127.0.0.1:9 start repair-cluster --config FILE; not hcp-workflow's (`hcp-workflow --simulator http://127.0.0.1:9 preflight`), hcp-workflow.io/cluster"
+        );
+        assert_eq!(with_flags(t, None), t);
     }
 
     #[test]

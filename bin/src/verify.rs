@@ -386,7 +386,15 @@ pub async fn verify(
     for name in &names {
         let applied = applied_config(&store, db, name).await?;
         let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&applied.1)).await?;
-        let report = check(&store, name, applied, reach).await?;
+        let mut report = check(&store, name, applied, reach).await?;
+        // The fix lines are written without knowing this journal or world: pasted, they
+        // must act on the journal and target this verify looked at.
+        let target = crate::target::of_args(reach_args);
+        for r in &mut report.items {
+            if let Some(fix) = &mut r.fix {
+                *fix = crate::target::with_flags(fix, target.as_deref());
+            }
+        }
         // A verify is recorded when the journal can be written; a read-only journal still
         // gets its report printed.
         if let Err(e) = record(&store, &report, &me).await {

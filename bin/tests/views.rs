@@ -336,3 +336,306 @@ fn ui_refuses_a_non_loopback_address_without_a_token() {
         "{err}"
     );
 }
+
+/// `hcp-workflow ui --database …` on `db`: the process (killed on drop) and its base URL.
+struct Ui {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Drop for Ui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ui(db: &str) -> Ui {
+    use std::io::BufRead;
+    let mut child = views_support::bin()
+        .args(["ui", "--database", db, "--listen", "127.0.0.1:0"])
+        .env_remove("HCP_WORKFLOW_UI_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(out).lines();
+    let line = lines
+        .find_map(|l| {
+            l.ok()?
+                .strip_prefix("serving the hcp-workflow UI on ")
+                .map(str::to_string)
+        })
+        .expect("the ui prints where it listens");
+    let addr = line
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    // Keep reading so the ui never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Ui { child, addr }
+}
+
+impl Ui {
+    /// `GET path`: the body of a 200 answer.
+    fn get(&self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+        // The body may come chunked: good enough for `contains` checks, the chunk sizes
+        // sit on lines of their own.
+        body.to_string()
+    }
+}
+
+/// The words a person reads on a page: tags, and the contents of `<title>`, dropped.
+fn visible_text(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    let mut hidden = 0usize;
+    while let Some(i) = rest.find('<') {
+        if hidden == 0 {
+            out.push_str(&rest[..i]);
+        }
+        let Some(end) = rest[i..].find('>') else {
+            break;
+        };
+        let tag = &rest[i + 1..i + end];
+        if tag.starts_with("title") || tag.starts_with("script") || tag.starts_with("style") {
+            hidden += 1;
+        } else if tag.starts_with("/title")
+            || tag.starts_with("/script")
+            || tag.starts_with("/style")
+        {
+            hidden = hidden.saturating_sub(1);
+        }
+        rest = &rest[i + end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `hcp-workflow why cluster/beta`: the cluster's sentence, then its latest run's own
+/// paragraph, without a doubled "about that run: Run …".
+#[test]
+fn why_cluster_does_not_double_the_word_run() {
+    let (_dir, db) = setup();
+    let (code, out) = run(&["why", "cluster/beta", "--database", &db, "--now", NOW]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("Cluster beta "), "{out}");
+    assert!(!out.contains("about that run"), "{out}");
+    assert!(!out.to_lowercase().contains("run: run"), "{out}");
+}
+
+/// `hcp-workflow why <run>` of a waiting run nobody holds any more: "No worker is running
+/// it: waiting for a worker for …", never "No worker is running it: no worker: …".
+#[test]
+fn why_without_a_worker_says_no_worker_once() {
+    let (_dir, db) = setup();
+    let waiting = run_id(3).to_string();
+    // Hours after gamma's lease lapsed.
+    let out = views_support::bin()
+        .args([
+            "why",
+            &waiting,
+            "--database",
+            &db,
+            "--now",
+            "2025-06-01T18:00:00Z",
+        ])
+        .env("HCP_NO_WORKER_AFTER_MS", "1000")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with("No worker is running it: waiting for a worker for "),
+        "{text}"
+    );
+    assert_eq!(text.matches("no worker").count(), 0, "{text}");
+}
+
+/// `hcp-workflow ui`, the page of a paused run (`on-failure: pause=24h`): the deadline is
+/// said once, and no literal backtick shows: quoted commands are `<code>`.
+#[test]
+fn ui_paused_run_page_says_the_deadline_once_and_shows_no_backticks() {
+    let (_dir, db) = setup();
+    let ui = ui(&db);
+    let page = ui.get(&format!("/runs/{}", run_id(5)));
+    // Above the journal's own record of events (which lists the pause as it happened).
+    let summary = page.split("id=\"journal\"").next().unwrap();
+    let text = visible_text(summary);
+    assert_eq!(
+        text.matches("2025-06-02T12:20:40").count(),
+        1,
+        "the deadline once: {text}"
+    );
+    assert!(!text.contains('`'), "{text}");
+    assert!(
+        page.contains(&format!("<code>hcp-workflow retry {}</code>", run_id(5))),
+        "{page}"
+    );
+}
+
+/// `hcp-workflow --database … ui`, "Confirm: cancel": its "Same as:" command names the
+/// journal this UI serves, so pasting it cancels this run and not one in the default
+/// journal.
+#[test]
+fn ui_confirm_same_as_names_the_journal() {
+    let (_dir, db) = setup();
+    let ui = ui(&db);
+    let run = run_id(3);
+    let page = ui
+        .get(&format!("/runs/{run}/confirm?action=cancel"))
+        .replace("&#x2f;", "/");
+    let want = format!("Same as: <code>hcp-workflow --database {db} cancel {run} --reason");
+    assert!(page.contains(&want), "want {want:?} in {page}");
+}
+
+/// `hcp-workflow ui`, the Clusters page: each status in its colour (as the runs page
+/// colours states), and a cluster deleted after its last verify shows no verify result:
+/// the "7 not ok" it had before the delete is not its state now. `clusters` agrees.
+#[test]
+fn ui_clusters_page_colours_status_and_hides_a_verify_from_before_the_delete() {
+    let (_dir, db) = setup();
+    // alpha was verified (7 rows not ok) before run 4 deleted it; gamma after its create
+    // began (it still exists: partial).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = hcp_persistence::open(&db).await.unwrap();
+        let items: Vec<serde_json::Value> = (0..7)
+            .map(|i| {
+                serde_json::json!({"check": "exists", "verdict": "missing",
+                    "resource": format!("r{i}"), "expected": "present", "found": "absent"})
+            })
+            .collect();
+        store
+            .record_report(hcp_runtime::NewReport {
+                kind: "verify".into(),
+                subject: "cluster/alpha".into(),
+                at: views_support::at(500),
+                ok: false,
+                by: "alice@ops".into(),
+                data: serde_json::json!({"items": items, "counts": {"missing": 7}}).to_string(),
+                keep: 100,
+            })
+            .await
+            .unwrap();
+    });
+    let ui = ui(&db);
+    let page = ui.get("/clusters");
+    let row = |name: &str| {
+        let start = page
+            .find(&format!("data-cluster=\"{name}\""))
+            .unwrap_or_else(|| panic!("no row {name}: {page}"));
+        let end = page[start..].find("</tr>").unwrap() + start;
+        page[start..end].to_string()
+    };
+    let alpha = row("alpha");
+    assert!(alpha.contains("class=\"pill deleted\""), "{alpha}");
+    assert!(!alpha.contains("not ok"), "{alpha}");
+    assert!(alpha.contains("data-verified=\"never\""), "{alpha}");
+    assert!(row("gamma").contains("class=\"pill partial\""), "{page}");
+    let (code, out) = run(&["--output", "json", "clusters", "--database", &db]);
+    assert_eq!(code, 0, "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let alpha = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cluster"] == "alpha")
+        .unwrap();
+    assert!(alpha["verified"].is_null(), "{alpha}");
+}
+
+/// `hcp-workflow why <run>` of a delete-cluster waiting for a Private Link Service's
+/// private endpoint connections to go: it tells the wait's budget, says "since" once, and
+/// never offers a cancel that "unwinds" (a delete goes only forward).
+#[test]
+fn why_a_delete_waiting_for_private_endpoint_connections_shows_its_budget_and_no_unwind() {
+    use hcp_runtime::{Event, NodeSpec, RetryPolicy, SagaDag, Timestamp};
+    let dir = hcp_runtime::testkit::scratch_dir("views-pls-wait");
+    let db = format!("sqlite://{}", dir.join("j.db").display());
+    let pls = "/subscriptions/00000000-0000-0000-0000-00000000a0a0/resourceGroups/hcp-management/providers/Microsoft.Network/privateLinkServices/pls-eta";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = hcp_persistence::open(&db).await.unwrap();
+        let pivot = |name: &str, deps: &[&str]| NodeSpec {
+            name: format!("delete-cluster.{name}"),
+            action: "azure.delete".into(),
+            stage: "delete".into(),
+            input: serde_json::Value::Null,
+            deps: deps.iter().map(|d| format!("delete-cluster.{d}")).collect(),
+            retry: RetryPolicy::default(),
+            undo_retry: RetryPolicy::default(),
+            has_undo: false,
+            pivot: Some("a deletion cannot be undone".into()),
+        };
+        let dag = SagaDag {
+            workflow: "delete-cluster".into(),
+            version: 1,
+            stages: vec!["delete".into()],
+            nodes: vec![
+                pivot("hosted-cluster", &[]),
+                pivot("private-link.pls", &["hosted-cluster"]),
+            ],
+            on_failure: Default::default(),
+            record: None,
+        };
+        let mut j = views_support::J::start(&store, 7, dag, "eta", 1500).await;
+        j.started(1501, "hosted-cluster", 1).await;
+        j.succeeded(1510, "hosted-cluster", serde_json::json!({}))
+            .await;
+        j.started(1511, "private-link.pls", 1).await;
+        j.ev(
+            1512,
+            Event::NodeWaiting {
+                node: "delete-cluster.private-link.pls".into(),
+                until: Timestamp(views_support::T0 + 1830 * 1000),
+                reason: format!(
+                    "waiting for 1 private endpoint connection(s) of {pls} to be deleted"
+                ),
+            },
+        )
+        .await;
+    });
+    let (code, out) = run(&[
+        "why",
+        &run_id(7).to_string(),
+        "--database",
+        &db,
+        "--now",
+        NOW,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("private endpoint connection(s)"), "{out}");
+    // Waiting since 12:25:12 (4m48s of the default 30 min budget): it stalls at 12:55:12.
+    assert!(
+        out.contains(
+            "Its wait budget is 30m00s, 4m48s of it spent: it stalls at 2025-06-01T12:55:12.000Z"
+        ),
+        "{out}"
+    );
+    assert_eq!(out.matches("since").count(), 1, "{out}");
+    assert!(!out.contains("unwind"), "{out}");
+    assert!(out.contains("stop it here for good"), "{out}");
+}

@@ -211,18 +211,79 @@ pub(crate) struct Inner {
     pub tick_cost_us: AtomicU64,
     /// A write came in since the controllers last ran: the next request runs them.
     pub written: std::sync::atomic::AtomicBool,
+    /// With a state file: whether this simulator writes it (it holds the file's lock),
+    /// and the lock, held for its lifetime. `false` when another process holds it.
+    pub persists: bool,
+    pub _state_lock: Option<std::fs::File>,
 }
 
 impl Drop for Inner {
     /// A debounced state file is written once more when the simulator goes away.
     fn drop(&mut self) {
         if self.dirty.swap(false, Ordering::SeqCst)
+            && self.persists
             && let Some(path) = &self.config.state_file
         {
             let st = lock(&self.state);
             if let Err(e) = st.save(path) {
                 tracing::error!(error = %e, "persisting simulator state failed");
             }
+        }
+    }
+}
+
+/// Take the lock beside the state file `path` (`<path>.lock`) for this simulator's
+/// lifetime: one simulator writes a state file. Each simulator keeps its state in memory and
+/// writes all of it, so two writing one file would each overwrite what the other made (and
+/// race on its temporary file). When another process holds the lock, this one works on
+/// the copy it loaded, writes nothing, and says so once with what to do instead. A file
+/// system that cannot lock at all keeps the old behaviour (this simulator writes).
+fn lock_state_file(path: &std::path::Path) -> (bool, Option<std::fs::File>) {
+    use std::io::{Read, Seek, Write};
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = std::path::PathBuf::from(lock_path);
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::debug!(path = %lock_path.display(), error = %e, "no state file lock");
+            return (true, None);
+        }
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            // Who holds it, for the message of the process that finds it taken.
+            let _ = file.set_len(0);
+            let _ = file.rewind();
+            let _ = write!(file, "{}", std::process::id());
+            (true, Some(file))
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            if holder == std::process::id().to_string() {
+                // Another simulator of this very process (one per cluster of a command):
+                // they take turns within the process, as they always did.
+                return (true, None);
+            }
+            tracing::warn!(
+                "the simulated cloud in {} belongs to another process (pid {}): this process works on a copy of it and saves none of its changes there. To share one simulated cloud between processes, stop the other one, or run `hcp-workflow simulator serve --state {}` once and pass `--simulator http://127.0.0.1:8443` (its address) to every command instead of --simulate",
+                path.display(),
+                if holder.is_empty() { "unknown" } else { holder },
+                path.display(),
+            );
+            (false, None)
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            tracing::debug!(path = %lock_path.display(), error = %e, "cannot lock the state file");
+            (true, None)
         }
     }
 }
@@ -260,6 +321,10 @@ impl Simulator {
             Some(dir) => CrdSet::load(dir)?,
             None => CrdSet::default(),
         };
+        let (persists, state_lock) = match &config.state_file {
+            Some(p) => lock_state_file(p),
+            None => (true, None),
+        };
         let loaded = match &config.state_file {
             Some(p) => State::load(p)?,
             None => None,
@@ -284,6 +349,8 @@ impl Simulator {
                 tick_end_us: AtomicU64::new(0),
                 tick_cost_us: AtomicU64::new(0),
                 written: std::sync::atomic::AtomicBool::new(true),
+                persists,
+                _state_lock: state_lock,
                 config,
             }),
         };
@@ -462,8 +529,11 @@ impl Simulator {
         changed
     }
 
-    /// Writes the state file, if one is configured.
+    /// Writes the state file, if one is configured and this simulator owns it.
     pub(crate) fn persist(&self) -> Result<(), Error> {
+        if !self.inner.persists {
+            return Ok(());
+        }
         if let Some(path) = &self.inner.config.state_file {
             let st = lock(&self.inner.state);
             st.save(path)?;

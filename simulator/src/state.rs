@@ -385,8 +385,9 @@ impl State {
             source,
         };
         let bytes = serde_json::to_vec(self).map_err(|e| err(std::io::Error::other(e)))?;
+        // Per process: two writers of one file never rename each other's temporary file.
         let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
+        tmp.push(format!(".tmp.{}", std::process::id()));
         let tmp = std::path::PathBuf::from(tmp);
         std::fs::write(&tmp, bytes).map_err(err)?;
         std::fs::rename(&tmp, path).map_err(err)

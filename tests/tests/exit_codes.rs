@@ -670,3 +670,52 @@ fn json_success_is_one_document_and_followers_ndjson_events() {
         "{out:?}"
     );
 }
+
+/// `hcp-workflow start update-cluster --simulate --config demo.yaml` in an empty directory
+/// (the default journal `./hcp-workflow.db`): refused with exit 2 ("nothing was journaled
+/// or created"), and indeed nothing is created — no journal, no lock or simulator file.
+#[test]
+fn a_refused_start_in_an_empty_directory_creates_no_journal() {
+    let dir = scratch("refused-start-creates-nothing");
+    let cfg = hcp_e2e_tests::cluster::cluster_file(&dir, "demo", "demo-r3fu5", "Public", "");
+    let before = names_in(&dir);
+    let o = Command::new(bin())
+        .args(["start", "update-cluster", "--simulate", "--yes", "--config"])
+        .arg(&cfg)
+        .env_remove("HCP_WORKFLOW_DATABASE_URL")
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("nothing was journaled or created"), "{err}");
+    assert_eq!(names_in(&dir), before, "{err}");
+}
+
+/// `hcp-workflow --database sqlite://… start update-cluster --simulate --config demo.yaml`
+/// on a journal without the cluster: the "Create it first" command it prints carries the
+/// same journal and target flags, so pasting it creates the cluster where the update
+/// looked for it.
+#[test]
+fn update_clusters_create_it_first_hint_keeps_the_database_and_target_flags() {
+    let dir = scratch("create-it-first-flags");
+    let cfg = hcp_e2e_tests::cluster::cluster_file(&dir, "demo", "demo-cr34t", "Public", "");
+    let db = format!("sqlite://{}", dir.join("journal.db").display());
+    let cfg_s = cfg.to_string_lossy();
+    let o = hw(&[
+        "--database",
+        &db,
+        "start",
+        "update-cluster",
+        "--simulate",
+        "--yes",
+        "--config",
+        &cfg_s,
+    ]);
+    assert_eq!(o.code, Some(2), "{o:?}");
+    let want = format!(
+        "Create it first: hcp-workflow --database {db} --simulate start create-cluster --config {cfg_s}"
+    );
+    assert!(o.stderr.contains(&want), "want {want:?} in {o:?}");
+}

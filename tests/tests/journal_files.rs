@@ -324,3 +324,55 @@ fn a_worker_waits_out_a_full_disk_and_carries_on() {
     }
     w.kill();
 }
+
+/// Two `--simulate` processes on one journal at once — `hcp-workflow worker --simulate`,
+/// then `hcp-workflow start create-cluster --simulate --detach` beside it: one simulated
+/// cloud file, `<db>.sim.json`, is written by one process only. The second says so once,
+/// with what to do (one `simulator serve` for every process), and never logs "cannot write
+/// state file".
+#[test]
+fn a_second_simulate_process_says_once_that_it_does_not_save_the_simulated_cloud() {
+    let dir = scratch("two-simulate");
+    let cfg = hcp_e2e_tests::cluster::cluster_file(&dir, "two", "two-s1m2x", "Public", "");
+    let db = format!("sqlite://{}", dir.join("j.db").display());
+    let state = dir.join("j.db.sim.json");
+    let w = Proc::spawn(&dir, &["--database", &db, "--simulate", "worker"], &[]);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !state.exists() {
+        assert!(
+            Instant::now() < until,
+            "the worker's simulator did not start: {}",
+            w.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, out, err) = run(
+        &dir,
+        &[
+            "--database",
+            &db,
+            "--simulate",
+            "start",
+            "create-cluster",
+            "--detach",
+            "--skip-preflight",
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("cannot write state file"), "{err}");
+    let said = format!(
+        "the simulated cloud in {} belongs to another process (pid {})",
+        state.display(),
+        w.child.id()
+    );
+    assert_eq!(err.matches(&said).count(), 1, "want {said:?} once in {err}");
+    assert!(err.contains("simulator serve --state"), "{err}");
+    assert!(
+        !w.stderr().contains("cannot write state file"),
+        "{}",
+        w.stderr()
+    );
+}

@@ -223,3 +223,32 @@ fn delete_on_a_terminal_asks_first() {
     assert!(!screen.contains("Only 'yes'"), "{screen}");
     assert!(screen.contains("✓ Deletion complete after"), "{screen}");
 }
+
+/// `hcp-workflow start create-cluster --detach` while `hcp-workflow worker` runs for the same
+/// journal and simulator: the run is the worker's, so the start says so instead of "run it
+/// with: … worker" (which would start a second executor the journal refuses); and the
+/// worker does run it.
+#[test]
+fn start_detach_names_the_running_worker_instead_of_asking_for_one() {
+    let env = Env::new("ux-detach-worker", FAST);
+    let cfg = cluster_file(&env.dir, "uxd", "uxd-d3t4c", "Public", "");
+    let _w = hcp_e2e_tests::Proc::spawn(&env.dir, &env.args(&["worker"]), &[]);
+    // The worker holds the journal once it wrote itself into the executor lock file.
+    let lock = env.dir.join("journal.db.executor.lock");
+    hcp_e2e_tests::wait_until(
+        "the worker holds the journal",
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(50),
+        || std::fs::read_to_string(&lock).is_ok_and(|s| !s.trim().is_empty()),
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &["--detach"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("run it with"), "{out}");
+    assert!(
+        out.contains("serving this journal runs it") && out.contains("watch "),
+        "{out}"
+    );
+    let run = run_id(&out);
+    let (code, out, err) = env.cli(&["watch", &run], &[]);
+    assert_eq!(code, 0, "the worker ran it: {out}{err}");
+}

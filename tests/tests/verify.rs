@@ -168,6 +168,8 @@ fn eventually_ok(env: &Env, name: &str) {
     }
 }
 
+/// `hcp-workflow --database … --simulator … verify cluster/vfy` after each kind of drift:
+/// the rows, the exit code, and fix lines that carry the journal and target flags.
 #[test]
 fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     let env = Env::new("verify", FAST);
@@ -253,6 +255,19 @@ fn verify_reports_each_drift_kind_exactly_and_sends_no_write() {
     // name (and adopts the rest as it is).
     let fix = doc_fix(&env, name, &api_rec);
     assert!(fix.contains("start repair-cluster --config FILE"), "{fix}");
+    // Pasted, the fix acts on this journal and this simulator, not on the default ones.
+    let flagged = format!(
+        "hcp-workflow --database {} --simulator {} start repair-cluster --config FILE",
+        env.db,
+        env.sim.base.trim_end_matches('/')
+    );
+    assert!(fix.contains(&flagged), "want {flagged:?} in {fix:?}");
+    let (_, text, _) = env.cli(&["verify", &format!("cluster/{name}")], &[]);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("fix: ") && l.contains(&flagged)),
+        "{text}"
+    );
     let (code, out, err) = env.start("repair-cluster", &cfg, &[], &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(

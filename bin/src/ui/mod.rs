@@ -138,6 +138,39 @@ pub struct AppState {
     pub metrics: metrics::Cache,
 }
 
+/// `text` escaped for HTML, each `quoted` part as `<code>quoted</code>` (an unpaired
+/// backtick is dropped).
+pub(crate) fn prose_html(text: &str) -> String {
+    let escape = |s: &str| {
+        let mut o = String::with_capacity(s.len());
+        for c in s.chars() {
+            match c {
+                '&' => o.push_str("&amp;"),
+                '<' => o.push_str("&lt;"),
+                '>' => o.push_str("&gt;"),
+                '"' => o.push_str("&quot;"),
+                '\'' => o.push_str("&#x27;"),
+                c => o.push(c),
+            }
+        }
+        o
+    };
+    let parts: Vec<&str> = text.split('`').collect();
+    let paired = parts.len() % 2 == 1;
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        if i % 2 == 1 && (paired || !last) {
+            out.push_str("<code>");
+            out.push_str(&escape(part));
+            out.push_str("</code>");
+        } else {
+            out.push_str(&escape(part));
+        }
+    }
+    out
+}
+
 /// The templates, compiled into the binary.
 fn templates(actions_enabled: bool) -> Result<minijinja::Environment<'static>> {
     let mut env = minijinja::Environment::new();
@@ -149,6 +182,13 @@ fn templates(actions_enabled: bool) -> Result<minijinja::Environment<'static>> {
     env.add_filter("duration", |ms: i64| {
         crate::views::model::human_duration(ms)
     });
+    // The views' sentences quote commands and names in backticks (the terminal's
+    // convention): on a page they become <code>, never literal backticks.
+    env.add_filter("prose", |text: String| {
+        minijinja::Value::from_safe_string(prose_html(&text))
+    });
+    // In an attribute (a tooltip) there is no markup: the backticks are dropped.
+    env.add_filter("plain", |text: String| text.replace('`', ""));
     for (name, src) in [
         ("base.html", include_str!("../../templates/base.html")),
         ("runs.html", include_str!("../../templates/runs.html")),

@@ -455,13 +455,17 @@ fn command_for(action: &str, step: Option<String>) -> Option<OperatorCommand> {
     }
 }
 
+/// The CLI command the confirmed action is the same as. Operator commands go to the run's
+/// inbox in the journal, so the journal is the flag that matters: it names the one this UI
+/// serves (a pasted command without it would act on the default journal).
 fn cli_for(run: &str, action: &str, step: Option<&str>) -> String {
-    match (action, step) {
-        ("resolve", Some(s)) => format!("hcp-workflow resolve {run} --step {s} --note '…'"),
-        ("retry", Some(s)) => format!("hcp-workflow retry {run} --step {s}"),
-        ("cancel", _) => format!("hcp-workflow cancel {run} --reason '…'"),
-        (a, _) => format!("hcp-workflow {a} {run}"),
-    }
+    let rest = match (action, step) {
+        ("resolve", Some(s)) => format!("resolve {run} --step {s} --note '…'"),
+        ("retry", Some(s)) => format!("retry {run} --step {s}"),
+        ("cancel", _) => format!("cancel {run} --reason '…'"),
+        (a, _) => format!("{a} {run}"),
+    };
+    crate::target::command(None, &rest)
 }
 
 /// `GET /runs/{id}/confirm?action=…&step=…`: say what will happen, ask for a note.

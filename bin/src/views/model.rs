@@ -589,6 +589,9 @@ pub struct PausedView {
     pub since: String,
     /// One line: `paused by policy: on-failure=pause (unwinds at … unless retried)`.
     pub text: String,
+    /// [`PausedView::text`] without its deadline (`paused by policy: on-failure=pause`),
+    /// for a page that shows [`PausedView::unwinds_at`] beside it.
+    pub reason: String,
 }
 
 impl PausedView {
@@ -614,6 +617,12 @@ impl PausedView {
                 format!("paused past the pivot {pivot}: it cannot be undone"),
             ),
         };
+        let reason = match &p.cause {
+            hcp_runtime::PauseCause::Policy if !v.dag.forward_only() => {
+                format!("paused by policy: on-failure={}", v.dag.on_failure)
+            }
+            _ => text.clone(),
+        };
         Some(Self {
             step: p.step.clone(),
             cause: cause.into(),
@@ -621,6 +630,7 @@ impl PausedView {
             unwinds_at: p.unwind_at.map(ts),
             since: ts(p.since),
             text,
+            reason,
         })
     }
 }
@@ -630,6 +640,10 @@ impl PausedView {
 pub struct Why {
     /// One paragraph.
     pub text: String,
+    /// The paragraph as a page shows it beside the failure card and the run's summary,
+    /// which already say the failure's hint and the paused run's deadline: without them
+    /// (`None`: the page shows `text`).
+    pub lead: Option<String>,
     /// Suggested operator actions, most useful first.
     pub actions: Vec<Suggestion>,
 }
@@ -705,6 +719,7 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
         spans: Vec::new(),
         why: Why {
             text: String::new(),
+            lead: None,
             actions: Vec::new(),
         },
         target: s.target.clone(),
@@ -806,7 +821,12 @@ pub fn detail(rec: &RunRecord, now: Timestamp) -> RunDetail {
         && s.state != RunState::Pending
     {
         let worker = crate::target::worker_command(s.target.as_deref());
+        // `nw` starts with its own "no worker: " label (for `list`'s column): said once.
+        let nw = nw.strip_prefix("no worker: ").unwrap_or(nw);
         d.why.text = format!("No worker is running it: {nw}. {}", d.why.text);
+        if let Some(l) = &mut d.why.lead {
+            *l = format!("No worker is running it: {nw}. {l}");
+        }
         d.why.actions.insert(
             0,
             suggest(
@@ -969,13 +989,10 @@ fn paused_hint(v: &RunView, id: &str) -> String {
             p.step
         );
     }
-    let deadline = p
-        .unwind_at
-        .map(|t| format!(" If nobody acts, it unwinds by itself at {t}."))
-        .unwrap_or_default();
+    // The deadline is not repeated here: the paused line every view shows says it.
     match &p.cause {
         hcp_runtime::PauseCause::Policy => format!(
-            "Paused by policy: on-failure={}; nothing was undone.{deadline} Fix the cause, then `{retry}` re-runs {} with a fresh retry budget and goes on; or `{cancel}` unwinds every started step.",
+            "Paused by policy: on-failure={}; nothing was undone. Fix the cause, then `{retry}` re-runs {} with a fresh retry budget and goes on; or `{cancel}` unwinds every started step.",
             v.dag.on_failure, p.step
         ),
         hcp_runtime::PauseCause::PastPivot { pivot } => format!(
@@ -1430,6 +1447,7 @@ fn suggest(action: &str, step: Option<&str>, command: String, explain: &str) -> 
 fn why_unreadable(s: &RunSummary, reason: &str) -> Why {
     let id = s.id;
     Why {
+        lead: None,
         text: format!(
             "Run {id} ({}) cannot be shown step by step: {reason}. A worker parks such a run \
              instead of acting on it. Upgrade to a binary that reads this journal and run `{}`, \
@@ -1474,13 +1492,26 @@ fn why(
             .map(|t| format!("{t}, {} ago", human_duration(now.0 - t.0)))
             .unwrap_or_else(|| d.updated_at.clone())
     };
+    // A workflow whose every step is a pivot (a delete) never unwinds: a cancel stops it
+    // where it is, and what it deleted stays deleted.
+    let forward_only = v.dag.forward_only();
     let cancel = suggest(
         "cancel",
         None,
         cli(&format!("cancel {id} --reason '…'")),
-        "stop and unwind: every started step is undone",
+        if forward_only {
+            "stop here for good: nothing is undone, what is deleted stays deleted"
+        } else {
+            "stop and unwind: every started step is undone"
+        },
     );
+    let give_up = if forward_only {
+        "to stop it here for good (a delete undoes nothing)"
+    } else {
+        "to give up and unwind"
+    };
     let mut actions = Vec::new();
+    let mut lead = None;
     let text = match d.state {
         RunState::Succeeded | RunState::RolledBack | RunState::Cancelled => {
             let how = match (&d.state, &d.failure, &d.undo.cause) {
@@ -1565,14 +1596,20 @@ fn why(
                     None => "unwind: every started step is undone",
                 },
             ));
+            let failed = d
+                .failure
+                .as_ref()
+                .map(failure_text)
+                .unwrap_or_else(|| format!("{step} failed"));
+            lead = Some(format!(
+                "{head} {} since {}: {failed}.",
+                p.map(|p| p.reason.clone()).unwrap_or_default(),
+                since(&step),
+            ));
             format!(
-                "{head} {} since {}: {}.{}",
+                "{head} {} since {}: {failed}.{}",
                 p.map(|p| p.text.clone()).unwrap_or_default(),
                 since(&step),
-                d.failure
-                    .as_ref()
-                    .map(failure_text)
-                    .unwrap_or_else(|| format!("{step} failed")),
                 d.failure
                     .as_ref()
                     .map(|f| format!(" {}", f.hint))
@@ -1608,9 +1645,14 @@ fn why(
             format!(
                 "{head} needs an operator: {}. It waited past its budget and does not go on, \
                  or unwind, by itself. Once the cause is fixed, give the wait a fresh budget with \
-                 `{}`; to give up and unwind every started step: `{}`.",
+                 `{}`; {}: `{}`.",
                 parts.join("; "),
                 cli(&format!("retry {id} --step {first}")),
+                if forward_only {
+                    give_up
+                } else {
+                    "to give up and unwind every started step"
+                },
                 cancel.command
             )
         }
@@ -1672,11 +1714,21 @@ fn why(
         RunState::Unwinding => {
             let step = d.step.clone().unwrap_or_default();
             let mut t = format!(
-                "{head} is unwinding because {}: {} (since {}).",
+                "{head} is unwinding because {}: {}{}.",
                 d.undo.cause.as_deref().unwrap_or("of an earlier failure"),
                 d.blocked_on,
-                since(&step)
+                since_unless_said(&d.blocked_on, &since(&step)),
             );
+            if let Some(b) = v
+                .node(&step)
+                .filter(|n| matches!(n.status, NodeStatus::UndoWaiting { .. }))
+                .and_then(|n| {
+                    let budget = v.dag.node(&step)?.undo_retry.wait_budget()?;
+                    Some(budget_text(n.undo_wait_since?, budget, now, "gives up"))
+                })
+            {
+                t.push_str(&b);
+            }
             if matches!(
                 v.node(&step).map(|n| &n.status),
                 Some(NodeStatus::UndoRetryScheduled { .. } | NodeStatus::UndoWaiting { .. })
@@ -1699,10 +1751,10 @@ fn why(
         RunState::Running | RunState::Waiting => {
             let step = d.step.clone().unwrap_or_default();
             let mut t = format!(
-                "{head} is {}: {} (since {}).",
+                "{head} is {}: {}{}.",
                 d.state,
                 d.blocked_on,
-                since(&step)
+                since_unless_said(&d.blocked_on, &since(&step)),
             );
             match v.node(&step).map(|n| &n.status) {
                 Some(NodeStatus::RetryScheduled { error, .. }) => {
@@ -1719,7 +1771,7 @@ fn why(
                         .unwrap_or_default();
                     t.push_str(&format!(
                         " The last attempt failed{code}; the engine retries on its own. To retry \
-                         now: `{}`; to give up and unwind: `{}`.",
+                         now: `{}`; {give_up}: `{}`.",
                         r.command, cancel.command
                     ));
                     actions.push(r);
@@ -1731,9 +1783,14 @@ fn why(
                         cli(&format!("retry {id} --step {step}")),
                         "check again now",
                     );
+                    if let Some(b) = v.node(&step).and_then(|n| {
+                        let budget = v.dag.node(&step)?.retry.wait_budget()?;
+                        Some(budget_text(n.wait_since?, budget, now, "stalls"))
+                    }) {
+                        t.push_str(&b);
+                    }
                     t.push_str(&format!(
-                        " It polls on a durable timer. To check now: `{}`; to give up and \
-                         unwind: `{}`.",
+                        " It polls on a durable timer. To check now: `{}`; {give_up}: `{}`.",
                         r.command, cancel.command
                     ));
                     actions.push(r);
@@ -1754,7 +1811,39 @@ fn why(
             t
         }
     };
-    Why { text, actions }
+    Why {
+        text,
+        lead,
+        actions,
+    }
+}
+
+/// ` (since …)` after `line`, unless the line already says since when (a waiting step's
+/// summary carries its own "waiting since").
+fn since_unless_said(line: &str, since: &str) -> String {
+    if line.contains(" since ") {
+        String::new()
+    } else {
+        format!(" (since {since})")
+    }
+}
+
+/// A wait's budget as `why` tells it: how much of it is spent and what happens when it
+/// runs out (`then`: "stalls" for a forward wait, "gives up" for an undo).
+fn budget_text(
+    since: Timestamp,
+    budget: std::time::Duration,
+    now: Timestamp,
+    then: &str,
+) -> String {
+    let budget_ms = i64::try_from(budget.as_millis()).unwrap_or(i64::MAX);
+    let spent = (now.0 - since.0).max(0);
+    format!(
+        " Its wait budget is {}, {} of it spent: it {then} at {} if nothing changes.",
+        human_duration(budget_ms),
+        human_duration(spent),
+        Timestamp(since.0.saturating_add(budget_ms)),
+    )
 }
 
 /// One journal event as `history` shows it.
@@ -2072,6 +2161,9 @@ pub struct ClusterRun {
     pub created_at: String,
     /// Its last change (when it finished, for a finished run).
     pub updated_at: String,
+    /// [`ClusterRun::updated_at`] in epoch milliseconds, for comparisons.
+    #[serde(skip)]
+    pub updated_ms: i64,
 }
 
 impl ClusterRun {
@@ -2084,6 +2176,7 @@ impl ClusterRun {
             state: s.state,
             created_at: ts(s.created_at),
             updated_at: ts(s.updated_at),
+            updated_ms: s.updated_at.0,
         }
     }
 }
@@ -2187,10 +2280,15 @@ pub fn verified(r: &hcp_runtime::ReportRecord) -> Option<Verified> {
     })
 }
 
-/// Attach each cluster's newest verify (`latest`: subject `cluster/<name>` → report).
+/// Attach each cluster's newest verify (`latest`: subject `cluster/<name>` → report). A
+/// verify recorded before the cluster's deletion describes what is gone: it is not shown
+/// as the cluster's current state.
 pub fn attach_verified(rows: &mut [ClusterRow], latest: &HashMap<String, Verified>) {
     for r in rows {
-        r.verified = latest.get(&r.cluster).cloned();
+        r.verified = latest
+            .get(&r.cluster)
+            .filter(|v| r.deleted_by.as_ref().is_none_or(|d| v.at_ms > d.updated_ms))
+            .cloned();
     }
 }
 
@@ -2292,11 +2390,10 @@ pub fn cluster_sentence(c: &ClusterRow) -> String {
         .as_ref()
         .or(c.deleted_by.as_ref())
         .is_some_and(|r| r.run_id == c.last_run.run_id);
-    if !last_is_decisive {
-        s.push_str(&format!(
-            " Its latest run is {} ({}): about that run:",
-            c.last_run.short_id, c.last_run.workflow
-        ));
+    // The paragraph about the latest run follows and names it ("Run … is …"): when that
+    // run is not the one the status rests on, say only that it came later.
+    if !last_is_decisive && (c.created_by.is_some() || c.deleted_by.is_some()) {
+        s.push_str(" Since then:");
     }
     s
 }
