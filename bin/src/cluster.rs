@@ -1118,6 +1118,11 @@ async fn start_journaled(
     };
     let mut checked = prepare_dag(&mut p, &a, out).await?;
     checked.dag.record = record;
+    if a.workflow.def().destructive
+        && let ControlFlow::Break(code) = nothing_to_delete(&p, &checked.dag, out).await?
+    {
+        return Ok(code);
+    }
     confirm(&p, &a, &checked.dag).await?;
     let run = journal(&p, &e, &a, out, checked).await?;
     *journaled = true;
@@ -1668,6 +1673,51 @@ async fn preflight_report(
         );
     }
     Ok(format!("passed ({pass} pass, {w} warn)"))
+}
+
+/// A delete of a cluster no run of this journal created, of which nothing exists in Azure
+/// or on the management cluster (every target of the delete's DAG is gone): said so, exit
+/// 0 with nothing journaled, as an unchanged update's "Nothing to change". Without this, the
+/// delete would ask about resources that are not there, journal a run that finds each one
+/// gone, and list the cluster as deleted. Anything found, or that cannot be checked, lets
+/// the delete go on as usual.
+async fn nothing_to_delete(
+    p: &Prepared,
+    dag: &hcp_runtime::SagaDag,
+    out: OutputFormat,
+) -> Result<ControlFlow<u8>> {
+    let created = p
+        .store
+        .list_runs(&hcp_runtime::RunFilter {
+            label: Some(("cluster".to_string(), p.cfg.name.clone())),
+            ..Default::default()
+        })
+        .await?
+        .iter()
+        .any(|r| r.workflow == create_cluster::WORKFLOW);
+    if created {
+        return Ok(ControlFlow::Continue(()));
+    }
+    match crate::absent::look(dag, &p.clients).await {
+        crate::absent::Live::Maybe(found) => {
+            tracing::debug!("delete of a cluster this journal never created: {found}");
+            Ok(ControlFlow::Continue(()))
+        }
+        crate::absent::Live::Nothing => {
+            match out {
+                OutputFormat::Json => output::event(
+                    "nothing-to-delete",
+                    &serde_json::json!({"cluster": p.cfg.name, "infra_id": p.infra}),
+                ),
+                OutputFormat::Text => println!(
+                    "nothing exists for cluster/{}: nothing to delete (no run of journal {} created it, and none of what delete-cluster removes exists in Azure or on the management cluster). Nothing was journaled.",
+                    p.cfg.name,
+                    crate::target::shown_url(&p.db_url),
+                ),
+            }
+            Ok(ControlFlow::Break(0))
+        }
+    }
 }
 
 /// `terraform destroy` / `az group delete`: a delete lists what goes and what stays, and

@@ -13,6 +13,7 @@
 //! other Unix tools (SIGPIPE is reset to its default); colour only on a terminal and never
 //! with `NO_COLOR` (see [`style`]).
 
+mod absent;
 mod bench;
 mod cluster;
 mod defaults;

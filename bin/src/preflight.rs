@@ -116,6 +116,19 @@ pub fn inputs(
             }),
             config::Network::Create(_) => None,
         },
+        byo_subjects: COMPONENTS
+            .iter()
+            .map(|c| {
+                (
+                    c.component.name().to_string(),
+                    c.subjects
+                        .iter()
+                        .map(|s| format!("system:serviceaccount:{s}"))
+                        .collect(),
+                )
+            })
+            .collect(),
+        issuer_url: layout.issuer_url.clone(),
         byo_identities,
         oidc_existing: match &cfg.oidc_issuer {
             config::OidcIssuer::Existing(e) => {

@@ -567,3 +567,40 @@ fn secrets_never_reach_the_journal_logs_or_output() {
     }
     env.sim.stop();
 }
+
+/// `hcp-workflow start delete-cluster --config F --yes` for a cluster file never created:
+/// nothing of it exists, so there is nothing to delete — it says so, exits 0, sends no
+/// write and journals nothing (no run, and `clusters` does not list it as deleted).
+#[test]
+fn start_delete_cluster_of_a_cluster_never_created_says_nothing_exists() {
+    let env = Env::new("delete-never-created", TIME_SCALE);
+    let cfg = cluster_file(&env.dir, "ghost", "ghost-n0n3x", "Private", "");
+    env.sim.clear_requests();
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("nothing exists for cluster/ghost: nothing to delete"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("Deletion complete"), "{out}");
+    assert!(!err.contains("will delete"), "{err}");
+    assert_eq!(env.run_count(), 0, "nothing journaled");
+    let (code, clusters, err) = env.cli(&["clusters"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!clusters.contains("ghost"), "{clusters}");
+    let writes: Vec<String> = env
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| matches!(r["method"].as_str(), Some("PUT" | "PATCH" | "DELETE")))
+        .map(|r| format!("{} {}", r["method"], r["path"]))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new(), "no write");
+
+    // Once it exists, the same command deletes it as usual.
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Deletion complete"), "{out}");
+}

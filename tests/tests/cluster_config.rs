@@ -660,3 +660,49 @@ fn a_custom_cloud_is_refused_before_anything_is_journaled() {
     assert_eq!(env.sim.ids(), before, "nothing created");
     assert!(env.sim.get(&format!("{HC}/cust"))["kind"] != "HostedCluster");
 }
+
+/// `hcp-workflow start create-cluster --config F` with `identities.existing` whose
+/// identities have no federated credential for one of the component's service accounts
+/// (here the ingress operator's subject is misspelled): the component could never get a
+/// token, and the run would wait out its budgets for machines and a rollout that cannot
+/// come. The preflight refuses it before journaling (exit 2), naming the identity, the
+/// subject and the `az` command that adds the credential.
+#[test]
+fn start_create_cluster_with_byo_identities_missing_a_federated_credential_is_refused() {
+    let env = Env::new("cfg-byo-no-fic", FAST);
+    let cfg = cluster_file(
+        &env.dir,
+        "nofic",
+        "nofic-a1b2c",
+        "Public",
+        "waitBudgets:\n  nodePoolReady: 10s\n  clusterRollout: 10s\n",
+    );
+    hcp_e2e_tests::cluster::byo_identities(
+        &env,
+        &cfg,
+        "noficoidc1",
+        Some((
+            "system:serviceaccount:openshift-ingress-operator:ingress-operator",
+            "system:serviceaccount:openshift-ingress-operator:ingress",
+        )),
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("identities.federation"), "{err}");
+    assert!(
+        err.contains("mine-ingress")
+            && err.contains("system:serviceaccount:openshift-ingress-operator:ingress-operator")
+            && err.contains("az identity federated-credential create"),
+        "{err}"
+    );
+    assert_eq!(env.run_count(), 0, "nothing journaled");
+    // The other seven identities' credentials are right: their rows pass.
+    let (_, pre, _) = env.cli(&["preflight", "--config", cfg.to_str().unwrap()], &[]);
+    assert_eq!(
+        pre.lines()
+            .filter(|l| l.starts_with("pass") && l.contains("identities.federation"))
+            .count(),
+        7,
+        "{pre}"
+    );
+}

@@ -783,3 +783,99 @@ fn the_unwind_of_a_cancelled_repair_survives_sigkill_at_every_boundary() {
         held.keys().collect::<BTreeSet<_>>()
     );
 }
+
+/// A NodePool's `spec.replicas` patched by hand (as `kubectl scale nodepool`) from 2 to 3,
+/// then `hcp-workflow start repair-cluster --config F`: the repair puts 2 back and reports
+/// complete only once the pool runs 2 machines again. A PodDisruptionBudget holds the
+/// surplus machine's drain, so the pool stays Ready with 3 while it scales back: the
+/// repair must still be waiting then, and finish once the drain is let go.
+#[test]
+fn start_repair_cluster_waits_until_a_hand_scaled_pool_runs_what_the_file_says() {
+    let env = Env::new("repair-hand-scaled", FAST);
+    let name = "scaled";
+    let cfg = cluster_file(&env.dir, name, "scaled-s4c1d", "Public", "");
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let pool = format!("{NP}/{name}-workers");
+    let running = || {
+        env.sim.get(&pool)["status"]["replicas"]
+            .as_i64()
+            .unwrap_or(0)
+    };
+    let r = reqwest::blocking::Client::new()
+        .patch(format!("{}{pool}", env.sim.base))
+        .header("authorization", "Bearer test")
+        .header("content-type", "application/merge-patch+json")
+        .json(&json!({"spec": {"replicas": 3}}))
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "PATCH {pool}: {}", r.status());
+    let until = Instant::now() + Duration::from_secs(60);
+    while running() != 3 {
+        assert!(
+            Instant::now() < until,
+            "the pool never ran 3: {}",
+            env.sim.get(&pool)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (s, b) = env
+        .sim
+        .put("/_sim/scenario", &json!({"blocking_pdb": true}));
+    assert!((200..300).contains(&s), "{s} {b}");
+
+    // `Env` stays on this thread; the repair runs from its own, on the same journal.
+    let (dir, db, base) = (env.dir.clone(), env.db.clone(), env.sim.base.clone());
+    let file = cfg.to_string_lossy().to_string();
+    std::thread::scope(|scope| {
+        let repair = scope.spawn(|| {
+            run(
+                &dir,
+                &[
+                    "--database",
+                    &db,
+                    "--simulator",
+                    &base,
+                    "start",
+                    "repair-cluster",
+                    "--config",
+                    &file,
+                    "--yes",
+                ],
+                &[],
+            )
+        });
+        // The repair has put 2 back and waits while the pool still runs 3.
+        let until = Instant::now() + Duration::from_secs(90);
+        loop {
+            assert!(
+                !repair.is_finished(),
+                "the repair ended while the pool runs {} machines: {:?}",
+                running(),
+                repair.join().unwrap()
+            );
+            let (_, why, _) = env.cli(&["why", &format!("cluster/{name}")], &[]);
+            if why.contains(&format!(
+                "waiting for NodePool clusters/{name}-workers to settle"
+            )) {
+                assert!(why.contains("3 machine(s) running, want 2"), "{why}");
+                break;
+            }
+            assert!(Instant::now() < until, "never waited for the pool: {why}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert_eq!(env.sim.get(&pool)["spec"]["replicas"], 2);
+        assert_eq!(running(), 3);
+        let (s, b) = env
+            .sim
+            .put("/_sim/scenario", &json!({"blocking_pdb": false}));
+        assert!((200..300).contains(&s), "{s} {b}");
+        let (code, out, err) = repair.join().unwrap();
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(out.contains("✓ Repair complete"), "{out}");
+    });
+    // Complete means converged: the pool runs what the file says, and verify agrees now.
+    assert_eq!(running(), 2, "{}", env.sim.get(&pool));
+    let (code, out, err) = env.cli(&["verify", &format!("cluster/{name}")], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+}

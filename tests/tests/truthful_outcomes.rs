@@ -199,3 +199,44 @@ fn orphans_during_an_unwind_name_the_unfinished_run() {
         "{text}"
     );
 }
+
+/// `hcp-workflow start create-cluster --config F` that fails and whose unwind gets stuck:
+/// Azure refuses to delete the network security group (a 400 to a DELETE, which no change
+/// to the cluster file can fix). The outcome and `why RUN` name the resource Azure refused
+/// to delete and what to do about it — never "fix the value Azure rejected in the cluster
+/// configuration".
+#[test]
+fn a_stuck_undo_names_the_resource_and_what_to_do_about_it() {
+    let env = Env::new("truth-stuck-undo", FAST);
+    let cfg = cluster_file(&env.dir, "stuck", "stuck-u4d0x", "Public", "");
+    env.sim.fault(
+        json!({"resource_type": "Microsoft.Network/networkSecurityGroups",
+        "method": "DELETE", "status": 400, "error_code": "InvalidRequest",
+        "message": "injected: the network security group is locked"}),
+    );
+    let inject = [("HCP_INJECT_FAIL", "create-cluster.nodepools.workers")];
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &inject);
+    assert_eq!(code, 1, "{out}{err}");
+    let run = run_id(&out);
+    let v = env.show(&run);
+    assert_eq!(v["state"], "needs-operator", "{v}");
+    let (code, why, err) = env.cli(&["why", &run], &[]);
+    assert_eq!(code, 0, "{err}");
+    let all = format!("{out}{err}{why}");
+    assert!(
+        !all.contains("fix the value Azure rejected in the cluster configuration"),
+        "{all}"
+    );
+    let refused = why
+        .lines()
+        .find(|l| l.contains("undo of") && l.contains("gave up"))
+        .unwrap_or_else(|| panic!("no stuck undo in: {why}"));
+    assert!(
+        refused.contains("Azure refused to delete /subscriptions/")
+            && refused.contains("/providers/Microsoft.Network/networkSecurityGroups/")
+            && refused.contains("(InvalidRequest)")
+            && refused.contains("remove what blocks the deletion")
+            && refused.contains("then retry the step"),
+        "{refused}"
+    );
+}

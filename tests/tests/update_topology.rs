@@ -391,3 +391,55 @@ fn a_failure_at_each_step_of_a_switch_to_public_and_private_unwinds_to_private()
     let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// `hcp-workflow start update-cluster --config F` switching PublicAndPrivate → Private
+/// deletes the public `api-<name>` record; the "How to reach the cluster" block it prints
+/// then must not show that name as a public one: the API server and console lines say they
+/// are private (no public record; reachable only inside the guest VNet).
+#[test]
+fn start_update_cluster_to_private_says_how_to_reach_it_privately() {
+    let env = Env::new("update-topology-reach", FAST);
+    let name = "reach";
+    let cfg = cluster_file(
+        &env.dir,
+        name,
+        "reach-r3ach",
+        "PublicAndPrivate",
+        "privateLink:\n  managedBy: hcp-workflow\n",
+    );
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let line = |out: &str, key: &str| {
+        out.lines()
+            .skip_while(|l| !l.starts_with("How to reach the cluster:"))
+            .find(|l| l.trim_start().starts_with(key))
+            .unwrap_or_default()
+            .to_string()
+    };
+    // PublicAndPrivate: public names, said as such.
+    assert!(line(&out, "API server").contains(&format!("api-{name}.hcp.example.com")));
+    assert!(!line(&out, "API server").contains("private"), "{out}");
+
+    edit_file(&cfg, "topology: PublicAndPrivate", "topology: Private");
+    let (code, out, err) = update(&env, &cfg);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(public_record(&env, &format!("api-{name}")), None);
+    let api = line(&out, "API server");
+    assert!(
+        api.contains(&format!("https://api-{name}.hcp.example.com:443"))
+            && api.contains("private: no public DNS record"),
+        "{out}"
+    );
+    assert!(
+        line(&out, "console").contains("private: no public DNS record"),
+        "{out}"
+    );
+    assert!(
+        line(&out, "reach").contains("only inside the guest VNet"),
+        "{out}"
+    );
+    // `show` says the same.
+    let (code, show, err) = env.cli(&["show", &run_id(&out)], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(line(&show, "API server").contains("private"), "{show}");
+}

@@ -435,7 +435,7 @@ impl ArmClient {
                 None => DeleteResponse::Done,
             }),
             200..=299 => Ok(DeleteResponse::Done),
-            _ => Err(raw.error(Some(id))),
+            _ => Err(raw.error(Some(id)).while_deleting()),
         }
     }
 

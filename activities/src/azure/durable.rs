@@ -489,6 +489,11 @@ async fn poll_journaled(
         Ok(OperationStatus::Succeeded) => Ok(Polled::Look),
         Ok(OperationStatus::Failed(e)) => {
             journal(ctx, id, verb, None).await?;
+            let e = if verb == Verb::Delete {
+                e.while_deleting()
+            } else {
+                e
+            };
             Err(e.with_resource(id).into())
         }
         // The operation expired or ARM forgot it: the resource tells the truth.

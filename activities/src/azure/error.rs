@@ -152,6 +152,9 @@ pub struct ArmError {
     pub resource_id: Option<String>,
     /// How to handle it.
     pub class: ErrorClass,
+    /// The failed request was a DELETE (or the operation of one): nothing in the cluster
+    /// file can fix it, so the hint speaks of what blocks the deletion.
+    pub deleting: bool,
 }
 
 #[derive(Deserialize)]
@@ -241,6 +244,7 @@ impl ArmError {
             details,
             retry_after: retry_after(headers),
             resource_id: resource_id.map(str::to_string),
+            deleting: false,
         }
     }
 
@@ -269,6 +273,7 @@ impl ArmError {
             details,
             retry_after: None,
             resource_id: resource_id.map(str::to_string),
+            deleting: false,
         }
     }
 
@@ -281,6 +286,7 @@ impl ArmError {
             details: Vec::new(),
             retry_after: None,
             resource_id: resource_id.map(str::to_string),
+            deleting: false,
             class: ErrorClass::Transient,
         }
     }
@@ -294,6 +300,7 @@ impl ArmError {
             details: Vec::new(),
             retry_after: None,
             resource_id: resource_id.map(str::to_string),
+            deleting: false,
             class: ErrorClass::Permanent,
         }
     }
@@ -330,6 +337,7 @@ impl ArmError {
                     details: Vec::new(),
                     retry_after: None,
                     resource_id: resource_id.map(str::to_string),
+                    deleting: false,
                 }
             }
             _ => Self::local("ClientError", format!("{e}"), resource_id),
@@ -339,6 +347,13 @@ impl ArmError {
     /// Whether the code is `code` (case-insensitive, as ARM codes are compared).
     pub fn is(&self, code: &str) -> bool {
         self.code.eq_ignore_ascii_case(code)
+    }
+
+    /// Marks the error as the answer to a DELETE (or to the operation of one).
+    #[must_use]
+    pub fn while_deleting(mut self) -> Self {
+        self.deleting = true;
+        self
     }
 
     /// Sets the resource the error is about (when the caller knows it better).
@@ -365,13 +380,20 @@ impl ArmError {
         }
     }
 
-    /// What an operator should do about it (one short sentence).
+    /// What an operator should do about it (one short sentence), naming the resource:
+    /// what to do depends on the class and code, and on whether the request was a delete
+    /// (an undo or delete-cluster, where nothing in the cluster file can help).
     pub fn hint(&self) -> String {
         // No "then retry RUN": a permanent forward failure unwinds the run (a finished run is
         // never retried); the failure card of `show`/`why` gives the action that fits the
         // run's state.
-        let retry = "then run it again";
+        let retry = if self.deleting {
+            "then retry the step"
+        } else {
+            "then run it again"
+        };
         let code = self.code.as_str();
+        let target = self.resource_id.as_deref().unwrap_or("the resource");
         match self.class {
             ErrorClass::Throttled => {
                 "Azure is throttling this subscription; the step retries after the requested delay"
@@ -404,24 +426,50 @@ impl ArmError {
                 _ => "another operation on this resource is in progress; the step retries".into(),
             },
             ErrorClass::NotFound => format!(
-                "the resource, its parent or its resource group does not exist (deleted outside hcp-workflow?); check the ids, {retry}"
+                "{target}, its parent or its resource group does not exist (deleted outside hcp-workflow?); check the ids, {retry}"
             ),
             ErrorClass::Permanent => {
                 if is_in(code, QUOTA_CODES) {
                     format!("raise the quota or pick another vmSize/location, {retry}")
                 } else if is_in(code, AUTHZ_CODES) || matches!(self.status, 401 | 403) {
                     format!(
-                        "grant the credential's principal the needed role on this scope (Contributor and User Access Administrator, or Owner), {retry}"
+                        "grant the credential's principal the needed role on {target} (Contributor and User Access Administrator, or Owner), {retry}"
                     )
-                } else if self.status == 400 {
-                    format!("fix the value Azure rejected in the cluster configuration, {retry}")
+                } else if self.deleting {
+                    format!(
+                        "Azure refused to delete {target} ({code}); nothing in the cluster file causes this: read Azure's message, remove what blocks the deletion (a lock, a resource that still uses it), or delete {target} yourself, {retry}"
+                    )
+                } else if self.status == 400 && is_in(code, INVALID_VALUE_CODES) {
+                    format!(
+                        "Azure rejected a value of {target} ({code}): fix the cluster file's field that sets it (Azure's message names it), {retry}"
+                    )
                 } else {
-                    format!("see Azure's message and fix the cause, {retry}")
+                    format!(
+                        "Azure refused the request for {target} ({code}): read Azure's message and fix the cause, {retry}"
+                    )
                 }
             }
         }
     }
 }
+
+/// ARM codes of a request body with a value Azure does not accept: the cluster file sets
+/// such values, so fixing the file is the answer.
+const INVALID_VALUE_CODES: &[&str] = &[
+    "InvalidParameter",
+    "InvalidParameterValue",
+    "InvalidRequestContent",
+    "InvalidRequestFormat",
+    "InvalidResourceName",
+    "InvalidResourceLocation",
+    "LinkedInvalidPropertyId",
+    "InvalidTemplate",
+    "PropertyChangeNotAllowed",
+    "InvalidAddressPrefix",
+    "NetcfgInvalidSubnet",
+    "InvalidCIDRNotation",
+    "SkuNotAvailable",
+];
 
 impl fmt::Display for ArmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -269,6 +269,11 @@ pub struct Inputs {
     pub byo_network: Option<ByoNetwork>,
     /// Bring-your-own identities: component → client id.
     pub byo_identities: Option<BTreeMap<String, String>>,
+    /// Bring-your-own identities: component → the service-account subjects its federated
+    /// credentials must name (`system:serviceaccount:<namespace>:<name>`).
+    pub byo_subjects: BTreeMap<String, Vec<String>>,
+    /// The cluster's OIDC issuer URL (what a federated credential's `issuer` must be).
+    pub issuer_url: String,
     /// Existing OIDC issuer and its signing key file.
     pub oidc_existing: Option<ExistingIssuerKey>,
     /// The release's OpenShift minor version.

@@ -222,11 +222,15 @@ async fn identities(clients: &Clients, i: &Inputs) -> Vec<CheckResult> {
     let mut rows = Vec::new();
     for (component, client_id) in i.byo_identities.iter().flatten() {
         match crate::steps::identity::find_by_client_id(&listed, client_id) {
-            Some(r) => rows.push(CheckResult::pass(
-                "identities.existing",
-                r.id,
-                format!("{component}: client id {client_id} resolves"),
-            )),
+            Some(r) => {
+                rows.push(CheckResult::pass(
+                    "identities.existing",
+                    r.id.clone(),
+                    format!("{component}: client id {client_id} resolves"),
+                ));
+                let subjects = i.byo_subjects.get(component).cloned().unwrap_or_default();
+                rows.push(federation(&arm, &i.issuer_url, component, &r.id, &subjects).await);
+            }
             None => rows.push(CheckResult::fail(
                 "identities.existing",
                 format!("{path} [clientId {client_id}]"),
@@ -236,4 +240,79 @@ async fn identities(clients: &Clients, i: &Inputs) -> Vec<CheckResult> {
         }
     }
     rows
+}
+
+/// `GET {identity}/federatedIdentityCredentials`: a bring-your-own identity is the
+/// owner's, and hcp-workflow gives it no federated credential, so each of the component's
+/// service accounts needs one of the owner's for this cluster's issuer (audience
+/// `openshift`). Without it the component never gets a token (Entra's `AADSTS70021`): the
+/// guest's machines are never created and the run would wait out its budgets for a token
+/// that cannot come.
+async fn federation(
+    arm: &crate::azure::ArmClient,
+    issuer: &str,
+    component: &str,
+    identity: &str,
+    subjects: &[String],
+) -> CheckResult {
+    let path = format!("{identity}/federatedIdentityCredentials");
+    let listed = match arm.list_values(&path, API_MSI).await {
+        Ok(l) => l,
+        Err(e) => {
+            return CheckResult::fail(
+                "identities.federation",
+                &path,
+                short(&e),
+                "grant Reader on the identity",
+            );
+        }
+    };
+    let issuer = issuer.trim_end_matches('/');
+    let covers = |subject: &str| {
+        listed.iter().any(|f| {
+            let s = |p: &str| f.pointer(p).and_then(Value::as_str).unwrap_or_default();
+            s("/properties/issuer").trim_end_matches('/') == issuer
+                && s("/properties/subject") == subject
+                && f.pointer("/properties/audiences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("openshift")))
+        })
+    };
+    let missing: Vec<&String> = subjects.iter().filter(|s| !covers(s)).collect();
+    if missing.is_empty() {
+        return CheckResult::pass(
+            "identities.federation",
+            identity,
+            format!(
+                "{component}: federated credentials for issuer {issuer} cover {} service account(s)",
+                subjects.len()
+            ),
+        );
+    }
+    let (rg, name) = (
+        identity.split('/').nth(4).unwrap_or_default(),
+        identity.rsplit('/').next().unwrap_or_default(),
+    );
+    let fixes: Vec<String> = missing
+        .iter()
+        .enumerate()
+        .map(|(n, subject)| {
+            format!(
+                "az identity federated-credential create --resource-group {rg} --identity-name {name} --name {name}-{n} --issuer {issuer} --subject {subject} --audiences openshift"
+            )
+        })
+        .collect();
+    CheckResult::fail(
+        "identities.federation",
+        identity,
+        format!(
+            "{component}: no federated credential for issuer {issuer} with subject {} (audience openshift): the component could never get a token (AADSTS70021)",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        fixes.join(" && "),
+    )
 }

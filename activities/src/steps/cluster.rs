@@ -1310,8 +1310,42 @@ pub struct NodePoolOutput {
     pub ledger: Vec<LedgerRecord>,
 }
 
-/// `k8s.node-pool.apply`: apply the NodePool and wait for `Ready=True`; the undo deletes
-/// it and waits until it is gone.
+/// Why NodePool `ns/name` does not yet run the machines `spec` asks for: HyperShift has
+/// not reconciled the latest spec (its conditions are of an older generation), or
+/// `status.replicas` is not `spec.replicas` (outside `autoScaling`'s range). `None` once it
+/// does.
+async fn pool_unsized(
+    m: &Mgmt,
+    ns: &str,
+    name: &str,
+    spec: &NodePoolInput,
+) -> Result<Option<String>, StepError> {
+    let Some(pool) = m.get(Kind::NodePool, ns, name).await? else {
+        return Ok(Some("the NodePool is gone".into()));
+    };
+    if let Some(why) = super::update::stale_conditions(&pool.data) {
+        return Ok(Some(why));
+    }
+    let running = pool
+        .data
+        .pointer("/status/replicas")
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(0);
+    Ok(match spec.auto_scaling {
+        Some((min, max)) if !(i64::from(min)..=i64::from(max)).contains(&running) => Some(format!(
+            "{running} machine(s) running, want between {min} and {max}"
+        )),
+        None if running != i64::from(spec.replicas) => Some(format!(
+            "{running} machine(s) running, want {}",
+            spec.replicas
+        )),
+        _ => None,
+    })
+}
+
+/// `k8s.node-pool.apply`: apply the NodePool and wait for `Ready=True` (when it applies an
+/// existing pool again, also until it runs the machines asked for); the undo deletes it
+/// and waits until it is gone.
 #[derive(Clone, Debug)]
 pub struct ApplyNodePool(pub Arc<Clients>);
 
@@ -1363,6 +1397,16 @@ impl Action for ApplyNodePool {
             return Ok(ctx.wait(
                 self.0.poll(),
                 format!("waiting for NodePool {ns}/{name} Ready=True{why}"),
+            ));
+        }
+        if input.reapply
+            && let Some(why) = pool_unsized(&m, &ns, &name, &input.spec).await?
+        {
+            // A pool resized by hand stays Ready while HyperShift adds or removes machines:
+            // the repair is done only once the pool runs what the file says.
+            return Ok(ctx.wait(
+                self.0.poll(),
+                format!("waiting for NodePool {ns}/{name} to settle: {why}"),
             ));
         }
         Ok(Outcome::Done(NodePoolOutput {

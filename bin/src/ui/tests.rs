@@ -869,6 +869,7 @@ async fn a_succeeded_run_shows_how_to_reach_the_cluster_escaped() {
         kubeconfig_command: Some("kubectl get secret -n clusters demo-admin-kubeconfig -o jsonpath='{.data.kubeconfig}' | base64 -d > demo.kubeconfig".into()),
         console: "https://console-openshift-console.apps.demo.hcp.example.com<b>".into(),
         reach: None,
+        topology: None,
     });
     let ctx = pages::run_ctx(&st, d, Vec::new(), gantt::Zoom::All);
     let page = st

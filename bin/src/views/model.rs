@@ -532,6 +532,9 @@ pub struct AccessView {
     /// Where those names resolve, when that is not everywhere (a private topology).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reach: Option<String>,
+    /// The topology the run left the cluster in (its cluster file's), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
 }
 
 impl AccessView {
@@ -541,22 +544,41 @@ impl AccessView {
             return None;
         }
         let outputs = v.outputs();
-        v.dag
+        let mut access: Self = v
+            .dag
             .nodes
             .iter()
             .rev()
             .filter_map(|n| outputs.get(&n.name))
-            .find_map(|o| serde_json::from_value(o.get("access")?.clone()).ok())
+            .find_map(|o| serde_json::from_value(o.get("access")?.clone()).ok())?;
+        access.topology = v
+            .dag
+            .record
+            .as_ref()
+            .and_then(|r| r.get("topology"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        Some(access)
+    }
+
+    /// What the names of a Private cluster are, after the line that shows them: they are
+    /// the same names a PublicAndPrivate cluster publishes (HyperShift's `spec.services`
+    /// are immutable), but no public record answers them any more (a switch to Private
+    /// deletes those), so shown bare they read as reachable from anywhere.
+    fn private_note(&self) -> &'static str {
+        if self.topology.as_deref() == Some("Private") {
+            " (private: no public DNS record; resolves only inside the guest VNet)"
+        } else {
+            ""
+        }
     }
 
     /// The lines `start` and `show` print.
     pub fn lines(&self) -> Vec<String> {
-        let mut out = vec![format!(
-            "API server  {}",
-            self.api_server
-                .as_deref()
-                .unwrap_or("(not reported by the HostedCluster yet)")
-        )];
+        let mut out = vec![match &self.api_server {
+            Some(url) => format!("API server  {url}{}", self.private_note()),
+            None => "API server  (not reported by the HostedCluster yet)".to_string(),
+        }];
         match (&self.kubeconfig_secret, &self.kubeconfig_command) {
             (Some(sec), Some(cmd)) => {
                 out.push(format!(
@@ -566,7 +588,11 @@ impl AccessView {
             }
             _ => out.push("kubeconfig  (not reported by the HostedCluster yet)".to_string()),
         }
-        out.push(format!("console     {}", self.console));
+        out.push(format!(
+            "console     {}{}",
+            self.console,
+            self.private_note()
+        ));
         if let Some(r) = &self.reach {
             out.push(format!("reach       {r}"));
         }
