@@ -1976,7 +1976,12 @@ async fn follow(
                 );
                 if let Some(a) = crate::views::model::AccessView::of(&view) {
                     println!("How to reach the cluster:");
-                    for l in a.lines() {
+                    let cluster = e
+                        .store()
+                        .load_run(run)
+                        .await?
+                        .and_then(|r| r.summary.labels.get("cluster").cloned());
+                    for l in a.lines_for(cluster.as_deref(), target) {
                         println!("  {l}");
                     }
                 }

@@ -18,6 +18,7 @@ mod cluster;
 mod defaults;
 mod deploy;
 mod health;
+mod kubeconfig;
 mod migrate;
 mod notify;
 mod ops;
@@ -191,6 +192,14 @@ enum Command {
     /// Follow a run live until it ends (exit 0 if it succeeded, 1 otherwise).
     #[command(after_help = "Example:\n  hcp-workflow watch 6f1c…")]
     Watch(views::WatchArgs),
+    /// Write a hosted cluster's admin kubeconfig (from its `<name>-admin-kubeconfig`
+    /// Secret on the management cluster, as HyperShift publishes it) to stdout or a file
+    /// (mode 0600). Read-only. Exit 2 when the cluster does not exist or has no kubeconfig
+    /// yet.
+    #[command(
+        after_help = "Examples:\n  hcp-workflow kubeconfig cluster/demo > demo.kubeconfig\n  hcp-workflow --simulate kubeconfig cluster/demo --output-file demo.kubeconfig\n  KUBECONFIG=demo.kubeconfig oc get nodes"
+    )]
+    Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Resources per cluster from every run's ledger; `--orphans`: left by failed runs.
     #[command(
         after_help = "Examples:\n  hcp-workflow inventory --cluster demo --orphans\n  hcp-workflow inventory --orphans --live   # ask Azure what deleted clusters left"
@@ -712,6 +721,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Inventory(a) => views::inventory(&db, out, a).await,
         Command::Clusters(a) => views::clusters(&db, out, a).await,
         Command::Verify(a) => verify::verify(&db, &reach, out, a).await,
+        Command::Kubeconfig(a) => kubeconfig::kubeconfig(&db, &reach, a).await,
         Command::Ui(a) => ui::serve(&db, a).await,
         Command::Migrate => migrate::migrate(&db, out).await,
         Command::Compat(a) => migrate::compat(&db, out, a).await,
