@@ -17,6 +17,7 @@ mod bench;
 mod cluster;
 mod defaults;
 mod deploy;
+mod follow;
 mod health;
 mod kubeconfig;
 mod migrate;

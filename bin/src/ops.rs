@@ -715,7 +715,7 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         .await?
         .map(|r| r.summary.created_at)
         .unwrap_or_else(|| clock().now());
-    let progress = crate::cluster::Progress::new(out, run, created_at);
+    let progress = crate::follow::Progress::new(out, run, created_at, false);
     let ticker = {
         let (e, p) = (e.clone(), progress.clone());
         tokio::spawn(async move {
