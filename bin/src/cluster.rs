@@ -338,6 +338,7 @@ fn confirm_delete(
 pub struct DriveArgs {
     /// The run to execute in the foreground (as `start` does), until it ends: its id, a
     /// unique prefix or suffix of it, or `cluster/<name>`.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     #[command(flatten)]
     pub follow: crate::follow::FollowArgs,

@@ -21,7 +21,7 @@ const KUBECONFIG_KEY: &str = "kubeconfig";
 #[derive(clap::Args, Debug)]
 pub struct KubeconfigArgs {
     /// The cluster: `cluster/<name>`, or a run of it (id or unique prefix).
-    #[arg(value_name = "cluster/NAME|RUN")]
+    #[arg(value_name = "cluster/NAME|RUN", add = crate::complete::runs())]
     target: String,
     /// Write the kubeconfig to this file (created or replaced, mode 0600) instead of stdout.
     #[arg(long, value_name = "FILE")]

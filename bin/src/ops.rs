@@ -85,6 +85,7 @@ pub struct SelftestArgs {
 #[derive(Args, Debug)]
 pub struct CommandArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// Why (journaled with your user name).
     #[arg(long)]
@@ -109,6 +110,7 @@ pub struct RetryArgs {
 #[derive(Args, Debug)]
 pub struct ResolveArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>`.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// The step whose undo gave up.
     #[arg(long)]

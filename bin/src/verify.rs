@@ -18,7 +18,7 @@ pub const EXIT_DRIFT: u8 = 3;
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
     /// A run (id or unique prefix: its cluster is verified), or `cluster/<name>`.
-    #[arg(value_name = "RUN|cluster/NAME", required_unless_present = "all")]
+    #[arg(value_name = "RUN|cluster/NAME", required_unless_present = "all", add = crate::complete::runs())]
     target: Option<String>,
     /// Every cluster that exists in this journal.
     #[arg(long, conflicts_with = "target")]

@@ -63,13 +63,13 @@ pub fn parse_since(s: &str, now: Timestamp) -> Result<Timestamp> {
 #[derive(Args, Debug)]
 pub struct ListArgs {
     /// Only runs in these states (e.g. `needs-operator`); repeatable.
-    #[arg(long)]
+    #[arg(long, add = crate::complete::states())]
     state: Vec<String>,
     /// Only this workflow.
     #[arg(long)]
     workflow: Option<String>,
     /// Only runs of this cluster (the run's `cluster` label).
-    #[arg(long)]
+    #[arg(long, add = crate::complete::clusters())]
     cluster: Option<String>,
     /// Only runs created since: a duration back from now (`30m`, `2h`, `7d`) or an RFC 3339 time.
     #[arg(long)]
@@ -81,6 +81,7 @@ pub struct ListArgs {
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     run: String,
     #[command(flatten)]
     now: NowArg,
@@ -89,6 +90,7 @@ pub struct ShowArgs {
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     run: String,
     /// Only this step's events.
     #[arg(long)]
@@ -101,6 +103,7 @@ pub struct HistoryArgs {
 #[derive(Args, Debug)]
 pub struct WatchArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     run: String,
     /// How often to look at the journal, in milliseconds (wake-ups from this process come sooner).
     #[arg(long, default_value_t = 500)]
@@ -112,7 +115,7 @@ pub struct WatchArgs {
 #[derive(Args, Debug)]
 pub struct InventoryArgs {
     /// Only this cluster.
-    #[arg(long)]
+    #[arg(long, add = crate::complete::clusters())]
     pub(crate) cluster: Option<String>,
     /// Only resources created by runs that ended without success and deleted by no later run.
     #[arg(long)]
@@ -315,7 +318,7 @@ pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
 #[derive(Args, Debug)]
 pub struct ClustersArgs {
     /// Only this cluster.
-    #[arg(long)]
+    #[arg(long, add = crate::complete::clusters())]
     cluster: Option<String>,
 }
 
