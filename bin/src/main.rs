@@ -16,9 +16,12 @@
 mod absent;
 mod bench;
 mod cluster;
+mod complete;
 mod defaults;
 mod deploy;
+mod follow;
 mod health;
+mod kubeconfig;
 mod migrate;
 mod notify;
 mod ops;
@@ -192,6 +195,14 @@ enum Command {
     /// Follow a run live until it ends (exit 0 if it succeeded, 1 otherwise).
     #[command(after_help = "Example:\n  hcp-workflow watch 6f1c…")]
     Watch(views::WatchArgs),
+    /// Write a hosted cluster's admin kubeconfig (from its `<name>-admin-kubeconfig`
+    /// Secret on the management cluster, as HyperShift publishes it) to stdout or a file
+    /// (mode 0600). Read-only. Exit 2 when the cluster does not exist or has no kubeconfig
+    /// yet.
+    #[command(
+        after_help = "Examples:\n  hcp-workflow kubeconfig cluster/demo > demo.kubeconfig\n  hcp-workflow --simulate kubeconfig cluster/demo --output-file demo.kubeconfig\n  KUBECONFIG=demo.kubeconfig oc get nodes"
+    )]
+    Kubeconfig(kubeconfig::KubeconfigArgs),
     /// Resources per cluster from every run's ledger; `--orphans`: left by failed runs.
     #[command(
         after_help = "Examples:\n  hcp-workflow inventory --cluster demo --orphans\n  hcp-workflow inventory --orphans --live   # ask Azure what deleted clusters left"
@@ -252,7 +263,10 @@ enum Command {
     /// The simulated Azure + management cluster.
     #[command(subcommand)]
     Simulator(SimulatorCommand),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell). It completes
+    /// subcommands and flags, `--state` values, and run ids and `cluster/<name>` from the
+    /// journal (`--database`, as the command line being completed gives it) by calling
+    /// hcp-workflow back at each Tab.
     #[command(
         after_help = "Examples:\n  hcp-workflow completion bash > /etc/bash_completion.d/hcp-workflow\n  hcp-workflow completion zsh > \"${fpath[1]}/_hcp-workflow\"\n  hcp-workflow completion fish > ~/.config/fish/completions/hcp-workflow.fish"
     )]
@@ -330,23 +344,35 @@ struct SimServeArgs {
 /// `completion` and `man`: they need neither a journal, nor logging, nor a runtime.
 fn generate(command: &Command) -> Option<Result<u8>> {
     use std::io::Write;
-    let mut cmd = Cli::command();
+    let cmd = Cli::command();
     match command {
         Command::Completion(a) => {
             let mut buf = Vec::new();
-            clap_complete::generate(a.shell, &mut cmd, "hcp-workflow", &mut buf);
-            if a.shell == clap_complete::Shell::Bash {
-                // clap_complete names the states of its bash script after the binary with
-                // `-` mangled two ways: `cmd=hcp__workflow__subcmd__start` is set, but the
-                // case labels read `hcp__subcmd__workflow__subcmd__start)`, so nothing
-                // below the top level ever completed (issue 21 §5). One spelling for both.
-                buf = String::from_utf8_lossy(&buf)
-                    .replace("hcp__subcmd__workflow", "hcp__workflow")
-                    .into_bytes();
-            }
+            let shell: &dyn clap_complete::env::EnvCompleter = match a.shell {
+                clap_complete::Shell::Bash => &clap_complete::env::Bash,
+                clap_complete::Shell::Zsh => &clap_complete::env::Zsh,
+                clap_complete::Shell::Fish => &clap_complete::env::Fish,
+                clap_complete::Shell::Elvish => &clap_complete::env::Elvish,
+                _ => &clap_complete::env::Powershell,
+            };
+            // The script calls this binary back at each Tab (so values come from the
+            // journal): by its name on PATH, or by the path it was run by.
+            let completer = match std::env::args().next() {
+                Some(a0) if a0.contains('/') => {
+                    std::env::current_exe().map_or(a0, |p| p.to_string_lossy().into_owned())
+                }
+                _ => "hcp-workflow".to_string(),
+            };
             Some(
-                std::io::stdout()
-                    .write_all(&buf)
+                shell
+                    .write_registration(
+                        complete::VAR,
+                        "hcp-workflow",
+                        "hcp-workflow",
+                        &completer,
+                        &mut buf,
+                    )
+                    .and_then(|()| std::io::stdout().write_all(&buf))
                     .map(|()| 0)
                     .context("writing the completion script"),
             )
@@ -507,6 +533,12 @@ fn main() -> std::process::ExitCode {
     // A closed stdout (`hcp-workflow list | head -1`) ends the process like any Unix tool,
     // instead of println! panicking on EPIPE (exit 101).
     sigpipe::reset();
+    // A shell asking for completions (`COMPLETE=bash hcp-workflow -- …`, set by the script
+    // `completion SHELL` prints): answer and exit before anything else runs.
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(complete::VAR)
+        .bin("hcp-workflow")
+        .complete();
     let defaults = match defaults::load() {
         Ok(d) => d,
         Err(message) => {
@@ -714,6 +746,7 @@ async fn run(cli: Cli) -> Result<u8> {
         Command::Inventory(a) => views::inventory(&db, out, a).await,
         Command::Clusters(a) => views::clusters(&db, out, a).await,
         Command::Verify(a) => verify::verify(&db, &reach, out, a).await,
+        Command::Kubeconfig(a) => kubeconfig::kubeconfig(&db, &reach, a).await,
         Command::Ui(a) => ui::serve(&db, a).await,
         Command::Migrate => migrate::migrate(&db, out).await,
         Command::Compat(a) => migrate::compat(&db, out, a).await,

@@ -85,6 +85,7 @@ pub struct SelftestArgs {
 #[derive(Args, Debug)]
 pub struct CommandArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// Why (journaled with your user name).
     #[arg(long)]
@@ -109,6 +110,7 @@ pub struct RetryArgs {
 #[derive(Args, Debug)]
 pub struct ResolveArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>`.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// The step whose undo gave up.
     #[arg(long)]
@@ -715,7 +717,7 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         .await?
         .map(|r| r.summary.created_at)
         .unwrap_or_else(|| clock().now());
-    let progress = crate::cluster::Progress::new(out, run, created_at);
+    let progress = crate::follow::Progress::new(out, run, created_at, false);
     let ticker = {
         let (e, p) = (e.clone(), progress.clone());
         tokio::spawn(async move {

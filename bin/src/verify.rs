@@ -18,7 +18,7 @@ pub const EXIT_DRIFT: u8 = 3;
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
     /// A run (id or unique prefix: its cluster is verified), or `cluster/<name>`.
-    #[arg(value_name = "RUN|cluster/NAME", required_unless_present = "all")]
+    #[arg(value_name = "RUN|cluster/NAME", required_unless_present = "all", add = crate::complete::runs())]
     target: Option<String>,
     /// Every cluster that exists in this journal.
     #[arg(long, conflicts_with = "target")]
@@ -29,8 +29,8 @@ pub struct VerifyArgs {
 }
 
 /// A cluster as its newest succeeded create or update left it.
-struct Applied {
-    infra: String,
+pub(crate) struct Applied {
+    pub(crate) infra: String,
     run: String,
     doc: serde_json::Value,
 }
@@ -206,15 +206,20 @@ async fn names(store: &Arc<dyn JournalStore>, db: &str, a: &VerifyArgs) -> Resul
             .collect());
     }
     let t = a.target.clone().unwrap_or_default();
+    Ok(vec![cluster_of(store, db, &t).await?])
+}
+
+/// The cluster `target` names: `cluster/<name>`, or a run (id or unique prefix) of it.
+pub(crate) async fn cluster_of(store: &Arc<dyn JournalStore>, db: &str, t: &str) -> Result<String> {
     if let Some(name) = t.strip_prefix("cluster/") {
-        return Ok(vec![name.to_string()]);
+        return Ok(name.to_string());
     }
-    let run = crate::views::resolve(store, &t, db).await?;
+    let run = crate::views::resolve(store, t, db).await?;
     let Some(rec) = store.load_run(run).await? else {
         return Err(Refused::input(format!("run {t}: not found")));
     };
     match rec.summary.labels.get("cluster") {
-        Some(c) => Ok(vec![c.clone()]),
+        Some(c) => Ok(c.clone()),
         None => Err(Refused::input(format!(
             "run {t} is not a cluster's run (no cluster label): give `cluster/<name>` or a create/update/delete run"
         ))),
@@ -250,15 +255,25 @@ async fn applied_config(
     db: &str,
     name: &str,
 ) -> Result<(Applied, hcp_workflows::config::ClusterConfig)> {
-    let Some(ap) = applied(store, name, false).await? else {
-        return Err(Refused::input(format!(
+    applied_config_opt(store, name).await?.ok_or_else(|| {
+        Refused::input(format!(
             "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
             crate::target::shown_url(db)
-        )));
+        ))
+    })
+}
+
+/// [`applied_config`], `None` when the cluster does not exist by the journal.
+pub(crate) async fn applied_config_opt(
+    store: &Arc<dyn JournalStore>,
+    name: &str,
+) -> Result<Option<(Applied, hcp_workflows::config::ClusterConfig)>> {
+    let Some(ap) = applied(store, name, false).await? else {
+        return Ok(None);
     };
     let cfg = hcp_workflows::verify::config_from_applied(&ap.doc)
         .map_err(|e| Refused::input(format!("cluster/{name}: {e}")))?;
-    Ok((ap, cfg))
+    Ok(Some((ap, cfg)))
 }
 
 /// Who made cluster `cfg`'s private link. With `privateLink.managedBy: auto` (the default)

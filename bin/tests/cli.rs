@@ -252,15 +252,32 @@ fn completion_scripts_and_man_pages() {
     let out = bin().args(["completion", "bash"]).output().unwrap();
     assert!(out.status.success());
     let bash = String::from_utf8_lossy(&out.stdout);
+    // The script calls the binary back at each Tab (`COMPLETE=bash hcp-workflow -- …`),
+    // so subcommands and values come from the binary itself.
     assert!(
-        bash.contains("start") && bash.contains("create-cluster") && bash.contains("complete"),
+        bash.contains("COMPLETE=\"bash\"")
+            && bash.contains("complete -o")
+            && bash.contains("hcp-workflow"),
         "{bash}"
     );
     for shell in ["zsh", "fish"] {
         let out = bin().args(["completion", shell]).output().unwrap();
         assert!(out.status.success(), "completion {shell}");
-        assert!(String::from_utf8_lossy(&out.stdout).contains("create-cluster"));
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains("COMPLETE=") && script.contains("hcp-workflow"),
+            "{script}"
+        );
     }
+    // Asked as a shell asks: the subcommands.
+    let out = bin()
+        .args(["--", "hcp-workflow", "st"])
+        .env("COMPLETE", "bash")
+        .env("_CLAP_COMPLETE_INDEX", "1")
+        .output()
+        .unwrap();
+    let words = String::from_utf8_lossy(&out.stdout);
+    assert!(words.lines().any(|w| w == "start"), "{words}");
     let out = bin().args(["completion", "tcsh"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 

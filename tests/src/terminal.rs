@@ -42,6 +42,17 @@ impl Tmux {
         lines
     }
 
+    /// The visible screen of session `s` with its colours and attributes as escape
+    /// sequences (`capture-pane -e`), trailing blank lines dropped.
+    pub fn screen_ansi(&self, s: &str) -> Vec<String> {
+        let text = self.cmd(&["capture-pane", "-p", "-e", "-J", "-t", s]);
+        let mut lines: Vec<String> = text.lines().map(|l| l.trim_end().to_string()).collect();
+        while lines.last().is_some_and(String::is_empty) {
+            lines.pop();
+        }
+        lines
+    }
+
     /// The screen and 200 lines of scrollback of session `s`, as one text.
     pub fn scrollback(&self, s: &str) -> String {
         self.cmd(&["capture-pane", "-p", "-J", "-t", s, "-S", "-200"])

@@ -19,7 +19,6 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::StreamExt;
 use hcp_runtime::{JournalStore, RunFilter, RunId, RunState, Timestamp};
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,13 +63,13 @@ pub fn parse_since(s: &str, now: Timestamp) -> Result<Timestamp> {
 #[derive(Args, Debug)]
 pub struct ListArgs {
     /// Only runs in these states (e.g. `needs-operator`); repeatable.
-    #[arg(long)]
+    #[arg(long, add = crate::complete::states())]
     state: Vec<String>,
     /// Only this workflow.
     #[arg(long)]
     workflow: Option<String>,
     /// Only runs of this cluster (the run's `cluster` label).
-    #[arg(long)]
+    #[arg(long, add = crate::complete::clusters())]
     cluster: Option<String>,
     /// Only runs created since: a duration back from now (`30m`, `2h`, `7d`) or an RFC 3339 time.
     #[arg(long)]
@@ -82,6 +81,7 @@ pub struct ListArgs {
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     run: String,
     #[command(flatten)]
     now: NowArg,
@@ -90,6 +90,7 @@ pub struct ShowArgs {
 #[derive(Args, Debug)]
 pub struct HistoryArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     run: String,
     /// Only this step's events.
     #[arg(long)]
@@ -102,16 +103,19 @@ pub struct HistoryArgs {
 #[derive(Args, Debug)]
 pub struct WatchArgs {
     /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
     run: String,
     /// How often to look at the journal, in milliseconds (wake-ups from this process come sooner).
     #[arg(long, default_value_t = 500)]
     interval_ms: u64,
+    #[command(flatten)]
+    follow: crate::follow::FollowArgs,
 }
 
 #[derive(Args, Debug)]
 pub struct InventoryArgs {
     /// Only this cluster.
-    #[arg(long)]
+    #[arg(long, add = crate::complete::clusters())]
     pub(crate) cluster: Option<String>,
     /// Only resources created by runs that ended without success and deleted by no later run.
     #[arg(long)]
@@ -314,7 +318,7 @@ pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
 #[derive(Args, Debug)]
 pub struct ClustersArgs {
     /// Only this cluster.
-    #[arg(long)]
+    #[arg(long, add = crate::complete::clusters())]
     cluster: Option<String>,
 }
 
@@ -397,30 +401,10 @@ pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<
     Ok(0)
 }
 
-/// What `watch` compares between polls: a change of any of these is worth a redraw.
-fn fingerprint(d: &model::RunDetail) -> String {
-    let steps: Vec<String> = d
-        .stages
-        .iter()
-        .flat_map(|g| g.steps.iter())
-        .map(|s| format!("{}:{}:{}:{}", s.name, s.state, s.attempts, s.undo_attempts))
-        .collect();
-    format!(
-        "{}|{}|{}|{}",
-        d.state,
-        d.blocked_on,
-        steps.join(","),
-        d.commands.len()
-    )
-}
-
-/// `watch`: follow a run until it finishes. In a terminal the `show` view is redrawn in
-/// place; otherwise (pipes, CI logs) each change prints one line per step that moved. Works
-/// while another process executes the run: it polls the journal (and wakes sooner on this
-/// process's hints, or Postgres notifications).
-/// `interrupt` is notified on Ctrl-C by the caller: a `Notify` keeps the permit when the
-/// loop is busy reading the journal, so an interrupt is never missed between two waits (a
-/// `ctrl_c()` listener made after the signal would not see it).
+/// `watch`: follow a run until it finishes, with the follower of `start` and `drive` (the
+/// same lines, bars on a terminal, outcome and NDJSON events). Works while another process
+/// executes the run: it polls the journal (and wakes sooner on this process's hints, or
+/// Postgres notifications). `interrupt` is notified on Ctrl-C by the caller.
 pub async fn watch(
     db: &str,
     out: OutputFormat,
@@ -430,143 +414,6 @@ pub async fn watch(
     let store = crate::open_existing_store_read_only(db).await?;
     crate::ops::keep_clock_aligned(&store);
     let run = resolve(&store, &a.run, db).await?;
-    let mut wake = store.subscribe();
-    let tty = std::io::stdout().is_terminal() && out == OutputFormat::Text;
-    let mut last_fp = String::new();
-    let mut last_steps: std::collections::HashMap<String, String> = Default::default();
-    let mut shown_why = false;
-    let mut shown_unwind = false;
     let interval = Duration::from_millis(a.interval_ms.max(50));
-    loop {
-        let Some(rec) = store.load_run(run).await? else {
-            bail!("run {run} not found in {}", crate::target::shown_url(db));
-        };
-        let now = crate::ops::clock().now();
-        let d = model::detail(&rec, now);
-        let fp = fingerprint(&d);
-        if fp != last_fp {
-            match out {
-                // The same events as `start`/`selftest`: `started`, a `progress` line per
-                // step that moved, one `unwinding` line, `finished`.
-                OutputFormat::Json => {
-                    let elapsed_ms = now.0 - rec.summary.created_at.0;
-                    if last_fp.is_empty() {
-                        output::event(
-                            "started",
-                            &serde_json::json!({
-                                "at": now.to_rfc3339(), "run_id": d.id, "short_id": d.short_id,
-                                "workflow": d.workflow, "cluster": d.cluster, "state": d.state,
-                                "step": d.step, "blocked_on": d.blocked_on,
-                            }),
-                        );
-                    }
-                    if d.undo.unwinding && !shown_unwind {
-                        shown_unwind = true;
-                        output::event(
-                            "progress",
-                            &serde_json::json!({
-                                "at": now.to_rfc3339(), "run_id": d.id, "state": d.state,
-                                "unwinding": true,
-                                "failed_step": d.failure.as_ref().map(|f| f.step.clone()),
-                                "failure": d.failure, "cause": d.undo.cause,
-                            }),
-                        );
-                    }
-                    for s in d.stages.iter().flat_map(|g| g.steps.iter()) {
-                        if last_steps.get(&s.name) != Some(&s.state) && s.state != "pending" {
-                            output::event(
-                                "progress",
-                                &serde_json::json!({
-                                    "at": now.to_rfc3339(), "elapsed_ms": elapsed_ms,
-                                    "run_id": d.id, "stage": s.stage, "step": s.name,
-                                    "state": s.state, "error": s.last_error,
-                                }),
-                            );
-                        }
-                        last_steps.insert(s.name.clone(), s.state.clone());
-                    }
-                }
-                OutputFormat::Text if tty => {
-                    print!("\x1b[H\x1b[2J{}", text::show(&d));
-                    println!("\nwatching (Ctrl-C stops watching; the run goes on)");
-                }
-                OutputFormat::Text => {
-                    if last_fp.is_empty() {
-                        println!(
-                            "run {} ({}) {}",
-                            d.id,
-                            d.workflow,
-                            text::state_phrase(d.state)
-                        );
-                    }
-                    let width = d
-                        .stages
-                        .iter()
-                        .flat_map(|g| g.steps.iter())
-                        .map(|s| s.name.len())
-                        .max()
-                        .unwrap_or(0);
-                    for s in d.stages.iter().flat_map(|g| g.steps.iter()) {
-                        let moved = last_steps.get(&s.name) != Some(&s.state);
-                        if moved && s.state != "pending" {
-                            let err = s
-                                .last_error
-                                .as_ref()
-                                .filter(|_| s.state.contains("failed") || s.state.contains("retry"))
-                                .map(|e| format!(" — {}", e.text))
-                                .unwrap_or_default();
-                            println!(
-                                "{}",
-                                text::progress_line(
-                                    now.0 - rec.summary.created_at.0,
-                                    &s.stage,
-                                    &s.name,
-                                    width,
-                                    &s.state,
-                                    &err
-                                )
-                            );
-                        }
-                        last_steps.insert(s.name.clone(), s.state.clone());
-                    }
-                    println!("  state {}: {}", d.state, d.blocked_on);
-                    if matches!(d.state, RunState::NeedsOperator | RunState::Failed) && !shown_why {
-                        println!("  {}", d.why.text);
-                        shown_why = true;
-                    }
-                }
-            }
-            last_fp = fp;
-        }
-        if d.state.is_terminal() {
-            match out {
-                OutputFormat::Text => println!("run {} {}", d.id, text::state_phrase(d.state)),
-                OutputFormat::Json => output::event(
-                    "finished",
-                    &serde_json::json!({
-                        "at": now.to_rfc3339(), "run_id": d.id, "short_id": d.short_id,
-                        "workflow": d.workflow, "state": d.state, "blocked_on": d.blocked_on,
-                        "failure": d.failure, "ledger": d.ledger,
-                    }),
-                ),
-            }
-            return Ok(if d.state == RunState::Succeeded { 0 } else { 1 });
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            r = wake.changed() => {
-                if r.is_err() {
-                    tokio::time::sleep(interval).await;
-                }
-            }
-            _ = interrupt.notified() => {
-                eprintln!(
-                    "stopped watching; run {run} {} and goes on",
-                    text::state_phrase(d.state)
-                );
-                // Interrupted, the run is fine: 130, whichever listener saw the signal.
-                return Ok(130);
-            }
-        }
-    }
+    crate::follow::watch(&store, db, run, out, a.follow, interval, interrupt).await
 }

@@ -573,8 +573,10 @@ impl AccessView {
         }
     }
 
-    /// The lines `start` and `show` print.
-    pub fn lines(&self) -> Vec<String> {
+    /// The lines `start` and `show` print; for cluster `cluster`, with the one command
+    /// that writes its kubeconfig to a file (instead of the `kubectl … | base64 -d`
+    /// pipeline) with the flags that reach `target`.
+    pub fn lines_for(&self, cluster: Option<&str>, target: Option<&str>) -> Vec<String> {
         let mut out = vec![match &self.api_server {
             Some(url) => format!("API server  {url}{}", self.private_note()),
             None => "API server  (not reported by the HostedCluster yet)".to_string(),
@@ -585,6 +587,15 @@ impl AccessView {
                     "kubeconfig  Secret {sec} on the management cluster:"
                 ));
                 out.push(format!("            {cmd}"));
+                if let Some(c) = cluster {
+                    out.push(format!(
+                        "            or: {}",
+                        crate::target::command(
+                            target,
+                            &format!("kubeconfig cluster/{c} --output-file {c}.kubeconfig")
+                        )
+                    ));
+                }
             }
             _ => out.push("kubeconfig  (not reported by the HostedCluster yet)".to_string()),
         }

@@ -138,7 +138,8 @@ pub fn show(d: &RunDetail) -> String {
     }
     if let Some(a) = &d.access {
         let _ = writeln!(o, "\nHow to reach the cluster:");
-        for l in a.lines() {
+        let cluster = d.labels.get("cluster").map(String::as_str);
+        for l in a.lines_for(cluster, d.target.as_deref()) {
             let _ = writeln!(o, "  {l}");
         }
         let _ = writeln!(o);
