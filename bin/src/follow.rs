@@ -57,7 +57,7 @@ pub(crate) async fn drive(
         Ok(exit) => matches!(exit, RunExit::Shutdown),
         Err(hcp_runtime::EngineError::Store(hcp_runtime::StoreError::ExecutorBusy(msg))) => {
             if out == OutputFormat::Text {
-                progress.println(&format!(
+                progress.eprintln(&format!(
                     "another process executes this journal ({msg}); following run {run} while it runs it"
                 ));
             }
@@ -643,9 +643,13 @@ impl Progress {
     }
 
     /// Print `line` above the bars (or plainly, without them).
-    pub(crate) fn println(&self, line: &str) {
+    /// A notice on stderr (not part of the run's step lines), drawn above the bars.
+    pub(crate) fn eprintln(&self, line: &str) {
         if let Ok(p) = self.inner.lock() {
-            p.print(line);
+            match &p.multi {
+                Some(m) => m.suspend(|| eprintln!("{line}")),
+                None => eprintln!("{line}"),
+            }
         }
     }
 

@@ -301,11 +301,21 @@ impl Env {
         run(&self.dir, &self.args(args), envs)
     }
 
-    /// How many runs the journal holds (`--output json list`).
+    /// How many runs the journal holds (`--output json list`); none when there is no
+    /// journal at all (a refused or nothing-to-do start creates none).
     pub fn run_count(&self) -> usize {
+        self.run_list().len()
+    }
+
+    /// Every run of the journal (`--output json list`); none when there is no journal at
+    /// all (a refused or nothing-to-do start creates none).
+    pub fn run_list(&self) -> Vec<Value> {
         let (code, out, err) = self.cli(&["--output", "json", "list"], &[]);
+        if code == 2 && err.contains("no journal at") {
+            return Vec::new();
+        }
         assert_eq!(code, 0, "list: {err}");
-        crate::items(&out, "RunList").len()
+        crate::items(&out, "RunList")
     }
 
     /// `--output json show <run>`: the `Run` document (the command must succeed).

@@ -160,8 +160,10 @@ fn delete_on_a_terminal_asks_first() {
             env.sim.base,
             cfg.display()
         );
+        // Plain marks: what is asserted is the question and the outcome, not colour.
         let mut child = std::process::Command::new("script")
             .args(["-qec", &cmd, "/dev/null"])
+            .env("NO_COLOR", "1")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

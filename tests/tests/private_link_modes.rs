@@ -12,7 +12,7 @@
 #![allow(clippy::unwrap_used)]
 
 use hcp_e2e_tests::cluster::{Env, assert_connections_rejected_before_pls_delete, cluster_file};
-use hcp_e2e_tests::{Proc, document, items, says_run};
+use hcp_e2e_tests::{Proc, document, says_run};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -87,9 +87,7 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 }
 
 fn runs(env: &Env) -> Vec<Value> {
-    let (code, out, err) = env.cli(&["--output", "json", "list"], &[]);
-    assert_eq!(code, 0, "{err}");
-    items(&out, "RunList")
+    env.run_list()
 }
 
 /// `show --output json` of the newest run.

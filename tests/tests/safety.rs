@@ -32,9 +32,7 @@ impl SafetyEnv for Env {
     }
 
     fn runs(&self) -> Vec<Value> {
-        let (code, out, err) = self.cli(&["--output", "json", "list"], &[]);
-        assert_eq!(code, 0, "{err}");
-        items(&out, "RunList")
+        self.run_list()
     }
 
     fn worker(&self, extra_env: &[(&str, &str)], simulated: bool) -> Proc {
