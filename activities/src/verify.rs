@@ -504,21 +504,14 @@ pub async fn verify(clients: &Clients, input: &Input) -> Vec<Row> {
                     .unwrap_or("(none)")
                     .to_string()
             };
-            let (c, i) = (have(TAG_CLUSTER), have(TAG_INFRA_ID));
-            let ok = c == input.cluster && i == input.infra_id;
-            rows.push(row(
-                "tags",
+            rows.push(tags_row(
+                input,
                 &e.id,
-                if ok { Verdict::Ok } else { Verdict::Drifted },
+                (&have(TAG_CLUSTER), &have(TAG_INFRA_ID)),
                 format!(
-                    "{TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
-                    input.cluster, input.infra_id
-                ),
-                format!("{TAG_CLUSTER}={c} {TAG_INFRA_ID}={i}"),
-                Some(format!(
                     "az tag update --resource-id {} --operation Merge --tags {TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
                     e.id, input.cluster, input.infra_id
-                )),
+                ),
             ));
         }
         if e.ours && record_set(&e.resource_type) {
@@ -681,6 +674,24 @@ fn assignment(e: &Expected, live: &str, principals: &[String], incomplete: bool)
             }
         ),
         fix,
+    )
+}
+
+/// The `tags` row of something hcp-workflow created: it still carries this cluster's
+/// `hcp-workflow.io/cluster` and `hcp-workflow.io/infra-id` (`found`), or `fix` puts them
+/// back.
+fn tags_row(input: &Input, id: &str, (c, i): (&str, &str), fix: String) -> Row {
+    let ok = c == input.cluster && i == input.infra_id;
+    row(
+        "tags",
+        id,
+        if ok { Verdict::Ok } else { Verdict::Drifted },
+        format!(
+            "{TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
+            input.cluster, input.infra_id
+        ),
+        format!("{TAG_CLUSTER}={c} {TAG_INFRA_ID}={i}"),
+        Some(fix),
     )
 }
 
@@ -909,21 +920,14 @@ async fn vault_object(
     let mut rows = vec![row("exists", &e.id, Verdict::Ok, what, "exists", None)];
     if e.ours {
         let have = |k: &str| tags.get(k).map_or("(none)", String::as_str).to_string();
-        let (c, i) = (have(TAG_CLUSTER), have(TAG_INFRA_ID));
-        let ok = c == input.cluster && i == input.infra_id;
-        rows.push(row(
-            "tags",
+        rows.push(tags_row(
+            input,
             &e.id,
-            if ok { Verdict::Ok } else { Verdict::Drifted },
+            (&have(TAG_CLUSTER), &have(TAG_INFRA_ID)),
             format!(
-                "{TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
-                input.cluster, input.infra_id
-            ),
-            format!("{TAG_CLUSTER}={c} {TAG_INFRA_ID}={i}"),
-            Some(format!(
                 "az keyvault {kind} set-attributes --vault-name {vault} --name {name} --tags {TAG_CLUSTER}={} {TAG_INFRA_ID}={}",
                 input.cluster, input.infra_id
-            )),
+            ),
         ));
     }
     rows

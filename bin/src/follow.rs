@@ -42,17 +42,7 @@ pub(crate) async fn drive(
         .map(|r| r.summary.created_at)
         .unwrap_or_else(|| crate::ops::clock().now());
     let progress = Progress::new(out, run, created_at, f.compact);
-    let ticker = {
-        let (e, p) = (e.clone(), progress.clone());
-        tokio::spawn(async move {
-            loop {
-                if let Ok(v) = e.view(run).await {
-                    p.update(&v);
-                }
-                tokio::time::sleep(Duration::from_millis(150)).await;
-            }
-        })
-    };
+    let ticker = progress.tick(e, run, Duration::from_millis(150));
     let interrupted = match e.drive(run, crate::ops::shutdown_signal()).await {
         Ok(exit) => matches!(exit, RunExit::Shutdown),
         Err(hcp_runtime::EngineError::Store(hcp_runtime::StoreError::ExecutorBusy(msg))) => {
@@ -590,7 +580,7 @@ impl Progress {
         // Transition lines, each at the time the journal recorded for it.
         let now = crate::ops::clock().now();
         let width = v.dag.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
-        // An undone step that kept what it adopted says so (issue 21 §2).
+        // An undone step that kept what it adopted says so: an operator must know it is still there.
         let entries = if v.nodes.iter().any(|n| {
             matches!(
                 n.status,
@@ -643,6 +633,24 @@ impl Progress {
     }
 
     /// Print `line` above the bars (or plainly, without them).
+    /// Redraw from the journal's view of `run` every `period`, until the task is aborted.
+    pub(crate) fn tick(
+        &self,
+        e: &hcp_runtime::Engine,
+        run: hcp_runtime::RunId,
+        period: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let (e, p) = (e.clone(), self.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Ok(v) = e.view(run).await {
+                    p.update(&v);
+                }
+                tokio::time::sleep(period).await;
+            }
+        })
+    }
+
     /// A notice on stderr (not part of the run's step lines), drawn above the bars.
     pub(crate) fn eprintln(&self, line: &str) {
         if let Ok(p) = self.inner.lock() {
@@ -826,7 +834,7 @@ fn failure_line(v: &RunView, cause: &hcp_runtime::UnwindCause, total: u64) -> St
 }
 
 /// The outcome block of a run that paused after a step failed for good: what was kept,
-/// why it did not unwind, and the exact commands (issue 23 §1, §2).
+/// why it did not unwind, and the exact commands.
 fn paused_outcome(
     v: &RunView,
     p: &hcp_runtime::Paused,

@@ -718,17 +718,7 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
         .map(|r| r.summary.created_at)
         .unwrap_or_else(|| clock().now());
     let progress = crate::follow::Progress::new(out, run, created_at, false);
-    let ticker = {
-        let (e, p) = (e.clone(), progress.clone());
-        tokio::spawn(async move {
-            loop {
-                if let Ok(v) = e.view(run).await {
-                    p.update(&v);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
+    let ticker = progress.tick(&e, run, Duration::from_millis(100));
     let exit = e.drive(run, shutdown_signal()).await?;
     ticker.abort();
     if let Ok(v) = e.view(run).await {
