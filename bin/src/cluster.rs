@@ -10,7 +10,7 @@ use hcp_runtime::{RunState, StartOptions};
 use hcp_workflows::config::{self, ClusterConfig};
 use hcp_workflows::delete_cluster::DeleteOptions;
 use hcp_workflows::layout::Layout;
-use hcp_workflows::{create_cluster, delete_cluster, plan};
+use hcp_workflows::{create_cluster, plan};
 use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
@@ -183,32 +183,45 @@ pub async fn reach_for(
     Ok((Reach::Simulator(base), Some(SimHandle { _task: task })))
 }
 
-/// Which cluster workflow (the variants are the CLI's values: `create-cluster`, …).
-#[allow(clippy::enum_variant_names)]
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Workflow {
-    /// Bring a cluster up.
-    CreateCluster,
-    /// Change a cluster that exists into what its file says now: node pools (add, scale,
-    /// autoscale, new machine template, remove), the release, allowed subscriptions.
-    UpdateCluster,
-    /// Put back what the journal says the cluster's runs made, when `verify` finds it
-    /// missing or drifted: the create steps run forward again over the unchanged file,
-    /// plus the private link's access (pauses on failure).
-    RepairCluster,
-    /// Take it down.
-    DeleteCluster,
+/// Which cluster workflow: one value per entry of [`hcp_workflows::workflow::ALL`], named
+/// and described by its [`WorkflowDef`](hcp_workflows::workflow::WorkflowDef), so a new
+/// workflow needs no line here.
+#[derive(Copy, Clone, Debug)]
+pub struct Workflow(&'static hcp_workflows::workflow::WorkflowDef);
+
+impl PartialEq for Workflow {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name == other.0.name
+    }
 }
 
+impl Eq for Workflow {}
+
 impl Workflow {
-    /// What the workflow declares about itself (issue 23 §3).
+    /// The workflow `def` declares.
+    pub fn of(def: &'static hcp_workflows::workflow::WorkflowDef) -> Self {
+        Workflow(def)
+    }
+
+    /// What the workflow declares about itself.
     pub fn def(self) -> &'static hcp_workflows::workflow::WorkflowDef {
-        match self {
-            Self::CreateCluster => &create_cluster::DEF,
-            Self::UpdateCluster => &hcp_workflows::update_cluster::DEF,
-            Self::RepairCluster => &hcp_workflows::repair_cluster::DEF,
-            Self::DeleteCluster => &delete_cluster::DEF,
-        }
+        self.0
+    }
+}
+
+impl ValueEnum for Workflow {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: std::sync::LazyLock<Vec<Workflow>> = std::sync::LazyLock::new(|| {
+            hcp_workflows::workflow::ALL
+                .iter()
+                .map(|d| Workflow(d))
+                .collect()
+        });
+        ALL.as_slice()
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name).help(self.0.summary))
     }
 }
 
@@ -393,7 +406,7 @@ fn preflight_command(target: &str, config: &Path, wf: Workflow) -> String {
         &format!(
             "preflight --config {}{}",
             config.display(),
-            if wf == Workflow::CreateCluster {
+            if wf == Workflow::of(&create_cluster::DEF) {
                 String::new()
             } else {
                 format!(" --workflow {}", wf.def().name)
@@ -418,58 +431,21 @@ fn config_identity(path: &Path) -> Result<(PathBuf, String)> {
     Ok((abs, hex))
 }
 
-/// The infra id: configured, else (delete) the one the cluster's create run recorded, else
-/// (create) a new one, recorded with the run.
-async fn infra_id(
+/// The infra id: configured, else the one the cluster's newest create recorded, else (a
+/// create) a new one, recorded with the run. `None`: a workflow that follows a create
+/// finds none.
+fn infra_for(
     cfg: &ClusterConfig,
-    wf: Workflow,
-    store: &Arc<dyn hcp_runtime::JournalStore>,
-) -> Result<Option<String>> {
+    def: &hcp_workflows::workflow::WorkflowDef,
+    standing: &crate::standing::Standing,
+) -> Option<String> {
     if let Some(id) = &cfg.infra_id {
-        return Ok(Some(id.clone()));
+        return Some(id.clone());
     }
-    let runs = store
-        .list_runs(&hcp_runtime::RunFilter {
-            label: Some(("cluster".to_string(), cfg.name.clone())),
-            workflow: Some(create_cluster::WORKFLOW.to_string()),
-            ..Default::default()
-        })
-        .await?;
-    let recorded = runs
-        .iter()
-        .filter_map(|r| r.labels.get("infra-id").cloned())
-        .next(); // newest first
-    Ok(match recorded {
-        Some(r) => Some(r),
-        None if wf.def().follows_create => None,
+    match &standing.state.infra_id {
+        Some(r) => Some(r.clone()),
+        None if def.follows_create => None,
         None => Some(cfg.infra_id_or_generate()),
-    })
-}
-
-/// The `private-link` mode the newest create run of this cluster recorded, if any.
-async fn recorded_private_link(
-    cfg: &ClusterConfig,
-    store: &Arc<dyn hcp_runtime::JournalStore>,
-) -> Result<Option<config::PrivateLinkManager>> {
-    let runs = store
-        .list_runs(&hcp_runtime::RunFilter {
-            label: Some(("cluster".to_string(), cfg.name.clone())),
-            workflow: Some(create_cluster::WORKFLOW.to_string()),
-            ..Default::default()
-        })
-        .await?;
-    // Newest first.
-    Ok(runs.iter().find_map(|r| private_link_label(&r.labels)))
-}
-
-/// The `private-link` label a create run records (`hypershift` or `hcp-workflow`).
-pub(crate) fn private_link_label(
-    labels: &std::collections::BTreeMap<String, String>,
-) -> Option<config::PrivateLinkManager> {
-    match labels.get("private-link")?.as_str() {
-        "hypershift" => Some(config::PrivateLinkManager::Hypershift),
-        "hcp-workflow" => Some(config::PrivateLinkManager::HcpWorkflow),
-        _ => None,
     }
 }
 
@@ -509,21 +485,32 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
     let cfg = load_config(&a.config)?;
     let def = a.workflow.def();
     let policy = failure_policy(a.workflow, a.on_failure.as_deref(), &cfg)?;
-    let infra = match &cfg.infra_id {
-        Some(i) => i.clone(),
-        None if !def.follows_create => format!("{}-<generated>", cfg.name),
+    // What the journal knows (like `terraform plan` against its state): never creates a
+    // journal to find out. A workflow that follows a create needs its infra id, so a
+    // journal that cannot be read is an error there.
+    let store = match crate::open_existing_store(db).await {
+        Ok(st) => Some(st),
+        Err(e) if e.is::<crate::NoJournal>() => None,
+        Err(e) if def.follows_create && cfg.infra_id.is_none() => return Err(e),
+        Err(_) => None,
+    };
+    let standing = match &store {
+        Some(st) => match crate::standing::of_file(st, &cfg, def).await {
+            Ok(s) => s,
+            Err(e) if def.follows_create && cfg.infra_id.is_none() => return Err(e),
+            Err(_) => crate::standing::Standing::absent(&cfg.name),
+        },
+        None => crate::standing::Standing::absent(&cfg.name),
+    };
+    let infra = match infra_for(&cfg, def, &standing) {
+        Some(i) if cfg.infra_id.is_some() || standing.state.infra_id.is_some() => i,
+        Some(_) => format!("{}-<generated>", cfg.name),
         None => {
-            let store = open_store(db).await?;
-            match infra_id(&cfg, a.workflow, &store).await? {
-                Some(i) => i,
-                None => {
-                    return Err(Refused::input(format!(
-                        "infraID: not set in {} and no create-cluster run of `{}` in the journal; set infraID",
-                        a.config.display(),
-                        cfg.name
-                    )));
-                }
-            }
+            return Err(Refused::input(format!(
+                "infraID: not set in {} and no create-cluster run of `{}` in the journal; set infraID",
+                a.config.display(),
+                cfg.name
+            )));
         }
     };
     if cfg.topology.uses_private_link()
@@ -533,22 +520,28 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
             "note: privateLink.managedBy: auto is resolved when the run starts (from the args of Deployment hypershift/operator); this plan shows hcp-workflow's own private link stages — set managedBy: hypershift to see HyperShift's"
         );
     }
-    // What the journal knows (like `terraform plan` against its state): never creates a
-    // journal to find out.
-    let store = crate::open_existing_store(db).await.ok();
-    let last = match &store {
-        Some(st) if def.applies_config => last_applied(st, &cfg, def).await.ok().flatten(),
-        _ => None,
-    };
-    if def.requires_applied() && last.is_none() {
-        return Err(no_applied_configuration(
-            &cfg,
+    let doc = hcp_workflows::applied::document(&cfg);
+    // The workflow's own admission: `plan` refuses only what leaves nothing to plan (no
+    // cluster), and shows the rest (a refused update, a file that differs) below.
+    let admission = (def.admit)(&hcp_workflows::workflow::Admit {
+        cfg: &cfg,
+        state: &standing.state,
+        applied: standing.applied.as_ref(),
+        file: def.applies_config.then_some(&doc),
+    });
+    if matches!(admission, hcp_workflows::workflow::Admission::NoCluster) {
+        return Err(no_cluster(
+            &standing,
             &a.config,
             db,
             crate::target::of_args(reach_args).as_deref(),
+            def,
         ));
     }
-    let doc = hcp_workflows::applied::document(&cfg);
+    let last = standing
+        .applied_run()
+        .filter(|_| def.applies_config)
+        .map(|(run, applied)| (run, applied.clone()));
     let update = if def.updates {
         last.as_ref()
             .map(|(_, applied)| hcp_workflows::update_cluster::classify(applied, &doc))
@@ -630,12 +623,9 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                     crate::target::shown_url(db)
                 );
             }
-            match &drift {
+            match (&drift, &def.on_existing) {
                 _ if def.updates => {}
-                Some((run, changes))
-                    if !changes.is_empty()
-                        && def.name == hcp_workflows::repair_cluster::WORKFLOW =>
-                {
+                (Some((run, changes)), Some(words)) if !changes.is_empty() => {
                     println!(
                         "\nThe cluster exists (made by run {}) and differs from this file in {} place{}:",
                         crate::runref::short(&run.to_string()),
@@ -646,42 +636,21 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
                         println!("  {c}");
                     }
                     println!(
-                        "`start {}` refuses this: a repair puts the cluster back as it was last applied, not as a changed file says. To change the cluster: {}",
+                        "`start {}` refuses this: {}. To change the cluster: {}",
                         def.name,
+                        words.refuses,
                         crate::target::command(
                             None,
                             &format!("plan update-cluster --config {}", a.config.display())
                         )
                     );
                 }
-                Some((run, _)) if def.name == hcp_workflows::repair_cluster::WORKFLOW => println!(
-                    "\nThe cluster exists (made by run {}) exactly as this file says: a repair reads every resource above, adopts what is as it should be, and puts back what is missing or drifted (`hcp-workflow verify` lists what that is now).",
-                    crate::runref::short(&run.to_string())
+                (Some((run, _)), Some(words)) => println!(
+                    "\nThe cluster exists (made by run {}) exactly as this file says: {}.",
+                    crate::runref::short(&run.to_string()),
+                    words.same
                 ),
-                Some((run, changes)) if !changes.is_empty() => {
-                    println!(
-                        "\nThe cluster exists (made by run {}) and differs from this file in {} place{}:",
-                        crate::runref::short(&run.to_string()),
-                        changes.len(),
-                        if changes.len() == 1 { "" } else { "s" }
-                    );
-                    for c in changes {
-                        println!("  {c}");
-                    }
-                    println!(
-                        "`start {}` refuses this: it would adopt what exists and change none of it. To change the cluster: {}",
-                        def.name,
-                        crate::target::command(
-                            None,
-                            &format!("plan update-cluster --config {}", a.config.display())
-                        )
-                    );
-                }
-                Some((run, _)) => println!(
-                    "\nThe cluster exists (made by run {}) exactly as this file says: a start adopts it and changes nothing.",
-                    crate::runref::short(&run.to_string())
-                ),
-                None => {}
+                _ => {}
             }
         }
     }
@@ -725,24 +694,37 @@ fn print_update_plan(
     }
 }
 
-/// update-cluster without a cluster to update: no succeeded create or update of it in this
-/// journal.
-fn no_applied_configuration(
-    cfg: &ClusterConfig,
+/// A workflow that works on a cluster that exists (update, repair) without one: a
+/// partially deleted cluster names the command that finishes its delete; otherwise no
+/// create or update of it succeeded in this journal.
+fn no_cluster(
+    standing: &crate::standing::Standing,
     file: &Path,
     db: &str,
     target: Option<&str>,
+    def: &hcp_workflows::workflow::WorkflowDef,
 ) -> anyhow::Error {
-    Refused::input(format!(
-        "{}: cluster {} has no applied configuration in journal {}: no create-cluster or update-cluster of it succeeded there (or a delete-cluster did since); update-cluster and repair-cluster work on a cluster this journal made. Create it first: {}\nnothing was journaled or created",
-        file.display(),
-        cfg.name,
-        crate::target::shown_url(db),
-        // The create must reach the same world as this update would have.
-        crate::target::command(
-            target,
-            &format!("start create-cluster --config {}", file.display())
+    // The create must reach the same world as this start would have.
+    let create = crate::target::command(
+        target,
+        &format!(
+            "start {} --config {}",
+            hcp_workflows::create_cluster::WORKFLOW,
+            file.display()
         ),
+    );
+    if let Some(sentence) = crate::standing::partially_deleted(&standing.state, target) {
+        return Refused::input(format!(
+            "{}: {sentence}\n{} works on a cluster that exists; to keep the cluster instead, create it again as it was applied: {create}\nnothing was journaled or created",
+            file.display(),
+            def.name,
+        ));
+    }
+    Refused::input(format!(
+        "{}: cluster {} has no applied configuration in journal {}: no create-cluster or update-cluster of it succeeded there (or a delete-cluster did since); update-cluster and repair-cluster work on a cluster this journal made. Create it first: {create}\nnothing was journaled or created",
+        file.display(),
+        standing.state.name,
+        crate::target::shown_url(db),
     ))
 }
 
@@ -1096,26 +1078,8 @@ async fn start_journaled(
         .def()
         .applies_config
         .then(|| hcp_workflows::applied::document(&p.cfg));
-    if let Some(doc) = &record {
-        if a.workflow.def().updates {
-            if let ControlFlow::Break(code) = check_update(&mut p, &a, db, out, doc).await? {
-                return Ok(code);
-            }
-        } else {
-            if a.workflow.def().requires_applied()
-                && last_applied(&p.store, &p.cfg, a.workflow.def())
-                    .await?
-                    .is_none()
-            {
-                return Err(no_applied_configuration(
-                    &p.cfg,
-                    &a.config,
-                    db,
-                    Some(&p.target),
-                ));
-            }
-            refuse_drift(&p, &a, doc).await?;
-        }
+    if let ControlFlow::Break(code) = admit(&p, &a, db, out, record.as_ref())? {
+        return Ok(code);
     }
     let e = match claim_cluster(&p, reach_args, out, &a).await? {
         ControlFlow::Continue(e) => e,
@@ -1180,138 +1144,101 @@ async fn serving_worker(
         .map(|o| format!("the worker {o}, which holds runs of the same target,"))
 }
 
-/// The cluster as its newest succeeded create (or update) left it: that run and its
-/// applied configuration. `None` when no such run exists, a later delete succeeded, or the
-/// run was journaled before applied configurations were recorded.
-pub(crate) async fn last_applied(
-    store: &Arc<dyn hcp_runtime::JournalStore>,
-    cfg: &ClusterConfig,
-    def: &hcp_workflows::workflow::WorkflowDef,
-) -> Result<Option<(hcp_runtime::RunId, serde_json::Value)>> {
-    let key = def.exclusive_key(cfg);
-    let runs = store
-        .list_runs(&hcp_runtime::RunFilter {
-            label: Some(("cluster".to_string(), cfg.name.clone())),
-            ..Default::default()
-        })
-        .await?;
-    // Newest first: the first succeeded run of this cluster says what it is now.
-    let Some(r) = runs.iter().find(|r| {
-        r.state == RunState::Succeeded && r.exclusive_key.as_deref() == Some(key.as_str())
-    }) else {
-        return Ok(None);
-    };
-    if !hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|w| w.applies_config) {
-        return Ok(None); // deleted since
-    }
-    let Some(rec) = store.load_run(r.id).await? else {
-        return Ok(None);
-    };
-    let dag: Option<hcp_runtime::SagaDag> = serde_json::from_str(&rec.dag).ok();
-    Ok(dag.and_then(|d| d.record).map(|doc| (r.id, doc)))
-}
-
-/// update-cluster's own refusals, before anything else is checked: no cluster to update
-/// (exit 2), nothing to change (exit 0, nothing journaled), a change that cannot be made in
-/// place (exit 2, each field with why and the fix). Keeps the applied configuration in
-/// `p.applied` for the DAG.
-async fn check_update(
-    p: &mut Prepared,
+/// The workflow's admission of this start, printed: nothing to change (`Break(0)`,
+/// nothing journaled) or a refusal (exit 2), each as the workflow decided it.
+fn admit(
+    p: &Prepared,
     a: &StartArgs,
     db: &str,
     out: OutputFormat,
-    doc: &serde_json::Value,
+    doc: Option<&serde_json::Value>,
 ) -> Result<ControlFlow<u8>> {
+    use hcp_workflows::workflow::{Admission, Admit};
     let def = a.workflow.def();
-    let Some((run, applied)) = last_applied(&p.store, &p.cfg, def).await? else {
-        return Err(no_applied_configuration(
-            &p.cfg,
-            &a.config,
-            db,
-            Some(&p.target),
-        ));
-    };
-    let plan = hcp_workflows::update_cluster::classify(&applied, doc);
-    if plan.is_empty() {
-        match out {
-            OutputFormat::Json => output::event(
-                "nothing-to-change",
-                &serde_json::json!({"cluster": p.cfg.name, "applied_by_run": run}),
-            ),
-            OutputFormat::Text => println!(
-                "Nothing to change: cluster {} is as {} says (applied by run {}). Nothing was journaled.",
-                p.cfg.name,
-                a.config.display(),
-                crate::runref::short(&run.to_string())
-            ),
+    let answer = (def.admit)(&Admit {
+        cfg: &p.cfg,
+        state: &p.standing.state,
+        applied: p.standing.applied.as_ref(),
+        file: doc,
+    });
+    match answer {
+        Admission::Proceed => Ok(ControlFlow::Continue(())),
+        Admission::NothingToChange { applied_by } => {
+            match out {
+                OutputFormat::Json => output::event(
+                    "nothing-to-change",
+                    &serde_json::json!({"cluster": p.cfg.name, "applied_by_run": applied_by}),
+                ),
+                OutputFormat::Text => println!(
+                    "Nothing to change: cluster {} is as {} says (applied by run {}). Nothing was journaled.",
+                    p.cfg.name,
+                    a.config.display(),
+                    crate::runref::short(&applied_by.to_string())
+                ),
+            }
+            Ok(ControlFlow::Break(0))
         }
-        return Ok(ControlFlow::Break(0));
+        Admission::NoCluster => Err(no_cluster(&p.standing, &a.config, db, Some(&p.target), def)),
+        Admission::Differs {
+            applied_by,
+            changes,
+            fix_workflow,
+        } => {
+            let list: Vec<String> = changes.iter().map(|c| format!("  {c}")).collect();
+            let status =
+                match crate::standing::partially_deleted(&p.standing.state, Some(&p.target)) {
+                    Some(sentence) => format!(
+                        "{sentence}
+What is left of it was made by run {}",
+                        crate::runref::short(&applied_by.to_string())
+                    ),
+                    None => format!(
+                        "cluster {} exists (made by run {})",
+                        p.cfg.name,
+                        crate::runref::short(&applied_by.to_string())
+                    ),
+                };
+            Err(Refused::input(format!(
+                "{}: {status} and differs from this file in {} place{}:\n{}\n{} over it would adopt what exists and change none of this. To change the cluster: {}\nnothing was journaled or created",
+                a.config.display(),
+                changes.len(),
+                if changes.len() == 1 { "" } else { "s" },
+                list.join("\n"),
+                def.name,
+                crate::target::command(
+                    Some(&p.target),
+                    &format!("start {fix_workflow} --config {}", a.config.display())
+                ),
+            )))
+        }
+        Admission::CannotChangeInPlace { refused, changes } => {
+            let list: Vec<String> = refused
+                .iter()
+                .map(|r| format!("  {}: {}\n    fix: {}", r.path, r.why, r.fix))
+                .collect();
+            Err(Refused::input(format!(
+                "{}: {} cannot make {} of the {} change{} to cluster {} in place:\n{}\nnothing was journaled or created",
+                a.config.display(),
+                def.name,
+                refused.len(),
+                changes,
+                if changes == 1 { "" } else { "s" },
+                p.cfg.name,
+                list.join("\n")
+            )))
+        }
+        Admission::ReleaseRefused { failed, checked } => {
+            eprintln!(
+                "error: preflight: {} of {checked} release checks failed:",
+                failed.len(),
+            );
+            eprint!("{}", crate::preflight::table(failed.iter()));
+            Err(Refused::input(format!(
+                "preflight: the release change of cluster {} is refused (above)\nnothing was journaled or created",
+                p.cfg.name
+            )))
+        }
     }
-    if !plan.refused.is_empty() {
-        let list: Vec<String> = plan
-            .refused
-            .iter()
-            .map(|r| format!("  {}: {}\n    fix: {}", r.path, r.why, r.fix))
-            .collect();
-        return Err(Refused::input(format!(
-            "{}: update-cluster cannot make {} of the {} change{} to cluster {} in place:\n{}\nnothing was journaled or created",
-            a.config.display(),
-            plan.refused.len(),
-            plan.changes.len(),
-            if plan.changes.len() == 1 { "" } else { "s" },
-            p.cfg.name,
-            list.join("\n")
-        )));
-    }
-    // The release rows that need nothing but the two documents refuse before anything is
-    // asked of the cloud (they are in the preflight report too).
-    let rows = hcp_workflows::update_cluster::release_checks(&applied, &p.cfg);
-    let failed: Vec<_> = rows
-        .iter()
-        .filter(|r| r.status == hcp_activities::preflight::Status::Fail)
-        .collect();
-    if !failed.is_empty() {
-        eprintln!(
-            "error: preflight: {} of {} release checks failed:",
-            failed.len(),
-            rows.len()
-        );
-        eprint!("{}", crate::preflight::table(failed.iter().copied()));
-        return Err(Refused::input(format!(
-            "preflight: the release change of cluster {} is refused (above)\nnothing was journaled or created",
-            p.cfg.name
-        )));
-    }
-    p.applied = Some(applied);
-    Ok(ControlFlow::Continue(()))
-}
-
-/// A create over a cluster that exists and differs from the file would adopt what exists
-/// and change none of it, then say "complete" (issue 24): refused, naming every difference.
-async fn refuse_drift(p: &Prepared, a: &StartArgs, doc: &serde_json::Value) -> Result<()> {
-    let def = a.workflow.def();
-    let Some((run, applied)) = last_applied(&p.store, &p.cfg, def).await? else {
-        return Ok(());
-    };
-    let changes = hcp_workflows::applied::diff(&applied, doc);
-    if changes.is_empty() {
-        return Ok(());
-    }
-    let list: Vec<String> = changes.iter().map(|c| format!("  {c}")).collect();
-    Err(Refused::input(format!(
-        "{}: cluster {} exists (made by run {}) and differs from this file in {} place{}:\n{}\n{} over it would adopt what exists and change none of this. To change the cluster: {}\nnothing was journaled or created",
-        a.config.display(),
-        p.cfg.name,
-        crate::runref::short(&run.to_string()),
-        changes.len(),
-        if changes.len() == 1 { "" } else { "s" },
-        list.join("\n"),
-        def.name,
-        crate::target::command(
-            Some(&p.target),
-            &format!("start update-cluster --config {}", a.config.display())
-        ),
-    )))
 }
 
 /// What [`check_input`] read from the command line and the cluster file.
@@ -1343,6 +1270,8 @@ struct Prepared {
     exclusive: String,
     /// update-cluster: the cluster's last applied configuration, the DAG's starting point.
     applied: Option<serde_json::Value>,
+    /// The cluster as its runs leave it, read once for the whole start.
+    standing: crate::standing::Standing,
     /// The journal's URL (`--database`).
     db_url: String,
     /// The in-process simulator (`--simulate`), kept for as long as the run is followed.
@@ -1404,7 +1333,9 @@ async fn connect(
         config_path,
         config_digest,
     } = input;
-    let Some(infra) = infra_id(&cfg, a.workflow, &store).await? else {
+    let def = a.workflow.def();
+    let standing = crate::standing::of_file(&store, &cfg, def).await?;
+    let Some(infra) = infra_for(&cfg, def, &standing) else {
         return Err(Refused::input(format!(
             "infraID: not set in {} and no create-cluster run of `{}` in this journal; set infraID to the cluster's infra id\nnothing was journaled or created",
             a.config.display(),
@@ -1431,7 +1362,10 @@ async fn connect(
         clients,
         target,
         exclusive,
-        applied: None,
+        // Only an update builds on it (its DAG starts from it, its preflight counts only
+        // the machines it adds).
+        applied: standing.applied.clone().filter(|_| def.updates),
+        standing,
         db_url: db.to_string(),
         _sim: sim,
     })
@@ -1612,7 +1546,7 @@ async fn private_link_mode(p: &Prepared, a: &StartArgs) -> Result<config::Privat
     let recorded = if a.workflow.def().follows_create
         && p.cfg.private_link.managed_by == config::PrivateLinkManager::Auto
     {
-        recorded_private_link(&p.cfg, &p.store).await?
+        p.standing.state.private_link
     } else {
         None
     };

@@ -48,6 +48,12 @@ pub async fn kubeconfig(
     };
     let name = crate::verify::cluster_of(&store, db, &a.target).await?;
     let Some((ap, cfg)) = crate::verify::applied_config_opt(&store, &name).await? else {
+        let standing = crate::standing::load(&store, &name, None).await?;
+        if let Some(sentence) = crate::standing::partially_deleted(&standing.state, None) {
+            return Err(Refused::input(format!(
+                "cluster {name}: no kubeconfig to give: {sentence}"
+            )));
+        }
         return Err(Refused::input(format!(
             "cluster {name} does not exist in {}: no succeeded create or update of it (never created, still being created, or deleted since); `hcp-workflow clusters` lists what exists",
             crate::target::shown_url(db)

@@ -29,6 +29,7 @@ mod output;
 mod preflight;
 mod release;
 mod runref;
+mod standing;
 pub mod style;
 mod target;
 mod telemetry;

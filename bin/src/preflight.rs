@@ -380,9 +380,9 @@ mod tests {
         ] {
             cfg.private_link.managed_by = m;
             for (wf, purge) in [
-                (Workflow::CreateCluster, false),
-                (Workflow::DeleteCluster, false),
-                (Workflow::DeleteCluster, true),
+                (Workflow::of(&hcp_workflows::create_cluster::DEF), false),
+                (Workflow::of(&hcp_workflows::delete_cluster::DEF), false),
+                (Workflow::of(&hcp_workflows::delete_cluster::DEF), true),
             ] {
                 let dag = crate::cluster::build_dag(
                     wf,
@@ -411,7 +411,7 @@ mod tests {
             }
             let mut upd = cfg.clone();
             upd.release_image = "quay.io/openshift-release-dev/ocp-release:4.22.3-multi".into();
-            let def = Workflow::UpdateCluster.def();
+            let def = &hcp_workflows::update_cluster::DEF;
             let dag = def
                 .dag(
                     &upd,

@@ -8,7 +8,7 @@ use crate::output::{self, Refused};
 use anyhow::Result;
 use hcp_activities::steps::Clients;
 use hcp_activities::verify::{Expected, Row, Verdict};
-use hcp_runtime::{JournalStore, RunFilter, RunState};
+use hcp_runtime::{JournalStore, RunFilter};
 use std::sync::Arc;
 
 /// Exit code when a check found drift (terraform's `-detailed-exitcode` uses 2 for that;
@@ -28,55 +28,55 @@ pub struct VerifyArgs {
     show_ok: bool,
 }
 
-/// A cluster as its newest succeeded create or update left it.
+/// A cluster as the run that applied its configuration left it.
 pub(crate) struct Applied {
     pub(crate) infra: String,
     run: String,
     doc: serde_json::Value,
+    /// Who made its private link, as its create recorded it.
+    private_link: Option<hcp_workflows::config::PrivateLinkManager>,
 }
 
-/// The newest succeeded create or update of cluster `name` and the configuration it
-/// applied. `None` when there is none, or, unless `even_if_deleted`, when a delete
-/// succeeded after it (or that run predates applied configurations).
+impl Applied {
+    /// The applied run of `standing` and its configuration: the cluster exists, or (with
+    /// `even_if_gone`) any cluster whose runs applied one (what a deleted cluster's
+    /// leftovers are tagged with).
+    fn of(standing: crate::standing::Standing, even_if_gone: bool) -> Option<Self> {
+        let run = if even_if_gone {
+            standing.state.applied_by.as_ref()
+        } else {
+            standing.state.exists_by()
+        }?;
+        Some(Applied {
+            infra: run
+                .labels
+                .get("infra-id")
+                .cloned()
+                .or_else(|| standing.state.infra_id.clone())
+                .unwrap_or_default(),
+            run: run.id.to_string(),
+            private_link: standing.state.private_link,
+            doc: standing.applied?,
+        })
+    }
+}
+
+/// Cluster `name` as the run that applied its configuration left it. `None` when it does
+/// not exist, or, with `even_if_gone`, when no run ever applied (and journaled) one.
 async fn applied(
     store: &Arc<dyn JournalStore>,
     name: &str,
-    even_if_deleted: bool,
+    even_if_gone: bool,
 ) -> Result<Option<Applied>> {
-    let runs = store
-        .list_runs(&RunFilter {
-            label: Some(("cluster".to_string(), name.to_string())),
-            ..Default::default()
-        })
-        .await?;
-    // Newest first: the first succeeded create, update or delete says what it is now.
-    for r in runs.iter().filter(|r| r.state == RunState::Succeeded) {
-        let Some(def) = hcp_workflows::workflow::lookup(&r.workflow) else {
-            continue;
-        };
-        if !def.applies_config {
-            if even_if_deleted {
-                continue;
-            }
-            return Ok(None); // deleted since
-        }
-        let dag: Option<hcp_runtime::SagaDag> = match store.load_run(r.id).await? {
-            Some(rec) => serde_json::from_str(&rec.dag).ok(),
-            None => None,
-        };
-        match dag.and_then(|d| d.record) {
-            Some(doc) => {
-                return Ok(Some(Applied {
-                    infra: r.labels.get("infra-id").cloned().unwrap_or_default(),
-                    run: r.id.to_string(),
-                    doc,
-                }));
-            }
-            None if even_if_deleted => continue,
-            None => return Ok(None),
+    let mut standing = crate::standing::load(store, name, None).await?;
+    if even_if_gone && standing.applied.is_none() {
+        // A deleted cluster has no standing configuration: its last applied one then.
+        if let Some(r) = &standing.state.applied_by {
+            standing.applied =
+                hcp_workflows::cluster_state::applied_document(store.as_ref(), r.id).await?;
         }
     }
-    Ok(None)
+    Ok(Applied::of(standing, even_if_gone))
 }
 
 /// A resource a deleted cluster left, as `inventory --orphans --live` lists it.
@@ -104,7 +104,7 @@ pub async fn live_orphans(
     if let Some(c) = &cluster
         && let Some(r) = rows
             .iter()
-            .find(|r| &r.cluster == c && r.status == "exists")
+            .find(|r| &r.cluster == c && r.status == hcp_workflows::cluster_state::Status::Exists)
     {
         return Err(Refused::input(format!(
             "cluster {} exists: `--live` looks for what deleted clusters left; to compare a live cluster with its journal, run `hcp-workflow verify cluster/{}`",
@@ -117,7 +117,10 @@ pub async fn live_orphans(
         .collect();
     let mut found = Vec::new();
     let mut failed = false;
-    for row in rows.iter().filter(|r| r.status == "deleted") {
+    for row in rows
+        .iter()
+        .filter(|r| r.status == hcp_workflows::cluster_state::Status::Deleted)
+    {
         let Some(ap) = applied(&store, &row.cluster, true).await? else {
             continue;
         };
@@ -201,7 +204,7 @@ async fn names(store: &Arc<dyn JournalStore>, db: &str, a: &VerifyArgs) -> Resul
         let runs = crate::views::folded_runs(store, None).await?;
         return Ok(crate::views::model::clusters(&runs)
             .into_iter()
-            .filter(|c| c.status == "exists")
+            .filter(|c| c.status == hcp_workflows::cluster_state::Status::Exists)
             .map(|c| c.cluster)
             .collect());
     }
@@ -255,12 +258,19 @@ async fn applied_config(
     db: &str,
     name: &str,
 ) -> Result<(Applied, hcp_workflows::config::ClusterConfig)> {
-    applied_config_opt(store, name).await?.ok_or_else(|| {
-        Refused::input(format!(
-            "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
-            crate::target::shown_url(db)
-        ))
-    })
+    if let Some((ap, cfg)) = applied_config_opt(store, name).await? {
+        return Ok((ap, cfg));
+    }
+    let standing = crate::standing::load(store, name, None).await?;
+    if let Some(sentence) = crate::standing::partially_deleted(&standing.state, None) {
+        return Err(Refused::input(format!(
+            "cluster/{name}: nothing whole to verify: {sentence}"
+        )));
+    }
+    Err(Refused::input(format!(
+        "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
+        crate::target::shown_url(db)
+    )))
 }
 
 /// [`applied_config`], `None` when the cluster does not exist by the journal.
@@ -278,10 +288,10 @@ pub(crate) async fn applied_config_opt(
 
 /// Who made cluster `cfg`'s private link. With `privateLink.managedBy: auto` (the default)
 /// the file does not say: its create decided from the operator's install and recorded the
-/// answer as the run's `private-link` label, and that record (in `runs`, the cluster's runs
-/// oldest first, already read for the ledger) is what verify checks against.
+/// answer as the run's `private-link` label, and that record (from the cluster's state)
+/// is what verify checks against.
 fn private_link_mode(
-    runs: &[(hcp_runtime::RunSummary, crate::views::model::Folded)],
+    recorded: Option<hcp_workflows::config::PrivateLinkManager>,
     cfg: &hcp_workflows::config::ClusterConfig,
 ) -> Result<hcp_workflows::config::PrivateLinkManager> {
     use hcp_workflows::config::PrivateLinkManager;
@@ -289,11 +299,6 @@ fn private_link_mode(
     {
         return Ok(cfg.private_link.managed_by);
     }
-    let recorded = runs
-        .iter()
-        .rev()
-        .filter(|(r, _)| r.workflow == hcp_workflows::create_cluster::WORKFLOW)
-        .find_map(|(r, _)| crate::cluster::private_link_label(&r.labels));
     recorded.ok_or_else(|| {
         Refused::input(format!(
             "cluster/{}: privateLink.managedBy is `auto` and no create of it recorded who made its private link, so its private-link checks cannot be chosen; set privateLink.managedBy to `hypershift` or `hcp-workflow` in the file and run `hcp-workflow start update-cluster --config <file>`",
@@ -342,7 +347,7 @@ async fn check(
             id: r.id,
         })
         .collect();
-    let link = private_link_mode(&runs, &cfg)?;
+    let link = private_link_mode(ap.private_link, &cfg)?;
     let input = hcp_workflows::verify::input(&cfg, &layout, link, expected);
     let clients = Clients::new(reach);
     let items = hcp_activities::verify::verify(&clients, &input).await;
@@ -447,23 +452,24 @@ pub async fn verify(
 /// them) and whose runs target one of `served`, from the run summaries alone.
 async fn served_clusters(store: &Arc<dyn JournalStore>, served: &[String]) -> Result<Vec<String>> {
     let runs = store.list_runs(&RunFilter::default()).await?;
-    let mut seen = std::collections::BTreeSet::new();
-    let mut out = Vec::new();
-    // Newest first: the first succeeded run of a cluster says whether it exists.
-    for r in runs.iter().filter(|r| r.state == RunState::Succeeded) {
-        let Some(name) = r.labels.get("cluster") else {
-            continue;
-        };
-        if !seen.insert(name.clone()) {
-            continue;
+    let mut by_cluster: std::collections::BTreeMap<&str, Vec<hcp_runtime::RunSummary>> =
+        std::collections::BTreeMap::new();
+    for r in &runs {
+        if let Some(name) = r.labels.get("cluster") {
+            by_cluster.entry(name).or_default().push(r.clone());
         }
-        let exists = hcp_workflows::workflow::lookup(&r.workflow).is_some_and(|d| d.applies_config);
-        let ours = r
-            .target
-            .as_ref()
-            .is_none_or(|t| served.iter().any(|s| s == t));
-        if exists && ours {
-            out.push(name.clone());
+    }
+    let mut out = Vec::new();
+    for (name, mine) in by_cluster {
+        let state = hcp_workflows::cluster_state::of_runs(name, &mine, false);
+        // Only a cluster that exists, made for a world this worker reaches.
+        let ours = state.exists_by().is_some_and(|r| {
+            r.target
+                .as_ref()
+                .is_none_or(|t| served.iter().any(|s| s == t))
+        });
+        if ours {
+            out.push(name.to_string());
         }
     }
     Ok(out)

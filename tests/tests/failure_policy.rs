@@ -299,3 +299,86 @@ fn plan_marks_pivots_and_the_policy() {
     assert!(!out.contains("⚑"), "create-cluster has no pivots: {out}");
     assert!(out.contains("on-failure=pause=24h"), "{out}");
 }
+
+/// A delete that stopped halfway leaves a cluster whose HostedCluster and network may be
+/// gone: `clusters`, `why cluster/…`, JSON, the UI, and every command that needs a whole
+/// cluster say "partially deleted" and give the command that finishes the delete.
+#[test]
+fn a_half_deleted_cluster_reads_partially_deleted_everywhere() {
+    let env = Env::new("policy-half", FAST);
+    let cfg = cluster_file(&env.dir, "half", "half-h4lfx", "Public", "");
+    let cfg_s = cfg.display().to_string();
+    let (code, out, err) = env.start("create-cluster", &cfg, &[], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let inject = [("HCP_INJECT_FAIL", "delete-cluster.network.vnet")];
+    let (code, out, err) = env.start("delete-cluster", &cfg, &[], &inject);
+    assert_eq!(code, 1, "{out}{err}");
+    let run = run_id(&out);
+    let short = &run[run.len() - 8..];
+    let finish = format!("retry {short}");
+
+    let (code, text, err) = env.cli(&["clusters"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("half "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("partially deleted"), "{text}");
+    assert!(row.contains(short), "the delete it rests on: {text}");
+    let (_, json, _) = env.cli(&["--output", "json", "clusters"], &[]);
+    let rows = items(&json, "ClusterList");
+    let half = rows.iter().find(|r| r["cluster"] == "half").unwrap();
+    assert_eq!(half["status"], "partially-deleted", "{half}");
+    assert_eq!(half["deleted_by"]["run_id"], run.as_str(), "{half}");
+    assert!(half["created_by"].is_null(), "{half}");
+    assert!(half["finish"].as_str().unwrap().contains(&finish), "{half}");
+
+    let (_, why, _) = env.cli(&["why", "cluster/half"], &[]);
+    assert!(why.contains("Cluster half is partially deleted"), "{why}");
+    assert!(why.contains(&finish), "{why}");
+    assert!(!why.contains("exists"), "{why}");
+
+    // Commands that need a whole cluster refuse and say how to finish (exit 2).
+    let (code, _, err) = env.cli(&["start", "update-cluster", "--config", &cfg_s], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cluster half is partially deleted") && err.contains(&finish),
+        "{err}"
+    );
+    let (code, _, err) = env.cli(&["verify", "cluster/half"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("partially deleted") && err.contains(&finish),
+        "{err}"
+    );
+    let (code, _, err) = env.cli(&["verify", "--all"], &[]);
+    assert_eq!(code, 0, "nothing whole to verify: {err}");
+
+    // The UI says the same.
+    let mut ui = hcp_e2e_tests::Proc::spawn(
+        &env.dir,
+        &["--database", &env.db, "ui", "--listen", "127.0.0.1:0"],
+        &[],
+    );
+    let url = ui.ui_url();
+    let (status, html) = hcp_e2e_tests::http_get(&format!("{url}/clusters"));
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains(r#"data-status="partially-deleted""#),
+        "{html}"
+    );
+    assert!(html.contains("partially deleted</span>"), "{html}");
+    assert!(html.contains("Finish the delete:"), "{html}");
+    ui.kill();
+
+    // Finishing it makes it deleted everywhere.
+    let (code, _, err) = env.cli(&["retry", &run], &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = env.cli(&["drive", &run], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, json, _) = env.cli(&["--output", "json", "clusters"], &[]);
+    let rows = items(&json, "ClusterList");
+    let half = rows.iter().find(|r| r["cluster"] == "half").unwrap();
+    assert_eq!(half["status"], "deleted", "{half}");
+    assert!(half.get("finish").is_none(), "{half}");
+}

@@ -12,7 +12,7 @@ use crate::layout::{
     ARO_DATA_PLANE, CLUSTERS_NAMESPACE, COMPONENTS, KEY_VAULT_ADMINISTRATOR,
     KEY_VAULT_SECRETS_USER, Layout, Scope, api,
 };
-use crate::workflow::{PreflightKind, WorkflowDef};
+use crate::workflow::{Admission, Admit, PreflightKind, WorkflowDef};
 use hcp_activities::kube::render::{
     HostedClusterInput, NodePoolImage, NodePoolInput, PublicHostnames,
 };
@@ -158,9 +158,36 @@ pub static DEF: WorkflowDef = WorkflowDef {
     follows_create: false,
     applies_config: true,
     updates: false,
+    removes_cluster: false,
     preflight: PreflightKind::Create,
+    summary: "Bring a cluster up.",
+    admit,
+    on_existing: Some(crate::workflow::OnExisting {
+        same: "a start adopts it and changes nothing",
+        refuses: "it would adopt what exists and change none of it",
+    }),
     build: |c, l, _| build(c, l),
 };
+
+/// A create over a cluster that exists (or is partially deleted) and differs from the
+/// file would adopt what exists, change none of the differences, and say "complete":
+/// refused, naming every difference. Same file, or no cluster: proceed (a create is
+/// idempotent, and resumes a partial one).
+fn admit(a: &Admit<'_>) -> Admission {
+    let (Some(by), Some(applied), Some(file)) = (a.state.standing_applied(), a.applied, a.file)
+    else {
+        return Admission::Proceed;
+    };
+    let changes = crate::applied::diff(applied, file);
+    if changes.is_empty() {
+        return Admission::Proceed;
+    }
+    Admission::Differs {
+        applied_by: by.id,
+        changes,
+        fix_workflow: crate::update_cluster::WORKFLOW,
+    }
+}
 
 /// What every stage reads: the config, its layout, and what follows from them.
 struct Ctx<'a> {

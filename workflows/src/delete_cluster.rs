@@ -153,7 +153,11 @@ pub static DEF: WorkflowDef = WorkflowDef {
     follows_create: true,
     applies_config: false,
     updates: false,
+    removes_cluster: true,
     preflight: PreflightKind::Delete,
+    summary: "Take it down.",
+    admit: crate::workflow::admit_any,
+    on_existing: None,
     build: |c, l, o| {
         build(
             c,

@@ -4,6 +4,8 @@
 //! - [`layout`]: every name and id derived from a config and infra id.
 //! - [`create_cluster`], [`delete_cluster`]: the DAGs (one file per workflow, like omicron's
 //!   sagas), built from a validated config and persisted with each run.
+//! - [`cluster_state`]: what a cluster is now (exists, partially deleted, deleted…), read
+//!   from its runs by one rule.
 //! - [`plan`]: what a DAG will create and how it would unwind, touching nothing.
 //! - [`workflow`]: each workflow as one self-describing unit ([`workflow::WorkflowDef`]):
 //!   what `start`, `plan`, `preflight` and `drive` use instead of knowing workflows by name.
@@ -11,6 +13,7 @@
 
 pub mod applied;
 pub mod budgets;
+pub mod cluster_state;
 pub mod config;
 pub mod create_cluster;
 pub mod delete_cluster;

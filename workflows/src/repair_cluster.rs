@@ -22,7 +22,7 @@
 
 use crate::config::ClusterConfig;
 use crate::layout::Layout;
-use crate::workflow::{BuildOptions, PreflightKind, WorkflowDef};
+use crate::workflow::{Admission, Admit, BuildOptions, PreflightKind, WorkflowDef};
 use hcp_activities::steps::update::{PlsAccessInput, PlsRef, PruneConnections, SetPlsVisibility};
 use hcp_runtime::{DagError, FailurePolicy, NodeOptions, SagaBuilder, SagaDag};
 
@@ -41,9 +41,35 @@ pub static DEF: WorkflowDef = WorkflowDef {
     follows_create: true,
     applies_config: true,
     updates: false,
+    removes_cluster: false,
     preflight: PreflightKind::Update,
+    summary: "Put back what the journal says the cluster's runs made, when `verify` finds it missing or drifted: the create steps run forward again over the unchanged file, plus the private link's access (pauses on failure).",
+    admit,
+    on_existing: Some(crate::workflow::OnExisting {
+        same: "a repair reads every resource above, adopts what is as it should be, and puts back what is missing or drifted (`hcp-workflow verify` lists what that is now)",
+        refuses: "a repair puts the cluster back as it was last applied, not as a changed file says",
+    }),
     build,
 };
+
+/// Repair brings a cluster that exists back to its applied configuration: without one
+/// (never made here, deleted, partially deleted, or made before configurations were
+/// journaled) there is nothing to repair to, and a file that differs from it would be
+/// adopted unchanged, so both are refused.
+fn admit(a: &Admit<'_>) -> Admission {
+    let (Some(by), Some(applied), Some(file)) = (a.state.exists_by(), a.applied, a.file) else {
+        return Admission::NoCluster;
+    };
+    let changes = crate::applied::diff(applied, file);
+    if changes.is_empty() {
+        return Admission::Proceed;
+    }
+    Admission::Differs {
+        applied_by: by.id,
+        changes,
+        fix_workflow: crate::update_cluster::WORKFLOW,
+    }
+}
 
 /// The create DAG with the access stage, under this workflow's name.
 ///

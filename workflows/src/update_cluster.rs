@@ -29,7 +29,7 @@ use crate::applied::{self, Change};
 use crate::config::{ClusterConfig, NodePool, PrivateLinkManager};
 use crate::create_cluster::node_pool_input;
 use crate::layout::{CLUSTERS_NAMESPACE, Layout};
-use crate::workflow::{BuildOptions, PreflightKind, WorkflowDef};
+use crate::workflow::{Admission, Admit, BuildOptions, PreflightKind, WorkflowDef};
 use hcp_activities::kube::mgmt::Kind;
 use hcp_activities::kube::render;
 use hcp_activities::steps::cluster::{
@@ -64,6 +64,36 @@ fn o() -> NodeOptions {
     NodeOptions::default()
 }
 
+/// update-cluster's own refusals, before anything is asked of the cloud: no cluster to
+/// update, nothing to change (nothing journaled), a change that cannot be made in place
+/// (each field with why and the fix), a release change the two documents already refuse.
+fn admit(a: &Admit<'_>) -> Admission {
+    let (Some(by), Some(applied), Some(file)) = (a.state.exists_by(), a.applied, a.file) else {
+        return Admission::NoCluster;
+    };
+    let plan = classify(applied, file);
+    if plan.is_empty() {
+        return Admission::NothingToChange { applied_by: by.id };
+    }
+    if !plan.refused.is_empty() {
+        return Admission::CannotChangeInPlace {
+            changes: plan.changes.len(),
+            refused: plan.refused,
+        };
+    }
+    let rows = release_checks(applied, a.cfg);
+    let checked = rows.len();
+    let failed: Vec<_> = rows
+        .into_iter()
+        .filter(|r| r.status == hcp_activities::preflight::Status::Fail)
+        .collect();
+    if failed.is_empty() {
+        Admission::Proceed
+    } else {
+        Admission::ReleaseRefused { failed, checked }
+    }
+}
+
 /// update-cluster as `start`, `plan`, `preflight` and `drive` see it.
 pub static DEF: WorkflowDef = WorkflowDef {
     name: WORKFLOW,
@@ -74,7 +104,11 @@ pub static DEF: WorkflowDef = WorkflowDef {
     follows_create: true,
     applies_config: true,
     updates: true,
+    removes_cluster: false,
     preflight: PreflightKind::Update,
+    summary: "Change a cluster that exists into what its file says now: node pools (add, scale, autoscale, new machine template, remove), the release, allowed subscriptions.",
+    admit,
+    on_existing: None,
     build,
 };
 

@@ -1,4 +1,4 @@
-//! A workflow as one self-describing unit (issue 23 §3).
+//! A workflow as one self-describing unit.
 //!
 //! `start`, `plan`, `preflight` and `drive` in `bin/` know no workflow by name: they look
 //! its [`WorkflowDef`] up and use what it declares —
@@ -9,14 +9,17 @@
 //!   `delete_cluster.rs`), with its pivots marked on the nodes;
 //! - its default failure policy and which policies it accepts;
 //! - whether it is destructive (asks, or needs `--yes`);
-//! - its preflight checks ([`PreflightKind`]).
+//! - its preflight checks ([`PreflightKind`]);
+//! - its admission ([`Admit`] → [`Admission`]): whether a start may proceed on the cluster
+//!   as its runs leave it ([`crate::cluster_state`]), decided here and only printed by `bin/`.
 //!
 //! Adding a workflow: one file in `workflows/` with a `pub static DEF: WorkflowDef`, one
 //! line in [`ALL`], and its new step actions in `activities/`.
 
+use crate::cluster_state::ClusterState;
 use crate::config::ClusterConfig;
 use crate::layout::Layout;
-use hcp_runtime::{DagError, FailurePolicy, SagaDag};
+use hcp_runtime::{DagError, FailurePolicy, RunId, SagaDag};
 use std::time::Duration;
 
 /// Flags and state that shape a workflow's DAG (each workflow reads the ones it knows).
@@ -40,6 +43,75 @@ pub enum PreflightKind {
     /// What an update needs: the permissions of its steps, and for a new release the
     /// HyperShift operator's supported versions, no downgrade, and the node pools' skew.
     Update,
+}
+
+/// What a start is admitted on.
+#[derive(Debug)]
+pub struct Admit<'a> {
+    /// The cluster file (validated).
+    pub cfg: &'a ClusterConfig,
+    /// The cluster as its runs leave it.
+    pub state: &'a ClusterState,
+    /// The configuration its standing applied run journaled
+    /// ([`ClusterState::standing_applied`]), when it journaled one.
+    pub applied: Option<&'a serde_json::Value>,
+    /// The file as an applied-configuration document ([`crate::applied::document`]), for a
+    /// workflow that applies one.
+    pub file: Option<&'a serde_json::Value>,
+}
+
+/// The answer of a workflow's admission.
+#[derive(Debug)]
+pub enum Admission {
+    /// Go on to the checks against the cloud.
+    Proceed,
+    /// The cluster is as the file says: nothing is journaled (exit 0).
+    NothingToChange {
+        /// The run that applied the configuration.
+        applied_by: RunId,
+    },
+    /// The workflow works on a cluster that exists, and this one does not (its state says
+    /// what it is: absent, deleted, partially deleted, or made before configurations were
+    /// journaled).
+    NoCluster,
+    /// The file differs from the cluster, and this workflow would change none of it.
+    Differs {
+        /// The run that applied the configuration.
+        applied_by: RunId,
+        /// Every difference.
+        changes: Vec<crate::applied::Change>,
+        /// The workflow that makes such changes.
+        fix_workflow: &'static str,
+    },
+    /// Changes that cannot be made in place: each field, why, and the fix.
+    CannotChangeInPlace {
+        /// The refused fields.
+        refused: Vec<crate::update_cluster::Refusal>,
+        /// How many differences the file has in all.
+        changes: usize,
+    },
+    /// Release checks that need nothing but the two documents failed.
+    ReleaseRefused {
+        /// The failed rows.
+        failed: Vec<hcp_activities::preflight::CheckResult>,
+        /// How many release rows were checked.
+        checked: usize,
+    },
+}
+
+/// Admission for a workflow that needs nothing of the cluster's past.
+pub fn admit_any(_: &Admit<'_>) -> Admission {
+    Admission::Proceed
+}
+
+/// What `plan` says of a cluster that exists, for a workflow that compares the file with
+/// it.
+#[derive(Debug)]
+pub struct OnExisting {
+    /// The file is as applied: what a start does then.
+    pub same: &'static str,
+    /// The file differs: why a start refuses.
+    pub refuses: &'static str,
 }
 
 /// Everything `bin/` needs to know about one workflow.
@@ -68,8 +140,19 @@ pub struct WorkflowDef {
     /// last applied configuration, an unchanged file is "nothing to change" (nothing
     /// journaled), and a change it cannot make in place is refused.
     pub updates: bool,
+    /// It removes the cluster: once one of its runs has begun, the cluster is partially
+    /// deleted until one succeeds ([`crate::cluster_state`]).
+    pub removes_cluster: bool,
     /// Its preflight checks.
     pub preflight: PreflightKind,
+    /// Whether a start may proceed on this cluster as its runs leave it, with this file
+    /// (every refusal before anything is journaled or asked of the cloud).
+    pub admit: fn(&Admit<'_>) -> Admission,
+    /// One line of what it does (the CLI's help for its name).
+    pub summary: &'static str,
+    /// What `plan` says of a cluster that exists (`None`: it says nothing, or, for an
+    /// update, lists the changes itself).
+    pub on_existing: Option<OnExisting>,
     /// Build its DAG for a validated config (pivots marked, default policy set).
     pub build: for<'a> fn(&ClusterConfig, &Layout, BuildOptions<'a>) -> Result<SagaDag, DagError>,
 }
@@ -107,12 +190,6 @@ impl WorkflowDef {
             ));
         }
         Ok(policy)
-    }
-
-    /// It needs the cluster's last applied configuration in the journal (update-cluster,
-    /// repair-cluster): without one, a start is refused (exit 2).
-    pub fn requires_applied(&self) -> bool {
-        self.updates || (self.follows_create && self.applies_config)
     }
 
     /// Build the DAG with the run's failure policy.

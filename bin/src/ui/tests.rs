@@ -732,11 +732,10 @@ async fn the_clusters_page_shows_each_clusters_state_and_latest_run() {
         labels: [("cluster".to_string(), c.to_string())].into(),
         ..Default::default()
     };
-    let ok = e
-        .start(&testkit::sample_dag_for("ok-"), labels("<i>up</i>"))
-        .await
-        .unwrap()
-        .run_id;
+    // What a run does to its cluster is its workflow's to say: this one is a create.
+    let mut create = testkit::sample_dag_for("ok-");
+    create.workflow = hcp_workflows::create_cluster::WORKFLOW.to_string();
+    let ok = e.start(&create, labels("<i>up</i>")).await.unwrap().run_id;
     e.drive(ok, std::future::pending()).await.unwrap();
     w.faults().fail.insert("c".into());
     let bad = e

@@ -12,6 +12,7 @@ use hcp_runtime::{
     Event, NodeStatus, OperatorCommand, RunState, RunSummary, RunView, SagaDag, StepError,
     Timestamp, UnwindCause,
 };
+use hcp_workflows::cluster_state::Status;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -2222,14 +2223,18 @@ impl ClusterRun {
 #[derive(Debug, Clone, Serialize)]
 pub struct ClusterRow {
     pub cluster: String,
-    /// `exists` (its latest successful run created it, or changed it), `deleted` (its latest successful
-    /// run deleted it), `partial` (no run succeeded, but resources are recorded as still
-    /// present) or `absent` (nothing succeeded and nothing is left).
-    pub status: String,
+    /// What it is now, by [`hcp_workflows::cluster_state`]: `exists`, `partially-deleted`
+    /// (a delete began and did not finish), `deleted`, `partial` (never created completely,
+    /// resources recorded as still present) or `absent`.
+    pub status: Status,
     /// The successful create it exists by (`exists` only).
     pub created_by: Option<ClusterRun>,
-    /// The successful delete that removed it (`deleted` only).
+    /// The delete that removed it (`deleted`), or began to and did not finish
+    /// (`partially-deleted`).
     pub deleted_by: Option<ClusterRun>,
+    /// `partially-deleted`: the command that finishes the delete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish: Option<String>,
     /// Its latest run, whatever its outcome.
     pub last_run: ClusterRun,
     /// An unfinished run working on it now (at most one: one run per cluster).
@@ -2351,25 +2356,23 @@ pub fn clusters(runs: &[(RunSummary, Folded)]) -> Vec<ClusterRow> {
         else {
             continue;
         };
-        // The latest success decides whether it exists (by when it finished).
-        let latest_ok = mine
-            .iter()
-            .filter(|s| s.state == RunState::Succeeded)
-            .max_by_key(|s| s.updated_at.0);
         let rows: Vec<&InventoryRow> = present.iter().filter(|r| r.cluster == name).collect();
         let resources = rows.len();
         let persistent = rows.iter().filter(|r| r.persistent).count();
-        let (status, created_by, deleted_by) = match latest_ok {
-            Some(s) if s.workflow.starts_with("delete") => {
-                ("deleted", None, Some(ClusterRun::of(s)))
-            }
-            Some(s) => ("exists", Some(ClusterRun::of(s)), None),
-            _ if resources > persistent => ("partial", None, None),
-            _ => ("absent", None, None),
+        let owned: Vec<RunSummary> = mine.iter().map(|s| (*s).clone()).collect();
+        let state = hcp_workflows::cluster_state::of_runs(&name, &owned, resources > persistent);
+        let decided = state.decided_by.as_ref().map(ClusterRun::of);
+        let (created_by, deleted_by) = match state.status {
+            Status::Exists => (decided, None),
+            Status::Deleted | Status::PartiallyDeleted => (None, decided),
+            Status::Partial | Status::Absent => (None, None),
         };
+        let finish = crate::standing::finish_command(&state, None);
+        let status = state.status;
         out.push(ClusterRow {
             cluster: name.clone(),
-            status: status.to_string(),
+            status,
+            finish,
             created_by,
             deleted_by,
             last_run: ClusterRun::of(last),
@@ -2412,6 +2415,13 @@ pub fn cluster_sentence(c: &ClusterRow) -> String {
             } else {
                 String::new()
             }
+        ),
+        "partially-deleted" => format!(
+            "Cluster {} is partially deleted: {} began deleting it and did not finish, so some of it may be gone; {} resources are recorded as still present. Finish the delete: {}.",
+            c.cluster,
+            c.deleted_by.as_ref().map(phrase).unwrap_or_default(),
+            c.resources,
+            c.finish.as_deref().unwrap_or("hcp-workflow why")
         ),
         "partial" => format!(
             "Cluster {} was never created completely, and {} of its resources are recorded as still present (`hcp-workflow inventory --cluster {}`).",

@@ -562,7 +562,10 @@ pub fn clusters(rows: &[crate::views::model::ClusterRow]) -> String {
         return "no clusters: no run in this journal names one\n".into();
     }
     let cw = width("CLUSTER", rows.iter().map(|r| r.cluster.as_str()));
-    let sw = width("STATUS", rows.iter().map(|r| r.status.as_str()));
+    // The status in words ("partially deleted"); JSON keeps the token.
+    let words = |r: &crate::views::model::ClusterRow| r.status.words().to_string();
+    let statuses: Vec<String> = rows.iter().map(words).collect();
+    let sw = width("STATUS", statuses.iter().map(String::as_str));
     let by = |r: &crate::views::model::ClusterRow| {
         r.created_by
             .as_ref()
@@ -601,7 +604,7 @@ pub fn clusters(rows: &[crate::views::model::ClusterRow]) -> String {
         pad("LAST RUN", lw),
         pad("RESOURCES", rw)
     );
-    for (((r, b), l), res) in rows.iter().zip(&bys).zip(&lasts).zip(&ress) {
+    for ((((r, st), b), l), res) in rows.iter().zip(&statuses).zip(&bys).zip(&lasts).zip(&ress) {
         let verified = match &r.verified {
             None => "-".to_string(),
             Some(v) if v.ok => format!("ok at {}", v.at),
@@ -611,7 +614,7 @@ pub fn clusters(rows: &[crate::views::model::ClusterRow]) -> String {
             o,
             "{}  {}  {}  {}  {}  {}",
             pad(&r.cluster, cw),
-            pad(&r.status, sw),
+            pad(st, sw),
             pad(b, bw),
             pad(l, lw),
             pad(res, rw),
