@@ -488,23 +488,23 @@ pub async fn plan(db: &str, reach_args: &ReachArgs, out: OutputFormat, a: PlanAr
     // What the journal knows (like `terraform plan` against its state): never creates a
     // journal to find out. A workflow that follows a create needs its infra id, so a
     // journal that cannot be read is an error there.
+    let needs_journal = def.follows_create && cfg.infra_id.is_none();
     let store = match crate::open_existing_store(db).await {
         Ok(st) => Some(st),
-        Err(e) if e.is::<crate::NoJournal>() => None,
-        Err(e) if def.follows_create && cfg.infra_id.is_none() => return Err(e),
+        Err(e) if needs_journal && !e.is::<crate::NoJournal>() => return Err(e),
         Err(_) => None,
     };
     let standing = match &store {
         Some(st) => match crate::standing::of_file(st, &cfg, def).await {
             Ok(s) => s,
-            Err(e) if def.follows_create && cfg.infra_id.is_none() => return Err(e),
+            Err(e) if needs_journal => return Err(e),
             Err(_) => crate::standing::Standing::absent(&cfg.name),
         },
         None => crate::standing::Standing::absent(&cfg.name),
     };
-    let infra = match infra_for(&cfg, def, &standing) {
-        Some(i) if cfg.infra_id.is_some() || standing.state.infra_id.is_some() => i,
-        Some(_) => format!("{}-<generated>", cfg.name),
+    let infra = match cfg.infra_id.as_ref().or(standing.state.infra_id.as_ref()) {
+        Some(i) => i.clone(),
+        None if !def.follows_create => format!("{}-<generated>", cfg.name),
         None => {
             return Err(Refused::input(format!(
                 "infraID: not set in {} and no create-cluster run of `{}` in the journal; set infraID",
@@ -1268,14 +1268,23 @@ struct Prepared {
     target: String,
     /// At most one unfinished run per key: this cluster in this subscription.
     exclusive: String,
-    /// update-cluster: the cluster's last applied configuration, the DAG's starting point.
-    applied: Option<serde_json::Value>,
     /// The cluster as its runs leave it, read once for the whole start.
     standing: crate::standing::Standing,
     /// The journal's URL (`--database`).
     db_url: String,
     /// The in-process simulator (`--simulate`), kept for as long as the run is followed.
     _sim: Option<SimHandle>,
+}
+
+impl Prepared {
+    /// update-cluster: the cluster's last applied configuration, the DAG's starting point
+    /// (and its preflight counts only the machines it adds). `None` for other workflows.
+    fn update_base(
+        &self,
+        def: &hcp_workflows::workflow::WorkflowDef,
+    ) -> Option<&serde_json::Value> {
+        self.standing.applied.as_ref().filter(|_| def.updates)
+    }
 }
 
 /// What [`prepare_dag`] settled: the DAG to journal, with the private-link mode it was
@@ -1362,9 +1371,6 @@ async fn connect(
         clients,
         target,
         exclusive,
-        // Only an update builds on it (its DAG starts from it, its preflight counts only
-        // the machines it adds).
-        applied: standing.applied.clone().filter(|_| def.updates),
         standing,
         db_url: db.to_string(),
         _sim: sim,
@@ -1385,17 +1391,8 @@ async fn claim_cluster(
     a: &StartArgs,
 ) -> Result<ControlFlow<u8, hcp_runtime::Engine>> {
     let workflow_name = a.workflow.def().name;
-    let holder = p
-        .store
-        .list_runs(&hcp_runtime::RunFilter {
-            label: Some(("cluster".to_string(), p.cfg.name.clone())),
-            ..Default::default()
-        })
-        .await?
-        .into_iter()
-        .find(|r| {
-            !r.state.is_terminal() && r.exclusive_key.as_deref() == Some(p.exclusive.as_str())
-        });
+    // Read with the cluster's state in `connect` (the runs holding this exclusive key).
+    let holder = p.standing.state.active.clone();
     let e = crate::ops::cluster_engine(p.store.clone(), &p.clients, Some(vec![p.target.clone()]))?;
     if let Some(h) = holder {
         let same_key = a.idempotency_key.is_some() && h.idempotency_key == a.idempotency_key;
@@ -1447,7 +1444,7 @@ async fn prepare_dag(p: &mut Prepared, a: &StartArgs, out: OutputFormat) -> Resu
             purge_persistent: a.purge_persistent,
             skip_cloud_cleanup: a.skip_cloud_cleanup,
         },
-        p.applied.as_ref(),
+        p.update_base(a.workflow.def()),
     )?;
     dag.on_failure = p.policy;
     let preflight_label = if a.skip_preflight {
@@ -1582,7 +1579,7 @@ async fn preflight_report(
         a.workflow,
         managed_by,
         crate::preflight::START_TIMEOUT,
-        p.applied.as_ref(),
+        p.update_base(a.workflow.def()),
     )
     .await;
     if report.failed() {
@@ -1689,7 +1686,7 @@ async fn confirm(p: &Prepared, a: &StartArgs, dag: &hcp_runtime::SagaDag) -> Res
 fn confirm_change(p: &Prepared, a: &StartArgs, dag: &hcp_runtime::SagaDag) -> Result<()> {
     use std::io::Write as _;
     let def = a.workflow.def();
-    let c = match (&p.applied, &dag.record) {
+    let c = match (p.update_base(def), &dag.record) {
         (Some(applied), Some(doc)) if def.updates => {
             hcp_workflows::update_cluster::classify(applied, doc).consequences(&p.cfg.name, dag)
         }

@@ -60,20 +60,23 @@ pub(crate) async fn of_file(
 /// The command that finishes the delete of a partially deleted cluster, with `target`'s
 /// flags.
 pub(crate) fn finish_command(state: &ClusterState, target: Option<&str>) -> Option<String> {
-    let short = |id: &RunId| crate::runref::short(&id.to_string()).to_string();
-    Some(match state.finish_delete()? {
-        FinishDelete::Retry(id) => crate::target::command(None, &format!("retry {}", short(&id))),
-        FinishDelete::Resume(id) => crate::target::command(None, &format!("resume {}", short(&id))),
-        FinishDelete::Watch(id) => crate::target::command(None, &format!("watch {}", short(&id))),
-        FinishDelete::StartAgain { config } => crate::target::command(
-            target,
-            &format!(
-                "start {} --config {}",
-                hcp_workflows::delete_cluster::WORKFLOW,
-                config.as_deref().unwrap_or("<cluster file>")
-            ),
-        ),
-    })
+    let (verb, id) = match state.finish_delete()? {
+        FinishDelete::Retry(id) => ("retry", id),
+        FinishDelete::Resume(id) => ("resume", id),
+        FinishDelete::Watch(id) => ("watch", id),
+        FinishDelete::StartAgain { config } => {
+            return Some(crate::target::command(
+                target,
+                &format!(
+                    "start {} --config {}",
+                    hcp_workflows::delete_cluster::WORKFLOW,
+                    config.as_deref().unwrap_or("<cluster file>")
+                ),
+            ));
+        }
+    };
+    let short = crate::runref::short(&id.to_string()).to_string();
+    Some(crate::target::command(None, &format!("{verb} {short}")))
 }
 
 /// "cluster demo is partially deleted: run 1a2b3c4d (delete-cluster) needs an operator;

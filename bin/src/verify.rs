@@ -452,16 +452,16 @@ pub async fn verify(
 /// them) and whose runs target one of `served`, from the run summaries alone.
 async fn served_clusters(store: &Arc<dyn JournalStore>, served: &[String]) -> Result<Vec<String>> {
     let runs = store.list_runs(&RunFilter::default()).await?;
-    let mut by_cluster: std::collections::BTreeMap<&str, Vec<hcp_runtime::RunSummary>> =
+    let mut by_cluster: std::collections::BTreeMap<&str, Vec<&hcp_runtime::RunSummary>> =
         std::collections::BTreeMap::new();
     for r in &runs {
         if let Some(name) = r.labels.get("cluster") {
-            by_cluster.entry(name).or_default().push(r.clone());
+            by_cluster.entry(name).or_default().push(r);
         }
     }
     let mut out = Vec::new();
     for (name, mine) in by_cluster {
-        let state = hcp_workflows::cluster_state::of_runs(name, &mine, false);
+        let state = hcp_workflows::cluster_state::of_runs(name, mine, false);
         // Only a cluster that exists, made for a world this worker reaches.
         let ours = state.exists_by().is_some_and(|r| {
             r.target

@@ -82,9 +82,10 @@ pub struct ClusterState {
     /// (what a partially deleted cluster was, and what a deleted one's leftovers are
     /// tagged with).
     pub applied_by: Option<RunSummary>,
-    /// The unfinished run holding the cluster, if any (at most one: the exclusive key).
+    /// The unfinished run holding the cluster, if any, whatever its workflow (at most one:
+    /// the exclusive key).
     pub active: Option<RunSummary>,
-    /// The newest run of the cluster, whatever it did.
+    /// The newest run of the cluster of a workflow this binary knows, whatever it did.
     pub last: Option<RunSummary>,
     /// The infra id the newest create run recorded (`infra-id` label).
     pub infra_id: Option<String>,
@@ -149,24 +150,30 @@ impl ClusterState {
     }
 }
 
-fn def_of(r: &RunSummary) -> Option<&'static WorkflowDef> {
-    lookup(&r.workflow)
-}
-
-/// The state of cluster `name` from `runs` (its runs, in any order; runs of workflows this
-/// binary does not know are ignored). `ledger_present`: its ledger records something not
-/// kept on purpose as present (only views fold ledgers; admission passes `false`).
+/// The state of cluster `name` from `runs` (its runs, in any order). Runs of workflows
+/// this binary does not know decide nothing and are not its `last`, but one still holds
+/// the cluster while unfinished (`active`). `ledger_present`: its ledger records something not kept on
+/// purpose as present (only views fold ledgers; admission passes `false`).
 #[must_use]
-pub fn of_runs(name: &str, runs: &[RunSummary], ledger_present: bool) -> ClusterState {
-    let mut mine: Vec<&RunSummary> = runs.iter().filter(|r| def_of(r).is_some()).collect();
+pub fn of_runs<'a>(
+    name: &str,
+    runs: impl IntoIterator<Item = &'a RunSummary>,
+    ledger_present: bool,
+) -> ClusterState {
+    let mut all: Vec<&RunSummary> = runs.into_iter().collect();
     // Newest first; the id breaks ties of one millisecond the same way everywhere.
-    mine.sort_by(|a, b| {
-        (b.created_at.0, b.id.to_string()).cmp(&(a.created_at.0, a.id.to_string()))
-    });
+    all.sort_by_key(|r| std::cmp::Reverse((r.created_at.0, r.id)));
+    let active = all
+        .iter()
+        .find(|r| !r.state.is_terminal())
+        .map(|r| (*r).clone());
+    let mine: Vec<(&RunSummary, &'static WorkflowDef)> = all
+        .into_iter()
+        .filter_map(|r| Some((r, lookup(&r.workflow)?)))
+        .collect();
     let mut status = None;
     let mut decided_by = None;
-    for r in &mine {
-        let Some(def) = def_of(r) else { continue };
+    for (r, def) in &mine {
         let decided = match (def.removes_cluster, r.state) {
             (true, RunState::Succeeded) => Some(Status::Deleted),
             // Journaled but never picked up: nothing of it was deleted yet.
@@ -188,22 +195,20 @@ pub fn of_runs(name: &str, runs: &[RunSummary], ledger_present: bool) -> Cluster
     });
     let applied_by = mine
         .iter()
-        .find(|r| r.state == RunState::Succeeded && def_of(r).is_some_and(|d| d.applies_config))
-        .map(|r| (*r).clone());
+        .find(|(r, d)| r.state == RunState::Succeeded && d.applies_config)
+        .map(|(r, _)| (*r).clone());
     let creates = || {
         mine.iter()
-            .filter(|r| def_of(r).is_some_and(|d| !d.follows_create && d.applies_config))
+            .filter(|(_, d)| !d.follows_create && d.applies_config)
+            .map(|(r, _)| r)
     };
     ClusterState {
         name: name.to_string(),
         status,
         decided_by,
         applied_by,
-        active: mine
-            .iter()
-            .find(|r| !r.state.is_terminal())
-            .map(|r| (*r).clone()),
-        last: mine.first().map(|r| (*r).clone()),
+        active,
+        last: mine.first().map(|(r, _)| (*r).clone()),
         infra_id: creates().find_map(|r| r.labels.get("infra-id").cloned()),
         private_link: creates().find_map(|r| private_link_label(&r.labels)),
     }

@@ -174,18 +174,9 @@ pub static DEF: WorkflowDef = WorkflowDef {
 /// refused, naming every difference. Same file, or no cluster: proceed (a create is
 /// idempotent, and resumes a partial one).
 fn admit(a: &Admit<'_>) -> Admission {
-    let (Some(by), Some(applied), Some(file)) = (a.state.standing_applied(), a.applied, a.file)
-    else {
-        return Admission::Proceed;
-    };
-    let changes = crate::applied::diff(applied, file);
-    if changes.is_empty() {
-        return Admission::Proceed;
-    }
-    Admission::Differs {
-        applied_by: by.id,
-        changes,
-        fix_workflow: crate::update_cluster::WORKFLOW,
+    match (a.state.standing_applied(), a.applied, a.file) {
+        (Some(by), Some(applied), Some(file)) => Admission::unless_differs(by.id, applied, file),
+        _ => Admission::Proceed,
     }
 }
 

@@ -57,17 +57,9 @@ pub static DEF: WorkflowDef = WorkflowDef {
 /// journaled) there is nothing to repair to, and a file that differs from it would be
 /// adopted unchanged, so both are refused.
 fn admit(a: &Admit<'_>) -> Admission {
-    let (Some(by), Some(applied), Some(file)) = (a.state.exists_by(), a.applied, a.file) else {
-        return Admission::NoCluster;
-    };
-    let changes = crate::applied::diff(applied, file);
-    if changes.is_empty() {
-        return Admission::Proceed;
-    }
-    Admission::Differs {
-        applied_by: by.id,
-        changes,
-        fix_workflow: crate::update_cluster::WORKFLOW,
+    match (a.state.exists_by(), a.applied, a.file) {
+        (Some(by), Some(applied), Some(file)) => Admission::unless_differs(by.id, applied, file),
+        _ => Admission::NoCluster,
     }
 }
 

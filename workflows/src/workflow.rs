@@ -99,6 +99,26 @@ pub enum Admission {
     },
 }
 
+impl Admission {
+    /// Proceed when `file` is as `applied` (applied by run `by`), else every difference,
+    /// with update-cluster as the workflow that makes such changes.
+    pub fn unless_differs(
+        by: RunId,
+        applied: &serde_json::Value,
+        file: &serde_json::Value,
+    ) -> Self {
+        let changes = crate::applied::diff(applied, file);
+        if changes.is_empty() {
+            return Admission::Proceed;
+        }
+        Admission::Differs {
+            applied_by: by,
+            changes,
+            fix_workflow: crate::update_cluster::WORKFLOW,
+        }
+    }
+}
+
 /// Admission for a workflow that needs nothing of the cluster's past.
 pub fn admit_any(_: &Admit<'_>) -> Admission {
     Admission::Proceed

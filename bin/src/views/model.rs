@@ -2350,17 +2350,18 @@ pub fn clusters(runs: &[(RunSummary, Folded)]) -> Vec<ClusterRow> {
             .map(|(s, _)| s)
             .filter(|s| s.labels.get("cluster") == Some(&name))
             .collect();
-        let Some(last) = mine
-            .iter()
-            .max_by_key(|s| (s.created_at.0, s.id.to_string()))
-        else {
+        // Its last run whatever the workflow (a run of one this binary does not know too).
+        let Some(last) = mine.iter().max_by_key(|s| (s.created_at.0, s.id)) else {
             continue;
         };
         let rows: Vec<&InventoryRow> = present.iter().filter(|r| r.cluster == name).collect();
         let resources = rows.len();
         let persistent = rows.iter().filter(|r| r.persistent).count();
-        let owned: Vec<RunSummary> = mine.iter().map(|s| (*s).clone()).collect();
-        let state = hcp_workflows::cluster_state::of_runs(&name, &owned, resources > persistent);
+        let state = hcp_workflows::cluster_state::of_runs(
+            &name,
+            mine.iter().copied(),
+            resources > persistent,
+        );
         let decided = state.decided_by.as_ref().map(ClusterRun::of);
         let (created_by, deleted_by) = match state.status {
             Status::Exists => (decided, None),
@@ -2376,10 +2377,7 @@ pub fn clusters(runs: &[(RunSummary, Folded)]) -> Vec<ClusterRow> {
             created_by,
             deleted_by,
             last_run: ClusterRun::of(last),
-            active_run: mine
-                .iter()
-                .find(|s| !s.state.is_terminal())
-                .map(|s| ClusterRun::of(s)),
+            active_run: state.active.as_ref().map(ClusterRun::of),
             resources,
             persistent,
             verified: None,
