@@ -4,7 +4,7 @@
 //! journaled step completions of one run (the engine's per-step cost: one durable append
 //! that records a step's success and the next step's intent, plus scheduling).
 
-use crate::open_store;
+use crate::services::open_store;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use hcp_runtime::benchkit;
@@ -306,7 +306,7 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
     let sim_cfg = hcp_simulator::SimConfig {
         time_scale: a.time_scale,
         // The public zone of baseDomain exists before a create (issue 12's lookup).
-        dns_zones: vec![crate::cluster::dns_zone_seed(&cfg)],
+        dns_zones: vec![crate::reach::dns_zone_seed(&cfg)],
         ..hcp_simulator::SimConfig::realistic()
     };
     let sim = hcp_simulator::Simulator::new(sim_cfg)?;
@@ -318,7 +318,7 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
     });
     let clients = Clients::new(Reach::Simulator(base));
     let engines: Vec<Engine> = (0..a.workers.max(1))
-        .map(|_| crate::ops::cluster_engine(store.clone(), &clients, None))
+        .map(|_| crate::services::engine::cluster_engine(store.clone(), &clients, None))
         .collect::<Result<_>>()?;
     let e = engines[0].clone();
     let (tx, rx) = tokio::sync::watch::channel(false);

@@ -101,13 +101,13 @@ fn database() -> String {
                 .flatten()
                 .and_then(|d| d.database)
         })
-        .unwrap_or_else(|| crate::DEFAULT_DATABASE.to_string())
+        .unwrap_or_else(|| crate::services::store::DEFAULT_DATABASE.to_string())
 }
 
 /// Every run of that journal, newest first; none when it cannot be read at once.
 fn journal_runs() -> Vec<hcp_runtime::RunSummary> {
     let db = database();
-    if db == "memory:" || crate::missing_sqlite_file(&db).is_some() {
+    if db == "memory:" || crate::services::store::missing_sqlite_file(&db).is_some() {
         return Vec::new();
     }
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -123,7 +123,7 @@ fn journal_runs() -> Vec<hcp_runtime::RunSummary> {
             }
             // Never upgrade a journal from a Tab: a schema this binary does not use is
             // left alone (and completes nothing).
-            crate::migrate::gate(&db).await.ok()?;
+            crate::services::schema::gate(&db).await.ok()?;
             let (store, _) = hcp_persistence::open_for_reading(&db).await.ok()?;
             store.list_runs(&RunFilter::default()).await.ok()
         };

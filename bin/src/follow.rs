@@ -7,8 +7,8 @@
 //! (`watch` of a run half done, `drive` after a Ctrl-C) replays the finished steps with
 //! their own times, not with the time it happens to read them.
 
-use crate::OutputFormat;
 use crate::output;
+use crate::services::OutputFormat;
 use anyhow::{Result, bail};
 use hcp_runtime::{JournalStore, NodeState, NodeStatus, RunExit, RunState, RunView, Timestamp};
 use std::collections::{BTreeMap, HashMap};
@@ -40,10 +40,10 @@ pub(crate) async fn drive(
         .load_run(run)
         .await?
         .map(|r| r.summary.created_at)
-        .unwrap_or_else(|| crate::ops::clock().now());
+        .unwrap_or_else(|| crate::services::clock().now());
     let progress = Progress::new(out, run, created_at, f.compact);
     let ticker = progress.tick(e, run, Duration::from_millis(150));
-    let interrupted = match e.drive(run, crate::ops::shutdown_signal()).await {
+    let interrupted = match e.drive(run, crate::services::shutdown_signal()).await {
         Ok(exit) => matches!(exit, RunExit::Shutdown),
         Err(hcp_runtime::EngineError::Store(hcp_runtime::StoreError::ExecutorBusy(msg))) => {
             if out == OutputFormat::Text {
@@ -85,7 +85,10 @@ pub(crate) async fn watch(
 ) -> Result<u8> {
     let mut wake = store.subscribe();
     let Some(rec) = store.load_run(run).await? else {
-        bail!("run {run} not found in {}", crate::target::shown_url(db));
+        bail!(
+            "run {run} not found in {}",
+            crate::services::store::shown_url(db)
+        );
     };
     let target = rec.summary.target.clone();
     let first = crate::views::model::fold(&rec).map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
@@ -94,7 +97,7 @@ pub(crate) async fn watch(
         OutputFormat::Json => output::event(
             "started",
             &serde_json::json!({
-                "at": crate::ops::clock().now().to_rfc3339(), "run_id": run,
+                "at": crate::services::clock().now().to_rfc3339(), "run_id": run,
                 "short_id": crate::runref::short(&run.to_string()),
                 "workflow": first.view.dag.workflow,
                 "cluster": rec.summary.labels.get("cluster"), "state": state,
@@ -104,13 +107,16 @@ pub(crate) async fn watch(
         OutputFormat::Text => println!(
             "run {run} ({}) {}",
             first.view.dag.workflow,
-            crate::views::text::state_phrase(state)
+            crate::runref::state_phrase(state)
         ),
     }
     let progress = Progress::new(out, run, rec.summary.created_at, f.compact);
     loop {
         let Some(rec) = store.load_run(run).await? else {
-            bail!("run {run} not found in {}", crate::target::shown_url(db));
+            bail!(
+                "run {run} not found in {}",
+                crate::services::store::shown_url(db)
+            );
         };
         let view = crate::views::model::fold(&rec)
             .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?
@@ -132,7 +138,7 @@ pub(crate) async fn watch(
                 progress.finish();
                 eprintln!(
                     "stopped watching; run {run} {} and goes on",
-                    crate::views::text::state_phrase(state)
+                    crate::runref::state_phrase(state)
                 );
                 // Interrupted, the run is fine: 130, whichever listener saw the signal.
                 return Ok(130);
@@ -155,7 +161,7 @@ pub(crate) async fn report(
 ) -> Result<u8> {
     let state = view.state();
     let rec = store.load_run(run).await?;
-    let now = crate::ops::clock().now();
+    let now = crate::services::clock().now();
     // A run that ended took until its last event, whenever it is looked at; one that goes
     // on has taken until now.
     let ended_at = rec
@@ -220,7 +226,7 @@ pub(crate) async fn report(
                 );
                 println!("{}", paint_mark(&line, color));
             }
-            println!("run {run} {}", crate::views::text::state_phrase(state));
+            println!("run {run} {}", crate::runref::state_phrase(state));
             if interrupted && !state.is_terminal() {
                 // What the ledger says so far, not a stock sentence.
                 let undone = view
@@ -320,7 +326,7 @@ pub(crate) fn paint_mark(line: &str, color: bool) -> String {
 /// Poll the journal until `run` is finished, needs an operator or is parked (another
 /// process drives it). `true` when interrupted by Ctrl-C/SIGTERM first.
 async fn watch_until_settled(e: &hcp_runtime::Engine, run: hcp_runtime::RunId) -> Result<bool> {
-    let stop = crate::ops::shutdown_signal();
+    let stop = crate::services::shutdown_signal();
     tokio::pin!(stop);
     loop {
         let s = e.store().load_run(run).await?.map(|r| r.summary);
@@ -396,7 +402,7 @@ impl ProgressInner {
                 "progress",
                 &serde_json::json!({
                     "run_id": self.run,
-                    "at": crate::ops::clock().now().to_rfc3339(),
+                    "at": crate::services::clock().now().to_rfc3339(),
                     "state": v.state(), "paused": true, "failed_step": pz.step,
                     "pause_cause": pz.cause, "on_failure": v.dag.on_failure.to_string(),
                     "unwinds_at": pz.unwind_at.map(|t| t.to_rfc3339()),
@@ -408,7 +414,7 @@ impl ProgressInner {
         if v.paused.is_none() {
             self.pause_announced = false;
         }
-        let now = crate::ops::clock().now();
+        let now = crate::services::clock().now();
         for (spec, st) in v.dag.nodes.iter().zip(&v.nodes) {
             let s = st.status.name().to_string();
             let detail = status_detail(&st.status);
@@ -578,7 +584,7 @@ impl Progress {
             }
         }
         // Transition lines, each at the time the journal recorded for it.
-        let now = crate::ops::clock().now();
+        let now = crate::services::clock().now();
         let width = v.dag.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
         // An undone step that kept what it adopted says so: an operator must know it is still there.
         let entries = if v.nodes.iter().any(|n| {
@@ -770,7 +776,7 @@ fn unwinding_event(run: &str, v: &RunView, cause: &hcp_runtime::UnwindCause, tot
         "progress",
         &serde_json::json!({
             "run_id": run,
-            "at": crate::ops::clock().now().to_rfc3339(),
+            "at": crate::services::clock().now().to_rfc3339(),
             "state": v.state(), "unwinding": true, "failed_step": step, "cancelled_by": by,
             "error": v.unwind_error.as_ref().map(crate::views::model::ErrorView::from),
             "steps_to_undo": total,
@@ -969,4 +975,34 @@ pub(crate) fn status_detail(status: &NodeStatus) -> String {
         NodeStatus::Kept { reason } => format!(" — never undone ({reason})"),
         _ => String::new(),
     }
+}
+
+#[derive(clap::Args, Debug)]
+/// `watch`.
+pub struct WatchArgs {
+    /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
+    #[arg(add = crate::complete::runs())]
+    run: String,
+    /// How often to look at the journal, in milliseconds (wake-ups from this process come sooner).
+    #[arg(long, default_value_t = 500)]
+    interval_ms: u64,
+    #[command(flatten)]
+    follow: FollowArgs,
+}
+
+/// `watch`: follow a run until it finishes, with the follower of `start` and `drive` (the
+/// same lines, bars on a terminal, outcome and NDJSON events). Works while another process
+/// executes the run: it polls the journal (and wakes sooner on this process's hints, or
+/// Postgres notifications). `interrupt` is notified on Ctrl-C by the caller.
+pub async fn watch_command(
+    db: &str,
+    out: OutputFormat,
+    a: WatchArgs,
+    interrupt: &tokio::sync::Notify,
+) -> Result<u8> {
+    let store = crate::services::open_existing_store_read_only(db).await?;
+    crate::services::clock::keep_clock_aligned(&store);
+    let run = crate::views::resolve(&store, &a.run, db).await?;
+    let interval = Duration::from_millis(a.interval_ms.max(50));
+    watch(&store, db, run, out, a.follow, interval, interrupt).await
 }

@@ -32,10 +32,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-/// The default of `--grace`: below Kubernetes' default `terminationGracePeriodSeconds` (30 s)
-/// with room to release the leases and exit.
-pub const DEFAULT_GRACE: &str = "20s";
-
 /// How long `/readyz` waits for the journal to answer.
 const JOURNAL_CHECK: Duration = Duration::from_secs(2);
 
@@ -47,31 +43,7 @@ pub struct WorkerServiceArgs {
     #[arg(long, value_name = "ADDR", env = "HCP_WORKFLOW_LISTEN_HEALTH")]
     pub listen_health: Option<SocketAddr>,
     #[command(flatten)]
-    pub grace: GraceArgs,
-}
-
-/// `--grace`, for `worker` and `ui`.
-#[derive(clap::Args, Debug, Clone, Copy)]
-pub struct GraceArgs {
-    /// On SIGTERM or Ctrl-C, how long to drain: `worker` leases nothing more and starts no
-    /// new step, lets the steps in flight end and journals them, releasing each run as its
-    /// last step ends; `ui` answers the requests in progress. What is still in flight then
-    /// is dropped (a worker's step runs again elsewhere). `0s`: stop at once.
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_GRACE, value_parser = parse_grace)]
-    pub grace: Duration,
-}
-
-/// `--grace`'s value: a humantime duration up to an hour.
-fn parse_grace(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim()).map_err(|e| {
-        format!("{s:?} is not a duration ({e}); write it like 20s or 2m (0s stops at once)")
-    })?;
-    if d > Duration::from_secs(3600) {
-        return Err(format!(
-            "{s:?} is too long: a drain waits for the steps in flight, which take seconds to minutes; give at most 1h"
-        ));
-    }
-    Ok(d)
+    pub grace: crate::services::GraceArgs,
 }
 
 /// What the endpoints read.
@@ -465,7 +437,7 @@ pub fn announce_drain(e: &Engine, grace: Duration) {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_grace;
+    use crate::services::parse_grace;
     use std::time::Duration;
 
     #[test]

@@ -32,13 +32,16 @@ pub struct KubeconfigArgs {
 /// does not exist in the journal or HyperShift has not published its kubeconfig yet.
 pub async fn kubeconfig(
     db: &str,
-    reach_args: &crate::cluster::ReachArgs,
+    reach_args: &crate::reach::ReachArgs,
     a: KubeconfigArgs,
 ) -> Result<u8> {
-    let store = match crate::open_existing_store_read_only(db).await {
+    let store = match crate::services::open_existing_store_read_only(db).await {
         Ok(s) => s,
         // No journal holds no cluster: say so about the cluster asked for.
-        Err(e) if e.is::<crate::NoJournal>() || e.is::<crate::Unmigrated>() => {
+        Err(e)
+            if e.is::<crate::services::store::NoJournal>()
+                || e.is::<crate::services::store::Unmigrated>() =>
+        {
             let name = a.target.strip_prefix("cluster/").unwrap_or(&a.target);
             return Err(Refused::input(format!(
                 "cluster {name} does not exist: {e}"
@@ -56,10 +59,10 @@ pub async fn kubeconfig(
         }
         return Err(Refused::input(format!(
             "cluster {name} does not exist in {}: no succeeded create or update of it (never created, still being created, or deleted since); `hcp-workflow clusters` lists what exists",
-            crate::target::shown_url(db)
+            crate::services::store::shown_url(db)
         )));
     };
-    let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&cfg)).await?;
+    let (reach, _sim) = crate::reach::reach_for(reach_args, db, Some(&cfg)).await?;
     let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
     let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
     let ns = hcp_workflows::layout::CLUSTERS_NAMESPACE;

@@ -19,6 +19,7 @@ mod cluster;
 mod complete;
 mod defaults;
 mod deploy;
+mod drive;
 mod follow;
 mod health;
 mod kubeconfig;
@@ -26,10 +27,14 @@ mod migrate;
 mod notify;
 mod ops;
 mod output;
+mod plan;
 mod preflight;
+mod reach;
 mod release;
 mod runref;
+mod services;
 mod standing;
+mod start;
 pub mod style;
 mod target;
 mod telemetry;
@@ -39,22 +44,8 @@ mod views;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
-use hcp_runtime::JournalStore;
-use std::sync::Arc;
-
-/// Default journal: a SQLite file in the current directory.
-pub const DEFAULT_DATABASE: &str = "sqlite://./hcp-workflow.db";
-
-/// `--version`: the crate version, the git commit built (`-dirty` when the tree had
-/// changes) and the UTC build date, stamped by `build.rs`.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("HCP_GIT_COMMIT"),
-    " ",
-    env!("HCP_BUILD_DATE"),
-    ")"
-);
+use services::store::{DEFAULT_DATABASE, NoJournal, Unmigrated};
+use services::{OutputFormat, VERSION};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -77,7 +68,7 @@ struct Cli {
     #[arg(long, global = true, help_heading = "Global options", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[command(flatten)]
-    reach: cluster::ReachArgs,
+    reach: reach::ReachArgs,
     /// The share of ARM's documented per-subscription buckets (reads 250 at 25/s, writes and
     /// deletes 200 at 10/s) this process's runs may use: `0.5` (the default: half is left to
     /// the guest clusters and everything else in the subscription), `SUBSCRIPTION=0.8` for
@@ -133,12 +124,6 @@ fn configure_budget(shares: &[ArmShare]) {
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Text,
-    Json,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
@@ -150,16 +135,16 @@ enum Command {
     #[command(
         after_help = "Examples:\n  hcp-workflow start create-cluster --simulate --config examples/cluster.yaml\n  hcp-workflow start delete-cluster --config cluster.yaml --purge-persistent\n  hcp-workflow start create-cluster --config cluster.yaml --detach --idempotency-key prod-eu-1"
     )]
-    Start(cluster::StartArgs),
+    Start(start::StartArgs),
     /// Execute one existing run in the foreground until it ends, with live progress (after
     /// Ctrl-C on `start`, say). The run's target must be the one this process reaches.
     #[command(after_help = "Example:\n  hcp-workflow --simulate drive 0199a3b2-…")]
-    Drive(cluster::DriveArgs),
+    Drive(drive::DriveArgs),
     /// Show what a workflow would do: the steps, the resources, the undo plan. Touches nothing.
     #[command(
         after_help = "Example:\n  hcp-workflow plan create-cluster --config examples/cluster.yaml"
     )]
-    Plan(cluster::PlanArgs),
+    Plan(plan::PlanArgs),
     /// Check a cluster's prerequisites read-only against the APIs the run will use
     /// (credentials, providers, permissions derived from the DAG, quotas, VM sizes, DNS
     /// zone, names, the management cluster and the HyperShift operator, the file's
@@ -195,7 +180,7 @@ enum Command {
     Why(views::ShowArgs),
     /// Follow a run live until it ends (exit 0 if it succeeded, 1 otherwise).
     #[command(after_help = "Example:\n  hcp-workflow watch 6f1c…")]
-    Watch(views::WatchArgs),
+    Watch(follow::WatchArgs),
     /// Write a hosted cluster's admin kubeconfig (from its `<name>-admin-kubeconfig`
     /// Secret on the management cluster, as HyperShift publishes it) to stdout or a file
     /// (mode 0600). Read-only. Exit 2 when the cluster does not exist or has no kubeconfig
@@ -403,133 +388,6 @@ fn init_logging(format: LogFormat) -> telemetry::Guard {
     telemetry::init(format == LogFormat::Json)
 }
 
-/// Open the journal named by `--database`.
-pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
-    if url == "memory:" {
-        // Nothing survives the process: for benchmarks of the engine's own overhead.
-        return Ok(Arc::new(hcp_runtime::MemoryStore::new()));
-    }
-    // Only `migrate` changes an existing schema (issue 27 §8): see `migrate::gate`.
-    migrate::gate(url).await?;
-    match hcp_persistence::open(url).await {
-        Ok(s) => {
-            // Engines built after this keep the journal database's time (issue 27 §6).
-            ops::align_clock(&s).await;
-            Ok(s)
-        }
-        // A journal this process may only read: say so, and what still works (exit 2).
-        Err(e) if e.to_string().contains("readonly database") => {
-            Err(output::Refused::refused(format!(
-                "the journal at {} cannot be written by this process (a read-only file, directory or mount): this command writes to it, so nothing was done; run it as the journal's owner, or fix the permissions (list, show, why, history, watch, inventory and clusters still work)",
-                target::shown_url(url)
-            )))
-        }
-        Err(e) => Err(anyhow::Error::new(e)
-            .context(format!("opening the journal at {}", target::shown_url(url)))),
-    }
-}
-
-/// No journal where a read-only command expected one (exit 2, see [`open_existing_store`]).
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "no journal at {path} ({url}): start a run first, or pass --database / HCP_WORKFLOW_DATABASE_URL"
-)]
-pub struct NoJournal {
-    pub path: String,
-    pub url: String,
-}
-
-/// The SQLite file a `sqlite://PATH` (or `sqlite:PATH`) URL names, when it names one that
-/// does not exist (query parameters, `?mode=ro` say, are not part of the path). `None` for
-/// an existing file, `memory:`, Postgres and anything else.
-fn missing_sqlite_file(url: &str) -> Option<String> {
-    let path = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))?;
-    if path.is_empty() || path.starts_with(":memory:") {
-        return None;
-    }
-    let bare = path.split_once('?').map_or(path, |(p, _)| p);
-    let exists = |p: &str| std::path::Path::new(p).exists();
-    if exists(path) || exists(bare) {
-        return None;
-    }
-    Some(bare.to_string())
-}
-
-/// Open the journal for a read-only command (`list`, `show`, `why`, `history`, `watch`,
-/// `inventory`): like [`open_store`], but a SQLite file that does not exist is not created
-/// (an empty journal would only hide a wrong path or directory). The error is a
-/// [`NoJournal`], which `main` reports with exit 2.
-pub async fn open_existing_store(url: &str) -> Result<Arc<dyn JournalStore>> {
-    if let Some(path) = missing_sqlite_file(url) {
-        return Err(NoJournal {
-            path,
-            url: url.to_string(),
-        }
-        .into());
-    }
-    // Never migrate from a read-only command: a wrong URL must not grow a schema (or turn a
-    // 0-byte file into a journal).
-    if url != "memory:"
-        && !hcp_persistence::is_migrated(url)
-            .await
-            .with_context(|| format!("opening the journal at {}", target::shown_url(url)))?
-    {
-        return Err(Unmigrated {
-            url: target::shown_url(url),
-        }
-        .into());
-    }
-    open_store(url).await
-}
-
-/// [`open_existing_store`] for the commands that only read (`list`, `show`, `why`,
-/// `history`, `watch`, `inventory`, `clusters`): a SQLite journal this process may not
-/// write (a read-only directory, file or mount) is opened read-only instead of failing
-/// (issue 21 §6), with a note on stderr.
-pub async fn open_existing_store_read_only(url: &str) -> Result<Arc<dyn JournalStore>> {
-    if url == "memory:" || !url.starts_with("sqlite:") {
-        return open_existing_store(url).await;
-    }
-    if let Some(path) = missing_sqlite_file(url) {
-        return Err(NoJournal {
-            path,
-            url: url.to_string(),
-        }
-        .into());
-    }
-    if !hcp_persistence::is_migrated(url)
-        .await
-        .with_context(|| format!("opening the journal at {}", target::shown_url(url)))?
-    {
-        return Err(Unmigrated {
-            url: target::shown_url(url),
-        }
-        .into());
-    }
-    migrate::gate(url).await?;
-    let (store, read_only) = hcp_persistence::open_for_reading(url)
-        .await
-        .with_context(|| format!("opening the journal at {}", target::shown_url(url)))?;
-    if let Some(why) = read_only {
-        eprintln!(
-            "note: the journal at {} cannot be written by this process ({why}); it is read only: reads work, commands that write do not",
-            target::shown_url(url)
-        );
-    }
-    Ok(store)
-}
-
-/// A database that holds no journal, for a read-only command (exit 2): nothing is created.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{url} holds no hcp-workflow journal (never migrated); read-only commands create nothing: check --database / HCP_WORKFLOW_DATABASE_URL, or create the journal with `hcp-workflow --database {url} migrate` (on SQLite, start and worker create it too)"
-)]
-pub struct Unmigrated {
-    pub url: String,
-}
-
 fn main() -> std::process::ExitCode {
     // A closed stdout (`hcp-workflow list | head -1`) ends the process like any Unix tool,
     // instead of println! panicking on EPIPE (exit 101).
@@ -693,9 +551,9 @@ fn usage_error(e: clap::Error) -> std::process::ExitCode {
 }
 
 /// `watch`, exiting 130 when Ctrl-C stops it before the run ends (the run goes on).
-async fn watch(db: &str, out: OutputFormat, a: views::WatchArgs) -> Result<u8> {
+async fn watch(db: &str, out: OutputFormat, a: follow::WatchArgs) -> Result<u8> {
     let interrupt = tokio::sync::Notify::new();
-    let follow = views::watch(db, out, a, &interrupt);
+    let follow = follow::watch_command(db, out, a, &interrupt);
     tokio::pin!(follow);
     tokio::select! {
         biased;
@@ -733,9 +591,9 @@ async fn run(cli: Cli) -> Result<u8> {
     target::set_reach(&reach);
     match cli.command {
         Command::Worker(a) => ops::worker(&db, &reach, a).await,
-        Command::Start(a) => cluster::start(&db, &reach, out, a).await,
-        Command::Drive(a) => cluster::drive(&db, &reach, out, a).await,
-        Command::Plan(a) => cluster::plan(&db, &reach, out, a).await,
+        Command::Start(a) => start::start(&db, &reach, out, a).await,
+        Command::Drive(a) => drive::drive(&db, &reach, out, a).await,
+        Command::Plan(a) => plan::plan(&db, &reach, out, a).await,
         Command::Preflight(a) => preflight::preflight(&db, &reach, out, a).await,
         Command::Selftest(a) => ops::selftest(&db, out, a).await,
         Command::List(a) => views::list(&db, out, a).await,
@@ -772,7 +630,7 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Bench(b) => {
             // Its scratch journals: created and upgraded as `migrate` does.
-            migrate::allow_migrating();
+            services::schema::allow_migrating();
             bench::run(&db, b).await
         }
         Command::Deploy(d) => deploy::run(out, d),

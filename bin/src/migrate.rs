@@ -17,103 +17,14 @@
 //! not know, before its workers replace the running ones (exit 3 if any).
 
 use crate::output::{self, Refused};
-use crate::{OutputFormat, target};
+use crate::services::OutputFormat;
+use crate::services::schema::{allow_migrating, mismatch, pooled, status};
 use anyhow::{Context, Result};
-use hcp_persistence::{SchemaStatus, SchemaVerdict};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set by `migrate` and `bench`: this process may create and upgrade schemas.
-static MIGRATING: AtomicBool = AtomicBool::new(false);
-
-/// Let this process's opens create and upgrade the journal's schema (`migrate`, `bench`).
-pub fn allow_migrating() {
-    MIGRATING.store(true, Ordering::SeqCst);
-}
+use hcp_persistence::SchemaVerdict;
 
 /// The exit code of `compat` when some unfinished run needs an action this binary does not
 /// know.
 pub const INCOMPATIBLE: u8 = 3;
-
-/// The journal's schema status, as an anyhow error the worker's patient open recognises
-/// (a transient store error is waited out).
-async fn status(url: &str) -> Result<SchemaStatus> {
-    hcp_persistence::schema_status(url).await.map_err(|e| {
-        anyhow::Error::new(e).context(format!("opening the journal at {}", target::shown_url(url)))
-    })
-}
-
-/// Whether `url` goes through a transaction pooler (`?pooler=transaction`).
-fn pooled(url: &str) -> bool {
-    url.split_once('?').is_some_and(|(_, q)| {
-        q.split('&')
-            .any(|kv| kv.eq_ignore_ascii_case("pooler=transaction"))
-    })
-}
-
-/// The `migrate` command that fixes `url`'s schema.
-fn migrate_command(url: &str) -> String {
-    let shown = target::shown_url(url);
-    if pooled(url) {
-        "hcp-workflow --database <the server's own URL, not the pooler's> migrate".to_string()
-    } else {
-        format!("hcp-workflow --database '{shown}' migrate")
-    }
-}
-
-fn mismatch(message: String, st: &SchemaStatus) -> anyhow::Error {
-    Refused {
-        reason: "SchemaMismatch",
-        message,
-        details: Some(serde_json::json!({
-            "backend": st.backend,
-            "journal_schema": st.applied,
-            "binary_schema": st.latest,
-        })),
-    }
-    .into()
-}
-
-/// The rule of the module doc, checked before a command opens `url` for writing (and by
-/// the read-only commands, which never create anything anyway). `Ok` when the open may go
-/// on: the schema is this binary's, or this is a SQLite journal not created yet.
-///
-/// # Errors
-/// [`Refused`] (exit 2) for a schema this binary must not use; store errors.
-pub async fn gate(url: &str) -> Result<()> {
-    if url == "memory:" || MIGRATING.load(Ordering::SeqCst) {
-        return Ok(());
-    }
-    let st = status(url).await?;
-    let shown = target::shown_url(url);
-    match st.verdict() {
-        SchemaVerdict::Current => Ok(()),
-        SchemaVerdict::Fresh if st.backend == "sqlite" => Ok(()),
-        SchemaVerdict::Fresh => Err(mismatch(
-            format!(
-                "{shown} holds no hcp-workflow journal yet: on Postgres only `migrate` creates the schema (directly against the server, by a deployment's migrate Job or by hand): run `{}`, then this again",
-                migrate_command(url)
-            ),
-            &st,
-        )),
-        SchemaVerdict::Older => Err(mismatch(
-            format!(
-                "the journal at {shown} has schema version {}, older than this binary's {}: nothing was done; upgrade it with `{}` (workers of the older binary keep running on the upgraded schema), then start this one",
-                st.applied.unwrap_or_default(),
-                st.latest,
-                migrate_command(url)
-            ),
-            &st,
-        )),
-        SchemaVerdict::Newer => Err(mismatch(
-            format!(
-                "the journal at {shown} has schema version {}, newer than this binary knows ({}): a newer hcp-workflow migrated it; nothing was done: run the newer binary (hcp-workflow --version says which this is)",
-                st.applied.unwrap_or_default(),
-                st.latest
-            ),
-            &st,
-        )),
-    }
-}
 
 /// `hcp-workflow migrate`: create or upgrade the schema, saying from which version to which.
 pub async fn migrate(url: &str, out: OutputFormat) -> Result<u8> {
@@ -128,7 +39,7 @@ pub async fn migrate(url: &str, out: OutputFormat) -> Result<u8> {
         ));
     }
     let before = status(url).await?;
-    let shown = target::shown_url(url);
+    let shown = crate::services::store::shown_url(url);
     if before.verdict() == SchemaVerdict::Newer {
         return Err(mismatch(
             format!(
@@ -140,7 +51,7 @@ pub async fn migrate(url: &str, out: OutputFormat) -> Result<u8> {
         ));
     }
     allow_migrating();
-    crate::open_store(url).await?;
+    crate::services::open_store(url).await?;
     let after = status(url).await?;
     let to = after.applied.unwrap_or_default();
     let changed = before.applied != after.applied;
@@ -200,7 +111,7 @@ fn known_actions() -> Result<hcp_runtime::Registry> {
 /// Exit 0: none; [`INCOMPATIBLE`]: some (listed); 2: no journal, or a schema this binary
 /// does not use.
 pub async fn compat(url: &str, out: OutputFormat, _a: CompatArgs) -> Result<u8> {
-    let store = crate::open_existing_store_read_only(url).await?;
+    let store = crate::services::open_existing_store_read_only(url).await?;
     let registry = known_actions()?;
     let st = status(url).await?;
     let runs = store
@@ -248,13 +159,13 @@ pub async fn compat(url: &str, out: OutputFormat, _a: CompatArgs) -> Result<u8> 
             unreadable,
         });
     }
-    let shown = target::shown_url(url);
+    let shown = crate::services::store::shown_url(url);
     match out {
         OutputFormat::Json => output::document(
             "CompatReport",
             &serde_json::json!({
                 "database": shown,
-                "binary": {"version": crate::VERSION, "schema": st.latest},
+                "binary": {"version": crate::services::VERSION, "schema": st.latest},
                 "journal": {"backend": st.backend, "schema": st.applied},
                 "unfinished_runs": unfinished.len(),
                 "compatible": bad.is_empty(),
@@ -265,7 +176,7 @@ pub async fn compat(url: &str, out: OutputFormat, _a: CompatArgs) -> Result<u8> 
             if bad.is_empty() {
                 println!(
                     "compatible: this binary ({}) can execute all {} unfinished run(s) in {shown} (schema version {})",
-                    crate::VERSION,
+                    crate::services::VERSION,
                     unfinished.len(),
                     st.latest
                 );
@@ -274,7 +185,7 @@ pub async fn compat(url: &str, out: OutputFormat, _a: CompatArgs) -> Result<u8> 
                     "not compatible: {} of {} unfinished run(s) in {shown} name steps this binary ({}) does not know:",
                     bad.len(),
                     unfinished.len(),
-                    crate::VERSION
+                    crate::services::VERSION
                 );
                 for b in &bad {
                     let steps: Vec<String> = b

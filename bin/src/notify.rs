@@ -34,8 +34,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The journal's report kind of a sent notification (subject `run/<id>`).
-pub const REPORT: &str = "notification";
 /// How long a claimant holds a notification's key before another worker may send it.
 pub const HOLD: Duration = Duration::from_secs(120);
 /// Outcomes older than this when the notifier starts are not announced.
@@ -198,7 +196,7 @@ impl Notifier {
             me: me.to_string(),
             hooks: Arc::new(hooks),
             client,
-            started: crate::ops::clock().now(),
+            started: crate::services::clock().now(),
             // Tests shorten both.
             poll: ms("HCP_NOTIFY_POLL_MS", 5_000),
             backoff: ms("HCP_NOTIFY_BACKOFF_MS", 2_000),
@@ -217,7 +215,7 @@ impl Notifier {
     }
 
     async fn tick(&mut self) -> Result<(), hcp_runtime::StoreError> {
-        let now = crate::ops::clock().now();
+        let now = crate::services::clock().now();
         let mut runs = self
             .store
             .list_runs(&RunFilter {
@@ -293,7 +291,7 @@ impl Notifier {
         let sent = self
             .store
             .list_reports(&ReportFilter {
-                kind: REPORT.into(),
+                kind: crate::services::reports::NOTIFICATION.into(),
                 subject: Some(subject.clone()),
                 ..Default::default()
             })
@@ -337,9 +335,9 @@ impl Notifier {
             }
             let ok = delivered.iter().all(|d| d["ok"] == true);
             let report = NewReport {
-                kind: REPORT.into(),
+                kind: crate::services::reports::NOTIFICATION.into(),
                 subject,
-                at: crate::ops::clock().now(),
+                at: crate::services::clock().now(),
                 ok,
                 by: me,
                 data: serde_json::json!({"key": key, "event": body, "deliveries": delivered})

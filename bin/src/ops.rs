@@ -1,14 +1,15 @@
 //! Worker, self-test and operator commands (the read-only views are in `crate::views`).
 
 use crate::output::{self, Refused};
-use crate::{OutputFormat, open_store};
+use crate::services::engine::engine_with;
+use crate::services::identity::{audit_labels, who};
+use crate::services::store::open_store_patiently;
+use crate::services::{OutputFormat, open_store};
+use crate::services::{clock, shutdown_signal};
 use anyhow::{Context, Result};
 use clap::Args;
-use hcp_runtime::testkit::{self, CrashHooks, World};
-use hcp_runtime::{
-    AlignedClock, Alignment, Engine, EngineConfig, EngineHooks, JournalStore, NoHooks,
-    OperatorCommand, RunExit, RunId, RunState, StartOptions, SystemClock,
-};
+use hcp_runtime::testkit::{self, World};
+use hcp_runtime::{Engine, JournalStore, OperatorCommand, RunExit, RunId, RunState, StartOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,27 +125,6 @@ pub struct ResolveArgs {
     pub wait: bool,
 }
 
-/// Engine tunables, overridable by environment for tests and operations.
-fn config() -> EngineConfig {
-    let mut c = EngineConfig::default();
-    let ms = |k: &str| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(Duration::from_millis)
-    };
-    if let Some(d) = ms("HCP_LEASE_TTL_MS") {
-        c.lease_ttl = d;
-    }
-    if let Some(d) = ms("HCP_POLL_MS") {
-        c.poll_interval = d;
-    }
-    if let Some(d) = ms("HCP_HOLD_MS") {
-        c.hold_threshold = d;
-    }
-    c
-}
-
 fn world(dir: &PathBuf, extra_fail: &[String]) -> Result<Arc<World>> {
     let w = World::new(dir);
     if let Ok(json) = std::env::var("HCP_SAMPLE_FAULTS") {
@@ -160,231 +140,14 @@ fn engine(store: Arc<dyn JournalStore>, w: &Arc<World>) -> Engine {
     engine_with(store, testkit::registry(w), None)
 }
 
-fn engine_with(
-    store: Arc<dyn JournalStore>,
-    registry: hcp_runtime::Registry,
-    targets: Option<Vec<String>>,
-) -> Engine {
-    let hooks: Arc<dyn EngineHooks> = match CrashHooks::from_env() {
-        Some(h) => Arc::new(h),
-        None => Arc::new(NoHooks),
-    };
-    // An engine lives on: its clock keeps the journal database's time (issue 27 §6).
-    keep_clock_aligned(&store);
-    let mut c = config();
-    c.targets = targets;
-    // On Postgres, several workers run a subscription's requests: they share its ARM budget
-    // through the journal (issue 26). SQLite has one executor per file: in-process is all.
-    if store.backend() == "postgres" {
-        hcp_activities::azure::budget::global().share_through(Arc::new(
-            hcp_activities::azure::budget::JournalTokens(store.clone()),
-        ));
-    }
-    Engine::with(store, registry, clock(), hooks, c)
-}
-
-/// The engines' clock in this process: the host's, set to the journal database's time when
-/// the journal has one to share (Postgres: `align_clock`, issue 27 §6), so that workers
-/// whose host clocks disagree still agree on when a wait began or a retry is due.
-pub(crate) fn clock() -> Arc<dyn hcp_runtime::Clock> {
-    process_clock()
-}
-
-fn process_clock() -> Arc<AlignedClock> {
-    static CLOCK: std::sync::OnceLock<Arc<AlignedClock>> = std::sync::OnceLock::new();
-    CLOCK
-        .get_or_init(|| Arc::new(AlignedClock::new(host_clock())))
-        .clone()
-}
-
-/// The host's clock, or, in a debug build only, the host's moved by `HCP_CLOCK_OFFSET_MS`
-/// (tests of a worker whose host clock runs ahead: issue 27).
-fn host_clock() -> Arc<dyn hcp_runtime::Clock> {
-    #[derive(Debug)]
-    struct Offset(i64);
-    impl hcp_runtime::Clock for Offset {
-        fn now(&self) -> hcp_runtime::Timestamp {
-            let t = hcp_runtime::Clock::now(&SystemClock);
-            hcp_runtime::Timestamp(t.0.saturating_add(self.0))
-        }
-    }
-    if cfg!(debug_assertions)
-        && let Some(ms) = std::env::var("HCP_CLOCK_OFFSET_MS")
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-    {
-        return Arc::new(Offset(ms));
-    }
-    Arc::new(SystemClock)
-}
-
-/// Set when this process's journal said it has no clock of its own (SQLite, memory).
-static CLOCKLESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// How often the offset to the journal database's clock is measured again.
-const REALIGN_EVERY: Duration = Duration::from_secs(60);
-/// An offset (or a change of it) at least this large is said in the log.
-const SAY_OFFSET_FROM_MS: u64 = 5_000;
-
-/// Set this process's engine clock to `store`'s clock, before any engine uses it: once per
-/// process once a reading succeeded (a command that opens its journal twice measures once).
-/// Nothing happens for a journal without a clock of its own (SQLite, memory). A failed
-/// reading leaves the host's clock in use: leases are decided by the database's clock
-/// anyway. Processes that live on (engines, `watch`, `ui`) keep it set with
-/// [`keep_clock_aligned`]; a one-shot command needs no more than this one reading.
-pub(crate) async fn align_clock(store: &Arc<dyn JournalStore>) {
-    static MEASURED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if MEASURED.load(std::sync::atomic::Ordering::SeqCst) {
-        return;
-    }
-    let clock = process_clock();
-    // A reading over a slow round trip is not trusted: try again at once, a few times.
-    let mut found = clock.align(store.as_ref()).await;
-    for _ in 0..2 {
-        if !matches!(found, Ok(Alignment::Untrusted { .. })) {
-            break;
-        }
-        found = clock.align(store.as_ref()).await;
-    }
-    CLOCKLESS.store(
-        matches!(found, Ok(Alignment::NoClock)),
-        std::sync::atomic::Ordering::SeqCst,
-    );
-    if matches!(found, Ok(Alignment::Measured { .. })) {
-        MEASURED.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-    match found {
-        Ok(Alignment::NoClock) => {}
-        Ok(Alignment::Measured { offset_ms }) if offset_ms.unsigned_abs() >= SAY_OFFSET_FROM_MS => {
-            tracing::warn!(
-                offset_ms,
-                "this host's clock is {:.1} s {} the journal database's: the engine keeps the database's time (fix the host's time sync)",
-                offset_ms.unsigned_abs() as f64 / 1e3,
-                if offset_ms < 0 { "ahead of" } else { "behind" }
-            );
-        }
-        Ok(Alignment::Measured { .. }) => {}
-        Ok(Alignment::Untrusted { round_trip_ms }) => {
-            tracing::warn!(
-                round_trip_ms,
-                "the journal database's clock could not be read quickly enough to trust; the engine uses this host's until the next try"
-            );
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not read the journal database's clock; the engine uses this host's until the next try");
-        }
-    }
-}
-
-/// Measure the offset to `store`'s clock again every [`REALIGN_EVERY`], for as long as this
-/// process lives (one task per process, started by the first call; none for a journal
-/// without a clock, or outside a Tokio runtime).
-pub(crate) fn keep_clock_aligned(store: &Arc<dyn JournalStore>) {
-    static REALIGNING: std::sync::Once = std::sync::Once::new();
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    if CLOCKLESS.load(std::sync::atomic::Ordering::SeqCst) {
-        return;
-    }
-    REALIGNING.call_once(|| {
-        let clock = process_clock();
-        let store = store.clone();
-        runtime.spawn(async move {
-            loop {
-                tokio::time::sleep(REALIGN_EVERY).await;
-                let was = clock.offset_ms();
-                match clock.align(store.as_ref()).await {
-                    Ok(_) if clock.offset_ms().abs_diff(was) >= SAY_OFFSET_FROM_MS => tracing::warn!(
-                        offset_ms = clock.offset_ms(),
-                        was_ms = was,
-                        "this host's clock moved against the journal database's by {:.1} s: the engine keeps the database's time",
-                        clock.offset_ms().abs_diff(was) as f64 / 1e3
-                    ),
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::debug!(error = %e, "measuring the journal database's clock failed");
-                    }
-                }
-            }
-        });
-    });
-}
-
-/// An engine knowing the cluster actions (reaching the world through `clients`), leasing
-/// only runs of `targets` (and runs without a target).
-pub fn cluster_engine(
-    store: Arc<dyn JournalStore>,
-    clients: &Arc<hcp_activities::steps::Clients>,
-    targets: Option<Vec<String>>,
-) -> Result<Engine> {
-    let mut r = hcp_runtime::Registry::new();
-    crate::release::register(&mut r, clients)?;
-    Ok(engine_with(store, r, targets))
-}
-
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// A worker opens its journal like [`open_store`], but waits out a transient failure (a
-/// full disk, a database that is restarting) instead of exiting, saying so on every try
-/// (issue 21 §6: a full disk made the SQLite worker exit, and nothing resumed until someone
-/// restarted it). Ctrl-C stops waiting.
-async fn open_store_patiently(db: &str) -> Result<Arc<dyn hcp_runtime::JournalStore>> {
-    let mut delay = Duration::from_secs(1);
-    loop {
-        match open_store(db).await {
-            Ok(s) => return Ok(s),
-            Err(e)
-                if e.chain().any(|c| {
-                    c.downcast_ref::<hcp_runtime::StoreError>()
-                        .is_some_and(hcp_runtime::StoreError::is_retryable)
-                }) =>
-            {
-                eprintln!(
-                    "warning: the journal at {} cannot be opened now ({}); a full disk or a restarting database is waited out: trying again in {}s",
-                    crate::target::shown_url(db),
-                    e.root_cause(),
-                    delay.as_secs()
-                );
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = shutdown_signal() => return Err(e),
-                }
-                delay = (delay * 2).min(Duration::from_secs(30));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerArgs) -> Result<u8> {
-    crate::cluster::refuse_simulate_without_shared_state(reach_args, db, "a worker")?;
+pub async fn worker(db: &str, reach_args: &crate::reach::ReachArgs, a: WorkerArgs) -> Result<u8> {
+    crate::reach::refuse_simulate_without_shared_state(reach_args, db, "a worker")?;
     let hooks = crate::notify::parse(&a.notify)?;
     let store = open_store_patiently(db).await?;
     let w = world(&a.world, &[])?;
     // One worker runs every workflow: the self-test saga and the cluster sagas, but only
     // runs of the world it reaches (runs of other targets stay pending for their workers).
-    let (reach, _sim) = crate::cluster::reach(reach_args, db).await?;
+    let (reach, _sim) = crate::reach::reach(reach_args, db).await?;
     let clients_reach = reach.clone();
     let clients = hcp_activities::steps::Clients::new(reach);
     let mut registry = testkit::registry(&w);
@@ -394,7 +157,7 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     eprintln!(
         "worker {} executing runs from {} for {} (SIGTERM or Ctrl-C to stop)",
         e.worker_id(),
-        crate::target::shown_url(db),
+        crate::services::store::shown_url(db),
         served
             .iter()
             .map(|t| crate::target::describe(Some(t)))
@@ -413,6 +176,7 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     ));
     // Probes and metrics (issue 27 §3); bound before the worker starts, so a taken port is
     // refused at once (exit 2).
+    let signal = shutdown_signal();
     let endpoints = crate::health::serve(&a.service, &e).await?;
     if let Some(ep) = &endpoints {
         eprintln!(
@@ -424,7 +188,7 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     let grace = a.service.grace.grace;
     let draining = e.clone();
     let shutdown = async move {
-        shutdown_signal().await;
+        signal.await;
         stopping.store(true, std::sync::atomic::Ordering::SeqCst);
         crate::health::announce_drain(&draining, grace);
     };
@@ -465,9 +229,6 @@ pub async fn worker(db: &str, reach_args: &crate::cluster::ReachArgs, a: WorkerA
     Ok(0)
 }
 
-/// The journal's report kind of a worker's ARM budget counters.
-pub const BUDGET_REPORT: &str = "arm-budget";
-
 /// Keep this process's ARM budget counters in the journal every 15 s, for `/metrics`
 /// (issue 26: tokens used and waited per budget, across every worker).
 async fn report_budget(store: Arc<dyn JournalStore>, me: String) {
@@ -487,7 +248,7 @@ async fn record_budget(store: &Arc<dyn JournalStore>, me: &str) {
         .map(|(k, s)| serde_json::json!({"subscription": k.subscription, "class": k.class, "stats": s}))
         .collect();
     let report = hcp_runtime::NewReport {
-        kind: BUDGET_REPORT.into(),
+        kind: crate::services::reports::BUDGET.into(),
         subject: format!("worker/{me}"),
         at: clock().now(),
         ok: true,
@@ -500,11 +261,7 @@ async fn record_budget(store: &Arc<dyn JournalStore>, me: &str) {
     }
 }
 
-/// The log target of a worker's run lines: shown at info by default (`RUST_LOG` unset),
-/// see `telemetry::env_filter`.
-pub const RUN_LOG: &str = "hcp_workflow::runs";
-
-/// Log (at info, with `run_id`, `cluster`, `state`; target [`RUN_LOG`], on by default) each
+/// Log (at info, with `run_id`, `cluster`, `state`; target [`crate::services::RUN_LOG`], on by default) each
 /// run this process's engine picks up or lets go, until the sender goes away.
 async fn report_runs(
     store: Arc<dyn JournalStore>,
@@ -528,16 +285,16 @@ async fn report_runs(
         let blocked_on = summary.blocked_on.as_str();
         match m {
             RunMove::PickedUp(_) => {
-                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, workflow = %summary.workflow, "picked up run");
+                tracing::info!(target: crate::services::RUN_LOG, run_id = %id, cluster, %state, workflow = %summary.workflow, "picked up run");
             }
             RunMove::Left(_) if state.is_terminal() => {
-                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, "run finished");
+                tracing::info!(target: crate::services::RUN_LOG, run_id = %id, cluster, %state, "run finished");
             }
             RunMove::Left(_) if state == RunState::NeedsOperator => {
-                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, blocked_on, "run needs an operator; released it");
+                tracing::info!(target: crate::services::RUN_LOG, run_id = %id, cluster, %state, blocked_on, "run needs an operator; released it");
             }
             RunMove::Left(_) if state == RunState::Failed => {
-                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, blocked_on, "run parked; released it");
+                tracing::info!(target: crate::services::RUN_LOG, run_id = %id, cluster, %state, blocked_on, "run parked; released it");
             }
             RunMove::Left(_) => {
                 let why = if stopping.load(std::sync::atomic::Ordering::SeqCst) {
@@ -547,101 +304,10 @@ async fn report_runs(
                 } else {
                     "waiting"
                 };
-                tracing::info!(target: RUN_LOG, run_id = %id, cluster, %state, reason = why, blocked_on, "released run");
+                tracing::info!(target: crate::services::RUN_LOG, run_id = %id, cluster, %state, reason = why, blocked_on, "released run");
             }
         }
     }
-}
-
-/// The operator's identity for the journal: `$USER`, else `$LOGNAME`, else `uid:<n>`, at
-/// the host name (`alice@bastion-1`).
-pub fn who() -> String {
-    who_from(|k| std::env::var(k).ok(), uid, hostname)
-}
-
-/// [`who`] over a view of the environment, the uid and the host name.
-fn who_from(
-    env: impl Fn(&str) -> Option<String>,
-    uid: impl FnOnce() -> Option<u32>,
-    host: impl FnOnce() -> Option<String>,
-) -> String {
-    let set = |k: &str| {
-        env(k)
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let user = set("USER")
-        .or_else(|| set("LOGNAME"))
-        .or_else(|| uid().map(|u| format!("uid:{u}")))
-        .unwrap_or_else(|| "uid:?".into());
-    let host = set("HOSTNAME")
-        .or_else(host)
-        .unwrap_or_else(|| "localhost".into());
-    // In CI, the job that acted is who acted: its URL where the CI system publishes one.
-    let job = set("CI_JOB_URL") // GitLab
-        .or_else(|| set("BUILD_URL")) // Jenkins
-        .or_else(|| {
-            // GitHub Actions
-            Some(format!(
-                "{}/{}/actions/runs/{}",
-                set("GITHUB_SERVER_URL")?,
-                set("GITHUB_REPOSITORY")?,
-                set("GITHUB_RUN_ID")?
-            ))
-        });
-    match job {
-        Some(url) => format!("{user}@{host} (CI job {url})"),
-        None => format!("{user}@{host}"),
-    }
-}
-
-/// The audit labels every run records (issue 21 §4): who started it (the identity rule of
-/// operator commands) and this binary's version.
-pub fn audit_labels() -> Vec<(String, String)> {
-    vec![
-        ("started-by".to_string(), who()),
-        ("version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
-    ]
-}
-
-/// This process's real uid: from /proc, else the owner of a file it creates.
-fn uid() -> Option<u32> {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|u| u.parse().ok())
-        })
-        .or_else(created_file_owner)
-}
-
-/// Without /proc: a new file belongs to the process's (effective) uid.
-#[cfg(unix)]
-fn created_file_owner() -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let p = std::env::temp_dir().join(format!(".hcp-workflow-who-{}", uuid::Uuid::new_v4()));
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&p)
-        .ok()?;
-    let uid = f.metadata().ok().map(|m| m.uid());
-    let _ = std::fs::remove_file(&p);
-    uid
-}
-
-#[cfg(not(unix))]
-fn created_file_owner() -> Option<u32> {
-    None
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
 }
 
 pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8> {
@@ -755,7 +421,7 @@ pub async fn selftest(db: &str, out: OutputFormat, a: SelftestArgs) -> Result<u8
             }),
         ),
         OutputFormat::Text => {
-            println!("run {run} {}", crate::views::text::state_phrase(state));
+            println!("run {run} {}", crate::runref::state_phrase(state));
             if let RunExit::Shutdown = exit {
                 println!(
                     "stopped following; the run is safely resumable: hcp-workflow worker (or rerun with the same --idempotency-key)"
@@ -783,7 +449,7 @@ pub async fn command(
     cmd: OperatorCommand,
 ) -> Result<u8> {
     // No journal, no run to command: say so instead of creating an empty one.
-    let store = crate::open_existing_store(db).await?;
+    let store = crate::services::open_existing_store(db).await?;
     let run = crate::views::resolve(&store, &a.run, db).await?;
     // A step by its unique suffix (`pls.service`), or "did you mean".
     let cmd = match cmd {
@@ -880,7 +546,7 @@ pub async fn command(
         ))),
         Err(hcp_runtime::EngineError::NotFound(_)) => Err(Refused::refused(format!(
             "`{cmd}` refused: no run {run} in {} (hcp-workflow list shows the runs)",
-            crate::target::shown_url(db)
+            crate::services::store::shown_url(db)
         ))),
         Err(err) => Err(err.into()),
     }
@@ -940,7 +606,7 @@ async fn wait_applied(
                     ),
                     OutputFormat::Text => println!(
                         "applied `{cmd}` at {at}: {outcome}; run {run} {} ({})",
-                        crate::views::text::state_phrase(d.state),
+                        crate::runref::state_phrase(d.state),
                         d.blocked_on
                     ),
                 }
@@ -1039,7 +705,7 @@ async fn wait_effect(
                 .or_else(|| {
                     settled.then(|| {
                         (
-                            format!("run {}", crate::views::text::state_phrase(d.state)),
+                            format!("run {}", crate::runref::state_phrase(d.state)),
                             d.state == RunState::Succeeded,
                         )
                     })
@@ -1047,7 +713,7 @@ async fn wait_effect(
             // A cancel or a resolved undo: the unwind's end.
             None => settled.then(|| {
                 (
-                    format!("run {} {}", run, crate::views::text::state_phrase(d.state)),
+                    format!("run {} {}", run, crate::runref::state_phrase(d.state)),
                     matches!(d.state, RunState::Cancelled | RunState::RolledBack),
                 )
             }),
@@ -1080,53 +746,5 @@ async fn wait_effect(
             _ = wake.changed() => {}
             () = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::who_from;
-    use crate::style::env_of as env;
-
-    #[test]
-    fn who_is_user_then_logname_then_uid() {
-        let host = || Some("bastion".to_string());
-        let uid = || Some(1000);
-        let both = [("USER", "bob"), ("LOGNAME", "alice")];
-        assert_eq!(who_from(env(&both), uid, host), "bob@bastion");
-        let logname = [("USER", ""), ("LOGNAME", "alice")];
-        assert_eq!(who_from(env(&logname), uid, host), "alice@bastion");
-        assert_eq!(who_from(env(&[]), uid, host), "uid:1000@bastion");
-        let named_host = [("HOSTNAME", "h1")];
-        assert_eq!(who_from(env(&named_host), uid, host), "uid:1000@h1");
-        assert_eq!(who_from(env(&[]), || None, || None), "uid:?@localhost");
-    }
-
-    /// In CI the job is named by its URL (GitHub Actions, GitLab, Jenkins).
-    #[test]
-    fn in_ci_who_names_the_job() {
-        let host = || Some("runner-7".to_string());
-        let uid = || Some(1001);
-        let gh = [
-            ("USER", "runner"),
-            ("GITHUB_SERVER_URL", "https://github.com"),
-            ("GITHUB_REPOSITORY", "acme/fleet"),
-            ("GITHUB_RUN_ID", "42"),
-        ];
-        assert_eq!(
-            who_from(env(&gh), uid, host),
-            "runner@runner-7 (CI job https://github.com/acme/fleet/actions/runs/42)"
-        );
-        let gl = [
-            ("USER", "gitlab"),
-            ("CI_JOB_URL", "https://gitlab.example/j/9"),
-        ];
-        assert_eq!(
-            who_from(env(&gl), uid, host),
-            "gitlab@runner-7 (CI job https://gitlab.example/j/9)"
-        );
-        // A partial GitHub environment names no job.
-        let partial = [("USER", "x"), ("GITHUB_RUN_ID", "42")];
-        assert_eq!(who_from(env(&partial), uid, host), "x@runner-7");
     }
 }

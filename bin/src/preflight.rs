@@ -4,8 +4,9 @@
 //! file, prints the report and picks the exit code. `start` runs the same checks
 //! ([`run_for`]) before journaling.
 
-use crate::OutputFormat;
-use crate::cluster::{ReachArgs, Workflow};
+use crate::cluster::Workflow;
+use crate::reach::ReachArgs;
+use crate::services::OutputFormat;
 use anyhow::Result;
 use clap::Args;
 use hcp_activities::preflight::{self, CheckResult, Inputs, Report, Status};
@@ -272,7 +273,7 @@ pub async fn preflight(
         }
         _ => "memory:".to_string(),
     };
-    let (reach, _sim) = crate::cluster::reach_for(reach_args, &sim_db, Some(&cfg)).await?;
+    let (reach, _sim) = crate::reach::reach_for(reach_args, &sim_db, Some(&cfg)).await?;
     let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
     let layout = Layout::new(&cfg, &infra, simulated);
     let dag = crate::cluster::build_dag(

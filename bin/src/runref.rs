@@ -215,6 +215,23 @@ pub fn did_you_mean(given: &str, all: &[&str]) -> String {
     }
 }
 
+/// A run's state as the end of a sentence about it: `run … succeeded`, `… rolled back`,
+/// `… needs an operator`, `… is running` (never "is succeeded").
+pub fn state_phrase(s: hcp_runtime::RunState) -> &'static str {
+    use hcp_runtime::RunState as S;
+    match s {
+        S::Pending => "is pending (no worker has picked it up)",
+        S::Running => "is running",
+        S::Waiting => "is waiting",
+        S::Unwinding => "is unwinding",
+        S::Succeeded => "succeeded",
+        S::RolledBack => "rolled back",
+        S::NeedsOperator => "needs an operator",
+        S::Failed => "is parked",
+        S::Cancelled => "was cancelled and unwound",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

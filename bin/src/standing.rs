@@ -89,6 +89,6 @@ pub(crate) fn partially_deleted(state: &ClusterState, target: Option<&str>) -> O
         state.name,
         crate::runref::short(&r.id.to_string()),
         r.workflow,
-        crate::views::text::state_phrase(r.state),
+        crate::runref::state_phrase(r.state),
     ))
 }

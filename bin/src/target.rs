@@ -8,7 +8,7 @@
 //! `JournalStore::acquire_targeted`), so a worker pointed at the wrong world leaves a run
 //! pending for the right one instead of failing it.
 
-use crate::cluster::ReachArgs;
+use crate::reach::ReachArgs;
 use hcp_activities::steps::Reach;
 use std::sync::OnceLock;
 
@@ -118,23 +118,8 @@ static DATABASE: OnceLock<String> = OnceLock::new();
 /// Remember the journal this process uses, so suggested commands name it when it is not
 /// the default.
 pub fn set_database(db: &str) {
-    if db != crate::DEFAULT_DATABASE {
-        let _ = DATABASE.set(shown_url(db));
-    }
-}
-
-/// A journal URL as it may be shown (suggested commands, the UI, errors): a password in it
-/// becomes `***` (`postgres://app:***@db/hcp`); anything else is unchanged.
-pub fn shown_url(db: &str) -> String {
-    match url::Url::parse(db) {
-        Ok(mut u) if u.password().is_some() => {
-            if u.set_password(Some("***")).is_ok() {
-                u.to_string()
-            } else {
-                db.to_string()
-            }
-        }
-        _ => db.to_string(),
+    if db != crate::services::store::DEFAULT_DATABASE {
+        let _ = DATABASE.set(crate::services::store::shown_url(db));
     }
 }
 
@@ -198,15 +183,20 @@ mod tests {
     #[test]
     fn shown_urls_mask_the_password() {
         assert_eq!(
-            shown_url("postgres://app:s3cret@db.example:5432/hcp?sslmode=require"),
+            crate::services::store::shown_url(
+                "postgres://app:s3cret@db.example:5432/hcp?sslmode=require"
+            ),
             "postgres://app:***@db.example:5432/hcp?sslmode=require"
         );
         assert_eq!(
-            shown_url("postgres://postgres@127.0.0.1/hcp"),
+            crate::services::store::shown_url("postgres://postgres@127.0.0.1/hcp"),
             "postgres://postgres@127.0.0.1/hcp"
         );
-        assert_eq!(shown_url("sqlite:///tmp/j.db"), "sqlite:///tmp/j.db");
-        assert_eq!(shown_url("memory:"), "memory:");
+        assert_eq!(
+            crate::services::store::shown_url("sqlite:///tmp/j.db"),
+            "sqlite:///tmp/j.db"
+        );
+        assert_eq!(crate::services::store::shown_url("memory:"), "memory:");
     }
 
     #[test]

@@ -36,7 +36,7 @@ impl Drop for Guard {
 
 /// The `RUST_LOG` filter, default `warn` (sqlx's pool at `error`, kube's client off), but a
 /// worker's one line per run picked up, finished, failed, paused or released at `info`
-/// (`crate::ops::RUN_LOG`).
+/// (`crate::services::RUN_LOG`).
 fn env_filter() -> tracing_subscriber::EnvFilter {
     // sqlx warns on every slow pool acquire; under load that drowns real warnings. kube's
     // client logs every failed request at ERROR and returns the same error to us, which a
@@ -44,7 +44,7 @@ fn env_filter() -> tracing_subscriber::EnvFilter {
     tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!(
             "warn,{}=info,sqlx::pool=error,kube_client=off",
-            crate::ops::RUN_LOG
+            crate::services::RUN_LOG
         ))
     })
 }

@@ -3,8 +3,8 @@
 //! journaled. Exit 0 when everything is as the journal says, 3 when something drifted, is
 //! missing or foreign, 2 when it could not check.
 
-use crate::OutputFormat;
 use crate::output::{self, Refused};
+use crate::services::OutputFormat;
 use anyhow::Result;
 use hcp_activities::steps::Clients;
 use hcp_activities::verify::{Expected, Row, Verdict};
@@ -94,11 +94,11 @@ struct LiveOrphan {
 /// 2 when it could not look.
 pub async fn live_orphans(
     db: &str,
-    reach_args: &crate::cluster::ReachArgs,
+    reach_args: &crate::reach::ReachArgs,
     out: OutputFormat,
     cluster: Option<String>,
 ) -> Result<u8> {
-    let store = crate::open_existing_store_read_only(db).await?;
+    let store = crate::services::open_existing_store_read_only(db).await?;
     let runs = crate::views::folded_runs(&store, cluster.clone()).await?;
     let rows = crate::views::model::clusters(&runs);
     if let Some(c) = &cluster
@@ -127,7 +127,7 @@ pub async fn live_orphans(
         let Ok(cfg) = hcp_workflows::verify::config_from_applied(&ap.doc) else {
             continue;
         };
-        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&cfg)).await?;
+        let (reach, _sim) = crate::reach::reach_for(reach_args, db, Some(&cfg)).await?;
         let simulated = !matches!(reach, hcp_activities::steps::Reach::Direct);
         let layout = hcp_workflows::layout::Layout::new(&cfg, &ap.infra, simulated);
         let clients = Clients::new(reach);
@@ -229,7 +229,7 @@ pub(crate) async fn cluster_of(store: &Arc<dyn JournalStore>, db: &str, t: &str)
     }
 }
 
-/// One cluster's report, as printed and as recorded ([`REPORT_KIND`] reports).
+/// One cluster's report, as printed and as recorded ([`crate::services::reports::VERIFY`] reports).
 #[derive(serde::Serialize)]
 pub(crate) struct Report {
     cluster: String,
@@ -240,16 +240,8 @@ pub(crate) struct Report {
     items: Vec<Row>,
 }
 
-/// The journal's report kind of a verify ([`hcp_runtime::NewReport::kind`]).
-pub const REPORT_KIND: &str = "verify";
-
 /// How many verifies of one cluster the journal keeps (the oldest go).
 pub const KEEP: usize = 100;
-
-/// The report subject of cluster `name`.
-pub fn subject(name: &str) -> String {
-    format!("cluster/{name}")
-}
 
 /// Cluster `name` as its newest succeeded create or update applied it: that run and the
 /// cluster file it applied.
@@ -269,7 +261,7 @@ async fn applied_config(
     }
     Err(Refused::input(format!(
         "cluster/{name}: no succeeded create or update of it in {} (deleted since, never created, or created before applied configurations were journaled); `hcp-workflow clusters` lists what exists",
-        crate::target::shown_url(db)
+        crate::services::store::shown_url(db)
     )))
 }
 
@@ -370,9 +362,9 @@ async fn record(store: &Arc<dyn JournalStore>, report: &Report, by: &str) -> Res
     let data = serde_json::to_string(report)?;
     store
         .record_report(hcp_runtime::NewReport {
-            kind: REPORT_KIND.into(),
-            subject: subject(&report.cluster),
-            at: crate::ops::clock().now(),
+            kind: crate::services::reports::VERIFY.into(),
+            subject: crate::services::reports::cluster_subject(&report.cluster),
+            at: crate::services::clock().now(),
             ok: report.ok,
             by: by.to_string(),
             data,
@@ -384,17 +376,17 @@ async fn record(store: &Arc<dyn JournalStore>, report: &Report, by: &str) -> Res
 
 pub async fn verify(
     db: &str,
-    reach_args: &crate::cluster::ReachArgs,
+    reach_args: &crate::reach::ReachArgs,
     out: OutputFormat,
     a: VerifyArgs,
 ) -> Result<u8> {
-    let store = crate::open_existing_store_read_only(db).await?;
+    let store = crate::services::open_existing_store_read_only(db).await?;
     let names = names(&store, db, &a).await?;
     if names.is_empty() {
         if out == OutputFormat::Text {
             println!(
                 "No cluster exists in {}: nothing to verify.",
-                crate::target::shown_url(db)
+                crate::services::store::shown_url(db)
             );
         } else {
             output::list::<Report>("VerifyReportList", &[]);
@@ -402,10 +394,10 @@ pub async fn verify(
         return Ok(0);
     }
     let mut reports = Vec::new();
-    let me = crate::ops::who();
+    let me = crate::services::identity::who();
     for name in &names {
         let applied = applied_config(&store, db, name).await?;
-        let (reach, _sim) = crate::cluster::reach_for(reach_args, db, Some(&applied.1)).await?;
+        let (reach, _sim) = crate::reach::reach_for(reach_args, db, Some(&applied.1)).await?;
         let mut report = check(&store, name, applied, reach).await?;
         // The fix lines are written without knowing this journal or world: pasted, they
         // must act on the journal and target this verify looked at.
@@ -508,7 +500,7 @@ async fn verify_due(
     me: &str,
 ) -> Result<()> {
     for name in served_clusters(store, served).await? {
-        let now = crate::ops::clock().now();
+        let now = crate::services::clock().now();
         let key = format!("verify/{name}");
         if !store.claim_schedule(&key, me, now, now.plus(every)).await? {
             continue;

@@ -660,7 +660,7 @@ async fn subscribe_is_bumped_by_create_and_submit() {
 }
 
 /// Stores that open one new journal at the same instant all get it. The failure this
-/// guards against was seen once in CI across *processes* (`tests/tests/safety.rs`
+/// guards against was seen once in CI across *processes* (`tests/tests/e2e/safety.rs`
 /// `racing_starts_of_one_cluster_have_one_winner_on_sqlite`: the losing `start` was told
 /// "database is locked" while opening the journal, exit 1 instead of 2); opening now
 /// retries a transient failure for up to `BUSY_TIMEOUT`. This in-process version did not

@@ -21,7 +21,7 @@
 //! `--crds` serves (and validates against) HyperShift's CRDs; `--specs` validates every
 //! ARM PUT/PATCH body against Azure's OpenAPI specs, answering 400 `InvalidRequestContent`
 //! naming the property as Azure does. The suite in `tests/official/` drives it with the
-//! official clients (`tests/tests/official_clients.rs` runs it in CI); its `conftest.py` is
+//! official clients (`tests/tests/e2e/official_clients.rs` runs it in CI); its `conftest.py` is
 //! the worked example of everything below.
 //!
 //! **Azure SDK for Python** (azure-identity + azure-mgmt-*, azure-storage-blob). The SDKs

@@ -129,7 +129,7 @@ pub async fn register(
     let mut by_state: HashMap<RunState, i64> = HashMap::new();
     let mut stuck = 0i64;
     let mut without_worker = 0i64;
-    let now = crate::ops::clock().now();
+    let now = crate::services::clock().now();
     let mut contributions = Vec::with_capacity(runs.len());
     for s in &runs {
         *by_state.entry(s.state).or_default() += 1;
@@ -285,7 +285,7 @@ pub async fn register(
     let budget = st
         .store
         .list_reports(&hcp_runtime::ReportFilter {
-            kind: crate::ops::BUDGET_REPORT.into(),
+            kind: crate::services::reports::BUDGET.into(),
             subject: None,
             latest_only: true,
             limit: 0,

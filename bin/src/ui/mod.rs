@@ -56,7 +56,7 @@ pub struct UiArgs {
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
     #[command(flatten)]
-    grace: crate::health::GraceArgs,
+    grace: crate::services::GraceArgs,
 }
 
 /// Why `ui` refuses to start.
@@ -286,14 +286,16 @@ pub async fn serve(db: &str, a: UiArgs) -> Result<u8> {
         }
     }
     // Read-only until someone acts: an unmigrated database is refused, never migrated.
-    let store = crate::open_existing_store(db).await?;
+    let store = crate::services::open_existing_store(db).await?;
     // The inspector lives on: its "since" and "ago" keep the journal database's time.
-    crate::ops::keep_clock_aligned(&store);
+    crate::services::clock::keep_clock_aligned(&store);
     let actions = if config.actions_enabled() {
         "actions enabled"
     } else {
         "read-only: actions need --token or --allow-actions-without-token"
     };
+    // Armed before the address is printed: whoever reads it may send SIGTERM at once.
+    let stop_signal = crate::services::shutdown_signal();
     let listener = tokio::net::TcpListener::bind(a.listen)
         .await
         .with_context(|| format!("binding {}", a.listen))?;
@@ -319,7 +321,7 @@ pub async fn serve(db: &str, a: UiArgs) -> Result<u8> {
             r.context("the UI server")?.context("serving the UI")?;
             return Ok(0);
         }
-        () = crate::ops::shutdown_signal() => {}
+        () = stop_signal => {}
     }
     let grace = a.grace.grace;
     let _ = stop.send(());

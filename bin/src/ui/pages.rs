@@ -144,7 +144,7 @@ async fn list_rows(st: &AppState, q: &ListQuery) -> Result<Listing, Response> {
         label: opt(&q.cluster).map(|c| ("cluster".to_string(), c)),
         ..Default::default()
     };
-    let rows = views::rows(&st.store, &filter, crate::ops::clock().now())
+    let rows = views::rows(&st.store, &filter, crate::services::clock().now())
         .await
         .map_err(|e| {
             message(
@@ -309,7 +309,7 @@ async fn load_detail(
             ));
         }
     };
-    let d = model::detail(&rec, crate::ops::clock().now());
+    let d = model::detail(&rec, crate::services::clock().now());
     let events = model::history(&rec, None, false);
     Ok((d, events))
 }

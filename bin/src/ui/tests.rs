@@ -892,8 +892,8 @@ async fn a_succeeded_run_shows_how_to_reach_the_cluster_escaped() {
 async fn the_newest_verify_of_each_cluster_is_on_the_clusters_page_and_in_metrics() {
     let (store, _run) = stuck_run().await;
     let report = |ok: bool, items: serde_json::Value| hcp_runtime::NewReport {
-        kind: crate::verify::REPORT_KIND.into(),
-        subject: crate::verify::subject("<b>demo</b>"),
+        kind: crate::services::reports::VERIFY.into(),
+        subject: crate::services::reports::cluster_subject("<b>demo</b>"),
         at: hcp_runtime::Timestamp(1_800_000_000_000),
         ok,
         by: "alice@bastion".into(),
@@ -940,7 +940,7 @@ async fn metrics_sum_every_workers_arm_budget() {
     for (w, used, waited) in [("w1", 10, 1500), ("w2", 5, 500)] {
         store
             .record_report(hcp_runtime::NewReport {
-                kind: crate::ops::BUDGET_REPORT.into(),
+                kind: crate::services::reports::BUDGET.into(),
                 subject: format!("worker/{w}"),
                 at: now,
                 ok: true,

@@ -13,14 +13,13 @@
 pub mod model;
 pub mod text;
 
-use crate::OutputFormat;
 use crate::output::{self, Refused};
+use crate::services::OutputFormat;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use futures::StreamExt;
 use hcp_runtime::{JournalStore, RunFilter, RunId, RunState, Timestamp};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `--now`: render relative times as of this instant.
 #[derive(Args, Debug, Clone, Default)]
@@ -33,7 +32,7 @@ pub struct NowArg {
 impl NowArg {
     fn get(&self) -> Result<Timestamp> {
         match &self.now {
-            None => Ok(crate::ops::clock().now()),
+            None => Ok(crate::services::clock().now()),
             Some(s) => parse_instant(s).with_context(|| format!("--now {s}")),
         }
     }
@@ -98,18 +97,6 @@ pub struct HistoryArgs {
     /// Only failures (failed attempts, permanent failures, undos that gave up).
     #[arg(long)]
     failed: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct WatchArgs {
-    /// Run: its id, a unique prefix or suffix of it, or `cluster/<name>` (latest run).
-    #[arg(add = crate::complete::runs())]
-    run: String,
-    /// How often to look at the journal, in milliseconds (wake-ups from this process come sooner).
-    #[arg(long, default_value_t = 500)]
-    interval_ms: u64,
-    #[command(flatten)]
-    follow: crate::follow::FollowArgs,
 }
 
 #[derive(Args, Debug)]
@@ -182,7 +169,7 @@ pub async fn list(db: &str, out: OutputFormat, a: ListArgs) -> Result<u8> {
         .map(|s| parse_since(s, now))
         .transpose()
         .map_err(|e| Refused::input(e.to_string()))?;
-    let store = crate::open_existing_store_read_only(db).await?;
+    let store = crate::services::open_existing_store_read_only(db).await?;
     let filter = RunFilter {
         states,
         workflow: a.workflow,
@@ -205,7 +192,7 @@ pub struct BadRunRef(pub crate::runref::RefError);
 
 /// The run `reference` names (see [`crate::runref`]); a bad reference is a [`BadRunRef`].
 pub async fn resolve(store: &Arc<dyn JournalStore>, reference: &str, db: &str) -> Result<RunId> {
-    crate::runref::resolve(store, reference, &crate::target::shown_url(db))
+    crate::runref::resolve(store, reference, &crate::services::store::shown_url(db))
         .await
         .map_err(|e| match e {
             // Not the reference's fault: exit 1 like any other journal failure.
@@ -215,11 +202,14 @@ pub async fn resolve(store: &Arc<dyn JournalStore>, reference: &str, db: &str) -
 }
 
 async fn load(db: &str, run: &str) -> Result<hcp_runtime::store::RunRecord> {
-    let store = crate::open_existing_store_read_only(db).await?;
+    let store = crate::services::open_existing_store_read_only(db).await?;
     let run = resolve(&store, run, db).await?;
     match store.load_run(run).await? {
         Some(r) => Ok(r),
-        None => bail!("run {run} not found in {}", crate::target::shown_url(db)),
+        None => bail!(
+            "run {run} not found in {}",
+            crate::services::store::shown_url(db)
+        ),
     }
 }
 
@@ -252,7 +242,7 @@ pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> 
     // A cluster's run: when the cluster was last verified, and what drifted (issue 25).
     let verified = match rec.summary.labels.get("cluster") {
         Some(name) => {
-            let store = crate::open_existing_store_read_only(db).await?;
+            let store = crate::services::open_existing_store_read_only(db).await?;
             latest_verifies(&store, Some(name))
                 .await
                 .remove(name)
@@ -289,7 +279,7 @@ pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
     let cluster = match a.run.strip_prefix("cluster/") {
         Some(_) => match rec.summary.labels.get("cluster") {
             Some(name) => {
-                let store = crate::open_existing_store_read_only(db).await?;
+                let store = crate::services::open_existing_store_read_only(db).await?;
                 let runs = folded_runs(&store, Some(name.clone())).await?;
                 model::clusters(&runs).into_iter().next()
             }
@@ -357,8 +347,8 @@ pub async fn latest_verifies(
     cluster: Option<&str>,
 ) -> std::collections::HashMap<String, model::Verified> {
     let filter = hcp_runtime::ReportFilter {
-        kind: crate::verify::REPORT_KIND.into(),
-        subject: cluster.map(crate::verify::subject),
+        kind: crate::services::reports::VERIFY.into(),
+        subject: cluster.map(crate::services::reports::cluster_subject),
         latest_only: true,
         limit: 0,
     };
@@ -378,7 +368,7 @@ pub async fn latest_verifies(
 }
 
 pub async fn clusters(db: &str, out: OutputFormat, a: ClustersArgs) -> Result<u8> {
-    let store = crate::open_existing_store_read_only(db).await?;
+    let store = crate::services::open_existing_store_read_only(db).await?;
     let verified = latest_verifies(&store, a.cluster.as_deref()).await;
     let runs = folded_runs(&store, a.cluster).await?;
     let mut rows = model::clusters(&runs);
@@ -391,7 +381,7 @@ pub async fn clusters(db: &str, out: OutputFormat, a: ClustersArgs) -> Result<u8
 }
 
 pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<u8> {
-    let store = crate::open_existing_store_read_only(db).await?;
+    let store = crate::services::open_existing_store_read_only(db).await?;
     let runs = folded_runs(&store, a.cluster).await?;
     let rows = model::inventory(&runs, a.orphans);
     match out {
@@ -399,21 +389,4 @@ pub async fn inventory(db: &str, out: OutputFormat, a: InventoryArgs) -> Result<
         OutputFormat::Text => print!("{}", text::inventory(&rows, a.orphans)),
     }
     Ok(0)
-}
-
-/// `watch`: follow a run until it finishes, with the follower of `start` and `drive` (the
-/// same lines, bars on a terminal, outcome and NDJSON events). Works while another process
-/// executes the run: it polls the journal (and wakes sooner on this process's hints, or
-/// Postgres notifications). `interrupt` is notified on Ctrl-C by the caller.
-pub async fn watch(
-    db: &str,
-    out: OutputFormat,
-    a: WatchArgs,
-    interrupt: &tokio::sync::Notify,
-) -> Result<u8> {
-    let store = crate::open_existing_store_read_only(db).await?;
-    crate::ops::keep_clock_aligned(&store);
-    let run = resolve(&store, &a.run, db).await?;
-    let interval = Duration::from_millis(a.interval_ms.max(50));
-    crate::follow::watch(&store, db, run, out, a.follow, interval, interrupt).await
 }

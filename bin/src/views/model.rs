@@ -1571,7 +1571,7 @@ fn why(
             }
             format!(
                 "{head} {} at {}: {how}.{next}",
-                crate::views::text::state_phrase(d.state),
+                crate::runref::state_phrase(d.state),
                 d.updated_at
             )
         }
@@ -2393,7 +2393,7 @@ pub fn cluster_sentence(c: &ClusterRow) -> String {
             "run {} ({}, {} at {})",
             r.short_id,
             r.workflow,
-            crate::views::text::state_phrase(r.state),
+            crate::runref::state_phrase(r.state),
             r.updated_at
         )
     };

@@ -327,7 +327,7 @@ pub fn show(d: &RunDetail) -> String {
                 o,
                 "\nUNDO STACK  unwound because {}; the run {}",
                 u.cause.as_deref().unwrap_or("?"),
-                state_phrase(d.state)
+                crate::runref::state_phrase(d.state)
             );
         } else if u.unwinding {
             let _ = writeln!(
@@ -644,23 +644,6 @@ pub fn verified(cluster: &str, v: &crate::views::model::Verified) -> String {
         let _ = writeln!(o, "           expected {}; found {}", d.expected, d.found);
     }
     o
-}
-
-/// A run's state as the end of a sentence about it: `run … succeeded`, `… rolled back`,
-/// `… needs an operator`, `… is running` (never "is succeeded").
-pub fn state_phrase(s: hcp_runtime::RunState) -> &'static str {
-    use hcp_runtime::RunState as S;
-    match s {
-        S::Pending => "is pending (no worker has picked it up)",
-        S::Running => "is running",
-        S::Waiting => "is waiting",
-        S::Unwinding => "is unwinding",
-        S::Succeeded => "succeeded",
-        S::RolledBack => "rolled back",
-        S::NeedsOperator => "needs an operator",
-        S::Failed => "is parked",
-        S::Cancelled => "was cancelled and unwound",
-    }
 }
 
 /// One step transition as `start`, `drive`, `selftest` and `watch` print it: the time
