@@ -63,7 +63,7 @@ pub struct ManifestArgs {
     /// HCP_WORKFLOW_DATABASE_URL, never on a command line shown in logs.
     #[arg(long, default_value = "hcp-workflow-database", value_name = "SECRET")]
     pub database_secret: String,
-    /// The container image (see bin/Containerfile and README, "Run it for a team").
+    /// The container image (see bin/Containerfile and docs/operations/team.md).
     #[arg(long, default_value = concat!("localhost/hcp-workflow:", env!("CARGO_PKG_VERSION")))]
     pub image: String,
     /// The client id of the Azure managed identity (or app registration) the worker acts

@@ -30,6 +30,7 @@ mod output;
 mod plan;
 mod preflight;
 mod reach;
+mod reference;
 mod release;
 mod runref;
 mod services;
@@ -60,7 +61,7 @@ struct Cli {
     database: String,
     /// Output format for commands that print data. `json`: one versioned document
     /// (`apiVersion: hcp-workflow/v1`, `kind`), or NDJSON events for `start`, `drive`,
-    /// `selftest` and `watch`; errors too (README, "JSON output").
+    /// `selftest` and `watch`; errors too (docs/reference/json-output.md).
     #[arg(long, short = 'o', global = true, help_heading = "Global options", value_enum, default_value_t = OutputFormat::Text)]
     output: OutputFormat,
     /// Log format (logs go to stderr; `RUST_LOG` sets the level, default `warn`, with a
@@ -262,6 +263,15 @@ enum Command {
         after_help = "Examples:\n  hcp-workflow man | man -l -\n  hcp-workflow man --out-dir /usr/local/share/man/man1"
     )]
     Man(ManArgs),
+    /// Print one of the book's generated reference pages (docs/reference/).
+    #[command(hide = true)]
+    Reference(ReferenceArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ReferenceArgs {
+    #[arg(value_enum)]
+    page: reference::Page,
 }
 
 #[derive(clap::Args, Debug)]
@@ -380,6 +390,12 @@ fn generate(command: &Command) -> Option<Result<u8>> {
                     .context("writing the man page")
             }
         }),
+        Command::Reference(a) => Some(
+            std::io::stdout()
+                .write_all(reference::page(a.page, &cmd).as_bytes())
+                .map(|()| 0)
+                .context("writing the reference page"),
+        ),
         _ => None,
     }
 }
@@ -635,7 +651,7 @@ async fn run(cli: Cli) -> Result<u8> {
         }
         Command::Deploy(d) => deploy::run(out, d),
         // Handled in `main`, before the runtime starts.
-        Command::Completion(_) | Command::Man(_) => Ok(0),
+        Command::Completion(_) | Command::Man(_) | Command::Reference(_) => Ok(0),
         Command::Simulator(SimulatorCommand::Serve(a)) => {
             hcp_simulator::serve_cli(hcp_simulator::ServeOptions {
                 listen: a.listen,

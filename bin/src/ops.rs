@@ -31,7 +31,7 @@ pub struct WorkerArgs {
     service: crate::health::WorkerServiceArgs,
     /// POST a JSON event to URL when a run needs an operator, stalls, is paused, fails,
     /// succeeds, or has had no worker for its target for over a minute (repeatable; a Slack
-    /// incoming webhook works as is; README, "Notifications"). Each transition is sent once
+    /// incoming webhook works as is; docs/operations/notifications.md). Each transition is sent once
     /// across every worker on the journal.
     #[arg(
         long = "notify",

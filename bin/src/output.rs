@@ -1,6 +1,6 @@
 //! `--output json`: one versioned shape for every command.
 //!
-//! The contract (README, "JSON output"):
+//! The contract (docs/reference/json-output.md):
 //! - A command that answers once (`list`, `show`, `why`, `history`, `inventory`, `plan`,
 //!   `preflight`, `cancel`/`retry`/`resolve`/`resume`, `bench`) prints
 //!   exactly **one JSON document** on stdout: `{"apiVersion": "hcp-workflow/v1", "kind": …}`

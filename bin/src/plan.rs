@@ -17,7 +17,7 @@ use std::path::PathBuf;
 /// `plan`.
 #[derive(Args, Debug)]
 pub struct PlanArgs {
-    /// `create-cluster` or `delete-cluster`.
+    /// The workflow whose steps to show.
     #[arg(value_enum)]
     workflow: Workflow,
     /// The cluster file.

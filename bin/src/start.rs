@@ -32,7 +32,7 @@ use std::time::Duration;
 /// `start`.
 #[derive(Args, Debug)]
 pub struct StartArgs {
-    /// `create-cluster` or `delete-cluster`.
+    /// The workflow (`hcp-workflow start --help` describes each).
     #[arg(value_enum)]
     workflow: Workflow,
     /// The cluster file (see examples/cluster.yaml).

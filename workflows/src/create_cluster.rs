@@ -148,7 +148,7 @@ fn o() -> NodeOptions {
 }
 
 /// create-cluster as `start`, `plan`, `preflight` and `drive` see it. It has no pivots:
-/// every step has an undo that removes what the run made (ARCHITECTURE.md, "Pivots").
+/// every step has an undo that removes what the run made (docs/dev/design/lifecycle.md).
 pub static DEF: WorkflowDef = WorkflowDef {
     name: WORKFLOW,
     noun: "Creation",

@@ -253,7 +253,7 @@ impl Caller {
 const URGENT_HEAD_START: Duration = Duration::from_secs(600);
 
 /// How much earlier than its arrival a step of a finished run would count (a run halfway
-/// through: half that). Measured with 50 creates on one budget (BENCHMARKS.md): 300 s
+/// through: half that). Measured with 50 creates on one budget (docs/dev/bench-log/2026-11.md): 300 s
 /// instead of 20 s cut the mean run from 626 s to 455 s and the deferrals by half, with the
 /// same total wall; a new run waits at most this much longer than in arrival order.
 const PROGRESS_HEAD_START: Duration = Duration::from_secs(300);

@@ -25,7 +25,7 @@
 //! ARM has no conditional group delete, so a resource another cluster creates between that
 //! list and the DELETE would be lost: the window is one round trip, and both clusters
 //! would have to be mid-run on one group whose creator is unwinding or purging. Known gap,
-//! stated in ARCHITECTURE.md.
+//! stated in docs/dev/design/ownership.md.
 
 use super::arm::{DeleteInput, DeleteOutput, ResourceInput, ResourceOutput, UNDO_LEDGER_KEY};
 use crate::azure::ArmClient;

@@ -542,7 +542,7 @@ fn preflight_names_the_graph_permission_and_the_key_vault_rows() {
 /// data-plane identities; the other cluster's, the vault it still uses and the vault's
 /// shared grants stay. The other cluster's purge then removes all of its own, but not the
 /// vault: alpha made it (its tags), so no later purge claims it — it stays, with its grants
-/// and the group it keeps non-empty, for an operator (README, "Known gaps").
+/// and the group it keeps non-empty, for an operator (docs/dev/known-gaps.md).
 #[test]
 fn purging_one_cluster_keeps_what_another_cluster_has_in_the_shared_vault() {
     let env = aro_env("aro-shared-vault", TIME_SCALE);

@@ -124,7 +124,7 @@ impl Podman {
             "--read-only",
             "--tmpfs",
             "/tmp",
-            // runc cannot raise these on a host without CAP_SYS_RESOURCE (README).
+            // runc cannot raise these on a host without CAP_SYS_RESOURCE (docs/operations/team.md).
             "--ulimit",
             "nofile=1024:1024",
             "--ulimit",

@@ -494,7 +494,7 @@ fn resolve(env: &Env, vnet: Option<&str>, name: &str) -> Value {
     env.sim.get(&q)
 }
 
-/// A Private cluster on a 4.22 management cluster (the README quick start's topology):
+/// A Private cluster on a 4.22 management cluster (the quick start's topology):
 /// HyperShift's 4.22 control-plane operator panics on a Route API server without a
 /// hostname (`kas/service.go` `ReconcileServiceStatus`), so the API server and OAuth are
 /// published as `api-<name>.<baseDomain>` / `oauth-<name>.<baseDomain>`, and hcp-workflow

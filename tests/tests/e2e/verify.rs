@@ -993,7 +993,7 @@ fn verify_reports_a_vnet_link_repointed_or_deleted_and_repair_makes_it_again() {
     );
 }
 
-/// README's drift example on the unchanged `examples/cluster.yaml` (`privateLink.managedBy:
+/// The drift example of docs/guide/drift.md on the unchanged `examples/cluster.yaml` (`privateLink.managedBy:
 /// auto`, the default): `hcp-workflow verify cluster/demo` exits 0 on the fresh cluster, a
 /// subscription allowed by hand on the Private Link Service makes it exit 3 with exactly a
 /// `pls.visibility` row, and `start repair-cluster --config examples/cluster.yaml` puts it
@@ -1194,7 +1194,7 @@ fn verify_on_a_fresh_aro_hcp_example_is_clean_and_checks_entra_and_key_vault() {
 }
 
 /// `hcp-workflow start create-cluster --simulate --config examples/enterprise.yaml`, then
-/// `hcp-workflow verify cluster/corp`: exit 0 on the untouched cluster; README's drift
+/// `hcp-workflow verify cluster/corp`: exit 0 on the untouched cluster; docs/guide/drift.md's
 /// example (a subscription allowed by hand on its Private Link Service) exits 3 with the
 /// `pls.visibility` row, and repair-cluster puts it back.
 #[test]

@@ -186,8 +186,8 @@ pub struct ClusterConfig {
     /// Path to an SSH public key (`ssh-rsa`, `ssh-ed25519` or `ecdsa-…`) for the nodes.
     pub ssh_key: PathBuf,
 
-    /// How hcp-workflow authenticates to Azure. Default: `auto` (environment, workload
-    /// identity, managed identity, then Azure CLI).
+    /// How hcp-workflow authenticates to Azure. Default: `auto` (workload identity, a
+    /// client secret from the environment, managed identity, then Azure CLI).
     #[serde(default)]
     pub auth: AuthMode,
 
@@ -1030,8 +1030,8 @@ impl ImageGeneration {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AuthMode {
-    /// Try, in order: client secret from the environment, workload identity, managed
-    /// identity, Azure CLI.
+    /// Try, in order: workload identity, a client secret from the environment, managed
+    /// identity, Azure CLI (`AuthMode::AUTO_ORDER` in hcp-activities).
     #[default]
     Auto,
     /// Federated token file (`AZURE_FEDERATED_TOKEN_FILE`, `AZURE_CLIENT_ID`, `AZURE_TENANT_ID`).
