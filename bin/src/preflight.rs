@@ -424,13 +424,15 @@ mod tests {
                     def.default_on_failure,
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
+            use hcp_activities::steps::{cluster, update};
+            use hcp_runtime::Action;
             for action in [
-                "k8s.node-pool.update",
-                "k8s.hosted-cluster.release",
-                "k8s.node-pool.release",
-                "azure.pls.visibility",
-                "azure.pls.connections.prune",
-                "k8s.object.delete",
+                update::UpdateNodePool::NAME,
+                update::UpgradeControlPlane::NAME,
+                update::UpgradeNodePool::NAME,
+                update::SetPlsVisibility::NAME,
+                update::PruneConnections::NAME,
+                cluster::DeleteObject::NAME,
             ] {
                 assert!(
                     dag.nodes.iter().any(|n| n.action == action),

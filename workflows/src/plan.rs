@@ -186,77 +186,6 @@ fn aro_resources(input: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// What update-cluster's steps change (`hcp_activities::steps::update`).
-fn update_resources(action: &str, input: &Value) -> Vec<String> {
-    let s = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_string);
-    let list = |k: &str| {
-        input
-            .get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default()
-    };
-    let (ns, name) = (
-        s("namespace").unwrap_or_default(),
-        s("name").unwrap_or_default(),
-    );
-    let pls = || match input.pointer("/pls/ours/id").and_then(Value::as_str) {
-        Some(id) => id.to_string(),
-        None => "HyperShift's Private Link Service (its AzurePrivateLinkService names it)".into(),
-    };
-    match action {
-        "k8s.node-pool.update" => {
-            let d = input.get("desired").cloned().unwrap_or_default();
-            let mut what = Vec::new();
-            if let Some(a) = d.get("auto_scaling").and_then(Value::as_array) {
-                let n = |i: usize| a.get(i).and_then(Value::as_i64).unwrap_or_default();
-                what.push(format!("autoScaling {}–{}", n(0), n(1)));
-            } else if let Some(r) = d.get("replicas").and_then(Value::as_i64) {
-                what.push(format!("replicas {r}"));
-            }
-            if let Some(size) = d.pointer("/platform/vmSize").and_then(Value::as_str) {
-                what.push(format!("new machine template ({size}): machines replaced"));
-            }
-            if let Some(m) = d.get("management").cloned().and_then(|m| {
-                serde_json::from_value::<hcp_activities::steps::update::PoolManagement>(m).ok()
-            }) {
-                what.push(format!("{m} (in place)"));
-            }
-            vec![format!("NodePool {ns}/{name} → {}", what.join(", "))]
-        }
-        "k8s.hosted-cluster.release" => vec![format!(
-            "HostedCluster {ns}/{name} → release {}",
-            s("release_image").unwrap_or_default()
-        )],
-        "k8s.node-pool.release" => vec![format!(
-            "NodePool {ns}/{name} → release {} (never past the control plane)",
-            s("release_image").unwrap_or_default()
-        )],
-        "k8s.hosted-cluster.allowed-subscriptions" => vec![format!(
-            "HostedCluster {ns}/{name} additionalAllowedSubscriptions → [{}]",
-            list("subscriptions")
-        )],
-        "azure.pls.visibility" => vec![format!(
-            "{} visibility and auto-approval → [{}]",
-            pls(),
-            list("subscriptions")
-        )],
-        "k8s.rollout.wait" => vec![format!(
-            "wait for HostedCluster {name}'s release to roll out (status.version.history[0] Completed)"
-        )],
-        "azure.pls.connections.prune" => vec![format!(
-            "{}: private endpoint connections from any other subscription rejected, then removed",
-            pls()
-        )],
-        _ => Vec::new(),
-    }
-}
-
 /// The plan of `dag`.
 pub fn plan(dag: &SagaDag) -> Plan {
     let steps: Vec<PlannedStep> = dag
@@ -269,7 +198,9 @@ pub fn plan(dag: &SagaDag) -> Plan {
             after: n.deps.clone(),
             resources: {
                 let mut r = resources(&n.input);
-                r.extend(update_resources(&n.action, &n.input));
+                if let Some(f) = hcp_activities::steps::facts_of(&n.action) {
+                    r.extend(f.plan(&n.input));
+                }
                 r
             },
             has_undo: n.has_undo,

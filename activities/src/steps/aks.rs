@@ -14,6 +14,7 @@
 //!   Key Vault Administrator on a vault it creates (HyperShift's `setup_MIv3_kv.sh` does
 //!   the same for the signed-in user).
 
+use super::facts::Facts;
 use std::sync::Arc;
 
 use hcp_runtime::{Action, Outcome, RetryPolicy, StepContext, StepError};
@@ -154,6 +155,11 @@ impl Action for ReadAksCluster {
     }
 }
 
+impl Facts for ReadAksCluster {
+    const ARM_ACTIONS: &'static [&'static str] =
+        &["Microsoft.ContainerService/managedClusters/read"];
+}
+
 /// Input of `azure.caller.principal`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CallerInput {
@@ -222,6 +228,10 @@ impl Action for CallerPrincipal {
         let caller = token_principal(token.token.secret()).map_err(permanent)?;
         Ok(Outcome::Done(caller))
     }
+}
+
+impl Facts for CallerPrincipal {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 #[cfg(test)]

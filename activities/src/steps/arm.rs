@@ -20,6 +20,7 @@
 //!   anything else is recorded as kept. A missing resource is done.
 
 use super::env::{AzureEnv, Clients, Owner};
+use super::facts::Facts;
 use crate::azure::ArmClient;
 use crate::azure::durable::{self, Adopt, Deleted, EnsureSpec, Ensured, Progress};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
@@ -713,11 +714,11 @@ pub fn azure_undo_retry() -> RetryPolicy {
 }
 
 macro_rules! plain_kind {
-    ($ensure:ident, $delete:ident, $kind:literal) => {
-        plain_kind!(@ensure $ensure, $kind);
-        delete_kind!($delete, $kind);
+    ($ensure:ident, $delete:ident, $kind:literal, ensure: [$($ea:expr),* $(,)?], delete: [$($da:expr),* $(,)?] $(,)?) => {
+        plain_kind!(@ensure $ensure, $kind, [$($ea),*]);
+        delete_kind!($delete, $kind, [$($da),*]);
     };
-    (@ensure $ensure:ident, $kind:literal) => {
+    (@ensure $ensure:ident, $kind:literal, [$($ea:expr),*]) => {
         #[doc = concat!("`azure.", $kind, ".ensure`: create or adopt (see the module docs).")]
         #[derive(Clone, Debug)]
         pub struct $ensure(pub Arc<Clients>);
@@ -755,11 +756,14 @@ macro_rules! plain_kind {
             }
         }
 
+        impl Facts for $ensure {
+            const ARM_ACTIONS: &'static [&'static str] = &[$($ea),*];
+        }
     };
 }
 
 macro_rules! delete_kind {
-    ($delete:ident, $kind:literal) => {
+    ($delete:ident, $kind:literal, [$($da:expr),* $(,)?]) => {
         #[doc = concat!("`azure.", $kind, ".delete`: delete if ours and present (delete-cluster).")]
         #[derive(Clone, Debug)]
         pub struct $delete(pub Arc<Clients>);
@@ -783,25 +787,204 @@ macro_rules! delete_kind {
                 delete_resource(ctx, &arm, &input).await
             }
         }
+
+        impl Facts for $delete {
+            const ARM_ACTIONS: &'static [&'static str] = &[$($da),*];
+        }
     };
 }
 
-plain_kind!(EnsureResourceGroup, DeleteResourceGroup, "resource-group");
-plain_kind!(EnsureIdentity, DeleteIdentity, "identity");
-plain_kind!(EnsureNsg, DeleteNsg, "nsg");
-plain_kind!(EnsureVnet, DeleteVnet, "vnet");
-plain_kind!(EnsureSubnet, DeleteSubnet, "subnet");
-plain_kind!(EnsurePublicIp, DeletePublicIp, "public-ip");
-plain_kind!(EnsureLoadBalancer, DeleteLoadBalancer, "load-balancer");
-plain_kind!(EnsureDnsZone, DeleteDnsZone, "private-dns-zone");
-plain_kind!(EnsureDnsLink, DeleteDnsLink, "private-dns-link");
+/// The resource group's own operations (its list: what is in it, before a delete).
+const RG_READ: &str = "Microsoft.Resources/subscriptions/resourceGroups/read";
+const RG_WRITE: &str = "Microsoft.Resources/subscriptions/resourceGroups/write";
+const RG_DELETE: &str = "Microsoft.Resources/subscriptions/resourceGroups/delete";
+const RG_LIST: &str = "Microsoft.Resources/subscriptions/resourceGroups/resources/read";
+
+plain_kind!(
+    EnsureResourceGroup,
+    DeleteResourceGroup,
+    "resource-group",
+    ensure: [
+        RG_READ, RG_WRITE, RG_LIST, RG_DELETE
+    ],
+    delete: [
+        RG_READ, RG_LIST, RG_DELETE
+    ],
+);
+plain_kind!(
+    EnsureIdentity,
+    DeleteIdentity,
+    "identity",
+    ensure: [
+        "Microsoft.ManagedIdentity/userAssignedIdentities/read",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/write",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
+    ],
+    delete: [
+        "Microsoft.ManagedIdentity/userAssignedIdentities/read",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
+    ],
+);
+plain_kind!(
+    EnsureNsg,
+    DeleteNsg,
+    "nsg",
+    ensure: [
+        "Microsoft.Network/networkSecurityGroups/read",
+        "Microsoft.Network/networkSecurityGroups/write",
+        "Microsoft.Network/networkSecurityGroups/delete",
+    ],
+    delete: [
+        "Microsoft.Network/networkSecurityGroups/read",
+        "Microsoft.Network/networkSecurityGroups/delete",
+    ],
+);
+plain_kind!(
+    EnsureVnet,
+    DeleteVnet,
+    "vnet",
+    ensure: [
+        "Microsoft.Network/virtualNetworks/read",
+        "Microsoft.Network/virtualNetworks/write",
+        "Microsoft.Network/virtualNetworks/delete",
+        // The subnet references the NSG.
+        "Microsoft.Network/networkSecurityGroups/join/action",
+    ],
+    delete: [
+        "Microsoft.Network/virtualNetworks/read",
+        "Microsoft.Network/virtualNetworks/delete",
+    ],
+);
+plain_kind!(
+    EnsureSubnet,
+    DeleteSubnet,
+    "subnet",
+    ensure: [
+        "Microsoft.Network/virtualNetworks/read",
+        "Microsoft.Network/virtualNetworks/subnets/read",
+        "Microsoft.Network/virtualNetworks/subnets/write",
+        "Microsoft.Network/virtualNetworks/subnets/delete",
+    ],
+    delete: [
+        "Microsoft.Network/virtualNetworks/subnets/read",
+        "Microsoft.Network/virtualNetworks/subnets/delete",
+    ],
+);
+plain_kind!(
+    EnsurePublicIp,
+    DeletePublicIp,
+    "public-ip",
+    ensure: [
+        "Microsoft.Network/publicIPAddresses/read",
+        "Microsoft.Network/publicIPAddresses/write",
+        "Microsoft.Network/publicIPAddresses/delete",
+    ],
+    delete: [
+        "Microsoft.Network/publicIPAddresses/read",
+        "Microsoft.Network/publicIPAddresses/delete",
+    ],
+);
+plain_kind!(
+    EnsureLoadBalancer,
+    DeleteLoadBalancer,
+    "load-balancer",
+    ensure: [
+        "Microsoft.Network/loadBalancers/read",
+        "Microsoft.Network/loadBalancers/write",
+        "Microsoft.Network/loadBalancers/delete",
+        // The frontend references the public IP.
+        "Microsoft.Network/publicIPAddresses/join/action",
+    ],
+    delete: [
+        "Microsoft.Network/loadBalancers/read",
+        "Microsoft.Network/loadBalancers/delete",
+    ],
+);
+plain_kind!(
+    EnsureDnsZone,
+    DeleteDnsZone,
+    "private-dns-zone",
+    ensure: [
+        "Microsoft.Network/privateDnsZones/read",
+        "Microsoft.Network/privateDnsZones/write",
+        "Microsoft.Network/privateDnsZones/delete",
+    ],
+    delete: [
+        "Microsoft.Network/privateDnsZones/read",
+        "Microsoft.Network/privateDnsZones/delete",
+    ],
+);
+plain_kind!(
+    EnsureDnsLink,
+    DeleteDnsLink,
+    "private-dns-link",
+    ensure: [
+        "Microsoft.Network/privateDnsZones/virtualNetworkLinks/read",
+        "Microsoft.Network/privateDnsZones/virtualNetworkLinks/write",
+        "Microsoft.Network/privateDnsZones/virtualNetworkLinks/delete",
+    ],
+    delete: [
+        "Microsoft.Network/privateDnsZones/virtualNetworkLinks/read",
+        "Microsoft.Network/privateDnsZones/virtualNetworkLinks/delete",
+    ],
+);
 plain_kind!(
     EnsureStorageAccount,
     DeleteStorageAccount,
-    "storage-account"
+    "storage-account",
+    ensure: [
+        "Microsoft.Storage/storageAccounts/read",
+        "Microsoft.Storage/storageAccounts/write",
+        "Microsoft.Storage/storageAccounts/delete",
+    ],
+    delete: [
+        "Microsoft.Storage/storageAccounts/read",
+        "Microsoft.Storage/storageAccounts/delete",
+    ],
 );
-plain_kind!(EnsureContainer, DeleteContainer, "blob-container");
-delete_kind!(DeleteFederatedCredential, "federated-credential");
-delete_kind!(DeleteRoleAssignment, "role-assignment");
-delete_kind!(DeleteDnsRecord, "private-dns-a-record");
-delete_kind!(DeletePrivateEndpoint, "private-endpoint");
+plain_kind!(
+    EnsureContainer,
+    DeleteContainer,
+    "blob-container",
+    ensure: [
+        "Microsoft.Storage/storageAccounts/blobServices/containers/read",
+        "Microsoft.Storage/storageAccounts/blobServices/containers/write",
+        "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
+    ],
+    delete: [
+        "Microsoft.Storage/storageAccounts/blobServices/containers/read",
+        "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
+    ],
+);
+delete_kind!(
+    DeleteFederatedCredential,
+    "federated-credential",
+    [
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/read",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/delete",
+    ]
+);
+delete_kind!(
+    DeleteRoleAssignment,
+    "role-assignment",
+    [
+        "Microsoft.Authorization/roleAssignments/read",
+        "Microsoft.Authorization/roleAssignments/delete",
+    ]
+);
+delete_kind!(
+    DeleteDnsRecord,
+    "private-dns-a-record",
+    [
+        "Microsoft.Network/privateDnsZones/A/read",
+        "Microsoft.Network/privateDnsZones/A/delete",
+    ]
+);
+delete_kind!(
+    DeletePrivateEndpoint,
+    "private-endpoint",
+    [
+        "Microsoft.Network/privateEndpoints/read",
+        "Microsoft.Network/privateEndpoints/delete",
+    ]
+);

@@ -51,6 +51,7 @@
 
 use super::arm::{UNDO_LEDGER_KEY, azure_retry, azure_undo_retry, record};
 use super::env::{AzureEnv, Clients, Owner};
+use super::facts::Facts;
 use crate::azure::durable::{self, Adopt, Deleted, EnsureSpec, OPERATIONS_KEY, Progress};
 use crate::azure::error::{ErrorClass, ServiceError};
 use crate::azure::graph::{Application, KeyCredential};
@@ -531,6 +532,17 @@ impl Action for EnsureKeyVault {
     }
 }
 
+impl Facts for EnsureKeyVault {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.KeyVault/vaults/read",
+        "Microsoft.KeyVault/vaults/write",
+        "Microsoft.KeyVault/vaults/delete",
+        "Microsoft.KeyVault/checkNameAvailability/read",
+        "Microsoft.KeyVault/locations/deletedVaults/read",
+        "Microsoft.KeyVault/locations/deletedVaults/purge/action",
+    ];
+}
+
 /// `properties.vaultUri`, else `https://{name}.{suffix}/`.
 fn vault_uri(body: &Value, azure: &AzureEnv, name: &str) -> String {
     body.pointer("/properties/vaultUri")
@@ -792,6 +804,10 @@ impl Action for EnsureApplication {
         )
         .await
     }
+}
+
+impl Facts for EnsureApplication {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 /// Permanently deletes a deleted directory object this undo deleted; a deleted item not
@@ -1059,6 +1075,10 @@ impl Action for EnsureServicePrincipal {
         )
         .await
     }
+}
+
+impl Facts for EnsureServicePrincipal {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1337,6 +1357,10 @@ impl Action for EnsureCertificate {
     }
 }
 
+impl Facts for EnsureCertificate {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+}
+
 fn certificate_output(
     input: &CertificateInput,
     vault: &KeyVaultOutput,
@@ -1589,6 +1613,10 @@ impl Action for BindCertificate {
         }
         Ok(UndoOutcome::Done)
     }
+}
+
+impl Facts for BindCertificate {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 fn not_found(what: &str) -> ServiceError {
@@ -1920,6 +1948,10 @@ impl Action for EnsureCredentialsSecret {
         .await?;
         Ok(UndoOutcome::Done)
     }
+}
+
+impl Facts for EnsureCredentialsSecret {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 #[cfg(test)]
@@ -2255,6 +2287,10 @@ impl Action for DeleteApplication {
     }
 }
 
+impl Facts for DeleteApplication {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+}
+
 /// Input of `key-vault.certificate.delete` and `key-vault.secret.delete`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeleteVaultObjectInput {
@@ -2371,6 +2407,10 @@ impl Action for DeleteCertificate {
     }
 }
 
+impl Facts for DeleteCertificate {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+}
+
 impl Action for DeleteSecret {
     const NAME: &'static str = "key-vault.secret.delete";
     const HAS_UNDO: bool = false;
@@ -2388,6 +2428,10 @@ impl Action for DeleteSecret {
     ) -> Result<Outcome<super::arm::DeleteOutput>, StepError> {
         delete_vault_object(&self.0, ctx, &input, false).await
     }
+}
+
+impl Facts for DeleteSecret {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 /// `azure.key-vault.delete` (delete-cluster): deletes the vault and purges it, only when it
@@ -2472,4 +2516,13 @@ impl Action for DeleteKeyVault {
             (!purged).then(|| "no soft-deleted copy was found to purge".into()),
         ))
     }
+}
+
+impl Facts for DeleteKeyVault {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.KeyVault/vaults/read",
+        "Microsoft.KeyVault/vaults/delete",
+        "Microsoft.KeyVault/locations/deletedVaults/read",
+        "Microsoft.KeyVault/locations/deletedVaults/purge/action",
+    ];
 }

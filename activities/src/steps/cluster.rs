@@ -21,6 +21,7 @@
 
 use super::arm::{ResourceOutput, azure_retry, azure_undo_retry};
 use super::env::{Clients, MgmtEnv, Owner};
+use super::facts::{Facts, WaitClass};
 use crate::azure::durable::{checkpoint_field, save_checkpoint_field};
 use crate::kube::mgmt::{DeleteProgress, Kind, Mgmt};
 use crate::kube::render::{self, HostedClusterInput, NodePoolInput};
@@ -599,6 +600,10 @@ impl Action for EnsureIssuerKey {
     }
 }
 
+impl Facts for EnsureIssuerKey {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+}
+
 // ---------------------------------------------------------------------------------------
 
 /// Input of `k8s.cluster-secrets.ensure`: file paths only, read at run time.
@@ -752,6 +757,10 @@ impl Action for EnsureClusterSecrets {
         }
         Ok(UndoOutcome::Done)
     }
+}
+
+impl Facts for EnsureClusterSecrets {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1041,6 +1050,11 @@ impl Action for ApplyHostedCluster {
     }
 }
 
+impl Facts for ApplyHostedCluster {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const UNDO_WAIT: WaitClass = WaitClass::KubernetesDeletion;
+}
+
 // ---------------------------------------------------------------------------------------
 
 /// Input of `k8s.condition.wait`.
@@ -1117,6 +1131,11 @@ impl Action for WaitCondition {
             }
         }
     }
+}
+
+impl Facts for WaitCondition {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::HostedClusterAvailable;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1285,6 +1304,18 @@ impl Action for WaitRollout {
     }
 }
 
+impl Facts for WaitRollout {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::ClusterRollout;
+
+    fn plan(i: &RolloutInput) -> Vec<String> {
+        vec![format!(
+            "wait for HostedCluster {}'s release to roll out (status.version.history[0] Completed)",
+            i.name
+        )]
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 
 /// Input of `k8s.node-pool.apply`.
@@ -1438,6 +1469,12 @@ impl Action for ApplyNodePool {
     }
 }
 
+impl Facts for ApplyNodePool {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::NodePoolReady;
+    const UNDO_WAIT: WaitClass = WaitClass::KubernetesDeletion;
+}
+
 // ---------------------------------------------------------------------------------------
 
 /// Input of `k8s.object.delete` (delete-cluster).
@@ -1564,6 +1601,11 @@ impl Action for DeleteObject {
         }
         Ok(Outcome::Done(DeleteObjectOutput { ledger }))
     }
+}
+
+impl Facts for DeleteObject {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::KubernetesDeletion;
 }
 
 /// repair-cluster found a key Secret it generated missing: it must not make a new one.

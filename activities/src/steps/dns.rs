@@ -14,6 +14,7 @@
 
 use super::arm::{DeleteOutput, azure_retry, azure_undo_retry, record};
 use super::env::{AzureEnv, Clients, Owner};
+use super::facts::Facts;
 use crate::azure::durable::{self, Deleted, Progress};
 use crate::azure::models::{API_AUTHORIZATION, API_DNS};
 use crate::azure::names;
@@ -140,6 +141,10 @@ impl Action for FindPublicZone {
             id: Some(id),
         }))
     }
+}
+
+impl Facts for FindPublicZone {
+    const ARM_ACTIONS: &'static [&'static str] = &["Microsoft.Network/dnszones/read"];
 }
 
 /// The id of the public Azure DNS zone named `base_domain`: a GET in `resource_group` when
@@ -278,6 +283,13 @@ impl Action for DeleteDnsScopeRoleAssignment {
             }
         }
     }
+}
+
+impl Facts for DeleteDnsScopeRoleAssignment {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Authorization/roleAssignments/read",
+        "Microsoft.Authorization/roleAssignments/delete",
+    ];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -451,6 +463,14 @@ impl Action for EnsurePublicRecords {
     }
 }
 
+impl Facts for EnsurePublicRecords {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/dnszones/A/read",
+        "Microsoft.Network/dnszones/A/write",
+        "Microsoft.Network/dnszones/A/delete",
+    ];
+}
+
 /// Input of `azure.public-dns-a-record.delete` (delete-cluster).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PublicRecordsDeleteInput {
@@ -515,6 +535,13 @@ impl Action for DeletePublicRecords {
         }
         Ok(Outcome::Done(DeleteOutput { ledger }))
     }
+}
+
+impl Facts for DeletePublicRecords {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/dnszones/A/read",
+        "Microsoft.Network/dnszones/A/delete",
+    ];
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@
 use super::arm::{azure_undo_retry, record};
 use super::cluster::ObjectJournal;
 use super::env::{AzureEnv, Clients, MgmtEnv, Owner};
+use super::facts::{Facts, WaitClass};
 use crate::azure::durable::{self, checkpoint_field, save_checkpoint_field};
 use crate::azure::models::{API_NETWORK, API_PRIVATE_DNS};
 use crate::azure::privatelink::{self, TeardownReport};
@@ -516,6 +517,11 @@ impl Action for WaitHyperShiftPls {
     }
 }
 
+impl Facts for WaitHyperShiftPls {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::HostedClusterAvailable;
+}
+
 /// Output of [`WaitHyperShiftEndpoint`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HyperShiftEndpointOutput {
@@ -617,6 +623,11 @@ impl Action for WaitHyperShiftEndpoint {
     }
 }
 
+impl Facts for WaitHyperShiftEndpoint {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::HostedClusterAvailable;
+}
+
 /// Output of [`ReleaseHyperShiftLink`].
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ReleaseOutput {
@@ -693,6 +704,11 @@ impl Action for ReleaseHyperShiftLink {
     }
 }
 
+impl Facts for ReleaseHyperShiftLink {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::PrivateLinkTeardown;
+}
+
 /// Input of [`VerifyHyperShiftLinkGone`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VerifyGoneInput {
@@ -747,6 +763,11 @@ impl Action for VerifyHyperShiftLinkGone {
         }
         Ok(Outcome::Done(VerifyGoneOutput { ledger }))
     }
+}
+
+impl Facts for VerifyHyperShiftLinkGone {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::PrivateLinkTeardown;
 }
 
 // ---------------------------------------------------------------------------------------

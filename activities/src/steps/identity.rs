@@ -6,6 +6,7 @@ use super::arm::{
     delete_children, ensure_children, record,
 };
 use super::env::{AzureEnv, Clients, Owner};
+use super::facts::Facts;
 use crate::azure::durable::Progress;
 use crate::azure::models::{API_AUTHORIZATION, API_MSI};
 use crate::azure::roles;
@@ -148,6 +149,14 @@ impl Action for EnsureFederatedCredentials {
         )
         .await
     }
+}
+
+impl Facts for EnsureFederatedCredentials {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/read",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/write",
+        "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/delete",
+    ];
 }
 
 fn fic_id(identity: &str, s: &Subject) -> String {
@@ -461,6 +470,14 @@ impl Action for EnsureRoleAssignment {
     }
 }
 
+impl Facts for EnsureRoleAssignment {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Authorization/roleAssignments/read",
+        "Microsoft.Authorization/roleAssignments/write",
+        "Microsoft.Authorization/roleAssignments/delete",
+    ];
+}
+
 fn role_spec(input: &RoleInput, scope: &str, principal: &str) -> roles::RoleAssignmentSpec {
     roles::RoleAssignmentSpec {
         scope: scope.to_string(),
@@ -566,6 +583,11 @@ impl Action for ResolveIdentities {
         }
         Ok(Outcome::Done(ResolvedIdentities { identities, ledger }))
     }
+}
+
+impl Facts for ResolveIdentities {
+    const ARM_ACTIONS: &'static [&'static str] =
+        &["Microsoft.ManagedIdentity/userAssignedIdentities/read"];
 }
 
 /// The user-assigned identity of `client_id` among `listed` (the subscription's identities,

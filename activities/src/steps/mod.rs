@@ -21,6 +21,7 @@ pub mod aro_identity;
 pub mod cluster;
 pub mod dns;
 pub mod env;
+pub mod facts;
 pub mod hypershift_link;
 pub mod identity;
 pub mod permissions;
@@ -29,113 +30,147 @@ pub mod shared_group;
 pub mod update;
 
 pub use env::{AzureEnv, Clients, MgmtEnv, Owner, Reach};
+pub use facts::{StepFacts, WaitClass};
 
 use hcp_runtime::{Registry, RegistryError};
 use std::sync::Arc;
+
+/// Call `$m!` with every step type, once: [`register`] and [`catalog`] read the same list,
+/// so a step is registered exactly when its declarations are in the catalog.
+macro_rules! every_step {
+    ($m:ident) => {
+        $m!(
+            arm::EnsureResourceGroup,
+            arm::DeleteResourceGroup,
+            arm::EnsureIdentity,
+            arm::DeleteIdentity,
+            arm::EnsureNsg,
+            arm::DeleteNsg,
+            arm::EnsureVnet,
+            arm::DeleteVnet,
+            arm::EnsureSubnet,
+            arm::DeleteSubnet,
+            arm::EnsurePublicIp,
+            arm::DeletePublicIp,
+            arm::EnsureLoadBalancer,
+            arm::DeleteLoadBalancer,
+            arm::EnsureDnsZone,
+            arm::DeleteDnsZone,
+            arm::EnsureDnsLink,
+            arm::DeleteDnsLink,
+            arm::EnsureStorageAccount,
+            arm::DeleteStorageAccount,
+            arm::EnsureContainer,
+            arm::DeleteContainer,
+            arm::DeleteFederatedCredential,
+            arm::DeleteRoleAssignment,
+            arm::DeleteDnsRecord,
+            arm::DeletePrivateEndpoint,
+            cluster::EnsureIssuerKey,
+            cluster::EnsureClusterSecrets,
+            cluster::ApplyHostedCluster,
+            cluster::WaitCondition,
+            cluster::WaitRollout,
+            cluster::ApplyNodePool,
+            cluster::DeleteObject,
+            identity::EnsureFederatedCredentials,
+            identity::EnsureRoleAssignment,
+            identity::ResolveIdentities,
+            aro_identity::EnsureKeyVault,
+            aro_identity::EnsureApplication,
+            aro_identity::EnsureServicePrincipal,
+            aro_identity::EnsureCertificate,
+            aro_identity::BindCertificate,
+            aro_identity::EnsureCredentialsSecret,
+            aro_identity::DeleteKeyVault,
+            aro_identity::DeleteApplication,
+            aro_identity::DeleteCertificate,
+            aro_identity::DeleteSecret,
+            aks::ReadAksCluster,
+            aks::CallerPrincipal,
+            dns::FindPublicZone,
+            dns::DeleteDnsScopeRoleAssignment,
+            dns::EnsurePublicRecords,
+            dns::DeletePublicRecords,
+            hypershift_link::WaitHyperShiftPls,
+            hypershift_link::WaitHyperShiftEndpoint,
+            hypershift_link::ReleaseHyperShiftLink,
+            hypershift_link::VerifyHyperShiftLinkGone,
+            private_link::EnsureNatSubnet,
+            private_link::EnsurePrivateLinkService,
+            private_link::DeletePrivateLinkService,
+            private_link::EnsurePrivateEndpoint,
+            private_link::ReadPrivateEndpoint,
+            private_link::EnsureARecords,
+            private_link::PublishOidcDocuments,
+            update::UpdateNodePool,
+            update::UpgradeControlPlane,
+            update::UpgradeNodePool,
+            update::SetAllowedSubscriptions,
+            update::SetPlsVisibility,
+            update::PruneConnections,
+            update::SetTopology,
+            update::SetTopologyPrivate,
+            update::RotateClusterSecret,
+        )
+    };
+}
 
 /// Register every cluster action on `r`.
 ///
 /// # Errors
 /// A duplicate name (a programming error, caught by a unit test).
 pub fn register(r: &mut Registry, c: &Arc<Clients>) -> Result<(), RegistryError> {
-    use arm::*;
     macro_rules! reg {
-        ($($t:ident),* $(,)?) => { $( r.register($t(c.clone()))?; )* };
+        ($($t:path),* $(,)?) => { $( r.register($t(c.clone()))?; )* };
     }
-    reg!(
-        EnsureResourceGroup,
-        DeleteResourceGroup,
-        EnsureIdentity,
-        DeleteIdentity,
-        EnsureNsg,
-        DeleteNsg,
-        EnsureVnet,
-        DeleteVnet,
-        EnsureSubnet,
-        DeleteSubnet,
-        EnsurePublicIp,
-        DeletePublicIp,
-        EnsureLoadBalancer,
-        DeleteLoadBalancer,
-        EnsureDnsZone,
-        DeleteDnsZone,
-        EnsureDnsLink,
-        DeleteDnsLink,
-        EnsureStorageAccount,
-        DeleteStorageAccount,
-        EnsureContainer,
-        DeleteContainer,
-        DeleteFederatedCredential,
-        DeleteRoleAssignment,
-        DeleteDnsRecord,
-        DeletePrivateEndpoint,
-    );
-    use cluster::*;
-    reg!(
-        EnsureIssuerKey,
-        EnsureClusterSecrets,
-        ApplyHostedCluster,
-        WaitCondition,
-        WaitRollout,
-        ApplyNodePool,
-        DeleteObject
-    );
-    use identity::*;
-    reg!(
-        EnsureFederatedCredentials,
-        EnsureRoleAssignment,
-        ResolveIdentities
-    );
-    use aro_identity::*;
-    reg!(
-        EnsureKeyVault,
-        EnsureApplication,
-        EnsureServicePrincipal,
-        EnsureCertificate,
-        BindCertificate,
-        EnsureCredentialsSecret,
-        DeleteKeyVault,
-        DeleteApplication,
-        DeleteCertificate,
-        DeleteSecret,
-    );
-    use aks::*;
-    reg!(ReadAksCluster, CallerPrincipal);
-    use dns::*;
-    reg!(
-        FindPublicZone,
-        DeleteDnsScopeRoleAssignment,
-        EnsurePublicRecords,
-        DeletePublicRecords
-    );
-    use hypershift_link::*;
-    reg!(
-        WaitHyperShiftPls,
-        WaitHyperShiftEndpoint,
-        ReleaseHyperShiftLink,
-        VerifyHyperShiftLinkGone
-    );
-    use private_link::*;
-    reg!(
-        EnsureNatSubnet,
-        EnsurePrivateLinkService,
-        DeletePrivateLinkService,
-        EnsurePrivateEndpoint,
-        ReadPrivateEndpoint,
-        EnsureARecords,
-        PublishOidcDocuments,
-    );
-    use update::*;
-    reg!(
-        UpdateNodePool,
-        UpgradeControlPlane,
-        UpgradeNodePool,
-        SetAllowedSubscriptions,
-        SetPlsVisibility,
-        PruneConnections,
-        SetTopology,
-        SetTopologyPrivate,
-        RotateClusterSecret,
-    );
+    every_step!(reg);
     Ok(())
+}
+
+/// What every registered step declares ([`facts::Facts`]), in registration order.
+pub fn catalog() -> &'static [StepFacts] {
+    static CATALOG: std::sync::LazyLock<Vec<StepFacts>> = std::sync::LazyLock::new(|| {
+        macro_rules! facts {
+            ($($t:path),* $(,)?) => { vec![$( StepFacts::of::<$t>() ),*] };
+        }
+        every_step!(facts)
+    });
+    CATALOG.as_slice()
+}
+
+/// The declarations of the step registered as `action`.
+pub fn facts_of(action: &str) -> Option<&'static StepFacts> {
+    catalog().iter().find(|f| f.name == action)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_step_declares_its_facts_once() {
+        let mut r = Registry::new();
+        let clients = Clients::new(Reach::Simulator("http://127.0.0.1:9".into()));
+        assert!(register(&mut r, &clients).is_ok());
+        let names: Vec<&str> = catalog().iter().map(|f| f.name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "a step is in the catalog twice");
+        for n in &names {
+            assert!(r.contains(n), "{n} is in the catalog, not registered");
+        }
+        // Azure steps that write say so; Kubernetes steps make no ARM call.
+        let f = |n: &str| facts_of(n).map(|f| f.arm_actions.to_vec());
+        assert!(
+            f("azure.private-link-service.ensure")
+                .is_some_and(|a| a.contains(&"Microsoft.Network/privateLinkServices/write"))
+        );
+        assert_eq!(f("k8s.hosted-cluster.apply"), Some(vec![]));
+        assert_eq!(
+            facts_of("k8s.node-pool.apply").map(|f| (f.wait, f.undo_wait)),
+            Some((WaitClass::NodePoolReady, WaitClass::KubernetesDeletion))
+        );
+    }
 }

@@ -1,6 +1,6 @@
-//! The Azure RBAC actions each step needs, keyed by the step's action name, next to the
-//! actions themselves (issue 13: `preflight` derives what to check from the DAG, never
-//! from a hand-kept list of resources).
+//! The Azure RBAC actions a DAG's steps need, at the scopes they write in: `preflight`
+//! derives what to check from the DAG, never from a hand-kept list of resources. Each step
+//! declares its actions itself ([`super::facts::Facts::ARM_ACTIONS`]).
 //!
 //! Action strings are Azure's resource provider operations (`az provider operation show
 //! --namespace Microsoft.Network`), as `Microsoft.Authorization/permissions` (api-version
@@ -8,241 +8,19 @@
 //! `specification/authorization/resource-manager/Microsoft.Authorization/stable/2022-04-01/authorization-RoleDefinitionsCalls.json`)
 //! reports them in `actions` / `notActions`.
 //!
-//! [`needed`] walks a DAG: for every node it looks the node's action up in [`arm_actions`]
-//! and takes the *scope* (the resource group the step writes in) from the node's journaled
+//! [`needed`] walks a DAG: for every node it reads the actions its step declares and takes
+//! the *scope* (the resource group the step writes in) from the node's journaled
 //! input (`id`, `scope`, `vnet_id`, `zone_id`, or the input of the node a `$ref` points at).
-//! A node whose action has no entry is reported by [`unknown_actions`], so a new step
-//! without a permission entry fails the unit test that builds every DAG.
+//! A node whose action no registered step has is reported by [`unknown_actions`].
 
 use hcp_runtime::SagaDag;
 use serde_json::Value;
 
-const RG_READ: &str = "Microsoft.Resources/subscriptions/resourceGroups/read";
-const RG_WRITE: &str = "Microsoft.Resources/subscriptions/resourceGroups/write";
-const RG_DELETE: &str = "Microsoft.Resources/subscriptions/resourceGroups/delete";
-const RG_LIST: &str = "Microsoft.Resources/subscriptions/resourceGroups/resources/read";
-
-/// The ARM actions a step with this action name performs. `None`: the name is unknown
-/// here (a bug: every registered action has an entry, even an empty one). An empty slice:
-/// the step makes no ARM call (Kubernetes steps, HyperShift waits).
+/// The ARM actions a step with this action name performs ([`super::facts::Facts::ARM_ACTIONS`]).
+/// `None`: no registered step has the name. An empty slice: the step makes no ARM call
+/// (Kubernetes steps, HyperShift waits).
 pub fn arm_actions(action: &str) -> Option<&'static [&'static str]> {
-    Some(match action {
-        "azure.resource-group.ensure" => &[RG_READ, RG_WRITE, RG_LIST, RG_DELETE],
-        "azure.resource-group.delete" => &[RG_READ, RG_LIST, RG_DELETE],
-        "azure.identity.ensure" => &[
-            "Microsoft.ManagedIdentity/userAssignedIdentities/read",
-            "Microsoft.ManagedIdentity/userAssignedIdentities/write",
-            "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
-        ],
-        "azure.identity.delete" => &[
-            "Microsoft.ManagedIdentity/userAssignedIdentities/read",
-            "Microsoft.ManagedIdentity/userAssignedIdentities/delete",
-        ],
-        "azure.identities.resolve" => &["Microsoft.ManagedIdentity/userAssignedIdentities/read"],
-        "azure.federated-credentials.ensure" => &[
-            "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/read",
-            "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/write",
-            "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/delete",
-        ],
-        "azure.federated-credential.delete" => &[
-            "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/read",
-            "Microsoft.ManagedIdentity/userAssignedIdentities/federatedIdentityCredentials/delete",
-        ],
-        "azure.role-assignment.ensure" => &[
-            "Microsoft.Authorization/roleAssignments/read",
-            "Microsoft.Authorization/roleAssignments/write",
-            "Microsoft.Authorization/roleAssignments/delete",
-        ],
-        "azure.role-assignment.delete" | "azure.role-assignment.delete-in-dns-zone-group" => &[
-            "Microsoft.Authorization/roleAssignments/read",
-            "Microsoft.Authorization/roleAssignments/delete",
-        ],
-        "azure.nsg.ensure" => &[
-            "Microsoft.Network/networkSecurityGroups/read",
-            "Microsoft.Network/networkSecurityGroups/write",
-            "Microsoft.Network/networkSecurityGroups/delete",
-        ],
-        "azure.nsg.delete" => &[
-            "Microsoft.Network/networkSecurityGroups/read",
-            "Microsoft.Network/networkSecurityGroups/delete",
-        ],
-        "azure.vnet.ensure" => &[
-            "Microsoft.Network/virtualNetworks/read",
-            "Microsoft.Network/virtualNetworks/write",
-            "Microsoft.Network/virtualNetworks/delete",
-            // The subnet references the NSG.
-            "Microsoft.Network/networkSecurityGroups/join/action",
-        ],
-        "azure.vnet.delete" => &[
-            "Microsoft.Network/virtualNetworks/read",
-            "Microsoft.Network/virtualNetworks/delete",
-        ],
-        "azure.subnet.ensure" | "azure.nat-subnet.ensure" => &[
-            "Microsoft.Network/virtualNetworks/read",
-            "Microsoft.Network/virtualNetworks/subnets/read",
-            "Microsoft.Network/virtualNetworks/subnets/write",
-            "Microsoft.Network/virtualNetworks/subnets/delete",
-        ],
-        "azure.subnet.delete" => &[
-            "Microsoft.Network/virtualNetworks/subnets/read",
-            "Microsoft.Network/virtualNetworks/subnets/delete",
-        ],
-        "azure.public-ip.ensure" => &[
-            "Microsoft.Network/publicIPAddresses/read",
-            "Microsoft.Network/publicIPAddresses/write",
-            "Microsoft.Network/publicIPAddresses/delete",
-        ],
-        "azure.public-ip.delete" => &[
-            "Microsoft.Network/publicIPAddresses/read",
-            "Microsoft.Network/publicIPAddresses/delete",
-        ],
-        "azure.load-balancer.ensure" => &[
-            "Microsoft.Network/loadBalancers/read",
-            "Microsoft.Network/loadBalancers/write",
-            "Microsoft.Network/loadBalancers/delete",
-            // The frontend references the public IP.
-            "Microsoft.Network/publicIPAddresses/join/action",
-        ],
-        "azure.load-balancer.delete" => &[
-            "Microsoft.Network/loadBalancers/read",
-            "Microsoft.Network/loadBalancers/delete",
-        ],
-        "azure.private-dns-zone.ensure" => &[
-            "Microsoft.Network/privateDnsZones/read",
-            "Microsoft.Network/privateDnsZones/write",
-            "Microsoft.Network/privateDnsZones/delete",
-        ],
-        "azure.private-dns-zone.delete" => &[
-            "Microsoft.Network/privateDnsZones/read",
-            "Microsoft.Network/privateDnsZones/delete",
-        ],
-        "azure.private-dns-link.ensure" => &[
-            "Microsoft.Network/privateDnsZones/virtualNetworkLinks/read",
-            "Microsoft.Network/privateDnsZones/virtualNetworkLinks/write",
-            "Microsoft.Network/privateDnsZones/virtualNetworkLinks/delete",
-        ],
-        "azure.private-dns-link.delete" => &[
-            "Microsoft.Network/privateDnsZones/virtualNetworkLinks/read",
-            "Microsoft.Network/privateDnsZones/virtualNetworkLinks/delete",
-        ],
-        "azure.private-dns-a-record.ensure" => &[
-            "Microsoft.Network/privateDnsZones/A/read",
-            "Microsoft.Network/privateDnsZones/A/write",
-            "Microsoft.Network/privateDnsZones/A/delete",
-        ],
-        "azure.private-dns-a-record.delete" => &[
-            "Microsoft.Network/privateDnsZones/A/read",
-            "Microsoft.Network/privateDnsZones/A/delete",
-        ],
-        "azure.storage-account.ensure" => &[
-            "Microsoft.Storage/storageAccounts/read",
-            "Microsoft.Storage/storageAccounts/write",
-            "Microsoft.Storage/storageAccounts/delete",
-        ],
-        "azure.storage-account.delete" => &[
-            "Microsoft.Storage/storageAccounts/read",
-            "Microsoft.Storage/storageAccounts/delete",
-        ],
-        "azure.blob-container.ensure" => &[
-            "Microsoft.Storage/storageAccounts/blobServices/containers/read",
-            "Microsoft.Storage/storageAccounts/blobServices/containers/write",
-            "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
-        ],
-        "azure.blob-container.delete" => &[
-            "Microsoft.Storage/storageAccounts/blobServices/containers/read",
-            "Microsoft.Storage/storageAccounts/blobServices/containers/delete",
-        ],
-        // Shared Key uploads: the account keys.
-        "azure.oidc-documents.publish" => &["Microsoft.Storage/storageAccounts/listKeys/action"],
-        "azure.private-link-service.ensure" => &[
-            "Microsoft.Network/privateLinkServices/read",
-            "Microsoft.Network/privateLinkServices/write",
-            "Microsoft.Network/privateLinkServices/delete",
-            "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
-            "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
-            "Microsoft.Network/loadBalancers/read",
-            "Microsoft.Network/virtualNetworks/subnets/join/action",
-        ],
-        "azure.private-link-service.delete" => &[
-            "Microsoft.Network/privateLinkServices/read",
-            "Microsoft.Network/privateLinkServices/delete",
-            "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
-            "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
-        ],
-        "azure.pls.visibility" => &[
-            "Microsoft.Network/privateLinkServices/read",
-            "Microsoft.Network/privateLinkServices/write",
-        ],
-        "azure.pls.connections.prune" => &[
-            "Microsoft.Network/privateLinkServices/read",
-            "Microsoft.Network/privateLinkServices/privateEndpointConnections/read",
-            "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
-            "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
-        ],
-        "azure.private-endpoint.ensure" => &[
-            "Microsoft.Network/privateEndpoints/read",
-            "Microsoft.Network/privateEndpoints/write",
-            "Microsoft.Network/privateEndpoints/delete",
-            "Microsoft.Network/virtualNetworks/subnets/join/action",
-        ],
-        "azure.private-endpoint.delete" => &[
-            "Microsoft.Network/privateEndpoints/read",
-            "Microsoft.Network/privateEndpoints/delete",
-        ],
-        "azure.public-dns-zone.find" => &["Microsoft.Network/dnszones/read"],
-        "azure.public-dns-a-record.ensure" => &[
-            "Microsoft.Network/dnszones/A/read",
-            "Microsoft.Network/dnszones/A/write",
-            "Microsoft.Network/dnszones/A/delete",
-        ],
-        "azure.public-dns-a-record.delete" => &[
-            "Microsoft.Network/dnszones/A/read",
-            "Microsoft.Network/dnszones/A/delete",
-        ],
-        "azure.key-vault.ensure" => &[
-            "Microsoft.KeyVault/vaults/read",
-            "Microsoft.KeyVault/vaults/write",
-            "Microsoft.KeyVault/vaults/delete",
-            "Microsoft.KeyVault/checkNameAvailability/read",
-            "Microsoft.KeyVault/locations/deletedVaults/read",
-            "Microsoft.KeyVault/locations/deletedVaults/purge/action",
-        ],
-        "azure.key-vault.delete" => &[
-            "Microsoft.KeyVault/vaults/read",
-            "Microsoft.KeyVault/vaults/delete",
-            "Microsoft.KeyVault/locations/deletedVaults/read",
-            "Microsoft.KeyVault/locations/deletedVaults/purge/action",
-        ],
-        // Microsoft Graph (the application permission Application.ReadWrite.OwnedBy) and
-        // Key Vault's data plane (data actions of a Key Vault role on the vault): no ARM
-        // action of their own.
-        "graph.application.ensure"
-        | "graph.service-principal.ensure"
-        | "graph.application.bind-certificate"
-        | "key-vault.certificate.ensure"
-        | "key-vault.credentials-secret.ensure"
-        | "graph.application.delete"
-        | "key-vault.certificate.delete"
-        | "key-vault.secret.delete" => &[],
-        // Kubernetes steps and HyperShift waits make no ARM call of their own
-        // (SelfSubjectAccessReview covers them).
-        "k8s.issuer-key.ensure"
-        | "k8s.cluster-secrets.ensure"
-        | "k8s.hosted-cluster.apply"
-        | "k8s.condition.wait"
-        | "k8s.rollout.wait"
-        | "k8s.node-pool.apply"
-        | "k8s.object.delete"
-        | "k8s.node-pool.update"
-        | "k8s.node-pool.release"
-        | "k8s.hosted-cluster.release"
-        | "k8s.hosted-cluster.allowed-subscriptions"
-        | "hypershift.private-link-service.wait"
-        | "hypershift.private-endpoint.wait"
-        | "hypershift.private-link.release"
-        | "hypershift.private-link.verify-gone" => &[],
-        _ => return None,
-    })
+    super::facts_of(action).map(|f| f.arm_actions)
 }
 
 /// One needed permission: an action at a scope, and the steps that need it.

@@ -15,6 +15,7 @@ use super::arm::{
 };
 use super::cluster::{HostedClusterOutput, IssuerKeyOutput};
 use super::env::{AzureEnv, Clients, Owner};
+use super::facts::{Facts, WaitClass};
 use crate::azure::durable::{self, Progress};
 use crate::azure::models::{API_NETWORK, API_PRIVATE_DNS};
 use crate::azure::{privatelink, storage};
@@ -179,6 +180,15 @@ impl Action for EnsureNatSubnet {
         };
         remove_resource(ctx, &arm, &r, output.as_ref()).await
     }
+}
+
+impl Facts for EnsureNatSubnet {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/virtualNetworks/read",
+        "Microsoft.Network/virtualNetworks/subnets/read",
+        "Microsoft.Network/virtualNetworks/subnets/write",
+        "Microsoft.Network/virtualNetworks/subnets/delete",
+    ];
 }
 
 /// Checkpoint member of `azure.nat-subnet.ensure`: the prefix it chose from the VNet's
@@ -365,6 +375,19 @@ impl Action for EnsurePrivateLinkService {
     }
 }
 
+impl Facts for EnsurePrivateLinkService {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/privateLinkServices/read",
+        "Microsoft.Network/privateLinkServices/write",
+        "Microsoft.Network/privateLinkServices/delete",
+        "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
+        "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
+        "Microsoft.Network/loadBalancers/read",
+        "Microsoft.Network/virtualNetworks/subnets/join/action",
+    ];
+    const UNDO_WAIT: WaitClass = WaitClass::PrivateLinkTeardown;
+}
+
 /// Input of `azure.private-link-service.delete` (delete-cluster).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PlsDeleteInput {
@@ -431,6 +454,16 @@ impl Action for DeletePrivateLinkService {
             })),
         }
     }
+}
+
+impl Facts for DeletePrivateLinkService {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/privateLinkServices/read",
+        "Microsoft.Network/privateLinkServices/delete",
+        "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
+        "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
+    ];
+    const WAIT: WaitClass = WaitClass::PrivateLinkTeardown;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -557,6 +590,15 @@ impl Action for EnsurePrivateEndpoint {
     }
 }
 
+impl Facts for EnsurePrivateEndpoint {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/privateEndpoints/read",
+        "Microsoft.Network/privateEndpoints/write",
+        "Microsoft.Network/privateEndpoints/delete",
+        "Microsoft.Network/virtualNetworks/subnets/join/action",
+    ];
+}
+
 /// Input of `azure.private-endpoint.read`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PeReadInput {
@@ -613,6 +655,10 @@ impl Action for ReadPrivateEndpoint {
             )),
         }
     }
+}
+
+impl Facts for ReadPrivateEndpoint {
+    const ARM_ACTIONS: &'static [&'static str] = &["Microsoft.Network/privateEndpoints/read"];
 }
 
 impl PeInput {
@@ -751,6 +797,14 @@ impl Action for EnsureARecords {
     }
 }
 
+impl Facts for EnsureARecords {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/privateDnsZones/A/read",
+        "Microsoft.Network/privateDnsZones/A/write",
+        "Microsoft.Network/privateDnsZones/A/delete",
+    ];
+}
+
 fn record_ids(input: &ARecordInput) -> Vec<String> {
     input
         .names
@@ -837,4 +891,9 @@ impl Action for PublishOidcDocuments {
             kid: key.kid,
         }))
     }
+}
+
+impl Facts for PublishOidcDocuments {
+    const ARM_ACTIONS: &'static [&'static str] =
+        &["Microsoft.Storage/storageAccounts/listKeys/action"];
 }

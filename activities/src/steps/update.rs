@@ -27,6 +27,7 @@
 
 use super::arm::{azure_retry, azure_undo_retry};
 use super::env::{AzureEnv, Clients, MgmtEnv, Owner};
+use super::facts::{Facts, WaitClass};
 use crate::azure::durable::{checkpoint_field, save_checkpoint_field};
 use crate::azure::models::API_NETWORK;
 use crate::azure::privatelink::{self, TeardownReport};
@@ -642,6 +643,39 @@ impl Action for UpdateNodePool {
     }
 }
 
+impl Facts for UpdateNodePool {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::NodePoolReady;
+    const UNDO_WAIT: WaitClass = WaitClass::NodePoolReady;
+
+    fn plan(i: &PoolUpdateInput) -> Vec<String> {
+        let d = &i.desired;
+        let mut what = Vec::new();
+        if let Some((min, max)) = d.auto_scaling {
+            what.push(format!("autoScaling {min}–{max}"));
+        } else if let Some(r) = d.replicas {
+            what.push(format!("replicas {r}"));
+        }
+        if let Some(size) = d
+            .platform
+            .as_ref()
+            .and_then(|p| p.get("vmSize"))
+            .and_then(Value::as_str)
+        {
+            what.push(format!("new machine template ({size}): machines replaced"));
+        }
+        if let Some(m) = &d.management {
+            what.push(format!("{m} (in place)"));
+        }
+        vec![format!(
+            "NodePool {}/{} → {}",
+            i.namespace,
+            i.name,
+            what.join(", ")
+        )]
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 
 /// Input of `k8s.hosted-cluster.release`.
@@ -858,6 +892,18 @@ impl Action for UpgradeControlPlane {
     }
 }
 
+impl Facts for UpgradeControlPlane {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::ClusterRollout;
+
+    fn plan(i: &ReleaseInput) -> Vec<String> {
+        vec![format!(
+            "HostedCluster {}/{} → release {}",
+            i.namespace, i.name, i.release_image
+        )]
+    }
+}
+
 /// Input of `k8s.node-pool.release`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PoolReleaseInput {
@@ -985,6 +1031,18 @@ impl Action for UpgradeNodePool {
                     .unwrap_or_default()
             ),
         ))
+    }
+}
+
+impl Facts for UpgradeNodePool {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+    const WAIT: WaitClass = WaitClass::NodePoolReady;
+
+    fn plan(i: &PoolReleaseInput) -> Vec<String> {
+        vec![format!(
+            "NodePool {}/{} → release {} (never past the control plane)",
+            i.namespace, i.name, i.release_image
+        )]
     }
 }
 
@@ -1123,6 +1181,19 @@ impl Action for SetAllowedSubscriptions {
     }
 }
 
+impl Facts for SetAllowedSubscriptions {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+
+    fn plan(i: &AllowedSubscriptionsInput) -> Vec<String> {
+        vec![format!(
+            "HostedCluster {}/{} additionalAllowedSubscriptions → [{}]",
+            i.namespace,
+            i.name,
+            i.subscriptions.join(", ")
+        )]
+    }
+}
+
 /// Input of `k8s.hosted-cluster.topology`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TopologyInput {
@@ -1223,6 +1294,10 @@ impl Action for SetTopology {
     }
 }
 
+impl Facts for SetTopology {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+}
+
 async fn switch_topology(
     clients: &Clients,
     ctx: &StepContext,
@@ -1321,6 +1396,10 @@ impl Action for SetTopologyPrivate {
     ) -> Result<Outcome<super::cluster::HostedClusterOutput>, StepError> {
         switch_topology(&self.0, ctx, input).await
     }
+}
+
+impl Facts for SetTopologyPrivate {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
 }
 
 /// Input of `k8s.cluster-secret.rotate`.
@@ -1538,6 +1617,10 @@ impl Action for RotateClusterSecret {
     }
 }
 
+impl Facts for RotateClusterSecret {
+    const ARM_ACTIONS: &'static [&'static str] = &[];
+}
+
 /// Which Private Link Service a step works on.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -1557,6 +1640,18 @@ pub enum PlsRef {
         /// HostedCluster name.
         name: String,
     },
+}
+
+impl PlsRef {
+    /// The service as a plan names it: its id, or HyperShift's (known once it made it).
+    fn planned(&self) -> String {
+        match self {
+            PlsRef::Ours { id } => id.clone(),
+            PlsRef::HyperShift { .. } => {
+                "HyperShift's Private Link Service (its AzurePrivateLinkService names it)".into()
+            }
+        }
+    }
 }
 
 /// Input of `azure.pls.visibility` and `azure.pls.connections.prune`.
@@ -1868,6 +1963,21 @@ impl Action for SetPlsVisibility {
     }
 }
 
+impl Facts for SetPlsVisibility {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/privateLinkServices/read",
+        "Microsoft.Network/privateLinkServices/write",
+    ];
+
+    fn plan(i: &PlsAccessInput) -> Vec<String> {
+        vec![format!(
+            "{} visibility and auto-approval → [{}]",
+            i.pls.planned(),
+            i.subscriptions.join(", ")
+        )]
+    }
+}
+
 /// `azure.pls.connections.prune`: every private endpoint connection whose endpoint is in a
 /// subscription not allowed any more is rejected, then removed (as the teardown does,
 /// `azure::privatelink::release_connections`); allowed ones are not touched. A pivot: a
@@ -1944,6 +2054,22 @@ impl Action for PruneConnections {
             before: None,
             removed: report.deleted_connections.clone(),
         }))
+    }
+}
+
+impl Facts for PruneConnections {
+    const ARM_ACTIONS: &'static [&'static str] = &[
+        "Microsoft.Network/privateLinkServices/read",
+        "Microsoft.Network/privateLinkServices/privateEndpointConnections/read",
+        "Microsoft.Network/privateLinkServices/privateEndpointConnections/write",
+        "Microsoft.Network/privateLinkServices/privateEndpointConnections/delete",
+    ];
+
+    fn plan(i: &PlsAccessInput) -> Vec<String> {
+        vec![format!(
+            "{}: private endpoint connections from any other subscription rejected, then removed",
+            i.pls.planned()
+        )]
     }
 }
 
