@@ -246,8 +246,22 @@ pub async fn register(
         "Undo outcomes (undone, skipped, gave_up, resolved)",
         undos,
     );
-    // Issue 25: each cluster's newest recorded verify.
-    let verified = crate::views::latest_verifies(st.store, None).await;
+    // Each cluster's newest recorded verify; none for a cluster deleted since (it would
+    // report drift of what no longer exists, and fire drift alerts forever).
+    let mut verified = Vec::new();
+    for (cluster, v) in crate::views::latest_verifies(st.store, None).await {
+        let deleted_since = hcp_workflows::cluster_state::load(st.store.as_ref(), &cluster, None)
+            .await
+            .is_ok_and(|s| {
+                s.status == hcp_workflows::cluster_state::Status::Deleted
+                    && s.decided_by
+                        .as_ref()
+                        .is_some_and(|d| d.updated_at.0 >= v.at_ms)
+            });
+        if !deleted_since {
+            verified.push((cluster, v));
+        }
+    }
     let drift = Family::<Vec<(String, String)>, Gauge>::default();
     let verify_ok = Family::<Vec<(String, String)>, Gauge>::default();
     let verify_at =

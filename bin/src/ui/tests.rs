@@ -965,3 +965,49 @@ async fn metrics_sum_every_workers_arm_budget() {
         assert!(text.contains(line), "{line} in\n{text}");
     }
 }
+
+/// A cluster deleted after its last verify has no drift series: the verify describes what
+/// no longer exists, and its drift alert would fire forever.
+#[tokio::test]
+async fn metrics_drop_the_verify_of_a_cluster_deleted_since() {
+    let store: Arc<dyn JournalStore> = Arc::new(MemoryStore::new());
+    let w = World::new(testkit::scratch_dir("ui-deleted-verify"));
+    let e = Engine::new(store.clone(), testkit::registry(&w));
+    let labels = |c: &str| StartOptions {
+        labels: [("cluster".to_string(), c.to_string())].into(),
+        ..Default::default()
+    };
+    let verify = |c: &str| {
+        hcp_runtime::NewReport {
+        kind: crate::services::reports::VERIFY.into(),
+        subject: crate::services::reports::cluster_subject(c),
+        at: hcp_runtime::Timestamp(1_000),
+        ok: false,
+        by: "alice@bastion".into(),
+        data: serde_json::json!({ "cluster": c, "ok": false, "items": [
+            {"check": "pls.visibility", "resource": "/r/pls", "verdict": "drifted", "expected": "[a]", "found": "[a, b]"}
+        ]})
+        .to_string(),
+        keep: 10,
+    }
+    };
+    for c in ["gone", "kept"] {
+        let mut create = testkit::sample_dag_for(&format!("{c}-"));
+        create.workflow = hcp_workflows::create_cluster::WORKFLOW.to_string();
+        let id = e.start(&create, labels(c)).await.unwrap().run_id;
+        e.drive(id, std::future::pending()).await.unwrap();
+        store.record_report(verify(c)).await.unwrap();
+    }
+    let mut delete = testkit::sample_dag_for("gone-del-");
+    delete.workflow = hcp_workflows::delete_cluster::WORKFLOW.to_string();
+    let id = e.start(&delete, labels("gone")).await.unwrap().run_id;
+    e.drive(id, std::future::pending()).await.unwrap();
+    let app = router(state(store, cfg(None, false)).unwrap());
+    let (s, text) = get(&app, "/metrics", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        text.contains("hcp_workflow_drift{cluster=\"kept\",kind=\"pls.visibility\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("cluster=\"gone\""), "{text}");
+}
