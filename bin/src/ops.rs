@@ -208,11 +208,18 @@ pub async fn worker(db: &str, reach_args: &crate::reach::ReachArgs, a: WorkerArg
         ))
     });
     let budget_reporter = tokio::spawn(report_budget(e.store().clone(), e.worker_id().to_string()));
+    let presence = tokio::spawn(crate::services::presence::keep_recording(
+        e.store().clone(),
+        e.worker_id().to_string(),
+        served.clone(),
+    ));
     let notifier = crate::notify::spawn(e.store().clone(), e.worker_id(), hooks)?;
     // On SIGTERM: drain for at most `--grace` (issue 27 §5).
     let worked = e.run_worker_draining(shutdown, grace).await;
     drop(endpoints);
     budget_reporter.abort();
+    presence.abort();
+    crate::services::presence::record(e.store(), e.worker_id(), &served, false).await;
     if let Some(n) = notifier {
         n.abort();
     }

@@ -1222,10 +1222,19 @@ pub(crate) async fn serving_worker(
         })
         .await
         .ok()?;
-    runs.iter()
+    if let Some(o) = runs
+        .iter()
         .find(|r| r.target.as_deref() == Some(target) && crate::views::model::lease_live(r, now))
         .and_then(|r| r.lease_owner.as_ref())
-        .map(|o| format!("the worker {o}, which holds runs of the same target,"))
+    {
+        return Some(format!(
+            "the worker {o}, which holds runs of the same target,"
+        ));
+    }
+    // An idle worker on Postgres holds nothing: its word in the journal says it is up.
+    crate::services::presence::serving(store, target)
+        .await
+        .map(|w| format!("the worker {w}, which serves this target,"))
 }
 
 /// Cancel the unfinished create `h` and wait until its unwind ends. `Some(code)`: stop

@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod engine;
 pub mod identity;
+pub mod presence;
 pub mod schema;
 pub mod store;
 
@@ -20,6 +21,8 @@ pub mod reports {
     pub const VERIFY: &str = "verify";
     /// A notification sent for a run (subject `run/<id>`).
     pub const NOTIFICATION: &str = "notification";
+    /// A worker's word that it is up and which targets it serves (subject `worker/<id>`).
+    pub const WORKER: &str = "worker";
 
     /// The subject of a cluster's reports (its verifies): `cluster/<name>`.
     pub fn cluster_subject(name: &str) -> String {

@@ -254,3 +254,41 @@ fn start_detach_names_the_running_worker_instead_of_asking_for_one() {
     let (code, out, err) = env.cli(&["watch", &run], &[]);
     assert_eq!(code, 0, "the worker ran it: {out}{err}");
 }
+
+/// `hcp-workflow --database postgres://… start create-cluster --detach` while an idle
+/// `hcp-workflow worker` serves the same journal and simulator: on Postgres the worker holds
+/// no lease and no executor lock, and the start must still name it instead of asking for a
+/// worker; once the worker stops, the start asks for one again.
+#[test]
+fn start_detach_names_an_idle_postgres_worker() {
+    let Some(base) = hcp_e2e_tests::postgres_url() else {
+        return;
+    };
+    let mut env = Env::new("ux-detach-pg", FAST);
+    env.db = hcp_e2e_tests::fresh_postgres_blocking(&base);
+    let cfg = cluster_file(&env.dir, "uxp", "uxp-d3t4c", "Public", "");
+    let mut w = hcp_e2e_tests::Proc::spawn(&env.dir, &env.args(&["worker"]), &[]);
+    hcp_e2e_tests::wait_until(
+        "the worker starts",
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(100),
+        || w.stderr().contains("executing runs from"),
+    );
+    // Its first word is written as it starts; give it a moment to land.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let (code, out, err) = env.start("create-cluster", &cfg, &["--detach"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("run it with"), "{out}");
+    assert!(out.contains("which serves this target, runs it"), "{out}");
+    let run = run_id(&out);
+    let (code, out, err) = env.cli(&["watch", &run], &[]);
+    assert_eq!(code, 0, "the worker ran it: {out}{err}");
+    // Stopped, it says so: the next detached start asks for a worker.
+    w.signal("TERM");
+    let (code, _, err) = w.finish(std::time::Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{err}");
+    let cfg2 = cluster_file(&env.dir, "uxq", "uxq-d3t4c", "Public", "");
+    let (code, out, err) = env.start("create-cluster", &cfg2, &["--detach"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("journaled only; run it with"), "{out}");
+}
