@@ -267,7 +267,7 @@ fn start_detach_names_an_idle_postgres_worker() {
     let mut env = Env::new("ux-detach-pg", FAST);
     env.db = hcp_e2e_tests::fresh_postgres_blocking(&base);
     let cfg = cluster_file(&env.dir, "uxp", "uxp-d3t4c", "Public", "");
-    let mut w = hcp_e2e_tests::Proc::spawn(&env.dir, &env.args(&["worker"]), &[]);
+    let w = hcp_e2e_tests::Proc::spawn(&env.dir, &env.args(&["worker"]), &[]);
     hcp_e2e_tests::wait_until(
         "the worker starts",
         std::time::Duration::from_secs(30),
