@@ -108,3 +108,83 @@ fn completion_bash_completes_states_run_ids_and_cluster_targets_from_the_journal
     );
     assert!(!empty.join("hcp-workflow.db").exists());
 }
+
+/// What zsh would offer after `words`: the printed script sourced in a real zsh, its
+/// completer called with `words`/`CURRENT` as zsh's completion system sets them, and
+/// `_describe` standing in for the menu (it prints the values it was given).
+fn complete_zsh(dir: &Path, words: &[&str]) -> Option<Vec<String>> {
+    let script = r#"
+compdef() { :; }
+_describe() { local -a offered; offered=("${(@P)3}"); printf '%s\n' "${offered[@]%%:*}"; }
+source <("$0" completion zsh)
+words=("$@")
+CURRENT=$#
+_clap_dynamic_completer_hcp_workflow
+"#;
+    let mut cmd = Command::new("zsh");
+    hermetic(&mut cmd);
+    let out = match cmd
+        .args(["-f", "-c", script])
+        .arg(bin())
+        .args(words)
+        .current_dir(dir)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => panic!("zsh: {e}"),
+    };
+    assert!(out.status.success(), "{out:?}");
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// `hcp-workflow completion zsh`, in zsh: the same values as bash.
+#[test]
+fn completion_zsh_completes_states_run_ids_and_cluster_targets_from_the_journal() {
+    let dir = scratch("completion-zsh");
+    let db = format!("sqlite://{}", dir.join("j.db").display());
+    let Some(states) = complete_zsh(&dir, &["hcp-workflow", "list", "--state", ""]) else {
+        assert!(
+            std::env::var("HCP_REQUIRE_TERMINAL").as_deref() != Ok("1"),
+            "HCP_REQUIRE_TERMINAL=1 but zsh is not installed"
+        );
+        eprintln!("skipped: no zsh");
+        return;
+    };
+    for s in ["needs-operator", "succeeded", "rolled-back", "running"] {
+        assert!(states.iter().any(|c| c == s), "{s} not in {states:?}");
+    }
+    let mut cmd = Command::new(bin());
+    hermetic(&mut cmd);
+    let out = cmd
+        .args(["--database", &db, "selftest", "--world"])
+        .arg(dir.join("world"))
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_whitespace().next())
+        })
+        .unwrap()
+        .to_string();
+    let got = complete_zsh(&dir, &["hcp-workflow", "--database", &db, "show", ""]).unwrap();
+    assert!(got.contains(&run), "{run} not in {got:?}");
+    assert!(got.iter().any(|c| c == "cluster/selftest"), "{got:?}");
+    let got = complete_zsh(
+        &dir,
+        &["hcp-workflow", "--database", &db, "verify", "cluster/s"],
+    )
+    .unwrap();
+    assert_eq!(got, ["cluster/selftest"]);
+}
