@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Drops the databases the test suites make for themselves and leave behind: the end-to-end
 # tests' `hcp_e2e_<uuid>` (tests/src/lib.rs `fresh_postgres_unmigrated`) and the PgBouncer
-# conformance suite's `hcp_pgb_<uuid>` (persistence/tests/pgbouncer_conformance.rs). Only
+# conformance suite's `hcp_pgb_<uuid>` (persistence/tests/store/pgbouncer_conformance.rs). Only
 # names of exactly that shape; run it when no test is running (`.ci/run` does, first).
 #
 #   .ci/drop-test-databases.sh postgres://postgres@127.0.0.1:5432/postgres

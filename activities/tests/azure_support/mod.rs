@@ -186,3 +186,88 @@ pub async fn spend_write_budget(w: &ArmClient) {
         .unwrap();
     }
 }
+
+/// Runs an action like the engine until it is done: each attempt sees the last checkpoint
+/// saved (starting from `start`); waits and retryable errors are tried again. Returns the
+/// output and the action's last checkpoint.
+pub async fn run_action<A: hcp_runtime::Action>(
+    a: &A,
+    run: Uuid,
+    input: &A::Input,
+    outputs: &HashMap<String, Value>,
+    start: Option<Value>,
+) -> (A::Output, Option<Value>)
+where
+    A::Input: Clone,
+{
+    let mut checkpoint = start;
+    for attempt in 1..300 {
+        let (ctx, cell) = StepContext::detached(
+            run,
+            "node",
+            Phase::Action,
+            attempt,
+            checkpoint.clone(),
+            outputs.clone(),
+            BTreeMap::new(),
+        );
+        let r = a.run(&ctx, input.clone()).await;
+        if let Some(last) = cell.lock().unwrap().last().cloned() {
+            checkpoint = Some(last);
+        }
+        match r {
+            Ok(hcp_runtime::Outcome::Done(o)) => return (o, checkpoint),
+            Ok(hcp_runtime::Outcome::Wait { .. }) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await
+            }
+            Err(e) if e.retryable => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{} failed: {e}", A::NAME),
+        }
+    }
+    panic!("{} did not finish", A::NAME)
+}
+
+/// Runs an undo like the engine until it is done, handing it the action's last checkpoint;
+/// returns the undo's last checkpoint.
+pub async fn undo_action<A: hcp_runtime::Action>(
+    a: &A,
+    run: Uuid,
+    input: &A::Input,
+    output: Option<&A::Output>,
+    action_checkpoint: Option<Value>,
+    outputs: &HashMap<String, Value>,
+) -> Option<Value>
+where
+    A::Input: Clone,
+    A::Output: Clone,
+{
+    let mut checkpoint = None;
+    for attempt in 1..300 {
+        let (ctx, cell) = StepContext::detached_undo(
+            run,
+            "node",
+            attempt,
+            checkpoint.clone(),
+            action_checkpoint.clone(),
+            outputs.clone(),
+            BTreeMap::new(),
+        );
+        let r = a.undo(&ctx, input.clone(), output.cloned()).await;
+        if let Some(last) = cell.lock().unwrap().last().cloned() {
+            checkpoint = Some(last);
+        }
+        match r {
+            Ok(hcp_runtime::UndoOutcome::Done) => return checkpoint,
+            Ok(hcp_runtime::UndoOutcome::Wait { .. }) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await
+            }
+            Err(e) if e.retryable => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("undo of {} failed: {e}", A::NAME),
+        }
+    }
+    panic!("undo of {} did not finish", A::NAME)
+}

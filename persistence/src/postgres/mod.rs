@@ -114,7 +114,7 @@ impl PostgresStore {
     /// statement … already exists"). Statements must stay named: an unnamed one
     /// (`persistent(false)`) is parsed in one round trip and bound in the next, which the
     /// pooler may send to another server connection ("unnamed prepared statement does not
-    /// exist"). Tested through PgBouncer 1.24: `persistence/tests/pgbouncer_conformance.rs`.
+    /// exist"). Tested through PgBouncer 1.24: `persistence/tests/store/pgbouncer_conformance.rs`.
     async fn start_pooled(options: PgConnectOptions) -> Result<Self, StoreError> {
         let pool = pool_options()
             .connect_with(options)

@@ -1,7 +1,7 @@
 //! `--state FILE`: a restarted simulator continues with the same world.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use hcp_simulator::Simulator;

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod pg_support;
+use crate::pg_support;
 
 use hcp_persistence::PostgresStore;
 use hcp_persistence::error::classify;

@@ -3,7 +3,7 @@
 //! `ManagedIdentities` HostedCluster, and its control plane's Key Vault mounts.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::Request;

@@ -3,7 +3,7 @@
 //! selectors, OpenAPI and tables for kubectl.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use hcp_simulator::Simulator;

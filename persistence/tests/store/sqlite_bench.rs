@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! CARGO_TARGET_DIR=target-persist cargo test -p hcp-persistence --release \
-//!     --test sqlite_bench -- --ignored --nocapture --test-threads 1
+//!     --test store -- sqlite_bench:: --ignored --nocapture --test-threads 1
 //! ```
 //!
 //! - `store_*`: the store alone, with appends shaped like the engine's (one append of 1–2

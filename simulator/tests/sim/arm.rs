@@ -2,7 +2,7 @@
 //! Azure quirks the workflows must survive.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

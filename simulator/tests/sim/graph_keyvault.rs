@@ -2,7 +2,7 @@
 //! as the simulator serves them, through its router.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Kubernetes API subset and the simulated HyperShift operator.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! server enforces.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

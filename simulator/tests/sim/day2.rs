@@ -4,7 +4,7 @@
 //! upgrades (history, y-stream downgrade refusal, a stalled upgrade).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

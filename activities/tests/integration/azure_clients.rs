@@ -3,7 +3,7 @@
 //! endpoint.
 #![allow(clippy::unwrap_used)]
 
-mod azure_support;
+use crate::azure_support;
 
 use azure_core::credentials::Secret as CoreSecret;
 use azure_identity::ClientSecretCredential;

@@ -18,11 +18,10 @@
 //!   refused before anything is written.
 #![allow(clippy::unwrap_used)]
 
-mod azure_support;
+use crate::azure_support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use hcp_activities::azure::models::API_AUTHORIZATION;
 use hcp_activities::azure::models::{API_MSI, API_PRIVATE_DNS, API_STORAGE};
@@ -39,12 +38,12 @@ use hcp_activities::steps::identity::{
 use hcp_activities::steps::private_link::{ARecordInput, EnsureARecords};
 use hcp_activities::steps::{Clients, MgmtEnv, Owner, Reach};
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
-use hcp_runtime::{Action, Outcome, Phase, StepContext, UndoOutcome};
+use hcp_runtime::{Action, Phase, StepContext, UndoOutcome};
 use hcp_simulator::Simulator;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use azure_support::{SUB, azure, owner};
+use azure_support::{SUB, azure, owner, run_action, undo_action};
 
 const ISSUER: &str = "https://demooidc.blob.core.windows.net/demo";
 
@@ -71,83 +70,6 @@ async fn world() -> World {
 
 fn run(n: u128) -> Uuid {
     Uuid::from_u128(0xA000 + n)
-}
-
-/// Runs an action like the engine until it is done: each attempt sees the last checkpoint
-/// saved (starting from `start`); waits and retryable errors are tried again. Returns the
-/// output and the action's last checkpoint.
-async fn run_action<A: Action>(
-    a: &A,
-    run: Uuid,
-    input: &A::Input,
-    outputs: &HashMap<String, Value>,
-    start: Option<Value>,
-) -> (A::Output, Option<Value>)
-where
-    A::Input: Clone,
-{
-    let mut checkpoint = start;
-    for attempt in 1..300 {
-        let (ctx, cell) = StepContext::detached(
-            run,
-            "node",
-            Phase::Action,
-            attempt,
-            checkpoint.clone(),
-            outputs.clone(),
-            BTreeMap::new(),
-        );
-        let r = a.run(&ctx, input.clone()).await;
-        if let Some(last) = cell.lock().unwrap().last().cloned() {
-            checkpoint = Some(last);
-        }
-        match r {
-            Ok(Outcome::Done(o)) => return (o, checkpoint),
-            Ok(Outcome::Wait { .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) if e.retryable => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(e) => panic!("{} failed: {e}", A::NAME),
-        }
-    }
-    panic!("{} did not finish", A::NAME)
-}
-
-/// Runs an undo like the engine until it is done, handing it the action's last checkpoint;
-/// returns the undo's last checkpoint.
-async fn undo_action<A: Action>(
-    a: &A,
-    run: Uuid,
-    input: &A::Input,
-    output: Option<&A::Output>,
-    action_checkpoint: Option<Value>,
-    outputs: &HashMap<String, Value>,
-) -> Option<Value>
-where
-    A::Input: Clone,
-    A::Output: Clone,
-{
-    let mut checkpoint = None;
-    for attempt in 1..300 {
-        let (ctx, cell) = StepContext::detached_undo(
-            run,
-            "node",
-            attempt,
-            checkpoint.clone(),
-            action_checkpoint.clone(),
-            outputs.clone(),
-            BTreeMap::new(),
-        );
-        let r = a.undo(&ctx, input.clone(), output.cloned()).await;
-        if let Some(last) = cell.lock().unwrap().last().cloned() {
-            checkpoint = Some(last);
-        }
-        match r {
-            Ok(UndoOutcome::Done) => return checkpoint,
-            Ok(UndoOutcome::Wait { .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) if e.retryable => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(e) => panic!("undo of {} failed: {e}", A::NAME),
-        }
-    }
-    panic!("undo of {} did not finish", A::NAME)
 }
 
 fn resource(resource_type: &str, id: &str, api: &str, body: Value) -> ResourceInput {

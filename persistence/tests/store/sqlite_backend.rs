@@ -205,7 +205,7 @@ async fn a_second_executor_in_another_process_is_refused_and_recovery_is_instant
         Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "executor_helper_process",
+                "sqlite_backend::executor_helper_process",
                 "--nocapture",
                 "--test-threads",
                 "1",

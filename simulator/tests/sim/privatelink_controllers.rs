@@ -3,7 +3,7 @@
 //! observer and reconciler, the HyperShift operator's PLS controller, and teardown.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

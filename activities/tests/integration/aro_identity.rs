@@ -10,7 +10,7 @@
 //! - the first run's undo deletes (and purges) exactly what it created.
 #![allow(clippy::unwrap_used)]
 
-mod azure_support;
+use crate::azure_support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -27,11 +27,11 @@ use hcp_activities::steps::aro_identity::{
 use hcp_activities::steps::identity::{EnsureRoleAssignment, IdentitySource, RoleInput};
 use hcp_activities::steps::{Clients, Reach};
 use hcp_runtime::ledger::LedgerAction;
-use hcp_runtime::{Action, Outcome, Phase, StepContext, UndoOutcome};
+use hcp_runtime::{Action, Outcome, Phase, StepContext};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use azure_support::{SUB, TENANT, azure, owner};
+use azure_support::{SUB, TENANT, azure, owner, run_action, undo_action};
 
 const KV_ADMIN: &str = "00482a5a-887f-4fb3-b363-3b7fe8e74483";
 
@@ -41,78 +41,6 @@ fn run(n: u128) -> Uuid {
 
 fn r<T>(node: &str) -> hcp_runtime::Ref<T> {
     serde_json::from_value(json!({ "$ref": node })).unwrap()
-}
-
-async fn run_action<A: Action>(
-    a: &A,
-    run: Uuid,
-    input: &A::Input,
-    outputs: &HashMap<String, Value>,
-    start: Option<Value>,
-) -> (A::Output, Option<Value>)
-where
-    A::Input: Clone,
-{
-    let mut checkpoint = start;
-    for attempt in 1..300 {
-        let (ctx, cell) = StepContext::detached(
-            run,
-            "node",
-            Phase::Action,
-            attempt,
-            checkpoint.clone(),
-            outputs.clone(),
-            BTreeMap::new(),
-        );
-        let r = a.run(&ctx, input.clone()).await;
-        if let Some(last) = cell.lock().unwrap().last().cloned() {
-            checkpoint = Some(last);
-        }
-        match r {
-            Ok(Outcome::Done(o)) => return (o, checkpoint),
-            Ok(Outcome::Wait { .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) if e.retryable => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(e) => panic!("{} failed: {e}", A::NAME),
-        }
-    }
-    panic!("{} did not finish", A::NAME)
-}
-
-async fn undo_action<A: Action>(
-    a: &A,
-    run: Uuid,
-    input: &A::Input,
-    output: Option<&A::Output>,
-    action_checkpoint: Option<Value>,
-    outputs: &HashMap<String, Value>,
-) -> Option<Value>
-where
-    A::Input: Clone,
-    A::Output: Clone,
-{
-    let mut checkpoint = None;
-    for attempt in 1..300 {
-        let (ctx, cell) = StepContext::detached_undo(
-            run,
-            "node",
-            attempt,
-            checkpoint.clone(),
-            action_checkpoint.clone(),
-            outputs.clone(),
-            BTreeMap::new(),
-        );
-        let r = a.undo(&ctx, input.clone(), output.cloned()).await;
-        if let Some(last) = cell.lock().unwrap().last().cloned() {
-            checkpoint = Some(last);
-        }
-        match r {
-            Ok(UndoOutcome::Done) => return checkpoint,
-            Ok(UndoOutcome::Wait { .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) if e.retryable => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(e) => panic!("undo of {} failed: {e}", A::NAME),
-        }
-    }
-    panic!("undo of {} did not finish", A::NAME)
 }
 
 /// The object id of the process's own principal (the token's `oid`).

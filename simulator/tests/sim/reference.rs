@@ -6,7 +6,7 @@
 //! Gaps are listed in `KNOWN_GAPS` with the reason each one is not a simulator defect.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

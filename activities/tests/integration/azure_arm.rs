@@ -3,7 +3,7 @@
 //! assignments, private link teardown, storage keys and blobs, paging.
 #![allow(clippy::unwrap_used)]
 
-mod azure_support;
+use crate::azure_support;
 
 use std::time::Duration;
 

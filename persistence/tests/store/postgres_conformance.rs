@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod pg_support;
+use crate::pg_support;
 
 use async_trait::async_trait;
 use hcp_runtime::JournalStore;

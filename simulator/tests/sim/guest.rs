@@ -2,7 +2,7 @@
 //! (issue 12, findings 3 and 6).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! `tests/official/test_arm.py`.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Fault rules (each kind), throttling, request log, control endpoints.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
