@@ -24,12 +24,7 @@ use hcp_activities::steps::arm::{
     EnsurePublicIp, EnsureResourceGroup, EnsureStorageAccount, EnsureVnet, ResourceInput,
     ResourceOutput,
 };
-use hcp_activities::steps::aro_identity::{
-    ApplicationInput, ApplicationOutput, BindCertificate, BindCertificateInput, CertificateInput,
-    CredentialsSecretInput, EnsureApplication, EnsureCertificate, EnsureCredentialsSecret,
-    EnsureKeyVault, EnsureServicePrincipal, KeyVaultInput, ServicePrincipalInput,
-    ServicePrincipalOutput,
-};
+use hcp_activities::steps::aro_identity::ApplicationOutput;
 use hcp_activities::steps::cluster::ManagedIdentitiesSource;
 use hcp_activities::steps::cluster::{
     ApplyHostedCluster, ApplyNodePool, ClientId, ConditionInput, EnsureClusterSecrets,
@@ -39,12 +34,20 @@ use hcp_activities::steps::cluster::{
 use hcp_activities::steps::dns::{
     EnsurePublicRecords, FindPublicZone, PublicRecordsInput, PublicZoneInput, PublicZoneOutput,
 };
+use hcp_activities::steps::entra::{
+    ApplicationInput, BindCertificate, BindCertificateInput, EnsureApplication,
+    EnsureServicePrincipal, ServicePrincipalInput, ServicePrincipalOutput,
+};
 use hcp_activities::steps::hypershift_link::{
     HyperShiftLink, HyperShiftLinkInput, WaitHyperShiftEndpoint, WaitHyperShiftPls,
 };
 use hcp_activities::steps::identity::{
     EnsureFederatedCredentials, EnsureRoleAssignment, FederatedInput, IdentitySource,
     ResolveIdentities, ResolveInput, ResolvedIdentities, RoleInput, Subject,
+};
+use hcp_activities::steps::key_vault::{
+    CertificateInput, CredentialsSecretInput, EnsureCertificate, EnsureCredentialsSecret,
+    EnsureKeyVault, KeyVaultInput,
 };
 use hcp_activities::steps::private_link::{
     ARecordInput, EnsureARecords, EnsureNatSubnet, EnsurePrivateEndpoint, EnsurePrivateLinkService,

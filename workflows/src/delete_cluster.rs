@@ -23,18 +23,18 @@ use hcp_activities::steps::arm::{
     DeletePrivateEndpoint, DeletePublicIp, DeleteResourceGroup, DeleteRoleAssignment,
     DeleteStorageAccount, DeleteSubnet, DeleteVnet,
 };
-use hcp_activities::steps::aro_identity::{
-    DeleteApplication, DeleteApplicationInput, DeleteCertificate, DeleteKeyVault, DeleteSecret,
-    DeleteVaultObjectInput, KeyVaultInput,
-};
 use hcp_activities::steps::cluster::{DeleteObject, DeleteObjectInput};
 use hcp_activities::steps::dns::{
     DeleteDnsScopeRoleAssignment, DeletePublicRecords, DnsScopeRoleDeleteInput, FindPublicZone,
     PublicRecordsDeleteInput, PublicZoneOutput,
 };
+use hcp_activities::steps::entra::{DeleteApplication, DeleteApplicationInput};
 use hcp_activities::steps::hypershift_link::{
     HyperShiftLink, HyperShiftLinkInput, ReleaseHyperShiftLink, ReleaseOutput, VerifyGoneInput,
     VerifyHyperShiftLinkGone,
+};
+use hcp_activities::steps::key_vault::{
+    DeleteCertificate, DeleteKeyVault, DeleteSecret, DeleteVaultObjectInput, KeyVaultInput,
 };
 use hcp_activities::steps::private_link::{DeletePrivateLinkService, PlsDeleteInput};
 use hcp_runtime::{DagError, FailurePolicy, NodeOptions, Ref, SagaBuilder, SagaDag};

@@ -222,7 +222,7 @@ pub enum IdentitySource {
     /// `graph.service-principal.ensure` node; the ARO HCP control-plane components).
     ServicePrincipal {
         /// The service principal node.
-        service_principal: Ref<super::aro_identity::ServicePrincipalOutput>,
+        service_principal: Ref<super::entra::ServicePrincipalOutput>,
     },
     /// A fixed principal object id, known when the DAG is built (e.g. the management
     /// cluster's Key Vault Secrets Provider identity). Never created by this run.

@@ -20,10 +20,12 @@ pub mod arm;
 pub mod aro_identity;
 pub mod cluster;
 pub mod dns;
+pub mod entra;
 pub mod env;
 pub mod facts;
 pub mod hypershift_link;
 pub mod identity;
+pub mod key_vault;
 pub mod permissions;
 pub mod private_link;
 pub mod shared_group;
@@ -76,16 +78,16 @@ macro_rules! every_step {
             identity::EnsureFederatedCredentials,
             identity::EnsureRoleAssignment,
             identity::ResolveIdentities,
-            aro_identity::EnsureKeyVault,
-            aro_identity::EnsureApplication,
-            aro_identity::EnsureServicePrincipal,
-            aro_identity::EnsureCertificate,
-            aro_identity::BindCertificate,
-            aro_identity::EnsureCredentialsSecret,
-            aro_identity::DeleteKeyVault,
-            aro_identity::DeleteApplication,
-            aro_identity::DeleteCertificate,
-            aro_identity::DeleteSecret,
+            key_vault::EnsureKeyVault,
+            entra::EnsureApplication,
+            entra::EnsureServicePrincipal,
+            key_vault::EnsureCertificate,
+            entra::BindCertificate,
+            key_vault::EnsureCredentialsSecret,
+            key_vault::DeleteKeyVault,
+            entra::DeleteApplication,
+            key_vault::DeleteCertificate,
+            key_vault::DeleteSecret,
             aks::ReadAksCluster,
             aks::CallerPrincipal,
             dns::FindPublicZone,

@@ -19,12 +19,15 @@ use std::time::Duration;
 use base64::Engine as _;
 use hcp_activities::azure::Transport;
 use hcp_activities::steps::arm::{EnsureResourceGroup, ResourceInput};
-use hcp_activities::steps::aro_identity::{
-    ApplicationInput, BindCertificate, BindCertificateInput, CertificateInput,
-    CredentialsSecretInput, EnsureApplication, EnsureCertificate, EnsureCredentialsSecret,
-    EnsureKeyVault, EnsureServicePrincipal, KeyVaultInput, ServicePrincipalInput,
+use hcp_activities::steps::entra::{
+    ApplicationInput, BindCertificate, BindCertificateInput, EnsureApplication,
+    EnsureServicePrincipal, ServicePrincipalInput,
 };
 use hcp_activities::steps::identity::{EnsureRoleAssignment, IdentitySource, RoleInput};
+use hcp_activities::steps::key_vault::{
+    CertificateInput, CredentialsSecretInput, EnsureCertificate, EnsureCredentialsSecret,
+    EnsureKeyVault, KeyVaultInput,
+};
 use hcp_activities::steps::{Clients, Reach};
 use hcp_runtime::ledger::LedgerAction;
 use hcp_runtime::{Action, Outcome, Phase, StepContext};
@@ -639,14 +642,14 @@ async fn failed_runs_unwind_by_their_journal_and_foreign_objects_are_refused_or_
         .unwrap();
     assert_eq!(still.display_name.as_deref(), Some("not ours"));
     // delete-cluster keeps it too.
-    let del = hcp_activities::steps::aro_identity::DeleteApplicationInput {
+    let del = hcp_activities::steps::entra::DeleteApplicationInput {
         azure: azure(),
         owner: owner(),
         unique_name: "someone-else".into(),
         persistent: true,
     };
     let (out, _) = run_action(
-        &hcp_activities::steps::aro_identity::DeleteApplication(clients.clone()),
+        &hcp_activities::steps::entra::DeleteApplication(clients.clone()),
         run(4),
         &del,
         &HashMap::new(),
@@ -709,7 +712,7 @@ async fn failed_runs_unwind_by_their_journal_and_foreign_objects_are_refused_or_
     let mut del = del;
     del.unique_name = mine.unique_name.clone();
     let (out, _) = run_action(
-        &hcp_activities::steps::aro_identity::DeleteApplication(clients.clone()),
+        &hcp_activities::steps::entra::DeleteApplication(clients.clone()),
         run(8),
         &del,
         &HashMap::new(),
