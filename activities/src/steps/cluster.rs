@@ -22,6 +22,8 @@
 use super::arm::{ResourceOutput, azure_retry, azure_undo_retry};
 use super::env::{Clients, MgmtEnv, Owner};
 use super::facts::{Facts, WaitClass};
+pub use super::objects::{HostedClusterOutput, OBJECTS_KEY, ObjectJournal};
+use super::objects::{cluster_version_conditions, read_file, stale_conditions};
 use crate::azure::durable::{checkpoint_field, save_checkpoint_field};
 use crate::kube::mgmt::{DeleteProgress, Kind, Mgmt};
 use crate::kube::render::{self, HostedClusterInput, NodePoolInput};
@@ -59,52 +61,6 @@ fn k8s_record(
 /// The object's labels as JSON, for the ownership checks shared with Azure tags.
 fn label_json(l: &BTreeMap<String, String>) -> serde_json::Value {
     serde_json::to_value(l).unwrap_or_default()
-}
-
-/// Checkpoint member in which a step journals the objects it creates ([`ObjectJournal`]).
-pub const OBJECTS_KEY: &str = "created-objects";
-
-/// The objects a step found missing and is creating (or created), as `Kind/ns/name`, each
-/// saved durably before its first write.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectJournal {
-    /// `Kind/namespace/name` of each object this run is creating.
-    #[serde(default)]
-    pub creating: Vec<String>,
-}
-
-impl ObjectJournal {
-    /// The journal key of an object.
-    pub fn key(kind: Kind, ns: &str, name: &str) -> String {
-        format!("{}/{ns}/{name}", kind.type_name())
-    }
-
-    /// Whether the journal lists `kind ns/name`.
-    pub fn lists(&self, kind: Kind, ns: &str, name: &str) -> bool {
-        let k = Self::key(kind, ns, name);
-        self.creating.contains(&k)
-    }
-
-    /// In an undo: the forward action's journal; `None` when it saved none.
-    ///
-    /// # Errors
-    /// The member does not decode (permanent `definition` error).
-    pub fn of_undo(ctx: &StepContext) -> Result<Option<Self>, StepError> {
-        let Some(serde_json::Value::Object(mut cp)) =
-            ctx.action_checkpoint::<serde_json::Value>()?
-        else {
-            return Ok(None);
-        };
-        match cp.remove(OBJECTS_KEY) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| {
-                StepError::permanent(
-                    hcp_runtime::error::kind::DEFINITION,
-                    format!("action checkpoint member `{OBJECTS_KEY}`: {e}"),
-                )
-            }),
-        }
-    }
 }
 
 /// Looks at a step's objects before it writes any of them; returns, per object, whether
@@ -643,18 +599,6 @@ pub struct SecretsOutput {
 #[derive(Clone, Debug)]
 pub struct EnsureClusterSecrets(pub Arc<Clients>);
 
-pub(crate) fn read_file(path: &std::path::Path, what: &str) -> Result<Secret<Vec<u8>>, StepError> {
-    crate::files::read_regular(path, crate::files::MAX_INPUT_FILE)
-        .map(Secret::new)
-        .map_err(|e| {
-            StepError::permanent(
-                "validation",
-                format!("cannot read the {what} file {}: {e}", path.display()),
-            )
-            .with_code("FileUnreadable")
-        })
-}
-
 impl Action for EnsureClusterSecrets {
     const NAME: &'static str = "k8s.cluster-secrets.ensure";
     type Input = SecretsInput;
@@ -863,22 +807,6 @@ pub struct HostedClusterNodeInput {
     /// The ARO HCP model: `spec.managed_identities` is filled from these at run time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_identities: Option<ManagedIdentitiesSource>,
-}
-
-/// Output: the HostedCluster and, for private topologies, the router IP.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct HostedClusterOutput {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Internal load balancer IP of the private router.
-    pub router_ip: Option<String>,
-    /// Public load balancer IP of the public `router` Service (PublicAndPrivate).
-    #[serde(default)]
-    pub public_router_ip: Option<String>,
-    /// Ledger.
-    pub ledger: Vec<LedgerRecord>,
 }
 
 /// `k8s.hosted-cluster.apply`: server-side apply the HostedCluster, then (private
@@ -1282,7 +1210,7 @@ impl Action for WaitRollout {
             }));
         }
         // What HyperShift reports about the rollout (the CVO's conditions, bubbled up).
-        let conditions = super::update::cluster_version_conditions(&status);
+        let conditions = cluster_version_conditions(&status);
         let state = latest
             .as_ref()
             .and_then(|h| h.get("state"))
@@ -1354,7 +1282,7 @@ async fn pool_unsized(
     let Some(pool) = m.get(Kind::NodePool, ns, name).await? else {
         return Ok(Some("the NodePool is gone".into()));
     };
-    if let Some(why) = super::update::stale_conditions(&pool.data) {
+    if let Some(why) = stale_conditions(&pool.data) {
         return Ok(Some(why));
     }
     let running = pool

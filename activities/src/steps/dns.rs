@@ -320,7 +320,7 @@ pub struct PublicRecordsInput {
     /// Record names relative to the zone (`api-<name>`, `oauth-<name>`).
     pub names: Vec<String>,
     /// The HostedCluster node: its public `router` Service IP.
-    pub hosted_cluster: Ref<super::cluster::HostedClusterOutput>,
+    pub hosted_cluster: Ref<super::objects::HostedClusterOutput>,
 }
 
 /// Output.

@@ -28,9 +28,9 @@
 //! [`release_stuck_cr_finalizer`], called while a HostedCluster deletion is awaited.
 
 use super::arm::{azure_undo_retry, record};
-use super::cluster::ObjectJournal;
 use super::env::{AzureEnv, Clients, MgmtEnv, Owner};
 use super::facts::{Facts, WaitClass};
+use super::objects::ObjectJournal;
 use crate::azure::durable::{self, checkpoint_field, save_checkpoint_field};
 use crate::azure::models::{API_NETWORK, API_PRIVATE_DNS};
 use crate::azure::privatelink::{self, TeardownReport};

@@ -26,6 +26,7 @@ pub mod facts;
 pub mod hypershift_link;
 pub mod identity;
 pub mod key_vault;
+pub mod objects;
 pub mod permissions;
 pub mod private_link;
 pub mod shared_group;

@@ -28,6 +28,7 @@
 use super::arm::{azure_retry, azure_undo_retry};
 use super::env::{AzureEnv, Clients, MgmtEnv, Owner};
 use super::facts::{Facts, WaitClass};
+pub use super::objects::{cluster_version_conditions, stale_conditions};
 use crate::azure::durable::{checkpoint_field, save_checkpoint_field};
 use crate::azure::models::API_NETWORK;
 use crate::azure::privatelink::{self, TeardownReport};
@@ -444,36 +445,6 @@ impl std::fmt::Display for PoolManagement {
     }
 }
 
-/// Why the pool's conditions do not yet speak of its current spec: HyperShift stamps every
-/// NodePool condition with the `metadata.generation` it reconciled (`nodepool/capi.go`,
-/// `conditions.go`: `ObservedGeneration: nodePool.Generation`), and until it has reconciled
-/// a change, `Ready` and `UpdatingPlatformMachineTemplate` are the previous spec's.
-pub fn stale_conditions(pool: &Value) -> Option<String> {
-    let generation = pool
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)?;
-    let conds = pool
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)?;
-    conds
-        .iter()
-        .filter(|c| {
-            matches!(
-                str_at(c, "/type"),
-                Some("Ready" | "UpdatingPlatformMachineTemplate" | "UpdatingConfig" | "UpdatingVersion")
-            )
-        })
-        .find_map(|c| {
-            let seen = c.get("observedGeneration").and_then(Value::as_i64)?;
-            (seen < generation).then(|| {
-                format!(
-                    "HyperShift has not reconciled the pool's generation {generation} yet ({} is of generation {seen})",
-                    str_at(c, "/type").unwrap_or_default()
-                )
-            })
-        })
-}
-
 /// Why the pool's health check is not yet as `want` says (`None`: it is). HyperShift
 /// (`nodepool/capi.go`) sets `AutorepairEnabled` False as soon as `autoRepair` is off (the
 /// MachineHealthCheck deleted), and True once it is on and a machine has reached the
@@ -705,33 +676,6 @@ pub struct ReleaseOutput {
     pub version: Option<String>,
     /// When its rollout completed.
     pub completed_at: Option<String>,
-}
-
-/// The `ClusterVersion*` conditions HyperShift bubbles up from the guest's CVO
-/// (`api/hypershift/v1beta1/hostedcluster_conditions.go`) that say why a rollout is not
-/// done.
-pub fn cluster_version_conditions(status: &Value) -> Vec<String> {
-    status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|c| {
-            let t = c.get("type").and_then(Value::as_str).unwrap_or_default();
-            let st = c.get("status").and_then(Value::as_str).unwrap_or_default();
-            (t == "ClusterVersionFailing" && st == "True")
-                || (t == "ClusterVersionAvailable" && st == "False")
-                || (t == "ClusterVersionProgressing" && st == "True")
-        })
-        .map(|c| {
-            format!(
-                "{}={}: {}",
-                c.get("type").and_then(Value::as_str).unwrap_or_default(),
-                c.get("status").and_then(Value::as_str).unwrap_or_default(),
-                c.get("message").and_then(Value::as_str).unwrap_or_default()
-            )
-        })
-        .collect()
 }
 
 /// Whether `entry` (of `status.version.history`, or `status.version.desired`) is the release
@@ -1251,7 +1195,7 @@ pub struct SetTopology(pub Arc<Clients>);
 impl Action for SetTopology {
     const NAME: &'static str = "k8s.hosted-cluster.topology";
     type Input = TopologyInput;
-    type Output = super::cluster::HostedClusterOutput;
+    type Output = super::objects::HostedClusterOutput;
 
     fn retry_policy() -> RetryPolicy {
         azure_retry()
@@ -1265,7 +1209,7 @@ impl Action for SetTopology {
         &self,
         ctx: &StepContext,
         input: TopologyInput,
-    ) -> Result<Outcome<super::cluster::HostedClusterOutput>, StepError> {
+    ) -> Result<Outcome<super::objects::HostedClusterOutput>, StepError> {
         switch_topology(&self.0, ctx, input).await
     }
 
@@ -1273,7 +1217,7 @@ impl Action for SetTopology {
         &self,
         ctx: &StepContext,
         input: TopologyInput,
-        _output: Option<super::cluster::HostedClusterOutput>,
+        _output: Option<super::objects::HostedClusterOutput>,
     ) -> Result<UndoOutcome, StepError> {
         let Some(before) = before_of::<String>(ctx)? else {
             return Ok(UndoOutcome::Done);
@@ -1302,7 +1246,7 @@ async fn switch_topology(
     clients: &Clients,
     ctx: &StepContext,
     input: TopologyInput,
-) -> Result<Outcome<super::cluster::HostedClusterOutput>, StepError> {
+) -> Result<Outcome<super::objects::HostedClusterOutput>, StepError> {
     let m = clients.mgmt(&input.mgmt).await?;
     let (ns, name) = (&input.namespace, &input.name);
     let hc = ours(&m, Kind::HostedCluster, ns, name, &input.owner).await?;
@@ -1357,7 +1301,7 @@ async fn switch_topology(
             ),
         ));
     }
-    Ok(Outcome::Done(super::cluster::HostedClusterOutput {
+    Ok(Outcome::Done(super::objects::HostedClusterOutput {
         namespace: ns.clone(),
         name: name.clone(),
         router_ip: None,
@@ -1383,7 +1327,7 @@ impl Action for SetTopologyPrivate {
     const NAME: &'static str = "k8s.hosted-cluster.topology-private";
     const HAS_UNDO: bool = false;
     type Input = TopologyInput;
-    type Output = super::cluster::HostedClusterOutput;
+    type Output = super::objects::HostedClusterOutput;
 
     fn retry_policy() -> RetryPolicy {
         azure_retry()
@@ -1393,7 +1337,7 @@ impl Action for SetTopologyPrivate {
         &self,
         ctx: &StepContext,
         input: TopologyInput,
-    ) -> Result<Outcome<super::cluster::HostedClusterOutput>, StepError> {
+    ) -> Result<Outcome<super::objects::HostedClusterOutput>, StepError> {
         switch_topology(&self.0, ctx, input).await
     }
 }
@@ -1498,7 +1442,7 @@ impl Action for RotateClusterSecret {
         use base64::Engine;
         let m = self.0.mgmt(&input.mgmt).await?;
         let ns = &input.namespace;
-        let new = super::cluster::read_file(&input.file, &input.what)?;
+        let new = super::objects::read_file(&input.file, &input.what)?;
         let sha = sha256_hex(new.expose());
         ours(&m, Kind::HostedCluster, ns, &input.cluster, &input.owner).await?;
         // The machines' config before the first write, to see HyperShift's rollout end.
