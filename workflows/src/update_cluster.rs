@@ -573,28 +573,106 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: BuildOptions<'_>) -> Result<
 /// A definition error (a bug).
 pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<SagaDag, DagError> {
     let mut b = SagaBuilder::new(WORKFLOW, VERSION);
-    let private = cfg.topology.uses_private_link();
-    let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
-    let pls = if hypershift_link {
-        PlsRef::HyperShift {
-            mgmt: l.mgmt.clone(),
+    let u = Update::new(cfg, l, plan);
+    // 1. What can be undone: subscriptions, a switch to PublicAndPrivate, pool sizes and
+    //    templates, new pools.
+    u.allowed_subscriptions(&mut b)?;
+    u.to_public(&mut b)?;
+    u.node_pools(&mut b)?;
+    // 2. Pivots: the release (control plane, then the pools in waves), removed pools, a
+    //    switch to Private, rotated secrets, connections from subscriptions no longer
+    //    allowed.
+    u.release(&mut b)?;
+    u.removed_pools(&mut b)?;
+    u.to_private(&mut b)?;
+    u.secrets(&mut b)?;
+    u.connections(&mut b)?;
+    // 3. The cluster is available again, on its release.
+    u.available(&mut b)?;
+    let mut dag = b.build()?;
+    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
+    Ok(dag)
+}
+
+/// What every stage of an update's DAG reads: the file, the names, the plan, and what
+/// follows from them.
+struct Update<'a> {
+    cfg: &'a ClusterConfig,
+    l: &'a Layout,
+    plan: &'a UpdatePlan,
+    /// The topology has a private link (Private, PublicAndPrivate).
+    private: bool,
+    /// HyperShift's controllers make the private link (`privateLink.managedBy: hypershift`).
+    hypershift_link: bool,
+    /// Who may see and connect to the Private Link Service.
+    access: PlsAccessInput,
+    /// The public hostnames a PublicAndPrivate cluster's services carry (create-cluster
+    /// rendered them; `spec.services` is immutable, so they outlive a switch to Private).
+    public_names: Vec<String>,
+    /// The update switches the topology to PublicAndPrivate.
+    to_public: bool,
+}
+
+impl<'a> Update<'a> {
+    fn new(cfg: &'a ClusterConfig, l: &'a Layout, plan: &'a UpdatePlan) -> Self {
+        let hypershift_link = cfg.private_link.managed_by == PrivateLinkManager::Hypershift;
+        let pls = if hypershift_link {
+            PlsRef::HyperShift {
+                mgmt: l.mgmt.clone(),
+                namespace: CLUSTERS_NAMESPACE.into(),
+                name: l.name.clone(),
+            }
+        } else {
+            PlsRef::Ours {
+                id: l.pls_id.clone(),
+            }
+        };
+        let access = PlsAccessInput {
+            azure: l.mgmt_azure.clone(),
+            owner: l.owner.clone(),
+            pls,
+            subscriptions: crate::create_cluster::pls_subscriptions(cfg, l),
+        };
+        let public_names = render::public_hostnames(
+            &l.name,
+            &cfg.base_domain,
+            render::Topology::PublicAndPrivate,
+            false,
+        )
+        .map(|h| h.relative(&cfg.base_domain))
+        .unwrap_or_default();
+        let to_public = plan
+            .topology
+            .as_ref()
+            .is_some_and(|(_, to)| to == "PublicAndPrivate");
+        Update {
+            cfg,
+            l,
+            plan,
+            private: cfg.topology.uses_private_link(),
+            hypershift_link,
+            access,
+            public_names,
+            to_public,
+        }
+    }
+
+    fn topology_input(&self, to: &str) -> TopologyInput {
+        TopologyInput {
+            mgmt: self.l.mgmt.clone(),
+            owner: self.l.owner.clone(),
             namespace: CLUSTERS_NAMESPACE.into(),
-            name: l.name.clone(),
+            name: self.l.name.clone(),
+            topology: to.to_string(),
         }
-    } else {
-        PlsRef::Ours {
-            id: l.pls_id.clone(),
+    }
+
+    /// The HostedCluster's allowed subscriptions, then the service's visibility.
+    fn allowed_subscriptions(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let (cfg, l) = (self.cfg, self.l);
+        if !(self.private && self.plan.allowed_subscriptions.is_some()) {
+            return Ok(());
         }
-    };
-    let allowed = crate::create_cluster::pls_subscriptions(cfg, l);
-    let access = PlsAccessInput {
-        azure: l.mgmt_azure.clone(),
-        owner: l.owner.clone(),
-        pls: pls.clone(),
-        subscriptions: allowed,
-    };
-    // 1. What can be undone: subscriptions, pool sizes and templates, new pools.
-    if private && plan.allowed_subscriptions.is_some() {
         b.stage("allowed-subscriptions");
         let hc = b.add::<SetAllowedSubscriptions>(
             n("allowed-subscriptions.hosted-cluster"),
@@ -607,32 +685,17 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
             },
             o(),
         )?;
-        b.add::<SetPlsVisibility>(n("allowed-subscriptions.pls"), &access, o().after(&hc))?;
+        b.add::<SetPlsVisibility>(n("allowed-subscriptions.pls"), &self.access, o().after(&hc))?;
+        Ok(())
     }
-    let topology_input = |to: &str| TopologyInput {
-        mgmt: l.mgmt.clone(),
-        owner: l.owner.clone(),
-        namespace: CLUSTERS_NAMESPACE.into(),
-        name: l.name.clone(),
-        topology: to.to_string(),
-    };
-    // The public hostnames a PublicAndPrivate cluster's services carry (create-cluster
-    // rendered them; `spec.services` is immutable, so they outlive a switch to Private).
-    let public_names = render::public_hostnames(
-        &l.name,
-        &cfg.base_domain,
-        render::Topology::PublicAndPrivate,
-        false,
-    )
-    .map(|h| h.relative(&cfg.base_domain))
-    .unwrap_or_default();
-    let to_public = plan
-        .topology
-        .as_ref()
-        .is_some_and(|(_, to)| to == "PublicAndPrivate");
-    if to_public {
-        // Undoable: the public router comes back, its A records are (re)written by this
-        // run (the undo deletes them, then writes the topology back).
+
+    /// To PublicAndPrivate (undoable): the public router comes back, its A records are
+    /// (re)written by this run (the undo deletes them, then writes the topology back).
+    fn to_public(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let (cfg, l) = (self.cfg, self.l);
+        if !self.to_public {
+            return Ok(());
+        }
         b.stage("topology");
         let zone = b.add::<FindPublicZone>(
             n("topology.public-dns-zone"),
@@ -641,7 +704,7 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
         )?;
         let hc = b.add::<SetTopology>(
             n("topology.hosted-cluster"),
-            &topology_input("PublicAndPrivate"),
+            &self.topology_input("PublicAndPrivate"),
             o(),
         )?;
         b.add::<EnsurePublicRecords>(
@@ -650,37 +713,48 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
                 azure: l.azure.clone(),
                 owner: l.owner.clone(),
                 zone: zone.clone(),
-                names: public_names.clone(),
+                names: self.public_names.clone(),
                 hosted_cluster: hc.clone(),
             },
             o().after(&hc).after(&zone),
         )?;
+        Ok(())
     }
-    let upgrade = plan.release.as_ref();
-    if !plan.changed.is_empty() || (!plan.added.is_empty() && upgrade.is_none()) {
-        b.stage("nodepools");
-        for c in &plan.changed {
-            b.add::<UpdateNodePool>(
-                n(&format!("nodepools.{}", c.after.name)),
-                &PoolUpdateInput {
-                    mgmt: l.mgmt.clone(),
-                    owner: l.owner.clone(),
-                    namespace: CLUSTERS_NAMESPACE.into(),
-                    name: format!("{}-{}", l.name, c.after.name),
-                    desired: pool_settings(cfg, l, c),
-                },
-                o(),
-            )?;
+
+    /// Pool sizes and templates changed in place; new pools (on the current release).
+    fn node_pools(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let (cfg, l, plan) = (self.cfg, self.l, self.plan);
+        let upgrade = plan.release.as_ref();
+        if !plan.changed.is_empty() || (!plan.added.is_empty() && upgrade.is_none()) {
+            b.stage("nodepools");
+            for c in &plan.changed {
+                b.add::<UpdateNodePool>(
+                    n(&format!("nodepools.{}", c.after.name)),
+                    &PoolUpdateInput {
+                        mgmt: l.mgmt.clone(),
+                        owner: l.owner.clone(),
+                        namespace: CLUSTERS_NAMESPACE.into(),
+                        name: format!("{}-{}", l.name, c.after.name),
+                        desired: pool_settings(cfg, l, c),
+                    },
+                    o(),
+                )?;
+            }
+            if upgrade.is_none() {
+                add_pools(b, cfg, l, &plan.added)?;
+            }
         }
-        if upgrade.is_none() {
-            add_pools(&mut b, cfg, l, &plan.added)?;
-        }
+        Ok(())
     }
-    // 2. Pivots: the release (control plane, then the pools in waves), removed pools,
-    //    connections from subscriptions no longer allowed.
-    if let Some((_, image)) = upgrade {
-        b.stage("release");
-        b.add::<UpgradeControlPlane>(
+
+    /// The release: the control plane, then the pools in waves of `upgrade.maxParallel`;
+    /// pools added by this update start on the new release once the control plane runs it.
+    fn release(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let (cfg, l, plan) = (self.cfg, self.l, self.plan);
+        let upgrade = plan.release.as_ref();
+        if let Some((_, image)) = upgrade {
+            b.stage("release");
+            b.add::<UpgradeControlPlane>(
             n("release.control-plane"),
             &ReleaseInput {
                 mgmt: l.mgmt.clone(),
@@ -697,74 +771,87 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
                 "HyperShift does not roll a control plane back: a release, once rolled out, stays",
             ),
         )?;
-        b.stage("release-nodepools");
-        let wave = cfg.upgrade.max_parallel.unwrap_or(1).max(1) as usize;
-        let mut pools: Vec<&NodePool> = cfg
-            .node_pools
-            .iter()
-            .filter(|p| !plan.added.iter().any(|a| a.name == p.name))
-            .collect();
-        pools.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut refs: Vec<Ref<hcp_activities::steps::update::PoolReleaseOutput>> = Vec::new();
-        for (i, p) in pools.iter().enumerate() {
-            let mut opts =
-                o().pivot("a node pool's machines, once on the new release, are not rolled back");
-            if i >= wave {
-                opts = opts.after(&refs[i - wave]);
+            b.stage("release-nodepools");
+            let wave = cfg.upgrade.max_parallel.unwrap_or(1).max(1) as usize;
+            let mut pools: Vec<&NodePool> = cfg
+                .node_pools
+                .iter()
+                .filter(|p| !plan.added.iter().any(|a| a.name == p.name))
+                .collect();
+            pools.sort_by(|a, b| a.name.cmp(&b.name));
+            let mut refs: Vec<Ref<hcp_activities::steps::update::PoolReleaseOutput>> = Vec::new();
+            for (i, p) in pools.iter().enumerate() {
+                let mut opts = o()
+                    .pivot("a node pool's machines, once on the new release, are not rolled back");
+                if i >= wave {
+                    opts = opts.after(&refs[i - wave]);
+                }
+                refs.push(
+                    b.add::<UpgradeNodePool>(
+                        n(&format!("release-nodepools.{}", p.name)),
+                        &PoolReleaseInput {
+                            mgmt: l.mgmt.clone(),
+                            owner: l.owner.clone(),
+                            namespace: CLUSTERS_NAMESPACE.into(),
+                            name: format!("{}-{}", l.name, p.name),
+                            cluster: l.name.clone(),
+                            release_image: image.clone(),
+                            version: cfg
+                                .release_version
+                                .clone()
+                                .or_else(|| release_version(image)),
+                        },
+                        opts,
+                    )?,
+                );
             }
-            refs.push(
-                b.add::<UpgradeNodePool>(
-                    n(&format!("release-nodepools.{}", p.name)),
-                    &PoolReleaseInput {
+            if !plan.added.is_empty() {
+                // New pools start on the new release, once the control plane runs it.
+                b.stage("nodepools-added");
+                add_pools(b, cfg, l, &plan.added)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removed pools are deleted (a pivot: their machines go).
+    fn removed_pools(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let (l, plan) = (self.l, self.plan);
+        if !plan.removed.is_empty() {
+            b.stage("nodepools-removed");
+            for p in &plan.removed {
+                b.add::<DeleteObject>(
+                    n(&format!("nodepools-removed.{}", p.name)),
+                    &DeleteObjectInput {
                         mgmt: l.mgmt.clone(),
                         owner: l.owner.clone(),
+                        kind: Kind::NodePool,
                         namespace: CLUSTERS_NAMESPACE.into(),
-                        name: format!("{}-{}", l.name, p.name),
-                        cluster: l.name.clone(),
-                        release_image: image.clone(),
-                        version: cfg
-                            .release_version
-                            .clone()
-                            .or_else(|| release_version(image)),
+                        names: vec![format!("{}-{}", l.name, p.name)],
+                        persistent: false,
+                        cleanup_cloud_resources: false,
+                        hypershift_private_link: None,
                     },
-                    opts,
-                )?,
-            );
+                    o().pivot(
+                        "a removed node pool's machines are deleted; they cannot be brought back",
+                    ),
+                )?;
+            }
         }
-        if !plan.added.is_empty() {
-            // New pools start on the new release, once the control plane runs it.
-            b.stage("nodepools-added");
-            add_pools(&mut b, cfg, l, &plan.added)?;
-        }
+        Ok(())
     }
-    if !plan.removed.is_empty() {
-        b.stage("nodepools-removed");
-        for p in &plan.removed {
-            b.add::<DeleteObject>(
-                n(&format!("nodepools-removed.{}", p.name)),
-                &DeleteObjectInput {
-                    mgmt: l.mgmt.clone(),
-                    owner: l.owner.clone(),
-                    kind: Kind::NodePool,
-                    namespace: CLUSTERS_NAMESPACE.into(),
-                    names: vec![format!("{}-{}", l.name, p.name)],
-                    persistent: false,
-                    cleanup_cloud_resources: false,
-                    hypershift_private_link: None,
-                },
-                o().pivot(
-                    "a removed node pool's machines are deleted; they cannot be brought back",
-                ),
-            )?;
+
+    /// To Private: HyperShift deletes the public router (its address is released), then the
+    /// public A records that pointed at it go.
+    fn to_private(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let (cfg, l, plan) = (self.cfg, self.l, self.plan);
+        if plan.topology.is_none() || self.to_public {
+            return Ok(());
         }
-    }
-    if plan.topology.is_some() && !to_public {
-        // To Private: HyperShift deletes the public router (its address is released), then
-        // the public A records that pointed at it go.
         b.stage("topology");
         let hc = b.add::<SetTopologyPrivate>(
             n("topology.hosted-cluster"),
-            &topology_input("Private"),
+            &self.topology_input("Private"),
             o().pivot("the public router's load balancer address is released; switching back to PublicAndPrivate gets a new one"),
         )?;
         let zone = b.add::<FindPublicZone>(
@@ -777,7 +864,7 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
         // own private zones answer them in the guest VNet (a cluster made before those
         // zones existed gets them here; ensuring existing ones changes nothing).
         let mut records_after = o().after(&hc).after(&zone);
-        if !hypershift_link {
+        if !self.hypershift_link {
             let pe = b.add::<ReadPrivateEndpoint>(
                 n("topology.private-endpoint"),
                 &PeReadInput {
@@ -787,7 +874,7 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
                 o(),
             )?;
             let written = crate::create_cluster::endpoint_zones(
-                &mut b,
+                b,
                 l,
                 (WORKFLOW, "topology"),
                 &pe,
@@ -802,124 +889,141 @@ pub fn build_plan(cfg: &ClusterConfig, l: &Layout, plan: &UpdatePlan) -> Result<
                 azure: l.azure.clone(),
                 owner: l.owner.clone(),
                 zone: zone.clone(),
-                names: public_names.clone(),
+                names: self.public_names.clone(),
             },
             records_after.pivot(
                 "the public A records are deleted; switching back to PublicAndPrivate writes new ones",
             ),
         )?;
+        Ok(())
     }
-    if plan.pull_secret || plan.ssh_key {
-        b.stage("secrets");
-        let rotate = |secret: &str,
-                      key: &str,
-                      file: &std::path::Path,
-                      what: &str,
-                      cp: &str,
-                      pools: Vec<String>| RotateSecretInput {
-            mgmt: l.mgmt.clone(),
-            owner: l.owner.clone(),
-            namespace: CLUSTERS_NAMESPACE.into(),
-            cluster: l.name.clone(),
-            secret: l.secret(secret),
-            key: key.into(),
-            file: file.to_path_buf(),
-            what: what.into(),
-            control_plane_secret: cp.into(),
-            pools,
-        };
-        const GONE: &str = "the previous contents are not kept anywhere (a secret never reaches the journal): there is nothing to put back";
-        if plan.pull_secret {
-            b.add::<RotateClusterSecret>(
-                n("secrets.pull-secret"),
-                &rotate(
-                    "pull-secret",
-                    ".dockerconfigjson",
-                    &cfg.pull_secret,
-                    "pull secret",
-                    "pull-secret",
-                    Vec::new(),
-                ),
-                o().pivot(GONE),
-            )?;
+
+    /// The pull secret and SSH key, rotated from the file (pivots: the old ones are kept
+    /// nowhere).
+    fn secrets(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let (cfg, l, plan) = (self.cfg, self.l, self.plan);
+        if plan.pull_secret || plan.ssh_key {
+            b.stage("secrets");
+            let rotate = |secret: &str,
+                          key: &str,
+                          file: &std::path::Path,
+                          what: &str,
+                          cp: &str,
+                          pools: Vec<String>| RotateSecretInput {
+                mgmt: l.mgmt.clone(),
+                owner: l.owner.clone(),
+                namespace: CLUSTERS_NAMESPACE.into(),
+                cluster: l.name.clone(),
+                secret: l.secret(secret),
+                key: key.into(),
+                file: file.to_path_buf(),
+                what: what.into(),
+                control_plane_secret: cp.into(),
+                pools,
+            };
+            const GONE: &str = "the previous contents are not kept anywhere (a secret never reaches the journal): there is nothing to put back";
+            if plan.pull_secret {
+                b.add::<RotateClusterSecret>(
+                    n("secrets.pull-secret"),
+                    &rotate(
+                        "pull-secret",
+                        ".dockerconfigjson",
+                        &cfg.pull_secret,
+                        "pull secret",
+                        "pull-secret",
+                        Vec::new(),
+                    ),
+                    o().pivot(GONE),
+                )?;
+            }
+            if plan.ssh_key {
+                let pools = cfg
+                    .node_pools
+                    .iter()
+                    .map(|p| format!("{}-{}", l.name, p.name))
+                    .collect();
+                b.add::<RotateClusterSecret>(
+                    n("secrets.ssh-key"),
+                    &rotate(
+                        "ssh-key",
+                        "id_rsa.pub",
+                        &cfg.ssh_key,
+                        "SSH public key",
+                        "ssh-key",
+                        pools,
+                    ),
+                    o().pivot(GONE),
+                )?;
+            }
         }
-        if plan.ssh_key {
-            let pools = cfg
-                .node_pools
-                .iter()
-                .map(|p| format!("{}-{}", l.name, p.name))
-                .collect();
-            b.add::<RotateClusterSecret>(
-                n("secrets.ssh-key"),
-                &rotate(
-                    "ssh-key",
-                    "id_rsa.pub",
-                    &cfg.ssh_key,
-                    "SSH public key",
-                    "ssh-key",
-                    pools,
-                ),
-                o().pivot(GONE),
-            )?;
-        }
+        Ok(())
     }
-    // Connections are pruned only when a subscription lost its access.
-    let revoked = plan
-        .allowed_subscriptions
-        .as_ref()
-        .is_some_and(|(before, after)| {
-            before
-                .iter()
-                .any(|s| !after.iter().any(|a| a.eq_ignore_ascii_case(s)))
-        });
-    if private && revoked {
-        b.stage("connections");
-        b.add::<PruneConnections>(
+
+    /// Connections are pruned only when a subscription lost its access.
+    fn connections(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let plan = self.plan;
+        let revoked = plan
+            .allowed_subscriptions
+            .as_ref()
+            .is_some_and(|(before, after)| {
+                before
+                    .iter()
+                    .any(|s| !after.iter().any(|a| a.eq_ignore_ascii_case(s)))
+            });
+        if self.private && revoked {
+            b.stage("connections");
+            b.add::<PruneConnections>(
             n("connections.prune"),
-            &access,
+            &self.access,
             o().pivot("a rejected private endpoint connection cannot be approved back by hcp-workflow: its owner must create it again"),
         )?;
+        }
+        Ok(())
     }
-    b.stage("available");
-    b.add::<WaitCondition>(
-        n("available.hosted-cluster"),
-        &ConditionInput {
-            mgmt: l.mgmt.clone(),
-            kind: Kind::HostedCluster,
-            namespace: CLUSTERS_NAMESPACE.into(),
-            name: l.name.clone(),
-            condition: "Available".into(),
-        },
-        o(),
-    )?;
-    if to_public {
-        // The control-plane operator resolves the public hostname again (as create-cluster's
-        // `available.external-dns`): the records just written are what users will dial.
+
+    /// HostedCluster `Available` (and `ExternalDNSReachable` after a switch to
+    /// PublicAndPrivate), then the guest's rollout.
+    fn available(&self, b: &mut SagaBuilder) -> Result<(), DagError> {
+        let l = self.l;
+        b.stage("available");
         b.add::<WaitCondition>(
-            n("available.external-dns"),
+            n("available.hosted-cluster"),
             &ConditionInput {
                 mgmt: l.mgmt.clone(),
                 kind: Kind::HostedCluster,
                 namespace: CLUSTERS_NAMESPACE.into(),
                 name: l.name.clone(),
-                condition: "ExternalDNSReachable".into(),
+                condition: "Available".into(),
             },
             o(),
         )?;
+        if self.to_public {
+            // The control-plane operator resolves the public hostname again (as create-cluster's
+            // `available.external-dns`): the records just written are what users will dial.
+            b.add::<WaitCondition>(
+                n("available.external-dns"),
+                &ConditionInput {
+                    mgmt: l.mgmt.clone(),
+                    kind: Kind::HostedCluster,
+                    namespace: CLUSTERS_NAMESPACE.into(),
+                    name: l.name.clone(),
+                    condition: "ExternalDNSReachable".into(),
+                },
+                o(),
+            )?;
+        }
+        // The guest's release has rolled out (and how to reach the cluster, for the outcome).
+        b.add::<WaitRollout>(
+            n("available.rollout"),
+            &RolloutInput {
+                mgmt: l.mgmt.clone(),
+                namespace: CLUSTERS_NAMESPACE.into(),
+                name: l.name.clone(),
+            },
+            o(),
+        )?;
+        Ok(())
     }
-    // The guest's release has rolled out (and how to reach the cluster, for the outcome).
-    b.add::<WaitRollout>(
-        n("available.rollout"),
-        &RolloutInput {
-            mgmt: l.mgmt.clone(),
-            namespace: CLUSTERS_NAMESPACE.into(),
-            name: l.name.clone(),
-        },
-        o(),
-    )?;
-    let mut dag = b.build()?;
-    crate::budgets::apply(&mut dag, &cfg.wait_budgets);
-    Ok(dag)
 }
 
 fn add_pools(

@@ -92,6 +92,18 @@ pub fn list(rows: &[RunRow]) -> String {
 /// `show`.
 pub fn show(d: &RunDetail) -> String {
     let mut o = String::new();
+    show_summary(&mut o, d);
+    show_steps(&mut o, d);
+    show_pending(&mut o, d);
+    show_undo(&mut o, d);
+    show_resources(&mut o, d);
+    show_commands(&mut o, d);
+    let _ = writeln!(o, "\nWHY\n  {}", d.why.text);
+    trim_end_lines(o)
+}
+
+/// `show`: the run: its workflow, cluster, audit trail, state, lease and failure.
+fn show_summary(o: &mut String, d: &RunDetail) {
     let _ = writeln!(o, "run        {}", d.id);
     let _ = writeln!(o, "workflow   {} v{}", d.workflow, d.version);
     if let Some(c) = &d.cluster {
@@ -200,6 +212,10 @@ pub fn show(d: &RunDetail) -> String {
     if let Some(u) = &d.unreadable {
         let _ = writeln!(o, "\nthe journal cannot be folded: {u}");
     }
+}
+
+/// `show`: the steps, stage by stage: state, attempts, timing and detail.
+fn show_steps(o: &mut String, d: &RunDetail) {
     if !d.stages.is_empty() {
         let names = d
             .stages
@@ -276,6 +292,10 @@ pub fn show(d: &RunDetail) -> String {
             );
         }
     }
+}
+
+/// `show`: the step a worker runs next or is waiting on.
+fn show_pending(o: &mut String, d: &RunDetail) {
     if let Some(p) = &d.pending {
         let _ = writeln!(o, "\nPENDING STEP  {} ({})", p.step, p.phase);
         let _ = writeln!(o, "  state       {}", p.state);
@@ -310,6 +330,10 @@ pub fn show(d: &RunDetail) -> String {
             }
         );
     }
+}
+
+/// `show`: what an unwind would undo, skip or has given up on.
+fn show_undo(o: &mut String, d: &RunDetail) {
     let u = &d.undo;
     if d.unreadable.is_none() && d.forward_only {
         let _ = writeln!(
@@ -382,6 +406,10 @@ pub fn show(d: &RunDetail) -> String {
             let _ = writeln!(o, "  (no step has started)");
         }
     }
+}
+
+/// `show`: what the run created, adopted, kept or deleted (its ledger).
+fn show_resources(o: &mut String, d: &RunDetail) {
     let _ = writeln!(o, "\nRESOURCES");
     if d.ledger.is_empty() {
         let _ = writeln!(o, "  none recorded");
@@ -422,6 +450,10 @@ pub fn show(d: &RunDetail) -> String {
             }
         }
     }
+}
+
+/// `show`: the operator commands sent to the run and what became of them.
+fn show_commands(o: &mut String, d: &RunDetail) {
     if !d.commands.is_empty() {
         let _ = writeln!(o, "\nOPERATOR COMMANDS");
         for c in &d.commands {
@@ -442,8 +474,6 @@ pub fn show(d: &RunDetail) -> String {
             );
         }
     }
-    let _ = writeln!(o, "\nWHY\n  {}", d.why.text);
-    trim_end_lines(o)
 }
 
 /// `history`.
