@@ -44,7 +44,7 @@ use crate::azure::models::{
     API_AUTHORIZATION, API_DNS, API_MSI, API_NETWORK, API_PRIVATE_DNS, API_RESOURCES, API_STORAGE,
 };
 use crate::kube::mgmt::Kind;
-use crate::steps::update::PoolManagement;
+use crate::steps::node_pool::PoolManagement;
 use crate::steps::{AzureEnv, Clients, MgmtEnv};
 use serde::Serialize;
 use serde_json::Value;

@@ -424,14 +424,14 @@ mod tests {
                     def.default_on_failure,
                 )
                 .unwrap_or_else(|e| panic!("{e}"));
-            use hcp_activities::steps::{cluster, update};
+            use hcp_activities::steps::{cluster, hosted_cluster, node_pool, pls_access};
             use hcp_runtime::Action;
             for action in [
-                update::UpdateNodePool::NAME,
-                update::UpgradeControlPlane::NAME,
-                update::UpgradeNodePool::NAME,
-                update::SetPlsVisibility::NAME,
-                update::PruneConnections::NAME,
+                node_pool::UpdateNodePool::NAME,
+                hosted_cluster::UpgradeControlPlane::NAME,
+                node_pool::UpgradeNodePool::NAME,
+                pls_access::SetPlsVisibility::NAME,
+                pls_access::PruneConnections::NAME,
                 cluster::DeleteObject::NAME,
             ] {
                 assert!(

@@ -23,7 +23,9 @@
 use crate::config::ClusterConfig;
 use crate::layout::Layout;
 use crate::workflow::{Admission, Admit, BuildOptions, PreflightKind, WorkflowDef};
-use hcp_activities::steps::update::{PlsAccessInput, PlsRef, PruneConnections, SetPlsVisibility};
+use hcp_activities::steps::pls_access::{
+    PlsAccessInput, PlsRef, PruneConnections, SetPlsVisibility,
+};
 use hcp_runtime::{DagError, FailurePolicy, NodeOptions, SagaBuilder, SagaDag};
 
 /// Workflow name.

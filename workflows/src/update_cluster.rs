@@ -40,13 +40,18 @@ use hcp_activities::steps::dns::{
     DeletePublicRecords, EnsurePublicRecords, FindPublicZone, PublicRecordsDeleteInput,
     PublicRecordsInput,
 };
-use hcp_activities::steps::private_link::{PeReadInput, ReadPrivateEndpoint};
-use hcp_activities::steps::update::{
-    AllowedSubscriptionsInput, PlsAccessInput, PlsRef, PoolManagement, PoolReleaseInput,
-    PoolSettings, PoolUpdateInput, PruneConnections, ReleaseInput, RotateClusterSecret,
-    RotateSecretInput, SetAllowedSubscriptions, SetPlsVisibility, SetTopology, SetTopologyPrivate,
-    TopologyInput, UpdateNodePool, UpgradeControlPlane, UpgradeNodePool,
+use hcp_activities::steps::hosted_cluster::{
+    AllowedSubscriptionsInput, ReleaseInput, RotateClusterSecret, RotateSecretInput,
+    SetAllowedSubscriptions, SetTopology, SetTopologyPrivate, TopologyInput, UpgradeControlPlane,
 };
+use hcp_activities::steps::node_pool::{
+    PoolManagement, PoolReleaseInput, PoolSettings, PoolUpdateInput, UpdateNodePool,
+    UpgradeNodePool,
+};
+use hcp_activities::steps::pls_access::{
+    PlsAccessInput, PlsRef, PruneConnections, SetPlsVisibility,
+};
+use hcp_activities::steps::private_link::{PeReadInput, ReadPrivateEndpoint};
 use hcp_runtime::{DagError, FailurePolicy, NodeOptions, Ref, SagaBuilder, SagaDag};
 use serde::Serialize;
 use serde_json::Value;
@@ -337,7 +342,7 @@ const TEMPLATE_FIELDS: [&str; 8] = [
 ];
 
 /// Fields of a pool that change in place without new machines: the health check and the
-/// drain timeouts ([`hcp_activities::steps::update::PoolManagement`]).
+/// drain timeouts ([`hcp_activities::steps::node_pool::PoolManagement`]).
 const MANAGEMENT_FIELDS: [&str; 3] = ["autoRepair", "nodeDrainTimeout", "nodeVolumeDetachTimeout"];
 
 const NEW_CLUSTER: &str = "it cannot change on an existing cluster: keep the applied value, or make a new cluster (`hcp-workflow start delete-cluster --config FILE`, then `start create-cluster` with the new value)";
@@ -779,7 +784,8 @@ impl<'a> Update<'a> {
                 .filter(|p| !plan.added.iter().any(|a| a.name == p.name))
                 .collect();
             pools.sort_by(|a, b| a.name.cmp(&b.name));
-            let mut refs: Vec<Ref<hcp_activities::steps::update::PoolReleaseOutput>> = Vec::new();
+            let mut refs: Vec<Ref<hcp_activities::steps::node_pool::PoolReleaseOutput>> =
+                Vec::new();
             for (i, p) in pools.iter().enumerate() {
                 let mut opts = o()
                     .pivot("a node pool's machines, once on the new release, are not rolled back");
@@ -1111,7 +1117,7 @@ pub fn release_checks(
     cfg: &ClusterConfig,
 ) -> Vec<hcp_activities::preflight::CheckResult> {
     use hcp_activities::preflight::CheckResult;
-    use hcp_activities::steps::update::semver;
+    use hcp_activities::steps::hosted_cluster::semver;
     let from_image = applied
         .get("releaseImage")
         .and_then(Value::as_str)

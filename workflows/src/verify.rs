@@ -6,7 +6,7 @@ use crate::config::{ClusterConfig, OidcIssuer, PrivateLinkManager};
 use crate::layout::{CLUSTERS_NAMESPACE, Layout};
 use hcp_activities::kube::render;
 use hcp_activities::steps::hypershift_link::control_plane_namespace;
-use hcp_activities::steps::update::PoolManagement;
+use hcp_activities::steps::node_pool::PoolManagement;
 use hcp_activities::verify::{
     Expected, HyperShiftLinkCheck, Input, LinkManager, Pool, PrivateLink, REPAIR, SecretRef,
     VnetLink,

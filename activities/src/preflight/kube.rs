@@ -747,7 +747,7 @@ fn upgradeable_row(hc: &Value, release: Option<(u32, u32)>, target: &str) -> Opt
     let running = hc
         .pointer("/status/version/desired/version")
         .and_then(Value::as_str)?;
-    let (rmaj, rmin, _) = crate::steps::update::semver(running)?;
+    let (rmaj, rmin, _) = crate::steps::hosted_cluster::semver(running)?;
     if (u64::from(maj), u64::from(min)) == (rmaj, rmin) {
         return None;
     }

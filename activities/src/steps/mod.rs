@@ -23,14 +23,17 @@ pub mod dns;
 pub mod entra;
 pub mod env;
 pub mod facts;
+pub mod hosted_cluster;
 pub mod hypershift_link;
 pub mod identity;
+pub mod in_place;
 pub mod key_vault;
+pub mod node_pool;
 pub mod objects;
 pub mod permissions;
+pub mod pls_access;
 pub mod private_link;
 pub mod shared_group;
-pub mod update;
 
 pub use env::{AzureEnv, Clients, MgmtEnv, Owner, Reach};
 pub use facts::{StepFacts, WaitClass};
@@ -106,15 +109,15 @@ macro_rules! every_step {
             private_link::ReadPrivateEndpoint,
             private_link::EnsureARecords,
             private_link::PublishOidcDocuments,
-            update::UpdateNodePool,
-            update::UpgradeControlPlane,
-            update::UpgradeNodePool,
-            update::SetAllowedSubscriptions,
-            update::SetPlsVisibility,
-            update::PruneConnections,
-            update::SetTopology,
-            update::SetTopologyPrivate,
-            update::RotateClusterSecret,
+            node_pool::UpdateNodePool,
+            hosted_cluster::UpgradeControlPlane,
+            node_pool::UpgradeNodePool,
+            hosted_cluster::SetAllowedSubscriptions,
+            pls_access::SetPlsVisibility,
+            pls_access::PruneConnections,
+            hosted_cluster::SetTopology,
+            hosted_cluster::SetTopologyPrivate,
+            hosted_cluster::RotateClusterSecret,
         )
     };
 }
