@@ -42,8 +42,8 @@
 use serde_json::{Value, json};
 
 use crate::arm::{store as arm_store, types};
+use crate::conditions::{condition_true, objects, set_condition};
 use crate::kube::{HYPERSHIFT, kind_by_key, store};
-use crate::operator::{condition_true, objects, set_condition};
 use crate::sim::Simulator;
 use crate::state::State;
 use crate::util::str_at;
@@ -145,7 +145,7 @@ fn node_pool_images(sim: &Simulator, st: &mut State, now: u64) -> bool {
     };
     let mut changed = false;
     // Only the pools with work to do are copied (most have a usable image).
-    let todo: Vec<(String, Value)> = crate::operator::entries(st, &key, None)
+    let todo: Vec<(String, Value)> = crate::conditions::entries(st, &key, None)
         .filter(|e| !store::is_deleting(&e.object) && !image_usable(&e.object))
         .map(|e| (e.namespace.clone(), Value::clone(&e.object)))
         .collect();
@@ -215,7 +215,7 @@ fn ingress_records(sim: &Simulator, st: &mut State, now: u64) -> bool {
         let k = format!("{ns}/{name}");
         let mut g = st.guest_dns.get(&k).cloned().unwrap_or_default();
         if store::is_deleting(&obj) {
-            let asked = crate::operator::cleanup_requested(&obj);
+            let asked = crate::conditions::cleanup_requested(&obj);
             if asked && !g.cleaned {
                 for r in std::mem::take(&mut g.records) {
                     st.arm.remove(&r);
@@ -226,7 +226,7 @@ fn ingress_records(sim: &Simulator, st: &mut State, now: u64) -> bool {
             }
             continue;
         }
-        let pool_ready = crate::operator::entries(st, &pools_key, Some(&ns)).any(|e| {
+        let pool_ready = crate::conditions::entries(st, &pools_key, Some(&ns)).any(|e| {
             str_at(&e.object, "/spec/clusterName") == Some(name.as_str())
                 && condition_true(&e.object, "Ready")
         });

@@ -39,8 +39,8 @@
 
 use serde_json::{Value, json};
 
+use crate::conditions::{condition_true, objects, set_condition};
 use crate::kube::{HYPERSHIFT, kind_by_key, store};
-use crate::operator::{condition_true, objects, set_condition};
 use crate::sim::Simulator;
 use crate::state::State;
 use crate::util::str_at;
@@ -82,7 +82,7 @@ pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
         let k = format!("{ns}/{name}");
         let mut g = st.guest_cloud.get(&k).cloned().unwrap_or_default();
         if store::is_deleting(&obj) {
-            if crate::operator::cleanup_requested(&obj) && !g.cleaned {
+            if crate::conditions::cleanup_requested(&obj) && !g.cleaned {
                 if let Some(nsg) = g.nsg.clone()
                     && let Some(rules) = nsg_rules(st, &nsg)
                 {

@@ -85,12 +85,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::conditions::{objects, set_condition, set_condition_status};
 use crate::kube::{HYPERSHIFT, kind_by_key, store};
 use crate::machines::{self, Placement, Target};
-use crate::operator::{
-    FINALIZER, NodeBlock, SemVer, node_block, objects, parse_go_duration, release_of,
-    set_condition, set_condition_status,
-};
+use crate::operator::{FINALIZER, NodeBlock, node_block, parse_go_duration};
+use crate::release::{SemVer, release_of};
 use crate::sim::Simulator;
 use crate::state::{MachineSim, MdSim, NpSim, State};
 use crate::util::{self, str_at};
@@ -236,7 +235,7 @@ fn release_check(sim: &Simulator, np: &Value, hc: &Value) -> ReleaseCheck {
     let Some(cp) = completed.or_else(|| release_of(hc).and_then(|r| SemVer::parse(&r.2))) else {
         return ReleaseCheck::Unknown;
     };
-    let latest = crate::operator::latest_supported(sim);
+    let latest = crate::release::latest_supported(sim);
     let max = if cp > latest { latest } else { cp };
     let min = SemVer::new(4, 14, 0);
     let refused = if wanted < SemVer::new(4, 8, 0) {

@@ -151,13 +151,13 @@ fn cr(st: &State, cp_ns: &str) -> Option<Value> {
 /// Runs the controllers for every HostedCluster that is not being deleted.
 pub(crate) fn tick(sim: &Simulator, st: &mut State, now: u64) -> bool {
     let hc_key = format!("{HYPERSHIFT}/hostedclusters");
-    let live: std::collections::BTreeSet<String> = crate::operator::entries(st, &hc_key, None)
+    let live: std::collections::BTreeSet<String> = crate::conditions::entries(st, &hc_key, None)
         .map(|e| format!("{}/{}", e.namespace, e.name))
         .collect();
     st.pls_ctrl.retain(|k, _| live.contains(k));
     // Only private clusters not being deleted are reconciled here (by name: the controllers
     // run before every request, and read what they need of the stored objects).
-    let hcs: Vec<(String, String)> = crate::operator::entries(st, &hc_key, None)
+    let hcs: Vec<(String, String)> = crate::conditions::entries(st, &hc_key, None)
         .filter(|e| !store::is_deleting(&e.object) && is_private(&e.object))
         .map(|e| (e.namespace.clone(), e.name.clone()))
         .collect();
@@ -352,7 +352,7 @@ fn ho_reconcile(
             let cpo_set = t == "AzurePrivateLinkServiceAvailable"
                 && obj.pointer("/status/privateEndpointID").is_some();
             if !cpo_set {
-                dirty |= crate::operator::set_condition_status(
+                dirty |= crate::conditions::set_condition_status(
                     &mut obj,
                     t,
                     "True",
@@ -395,7 +395,7 @@ fn ho_reconcile(
         return false;
     };
     dirty |= set_status(&mut obj, "internalLoadBalancerID", &lb_id);
-    dirty |= crate::operator::set_condition_status(
+    dirty |= crate::conditions::set_condition_status(
         &mut obj,
         "AzureInternalLoadBalancerAvailable",
         "True",
@@ -576,7 +576,7 @@ fn cpo_reconcile(
     let mut dirty = set_status(&mut obj, "privateEndpointID", &real_pe_id);
     dirty |= set_status(&mut obj, "privateEndpointIP", &pe_ip);
     if state != "Approved" {
-        dirty |= crate::operator::set_condition_status(
+        dirty |= crate::conditions::set_condition_status(
             &mut obj,
             "AzurePrivateEndpointAvailable",
             "False",
@@ -591,7 +591,7 @@ fn cpo_reconcile(
         }
         return dirty;
     }
-    dirty |= crate::operator::set_condition_status(
+    dirty |= crate::conditions::set_condition_status(
         &mut obj,
         "AzurePrivateEndpointAvailable",
         "True",
@@ -674,7 +674,7 @@ fn cpo_reconcile(
         if field == "privateDNSZoneID" {
             dirty |= set_status(&mut obj, "dnsZoneName", &zname);
         }
-        dirty |= crate::operator::set_condition_status(
+        dirty |= crate::conditions::set_condition_status(
             &mut obj,
             "AzurePrivateDNSAvailable",
             "True",
@@ -683,7 +683,7 @@ fn cpo_reconcile(
             now,
         );
     }
-    dirty |= crate::operator::set_condition_status(
+    dirty |= crate::conditions::set_condition_status(
         &mut obj,
         "AzurePrivateLinkServiceAvailable",
         "True",
@@ -746,14 +746,14 @@ fn copy_conditions(
         .collect();
     // Run on every request: the HostedCluster is copied only when a condition changes.
     if wanted.iter().all(|(t, status, reason, message)| {
-        crate::operator::condition_is(hc, t, status, reason, message)
+        crate::conditions::condition_is(hc, t, status, reason, message)
     }) {
         return false;
     }
     let mut hc = hc.clone();
     let mut dirty = false;
     for (t, status, reason, message) in &wanted {
-        dirty |= crate::operator::set_condition_status(&mut hc, t, status, reason, message, now);
+        dirty |= crate::conditions::set_condition_status(&mut hc, t, status, reason, message, now);
     }
     if dirty && let Some(kind) = kind_by_key(&key) {
         store::update(sim, st, kind, ns, hc);
