@@ -42,17 +42,15 @@ printf '%s\n' "${COMPREPLY[@]}"
 /// after `show`/`watch`/`kubeconfig` the journal's run ids and `cluster/<name>` (the journal
 /// `--database` names, or the default one in the current directory), after `--cluster`
 /// the cluster names; a journal that does not exist offers no values and is not created.
-#[test]
-fn completion_bash_completes_states_run_ids_and_cluster_targets_from_the_journal() {
-    let dir = scratch("completion");
+/// A journal `j.db` in `dir` holding one finished self-test run: its URL and the run's id.
+fn journal_with_a_run(dir: &Path) -> (String, String) {
     let db = format!("sqlite://{}", dir.join("j.db").display());
-    let world = dir.join("world");
     let mut cmd = Command::new(bin());
     hermetic(&mut cmd);
     let out = cmd
         .args(["--database", &db, "selftest", "--world"])
-        .arg(&world)
-        .current_dir(&dir)
+        .arg(dir.join("world"))
+        .current_dir(dir)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -65,6 +63,13 @@ fn completion_bash_completes_states_run_ids_and_cluster_targets_from_the_journal
         })
         .unwrap()
         .to_string();
+    (db, run)
+}
+
+#[test]
+fn completion_bash_completes_states_run_ids_and_cluster_targets_from_the_journal() {
+    let dir = scratch("completion");
+    let (db, run) = journal_with_a_run(&dir);
 
     let states = complete(&dir, &["hcp-workflow", "list", "--state", ""]);
     for s in ["needs-operator", "succeeded", "rolled-back", "running"] {
@@ -148,7 +153,6 @@ _clap_dynamic_completer_hcp_workflow
 #[test]
 fn completion_zsh_completes_states_run_ids_and_cluster_targets_from_the_journal() {
     let dir = scratch("completion-zsh");
-    let db = format!("sqlite://{}", dir.join("j.db").display());
     let Some(states) = complete_zsh(&dir, &["hcp-workflow", "list", "--state", ""]) else {
         assert!(
             std::env::var("HCP_REQUIRE_TERMINAL").as_deref() != Ok("1"),
@@ -160,24 +164,7 @@ fn completion_zsh_completes_states_run_ids_and_cluster_targets_from_the_journal(
     for s in ["needs-operator", "succeeded", "rolled-back", "running"] {
         assert!(states.iter().any(|c| c == s), "{s} not in {states:?}");
     }
-    let mut cmd = Command::new(bin());
-    hermetic(&mut cmd);
-    let out = cmd
-        .args(["--database", &db, "selftest", "--world"])
-        .arg(dir.join("world"))
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let run = stdout
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("run ")
-                .and_then(|r| r.split_whitespace().next())
-        })
-        .unwrap()
-        .to_string();
+    let (db, run) = journal_with_a_run(&dir);
     let got = complete_zsh(&dir, &["hcp-workflow", "--database", &db, "show", ""]).unwrap();
     assert!(got.contains(&run), "{run} not in {got:?}");
     assert!(got.iter().any(|c| c == "cluster/selftest"), "{got:?}");
