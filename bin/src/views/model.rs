@@ -1518,342 +1518,451 @@ fn why(
     last_at: &HashMap<String, Timestamp>,
     now: Timestamp,
 ) -> Why {
-    let id = &d.id;
-    let head = format!("Run {id} ({}", d.workflow);
-    let head = match &d.cluster {
-        Some(c) => format!("{head}, cluster {c})"),
-        None => format!("{head})"),
-    };
-    let since = |step: &str| {
-        last_at
-            .get(step)
-            .map(|t| format!("{t}, {} ago", human_duration(now.0 - t.0)))
-            .unwrap_or_else(|| d.updated_at.clone())
-    };
-    // A workflow whose every step is a pivot (a delete) never unwinds: a cancel stops it
-    // where it is, and what it deleted stays deleted.
-    let forward_only = v.dag.forward_only();
-    let cancel = suggest(
-        "cancel",
-        None,
-        cli(&format!("cancel {id} --reason '…'")),
-        if forward_only {
-            "stop here for good: nothing is undone, what is deleted stays deleted"
-        } else {
-            "stop and unwind: every started step is undone"
-        },
-    );
-    let give_up = if forward_only {
-        "to stop it here for good (a delete undoes nothing)"
-    } else {
-        "to give up and unwind"
-    };
+    let cx = WhyCx::new(d, v, s, last_at, now);
     let mut actions = Vec::new();
     let mut lead = None;
     let text = match d.state {
-        RunState::Succeeded | RunState::RolledBack | RunState::Cancelled => {
-            let how = match (&d.state, &d.failure, &d.undo.cause) {
-                (RunState::Succeeded, _, _) => "every step succeeded".to_string(),
-                // The failure's hint (below) says what was undone.
-                (_, Some(f), _) => format!("it unwound because {}", failure_text(f)),
-                (_, None, Some(c)) => {
-                    format!("it unwound because {c}; every started step was undone")
-                }
-                _ => "every started step was undone".to_string(),
-            };
-            let mut next = match &d.failure {
-                Some(f) if d.state != RunState::Succeeded => format!(" {}", f.hint),
-                _ => " Nothing blocks it and nothing is left to do.".to_string(),
-            };
-            // Where the cluster's names resolve is what a user trips over next.
-            if let Some(r) = d.access.as_ref().and_then(|a| a.reach.as_deref()) {
-                next.push_str(&format!(" Reach: {r}"));
-            }
-            format!(
-                "{head} {} at {}: {how}.{next}",
-                crate::runref::state_phrase(d.state),
-                d.updated_at
-            )
-        }
-        RunState::Pending => {
-            let worker = crate::target::worker_command(s.target.as_deref());
-            actions.push(suggest(
-                "worker",
-                None,
-                worker.clone(),
-                "start a worker that reaches this run's target",
-            ));
-            format!(
-                "{head} is pending since {}: no worker has picked it up yet. It runs against \
-                 {}, so only a worker for that target takes it; start one with `{worker}`; \
-                 to drop it instead: `{}`.",
-                d.created_at,
-                crate::target::describe(s.target.as_deref()),
-                cancel.command
-            )
-        }
-        RunState::Failed => {
-            actions.push(suggest(
-                "resume",
-                None,
-                cli(&format!("resume {id}")),
-                "try the parked run again",
-            ));
-            actions.push(cancel.clone());
-            format!(
-                "{head} is parked since {}: {}. Nothing runs until an operator acts: after \
-                 upgrading to a binary that knows its steps, `{}`; or unwind it with `{}`.",
-                d.updated_at,
-                d.parked.as_deref().unwrap_or("unknown reason"),
-                actions[0].command,
-                cancel.command
-            )
-        }
-        RunState::NeedsOperator if v.paused.is_some() => {
-            let p = d.paused.as_ref();
-            let step = p.map(|p| p.step.clone()).unwrap_or_default();
-            actions.push(suggest(
-                "retry",
-                None,
-                cli(&format!("retry {id}")),
-                if d.forward_only {
-                    "re-run the failed deletion and continue the delete"
-                } else {
-                    "re-run the failed step with a fresh retry budget, then go on"
-                },
-            ));
-            actions.push(suggest(
-                "cancel",
-                None,
-                cli(&format!("cancel {id} --reason '…'")),
-                match p.and_then(|p| p.pivot.as_deref()) {
-                    _ if d.forward_only => {
-                        "stop here for good: nothing is undone, what is deleted stays deleted"
-                    }
-                    Some(_) => "undo only the steps after the pivot; keep the rest",
-                    None => "unwind: every started step is undone",
-                },
-            ));
-            let failed = d
-                .failure
-                .as_ref()
-                .map(failure_text)
-                .unwrap_or_else(|| format!("{step} failed"));
-            lead = Some(format!(
-                "{head} {} since {}: {failed}.",
-                p.map(|p| p.reason.clone()).unwrap_or_default(),
-                since(&step),
-            ));
-            format!(
-                "{head} {} since {}: {failed}.{}",
-                p.map(|p| p.text.clone()).unwrap_or_default(),
-                since(&step),
-                d.failure
-                    .as_ref()
-                    .map(|f| format!(" {}", f.hint))
-                    .unwrap_or_default()
-            )
-        }
-        RunState::NeedsOperator if v.unwinding.is_none() => {
-            // A forward wait ran past its budget (a stalled step).
-            let stalled: Vec<(&str, &str)> = v
-                .dag
-                .nodes
-                .iter()
-                .zip(&v.nodes)
-                .filter_map(|(spec, st)| match &st.status {
-                    NodeStatus::Stalled { reason, .. } => {
-                        Some((spec.name.as_str(), reason.as_str()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let mut parts = Vec::new();
-            for (step, reason) in &stalled {
-                parts.push(format!("{step} {reason} (stalled at {})", since(step)));
-                actions.push(suggest(
-                    "retry",
-                    Some(step),
-                    cli(&format!("retry {id} --step {step}")),
-                    "poll again with a fresh wait budget",
-                ));
-            }
-            actions.push(cancel.clone());
-            let first = stalled.first().map(|s| s.0).unwrap_or("the step");
-            format!(
-                "{head} needs an operator: {}. It waited past its budget and does not go on, \
-                 or unwind, by itself. Once the cause is fixed, give the wait a fresh budget with \
-                 `{}`; {}: `{}`.",
-                parts.join("; "),
-                cli(&format!("retry {id} --step {first}")),
-                if forward_only {
-                    give_up
-                } else {
-                    "to give up and unwind every started step"
-                },
-                cancel.command
-            )
-        }
-        RunState::NeedsOperator => {
-            let stuck: Vec<(&str, String, u32)> = v
-                .dag
-                .nodes
-                .iter()
-                .zip(&v.nodes)
-                .filter_map(|(spec, st)| match &st.status {
-                    NodeStatus::UndoFailed { error } => {
-                        Some((spec.name.as_str(), error.to_string(), st.undo_attempts))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let mut parts = Vec::new();
-            for (step, err, n) in &stuck {
-                parts.push(format!(
-                    "the undo of {step} gave up after {n} attempt{} at {}: {err}",
-                    if *n == 1 { "" } else { "s" },
-                    since(step)
-                ));
-                actions.push(suggest(
-                    "resolve",
-                    Some(step),
-                    cli(&format!("resolve {id} --step {step} --note '…'")),
-                    "you removed or checked the resource by hand: mark this undo done",
-                ));
-                actions.push(suggest(
-                    "retry",
-                    Some(step),
-                    cli(&format!("retry {id} --step {step}")),
-                    "run the undo again with a fresh attempt budget",
-                ));
-            }
-            actions.push(suggest(
-                "resume",
-                None,
-                cli(&format!("resume {id}")),
-                "retry every stuck undo",
-            ));
-            let first = stuck.first().map(|s| s.0).unwrap_or("the step");
-            format!(
-                "{head} is stuck while unwinding (it unwound because {}): {}. Unwinding cannot go on until an \
-                 operator acts. If you removed the resource yourself, record it with `{}`; to \
-                 try the undo again once the cause is fixed: `{}` (or `{}` for every stuck undo).",
-                d.failure
-                    .as_ref()
-                    .map(failure_text)
-                    .or_else(|| d.undo.cause.clone())
-                    .unwrap_or_else(|| "of an earlier failure".into()),
-                parts.join("; "),
-                cli(&format!("resolve {id} --step {first} --note '…'")),
-                cli(&format!("retry {id} --step {first}")),
-                cli(&format!("resume {id}")),
-            )
-        }
-        RunState::Unwinding => {
-            let step = d.step.clone().unwrap_or_default();
-            let mut t = format!(
-                "{head} is unwinding because {}: {}{}.",
-                d.undo.cause.as_deref().unwrap_or("of an earlier failure"),
-                d.blocked_on,
-                since_unless_said(&d.blocked_on, &since(&step)),
-            );
-            if let Some(b) = v
-                .node(&step)
-                .filter(|n| matches!(n.status, NodeStatus::UndoWaiting { .. }))
-                .and_then(|n| {
-                    let budget = v.dag.node(&step)?.undo_retry.wait_budget()?;
-                    Some(budget_text(n.undo_wait_since?, budget, now, "gives up"))
-                })
-            {
-                t.push_str(&b);
-            }
-            if matches!(
-                v.node(&step).map(|n| &n.status),
-                Some(NodeStatus::UndoRetryScheduled { .. } | NodeStatus::UndoWaiting { .. })
-            ) {
-                let r = suggest(
-                    "retry",
-                    Some(&step),
-                    cli(&format!("retry {id} --step {step}")),
-                    "run the undo now instead of waiting",
-                );
-                t.push_str(&format!(" To try the undo now: `{}`.", r.command));
-                actions.push(r);
-            } else {
-                t.push_str(" Nothing is needed from an operator; follow it with `");
-                t.push_str(&cli(&format!("watch {id}")));
-                t.push_str("`.");
-            }
-            t
-        }
-        RunState::Running | RunState::Waiting => {
-            let step = d.step.clone().unwrap_or_default();
-            let mut t = format!(
-                "{head} is {}: {}{}.",
-                d.state,
-                d.blocked_on,
-                since_unless_said(&d.blocked_on, &since(&step)),
-            );
-            match v.node(&step).map(|n| &n.status) {
-                Some(NodeStatus::RetryScheduled { error, .. }) => {
-                    let r = suggest(
-                        "retry",
-                        Some(&step),
-                        cli(&format!("retry {id} --step {step}")),
-                        "run the next attempt now",
-                    );
-                    let code = error
-                        .code
-                        .as_deref()
-                        .map(|c| format!(" (Azure/Kubernetes code {c})"))
-                        .unwrap_or_default();
-                    t.push_str(&format!(
-                        " The last attempt failed{code}; the engine retries on its own. To retry \
-                         now: `{}`; {give_up}: `{}`.",
-                        r.command, cancel.command
-                    ));
-                    actions.push(r);
-                }
-                Some(NodeStatus::Waiting { .. }) => {
-                    let r = suggest(
-                        "retry",
-                        Some(&step),
-                        cli(&format!("retry {id} --step {step}")),
-                        "check again now",
-                    );
-                    if let Some(b) = v.node(&step).and_then(|n| {
-                        let budget = v.dag.node(&step)?.retry.wait_budget()?;
-                        Some(budget_text(n.wait_since?, budget, now, "stalls"))
-                    }) {
-                        t.push_str(&b);
-                    }
-                    t.push_str(&format!(
-                        " It polls on a durable timer. To check now: `{}`; {give_up}: `{}`.",
-                        r.command, cancel.command
-                    ));
-                    actions.push(r);
-                }
-                _ => match (&s.lease_owner, d.lease_expired) {
-                    (Some(o), false) => t.push_str(&format!(
-                        " The worker {o} is executing it; nothing is needed. To stop it: `{}`.",
-                        cancel.command
-                    )),
-                    _ => t.push_str(&format!(
-                        " No worker holds it: start `{}` against this journal. To stop it: `{}`.",
-                        cli("worker"),
-                        cancel.command
-                    )),
-                },
-            }
-            actions.push(cancel);
-            t
-        }
+        RunState::Succeeded | RunState::RolledBack | RunState::Cancelled => why_finished(&cx),
+        RunState::Pending => why_pending(&cx, &mut actions),
+        RunState::Failed => why_parked(&cx, &mut actions),
+        RunState::NeedsOperator if v.paused.is_some() => why_paused(&cx, &mut actions, &mut lead),
+        RunState::NeedsOperator if v.unwinding.is_none() => why_stalled(&cx, &mut actions),
+        RunState::NeedsOperator => why_stuck_undo(&cx, &mut actions),
+        RunState::Unwinding => why_unwinding(&cx, &mut actions),
+        RunState::Running | RunState::Waiting => why_running(&cx, &mut actions),
     };
     Why {
         text,
         lead,
         actions,
     }
+}
+
+/// What every state's sentence in [`why`] reads: the run, its view and summary, when each
+/// step last moved, the time, and the sentence parts they share.
+struct WhyCx<'a> {
+    d: &'a RunDetail,
+    v: &'a RunView,
+    s: &'a RunSummary,
+    last_at: &'a HashMap<String, Timestamp>,
+    now: Timestamp,
+    /// `Run <id> (<workflow>, cluster <name>)`.
+    head: String,
+    /// Every step is a pivot (a delete): a cancel stops the run where it is, and what it
+    /// deleted stays deleted.
+    forward_only: bool,
+    /// The `cancel` suggestion, in the words of this workflow.
+    cancel: Suggestion,
+    /// What a cancel does, as the end of a sentence.
+    give_up: &'static str,
+}
+
+impl<'a> WhyCx<'a> {
+    fn new(
+        d: &'a RunDetail,
+        v: &'a RunView,
+        s: &'a RunSummary,
+        last_at: &'a HashMap<String, Timestamp>,
+        now: Timestamp,
+    ) -> Self {
+        let id = &d.id;
+        let head = format!("Run {id} ({}", d.workflow);
+        let head = match &d.cluster {
+            Some(c) => format!("{head}, cluster {c})"),
+            None => format!("{head})"),
+        };
+        let forward_only = v.dag.forward_only();
+        let cancel = suggest(
+            "cancel",
+            None,
+            cli(&format!("cancel {id} --reason '…'")),
+            if forward_only {
+                "stop here for good: nothing is undone, what is deleted stays deleted"
+            } else {
+                "stop and unwind: every started step is undone"
+            },
+        );
+        let give_up = if forward_only {
+            "to stop it here for good (a delete undoes nothing)"
+        } else {
+            "to give up and unwind"
+        };
+        WhyCx {
+            d,
+            v,
+            s,
+            last_at,
+            now,
+            head,
+            forward_only,
+            cancel,
+            give_up,
+        }
+    }
+
+    /// When `step` last moved (`<time>, <n> ago`), else when the run did.
+    fn since(&self, step: &str) -> String {
+        self.last_at
+            .get(step)
+            .map(|t| format!("{t}, {} ago", human_duration(self.now.0 - t.0)))
+            .unwrap_or_else(|| self.d.updated_at.clone())
+    }
+}
+
+/// `why`: a finished run: how it ended and what is left to do.
+fn why_finished(cx: &WhyCx<'_>) -> String {
+    let WhyCx { d, head, .. } = cx;
+    let how = match (&d.state, &d.failure, &d.undo.cause) {
+        (RunState::Succeeded, _, _) => "every step succeeded".to_string(),
+        // The failure's hint (below) says what was undone.
+        (_, Some(f), _) => format!("it unwound because {}", failure_text(f)),
+        (_, None, Some(c)) => {
+            format!("it unwound because {c}; every started step was undone")
+        }
+        _ => "every started step was undone".to_string(),
+    };
+    let mut next = match &d.failure {
+        Some(f) if d.state != RunState::Succeeded => format!(" {}", f.hint),
+        _ => " Nothing blocks it and nothing is left to do.".to_string(),
+    };
+    // Where the cluster's names resolve is what a user trips over next.
+    if let Some(r) = d.access.as_ref().and_then(|a| a.reach.as_deref()) {
+        next.push_str(&format!(" Reach: {r}"));
+    }
+    format!(
+        "{head} {} at {}: {how}.{next}",
+        crate::runref::state_phrase(d.state),
+        d.updated_at
+    )
+}
+
+/// `why`: a run no worker has picked up.
+fn why_pending(cx: &WhyCx<'_>, actions: &mut Vec<Suggestion>) -> String {
+    let WhyCx {
+        d, s, head, cancel, ..
+    } = cx;
+    let worker = crate::target::worker_command(s.target.as_deref());
+    actions.push(suggest(
+        "worker",
+        None,
+        worker.clone(),
+        "start a worker that reaches this run's target",
+    ));
+    format!(
+        "{head} is pending since {}: no worker has picked it up yet. It runs against \
+             {}, so only a worker for that target takes it; start one with `{worker}`; \
+             to drop it instead: `{}`.",
+        d.created_at,
+        crate::target::describe(s.target.as_deref()),
+        cancel.command
+    )
+}
+
+/// `why`: a parked run (`onFailure: pause` after a failure it cannot retry).
+fn why_parked(cx: &WhyCx<'_>, actions: &mut Vec<Suggestion>) -> String {
+    let WhyCx {
+        d, head, cancel, ..
+    } = cx;
+    let id = &d.id;
+    actions.push(suggest(
+        "resume",
+        None,
+        cli(&format!("resume {id}")),
+        "try the parked run again",
+    ));
+    actions.push(cancel.clone());
+    format!(
+        "{head} is parked since {}: {}. Nothing runs until an operator acts: after \
+             upgrading to a binary that knows its steps, `{}`; or unwind it with `{}`.",
+        d.updated_at,
+        d.parked.as_deref().unwrap_or("unknown reason"),
+        actions[0].command,
+        cancel.command
+    )
+}
+
+/// `why`: a run paused for an operator, with a deadline.
+fn why_paused(cx: &WhyCx<'_>, actions: &mut Vec<Suggestion>, lead: &mut Option<String>) -> String {
+    let WhyCx { d, head, .. } = cx;
+    let id = &d.id;
+    let since = |step: &str| cx.since(step);
+    let p = d.paused.as_ref();
+    let step = p.map(|p| p.step.clone()).unwrap_or_default();
+    actions.push(suggest(
+        "retry",
+        None,
+        cli(&format!("retry {id}")),
+        if d.forward_only {
+            "re-run the failed deletion and continue the delete"
+        } else {
+            "re-run the failed step with a fresh retry budget, then go on"
+        },
+    ));
+    actions.push(suggest(
+        "cancel",
+        None,
+        cli(&format!("cancel {id} --reason '…'")),
+        match p.and_then(|p| p.pivot.as_deref()) {
+            _ if d.forward_only => {
+                "stop here for good: nothing is undone, what is deleted stays deleted"
+            }
+            Some(_) => "undo only the steps after the pivot; keep the rest",
+            None => "unwind: every started step is undone",
+        },
+    ));
+    let failed = d
+        .failure
+        .as_ref()
+        .map(failure_text)
+        .unwrap_or_else(|| format!("{step} failed"));
+    *lead = Some(format!(
+        "{head} {} since {}: {failed}.",
+        p.map(|p| p.reason.clone()).unwrap_or_default(),
+        since(&step),
+    ));
+    format!(
+        "{head} {} since {}: {failed}.{}",
+        p.map(|p| p.text.clone()).unwrap_or_default(),
+        since(&step),
+        d.failure
+            .as_ref()
+            .map(|f| format!(" {}", f.hint))
+            .unwrap_or_default()
+    )
+}
+
+/// `why`: a run stopped for an operator before any unwind: a stalled or failed step.
+fn why_stalled(cx: &WhyCx<'_>, actions: &mut Vec<Suggestion>) -> String {
+    let WhyCx {
+        d,
+        v,
+        head,
+        cancel,
+        forward_only,
+        give_up,
+        ..
+    } = cx;
+    let (forward_only, give_up) = (*forward_only, *give_up);
+    let id = &d.id;
+    let since = |step: &str| cx.since(step);
+    // A forward wait ran past its budget (a stalled step).
+    let stalled: Vec<(&str, &str)> = v
+        .dag
+        .nodes
+        .iter()
+        .zip(&v.nodes)
+        .filter_map(|(spec, st)| match &st.status {
+            NodeStatus::Stalled { reason, .. } => Some((spec.name.as_str(), reason.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut parts = Vec::new();
+    for (step, reason) in &stalled {
+        parts.push(format!("{step} {reason} (stalled at {})", since(step)));
+        actions.push(suggest(
+            "retry",
+            Some(step),
+            cli(&format!("retry {id} --step {step}")),
+            "poll again with a fresh wait budget",
+        ));
+    }
+    actions.push(cancel.clone());
+    let first = stalled.first().map(|s| s.0).unwrap_or("the step");
+    format!(
+        "{head} needs an operator: {}. It waited past its budget and does not go on, \
+             or unwind, by itself. Once the cause is fixed, give the wait a fresh budget with \
+             `{}`; {}: `{}`.",
+        parts.join("; "),
+        cli(&format!("retry {id} --step {first}")),
+        if forward_only {
+            give_up
+        } else {
+            "to give up and unwind every started step"
+        },
+        cancel.command
+    )
+}
+
+/// `why`: a run stopped for an operator during its unwind: an undo gave up.
+fn why_stuck_undo(cx: &WhyCx<'_>, actions: &mut Vec<Suggestion>) -> String {
+    let WhyCx { d, v, head, .. } = cx;
+    let id = &d.id;
+    let since = |step: &str| cx.since(step);
+    let stuck: Vec<(&str, String, u32)> = v
+        .dag
+        .nodes
+        .iter()
+        .zip(&v.nodes)
+        .filter_map(|(spec, st)| match &st.status {
+            NodeStatus::UndoFailed { error } => {
+                Some((spec.name.as_str(), error.to_string(), st.undo_attempts))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut parts = Vec::new();
+    for (step, err, n) in &stuck {
+        parts.push(format!(
+            "the undo of {step} gave up after {n} attempt{} at {}: {err}",
+            if *n == 1 { "" } else { "s" },
+            since(step)
+        ));
+        actions.push(suggest(
+            "resolve",
+            Some(step),
+            cli(&format!("resolve {id} --step {step} --note '…'")),
+            "you removed or checked the resource by hand: mark this undo done",
+        ));
+        actions.push(suggest(
+            "retry",
+            Some(step),
+            cli(&format!("retry {id} --step {step}")),
+            "run the undo again with a fresh attempt budget",
+        ));
+    }
+    actions.push(suggest(
+        "resume",
+        None,
+        cli(&format!("resume {id}")),
+        "retry every stuck undo",
+    ));
+    let first = stuck.first().map(|s| s.0).unwrap_or("the step");
+    format!(
+        "{head} is stuck while unwinding (it unwound because {}): {}. Unwinding cannot go on until an \
+             operator acts. If you removed the resource yourself, record it with `{}`; to \
+             try the undo again once the cause is fixed: `{}` (or `{}` for every stuck undo).",
+        d.failure
+            .as_ref()
+            .map(failure_text)
+            .or_else(|| d.undo.cause.clone())
+            .unwrap_or_else(|| "of an earlier failure".into()),
+        parts.join("; "),
+        cli(&format!("resolve {id} --step {first} --note '…'")),
+        cli(&format!("retry {id} --step {first}")),
+        cli(&format!("resume {id}")),
+    )
+}
+
+/// `why`: a run unwinding.
+fn why_unwinding(cx: &WhyCx<'_>, actions: &mut Vec<Suggestion>) -> String {
+    let WhyCx {
+        d, v, head, now, ..
+    } = cx;
+    let now = *now;
+    let id = &d.id;
+    let since = |step: &str| cx.since(step);
+    let step = d.step.clone().unwrap_or_default();
+    let mut t = format!(
+        "{head} is unwinding because {}: {}{}.",
+        d.undo.cause.as_deref().unwrap_or("of an earlier failure"),
+        d.blocked_on,
+        since_unless_said(&d.blocked_on, &since(&step)),
+    );
+    if let Some(b) = v
+        .node(&step)
+        .filter(|n| matches!(n.status, NodeStatus::UndoWaiting { .. }))
+        .and_then(|n| {
+            let budget = v.dag.node(&step)?.undo_retry.wait_budget()?;
+            Some(budget_text(n.undo_wait_since?, budget, now, "gives up"))
+        })
+    {
+        t.push_str(&b);
+    }
+    if matches!(
+        v.node(&step).map(|n| &n.status),
+        Some(NodeStatus::UndoRetryScheduled { .. } | NodeStatus::UndoWaiting { .. })
+    ) {
+        let r = suggest(
+            "retry",
+            Some(&step),
+            cli(&format!("retry {id} --step {step}")),
+            "run the undo now instead of waiting",
+        );
+        t.push_str(&format!(" To try the undo now: `{}`.", r.command));
+        actions.push(r);
+    } else {
+        t.push_str(" Nothing is needed from an operator; follow it with `");
+        t.push_str(&cli(&format!("watch {id}")));
+        t.push_str("`.");
+    }
+    t
+}
+
+/// `why`: a running or waiting run: what it is doing now.
+fn why_running(cx: &WhyCx<'_>, actions: &mut Vec<Suggestion>) -> String {
+    let WhyCx {
+        d,
+        v,
+        s,
+        head,
+        cancel,
+        now,
+        give_up,
+        ..
+    } = cx;
+    let (now, give_up) = (*now, *give_up);
+    let id = &d.id;
+    let since = |step: &str| cx.since(step);
+    let step = d.step.clone().unwrap_or_default();
+    let mut t = format!(
+        "{head} is {}: {}{}.",
+        d.state,
+        d.blocked_on,
+        since_unless_said(&d.blocked_on, &since(&step)),
+    );
+    match v.node(&step).map(|n| &n.status) {
+        Some(NodeStatus::RetryScheduled { error, .. }) => {
+            let r = suggest(
+                "retry",
+                Some(&step),
+                cli(&format!("retry {id} --step {step}")),
+                "run the next attempt now",
+            );
+            let code = error
+                .code
+                .as_deref()
+                .map(|c| format!(" (Azure/Kubernetes code {c})"))
+                .unwrap_or_default();
+            t.push_str(&format!(
+                " The last attempt failed{code}; the engine retries on its own. To retry \
+                     now: `{}`; {give_up}: `{}`.",
+                r.command, cancel.command
+            ));
+            actions.push(r);
+        }
+        Some(NodeStatus::Waiting { .. }) => {
+            let r = suggest(
+                "retry",
+                Some(&step),
+                cli(&format!("retry {id} --step {step}")),
+                "check again now",
+            );
+            if let Some(b) = v.node(&step).and_then(|n| {
+                let budget = v.dag.node(&step)?.retry.wait_budget()?;
+                Some(budget_text(n.wait_since?, budget, now, "stalls"))
+            }) {
+                t.push_str(&b);
+            }
+            t.push_str(&format!(
+                " It polls on a durable timer. To check now: `{}`; {give_up}: `{}`.",
+                r.command, cancel.command
+            ));
+            actions.push(r);
+        }
+        _ => match (&s.lease_owner, d.lease_expired) {
+            (Some(o), false) => t.push_str(&format!(
+                " The worker {o} is executing it; nothing is needed. To stop it: `{}`.",
+                cancel.command
+            )),
+            _ => t.push_str(&format!(
+                " No worker holds it: start `{}` against this journal. To stop it: `{}`.",
+                cli("worker"),
+                cancel.command
+            )),
+        },
+    }
+    actions.push(cancel.clone());
+    t
 }
 
 /// ` (since …)` after `line`, unless the line already says since when (a waiting step's
