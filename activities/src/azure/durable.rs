@@ -804,6 +804,16 @@ async fn delete_checked(
             Deleted::Gone
         }));
     };
+    // Already being deleted: by this step's own DELETE when a crash came between Azure
+    // accepting it and the operation being journaled, or by someone else. A second DELETE
+    // would only race the first (several providers answer it 409
+    // AnotherOperationInProgress): wait for it to be gone.
+    if provisioning_state(&body).is_some_and(|s| s.eq_ignore_ascii_case("Deleting")) {
+        return Ok(Progress::pending(
+            None,
+            format!("waiting for Azure to finish deleting {id}"),
+        ));
+    }
     if let Some((own, this_run)) = check {
         let tags = body.get("tags");
         let keep = if this_run {
