@@ -1,4 +1,4 @@
-//! `hcp-workflow verify` (issue 25): is what the journal says still true in Azure and on the
+//! `hcp-workflow verify`: is what the journal says still true in Azure and on the
 //! management cluster?
 //!
 //! Read-only by construction: every call here is a GET (or a list, which is a GET that

@@ -1,4 +1,4 @@
-//! The ARM budget (issue 26) with the real ARM client against the in-process simulator,
+//! The ARM budget with the real ARM client against the in-process simulator,
 //! whose throttling follows ARM's documented buckets: under a saturated budget, a delete's
 //! requests are served before the creates that were waiting first, nothing is throttled by
 //! ARM, and a turn too far away comes back to the engine as a soft, throttled error that

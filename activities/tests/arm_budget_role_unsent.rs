@@ -1,4 +1,4 @@
-//! Issue 26: a role assignment whose PUT the ARM budget held back (nothing sent) is not
+//! A role assignment whose PUT the ARM budget held back (nothing sent) is not
 //! read again by the step's next attempt, through the real `azure.role-assignment.ensure`
 //! action: what the held-back attempt knew (the assignment missing: its principal new, or
 //! read missing) is journaled (`durable::UNSENT_KEY`), trusted by the next attempt, and

@@ -1,4 +1,4 @@
-//! Issue 26: a step whose PUT the ARM budget held back (nothing sent) goes back to the
+//! A step whose PUT the ARM budget held back (nothing sent) goes back to the
 //! engine; its next attempt trusts what it had read (the resource missing) instead of
 //! reading it again, and forgets that read durably before its PUT can leave, so an attempt
 //! after that (e.g. after a crash once the PUT may have gone out) reads again.

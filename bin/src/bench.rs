@@ -100,7 +100,7 @@ async fn engine(db: &str, a: EngineArgs) -> Result<u8> {
     let store = open_store(db).await?;
     // The floor and the steps alternate in rounds, side by side in one run: a machine whose
     // speed drifts (a busy neighbour, a checkpoint) shows in both, not in one of them only
-    // (issue 26). Each round: `FLOOR_COMMITS / rounds` single-row commits, then its share of
+    // . Each round: `FLOOR_COMMITS / rounds` single-row commits, then its share of
     // the runs.
     let floor_url = match db.strip_prefix("sqlite://") {
         Some(p) => Some(format!("sqlite://{p}.floor")),
@@ -305,7 +305,7 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
     let cfg = config::load(example).map_err(|e| anyhow::anyhow!("examples/cluster.yaml: {e}"))?;
     let sim_cfg = hcp_simulator::SimConfig {
         time_scale: a.time_scale,
-        // The public zone of baseDomain exists before a create (issue 12's lookup).
+        // The public zone of baseDomain exists before a create (the zone lookup).
         dns_zones: vec![crate::reach::dns_zone_seed(&cfg)],
         ..hcp_simulator::SimConfig::realistic()
     };
@@ -456,7 +456,7 @@ async fn cluster(db: &str, a: ClusterArgs) -> Result<u8> {
         .filter(|r| r.path.starts_with("/subscriptions/"))
         .count();
     let throttled = log.iter().filter(|r| r.status == 429).count();
-    // The floor the budget allows (issue 26): each budget's (subscription and operation
+    // The floor the budget allows: each budget's (subscription and operation
     // type) requests beyond its burst, over its refill rate; the slowest budget bounds the
     // wall time.
     let budget = hcp_activities::azure::budget::global();

@@ -1,4 +1,4 @@
-//! A team's defaults (issue 27 §9): a config file for the values every command of a team
+//! A team's defaults: a config file for the values every command of a team
 //! would otherwise repeat. Which file: `HCP_WORKFLOW_CONFIG`, else
 //! `$XDG_CONFIG_HOME/hcp-workflow/config.yaml`, else `~/.config/hcp-workflow/config.yaml`
 //! (none is needed).

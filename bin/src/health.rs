@@ -1,4 +1,4 @@
-//! A worker as a service (issue 27 §3, §5): its probe and metrics endpoints, and its drain
+//! A worker as a service: its probe and metrics endpoints, and its drain
 //! on SIGTERM.
 //!
 //! `worker --listen-health ADDR` serves, on a port of its own and without a token (it

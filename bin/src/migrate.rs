@@ -1,4 +1,4 @@
-//! Schema and code compatibility (issue 27 §8): `migrate`, `compat`, and the rule every
+//! Schema and code compatibility: `migrate`, `compat`, and the rule every
 //! other command opens a journal by.
 //!
 //! # When a journal's schema changes

@@ -174,7 +174,7 @@ pub async fn worker(db: &str, reach_args: &crate::reach::ReachArgs, a: WorkerArg
         moves,
         stopping.clone(),
     ));
-    // Probes and metrics (issue 27 §3); bound before the worker starts, so a taken port is
+    // Probes and metrics; bound before the worker starts, so a taken port is
     // refused at once (exit 2).
     let signal = shutdown_signal();
     let endpoints = crate::health::serve(&a.service, &e).await?;
@@ -214,7 +214,7 @@ pub async fn worker(db: &str, reach_args: &crate::reach::ReachArgs, a: WorkerArg
         served.clone(),
     ));
     let notifier = crate::notify::spawn(e.store().clone(), e.worker_id(), hooks)?;
-    // On SIGTERM: drain for at most `--grace` (issue 27 §5).
+    // On SIGTERM: drain for at most `--grace`.
     let worked = e.run_worker_draining(shutdown, grace).await;
     drop(endpoints);
     budget_reporter.abort();
@@ -237,7 +237,7 @@ pub async fn worker(db: &str, reach_args: &crate::reach::ReachArgs, a: WorkerArg
 }
 
 /// Keep this process's ARM budget counters in the journal every 15 s, for `/metrics`
-/// (issue 26: tokens used and waited per budget, across every worker).
+/// (tokens used and waited per budget, across every worker).
 async fn report_budget(store: Arc<dyn JournalStore>, me: String) {
     loop {
         tokio::time::sleep(Duration::from_secs(15)).await;
@@ -479,7 +479,7 @@ pub async fn command(
     let wait = a.wait;
     match e.submit(run, cmd.clone(), &who(), &reason).await {
         Ok(id) => {
-            // Issue 21 §3: a run that never started a step has nothing to undo; its cancel
+            // A run that never started a step has nothing to undo; its cancel
             // is applied here and now rather than when (if ever) a worker of its target
             // shows up, so the cluster it holds is free at once.
             if cmd == OperatorCommand::Cancel
@@ -593,7 +593,7 @@ async fn wait_applied(
                 && let Some(at) = &c.applied_at
             {
                 let outcome = c.outcome.clone().unwrap_or_else(|| "applied".into());
-                // Issue 21 §5: `--wait` follows to the effect, not only to the command.
+                // `--wait` follows to the effect, not only to the command.
                 let took_effect = outcome.starts_with(hcp_runtime::journal::OPERATOR_APPLIED);
                 if took_effect
                     && let Some(code) =

@@ -1,5 +1,5 @@
 //! `hcp-workflow preflight`: every prerequisite of a cluster, checked read-only against the
-//! APIs the run will use, before anything is journaled (issue 13). The checks themselves
+//! APIs the run will use, before anything is journaled. The checks themselves
 //! live in `hcp_activities::preflight`; this module builds their inputs from the cluster
 //! file, prints the report and picks the exit code. `start` runs the same checks
 //! ([`run_for`]) before journaling.

@@ -87,7 +87,7 @@ pub(crate) fn sim_state_path(db: &str) -> Option<PathBuf> {
     Some(PathBuf::from(format!("{path}.sim.json")))
 }
 
-/// Issue 21 §5: `--simulate` keeps the simulated cloud in this process, and beside a SQLite
+/// `--simulate` keeps the simulated cloud in this process, and beside a SQLite
 /// journal in `<db>.sim.json`. On Postgres there is no such file: a `--simulate` worker (or a
 /// detached `--simulate` run, which only such a worker could run) would work in an empty
 /// simulated cloud of its own, without the run's DNS zone or anything an earlier process

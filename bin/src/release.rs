@@ -3,8 +3,8 @@
 //!
 //! In a debug build only, `HCP_TEST_PREVIOUS_RELEASE=1` makes the binary act as the release
 //! before this one: its workers do not know the actions [`ADDED_IN_THIS_RELEASE`] and its
-//! plans do not name them. The rolling-upgrade test (issue 27 §8,
-//! `tests/tests/team_service/rolling_upgrade.rs`) runs old and new workers side by side with it; a
+//! plans do not name them. The rolling-upgrade test
+//! (`tests/tests/e2e/team_service/rolling_upgrade.rs`) runs old and new workers side by side with it; a
 //! release build ignores the variable.
 
 use anyhow::{Context, Result};

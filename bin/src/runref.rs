@@ -1,4 +1,4 @@
-//! Run references people can type (issue 15): wherever a command takes a RUN it accepts
+//! Run references people can type: wherever a command takes a RUN it accepts
 //!
 //! - the full id (`0199a3b2-7c4e-7f00-8d1e-5b2a9c3f4e10`);
 //! - any unique prefix or suffix of it, with or without dashes (`5b2a9c3f4e10`, `4e10`):

@@ -553,7 +553,7 @@ pub(crate) fn refuse_busy(
     Refused::refused(msg)
 }
 
-/// Issue 21 §3: on SQLite one process executes a journal. When another process (a
+/// On SQLite one process executes a journal. When another process (a
 /// worker) holds it and does not serve `target`, a run of `target` would be journaled and
 /// then followed for ever (the worker never leases it, and this process may not execute
 /// beside it): refuse at once instead.
@@ -631,7 +631,7 @@ pub(crate) async fn prepare_dag(
     })
 }
 
-/// Issue 27 §9: the HostedCluster names the run that last handled it (its
+/// The HostedCluster names the run that last handled it (its
 /// `hcp-workflow.io/run` label, which every run that creates or adopts it writes). When
 /// that run is not in this journal, the cluster's history is in another one (a start from
 /// another directory opened another `./hcp-workflow.db`, or another database): say so,
@@ -818,9 +818,9 @@ pub(crate) async fn resolve_private_link(
     Ok(resolved)
 }
 
-/// Issue 13: every check that applies to this workflow (the permissions derived from this
+/// Every check that applies to this workflow (the permissions derived from this
 /// very DAG), read-only, before anything is journaled. A failure prints the failed rows
-/// and refuses; warnings do not stop a start, but are not hidden either (issue 21 §5).
+/// and refuses; warnings do not stop a start, but are not hidden either.
 /// The `preflight` label of the run.
 pub(crate) async fn preflight_report(
     p: &Prepared,

@@ -1,4 +1,4 @@
-//! `hcp-workflow verify` (issue 25): compare what the journal says a cluster is with what
+//! `hcp-workflow verify`: compare what the journal says a cluster is with what
 //! exists in Azure and on the management cluster. Read-only: GETs and lists only, nothing
 //! journaled. Exit 0 when everything is as the journal says, 3 when something drifted, is
 //! missing or foreign, 2 when it could not check.

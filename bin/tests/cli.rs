@@ -735,7 +735,7 @@ fn resolve_waits_until_applied_with_short_id_and_step_suffix() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(text.contains("applied `resolve --step b1` at "), "{text}");
-    // Issue 21 §5: `--wait` follows to the effect, the end of the unwind.
+    // `--wait` follows to the effect, the end of the unwind.
     assert!(text.contains("following its effect"), "{text}");
     assert_eq!(
         text.lines().last(),
@@ -812,7 +812,7 @@ fn bench_cluster_creates_without_failures() {
     assert_eq!(last["steps_per_create"], 66, "{last}");
 }
 
-/// Issue 21: every `worker` made `./hcp-workflow-selftest/` in whatever directory it was
+/// Every `worker` made `./hcp-workflow-selftest/` in whatever directory it was
 /// started from, though it ran no self-test. The self-test's scratch directory now appears
 /// only with its first side effect.
 #[test]
@@ -844,7 +844,7 @@ fn a_worker_leaves_no_selftest_directory_behind() {
     assert!(left.is_empty(), "the worker left {left:?} in its directory");
 }
 
-/// Issue 21 §5: the bash completion completes below the top level, in a real bash (the
+/// The bash completion completes below the top level, in a real bash (the
 /// generated case labels were mangled for the hyphenated binary name, so only top-level
 /// commands completed).
 #[test]

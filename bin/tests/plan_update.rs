@@ -1,4 +1,4 @@
-//! `plan update-cluster` (issue 24) on the real binary, locked by golden files: a cluster
+//! `plan update-cluster` on the real binary, locked by golden files: a cluster
 //! created from `examples/cluster.yaml` with `--simulate`, then its file edited — every
 //! change, the DAG, the pivots and the undo plan; a file with changes that cannot be made in
 //! place (each with why and the fix); an unchanged file (nothing to change). The run id the
@@ -116,7 +116,7 @@ fn plan_update_cluster_shows_every_change_the_dag_pivots_and_undo_plan() {
     golden("plan_update_refused.txt", &norm(&out));
 }
 
-/// `plan repair-cluster` (issue 25) of a cluster created from `examples/cluster.yaml` with
+/// `plan repair-cluster` of a cluster created from `examples/cluster.yaml` with
 /// `--simulate`, locked by a golden file: create-cluster's steps under their names, each
 /// resource `[exists: created by run …]` (its step adopts it), the `access` stage with
 /// its pivot, the pause policy and what `cancel` undoes. The run id is replaced by `<run>`
@@ -218,7 +218,7 @@ fn plan_repair_cluster_shows_create_steps_the_access_stage_and_its_pivot() {
     );
 }
 
-/// Issue 28: `plan` of the ARO HCP example names the Key Vault, each component's
+/// `plan` of the ARO HCP example names the Key Vault, each component's
 /// application, service principal, certificate (made in Key Vault), key credential and
 /// credentials secret, the data-plane identities and every role; the purge plan names what
 /// `--purge-persistent` removes (only this cluster's). Then the example's own quick start

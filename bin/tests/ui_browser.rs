@@ -136,7 +136,7 @@ fn resolve_a_stuck_undo_in_the_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rolled_back = first_run_id(&out.stdout);
-    // Paused past a pivot (issue 23): `a → p (pivot) → c → d`, d fails for good.
+    // Paused past a pivot: `a → p (pivot) → c → d`, d fails for good.
     let out = selftest(Some("d")).arg("--pivot").output().unwrap();
     assert_eq!(
         out.status.code(),

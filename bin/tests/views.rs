@@ -186,7 +186,7 @@ fn json_views_carry_the_fields_scripts_need() {
     assert_eq!(inv["apiVersion"], "hcp-workflow/v1", "{inv}");
     assert_eq!(inv["kind"], "Inventory", "{inv}");
     let all = inv["items"].as_array().unwrap();
-    // What the still-running run 3 holds is listed apart, marked unfinished (issue 21 §2).
+    // What the still-running run 3 holds is listed apart, marked unfinished.
     let (held, items): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) =
         all.iter().partition(|r| r["unfinished"] == true);
     assert!(
@@ -234,7 +234,7 @@ fn bad_filters_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--since yesterday-ish"));
-    // A state spelled with `_` gets "did you mean" (issue 21 §5).
+    // A state spelled with `_` gets "did you mean".
     let out = views_support::bin()
         .args(["list", "--database", &db, "--state", "needs_operator"])
         .output()

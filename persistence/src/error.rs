@@ -85,7 +85,7 @@ fn is_transient_code(db: &dyn DatabaseError) -> bool {
             .code()
             .and_then(|c| c.parse::<i32>().ok())
             // A full disk is worth waiting out, as on Postgres (SQLSTATE 53100): the writer
-            // retries, saying why, instead of the worker exiting (issue 21 §6).
+            // retries, saying why, instead of the worker exiting.
             .is_some_and(|c| {
                 matches!(
                     c & 0xff,

@@ -1,4 +1,4 @@
-//! The durable-commit floor of a journal's database (issue 26): how long the smallest
+//! The durable-commit floor of a journal's database: how long the smallest
 //! durable write takes there, so `bench engine` can say how close a step is to it.
 //!
 //! One autocommit `INSERT` of one short row into a probe table (dropped afterwards), `n`

@@ -1,4 +1,4 @@
-//! Which schema version a journal is at, read without writing anything (issue 27 §8: a
+//! Which schema version a journal is at, read without writing anything (a
 //! worker refuses a schema older or newer than it knows; `hcp-workflow migrate` says from
 //! which version to which).
 //!

@@ -352,7 +352,7 @@ impl CheckpointSink for Sink {
             // poll). Saving a checkpoint is news: the attempt re-enters `running` under its
             // journaled intent first, as when the poll's outcome is news. Without this the
             // journal refused the checkpoint (a node that is not running) and the step was
-            // told its lease was lost when nothing was lost (issue 21).
+            // told its lease was lost when nothing was lost.
             let mut events = Vec::with_capacity(2);
             if let Some(again) = reenter_quiet(&w.view, node, phase) {
                 events.push(again);

@@ -1,5 +1,5 @@
 //! What a worker's engine knows about its own health: for readiness probes and metrics
-//! (`hcp-workflow worker --listen-health`, issue 27).
+//! (`hcp-workflow worker --listen-health`).
 //!
 //! The engine updates a [`WorkerHealth`] as its worker loop goes (each acquire, each bulk
 //! lease renewal, the runs it holds, the drain on shutdown); [`crate::Engine::health`]

@@ -176,7 +176,7 @@ pub fn ledger_of(view: &RunView) -> Vec<LedgerEntry> {
                 }
             }
             // What the step adopted (there before the run) its undo keeps: say so, so that
-            // no view calls it undone (issue 21 §2). An explicit undo record wins.
+            // no view calls it undone. An explicit undo record wins.
             let said: std::collections::HashSet<String> = out
                 .iter()
                 .filter(|e| e.node == spec.name && e.phase == "undo")

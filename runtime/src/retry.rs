@@ -265,7 +265,7 @@ mod tests {
         assert!(matches!(p.decide(6, &e), RetryDecision::GiveUp { .. }));
     }
 
-    /// Issue 21: every 429 used up an attempt, and the 7th waited 60 s although ARM said
+    /// Every 429 used up an attempt, and the 7th waited 60 s although ARM said
     /// 1 s. Soft answers now keep the attempts for real failures, are bounded in time, and
     /// wait exactly the Retry-After.
     #[test]

@@ -512,7 +512,7 @@ pub trait JournalStore: Send + Sync + fmt::Debug + 'static {
 
     /// Extend every lease `owner` holds for `ttl` from now, where "now" is the store's
     /// clock when it has one: Postgres decides lease expiry by the database's `now()`
-    /// (issue 27), so a worker whose clock runs ahead can neither take a live run over nor
+    /// , so a worker whose clock runs ahead can neither take a live run over nor
     /// keep its own leases longer. The default is [`JournalStore::renew`] to `now + ttl`
     /// (`now`: the caller's clock).
     async fn renew_for(

@@ -39,7 +39,7 @@ pub struct Faults {
     /// How long each `Wait` lasts (default 600 s).
     pub wait_ms: Option<u64>,
     /// Nodes whose action takes this long (ms) after its side effect, before it returns:
-    /// a step a worker is stopped in the middle of (issue 27's drain).
+    /// a step a worker is stopped in the middle of (a worker's drain).
     pub slow_ms: HashMap<String, u64>,
     /// Calls so far, by "do:<node>" / "undo:<node>".
     #[serde(skip)]

@@ -114,7 +114,7 @@ impl Clock for TokioClock {
     }
 }
 
-/// A clock set to the journal database's time (issue 27 §6).
+/// A clock set to the journal database's time.
 ///
 /// Workers on several hosts write timestamps into one journal: when a wait began, when a
 /// retry is due, when a timer fires. Measured on each host's own clock, a host that runs

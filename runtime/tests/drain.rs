@@ -1,4 +1,4 @@
-//! A worker's drain on shutdown (issue 27 §5), over the in-memory store with paused time:
+//! A worker's drain on shutdown, over the in-memory store with paused time:
 //! it starts nothing new, lets the step in flight end and journals it, keeps its lease
 //! meanwhile, then releases the run for another worker, which goes on from the next step;
 //! a step longer than the grace period is dropped and runs again elsewhere.

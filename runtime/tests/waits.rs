@@ -149,7 +149,7 @@ async fn a_long_wait_journals_a_constant_number_of_events() {
     assert_eq!(waits, 1, "{evs:?}");
 }
 
-/// Issue 21 §3: a step that saves a checkpoint during a poll of its wait (nothing journaled
+/// A step that saves a checkpoint during a poll of its wait (nothing journaled
 /// before a poll runs) was told "checkpoint could not be journaled (lease lost)": the
 /// journal refused a checkpoint for a node that was `waiting`, not `running`. No lease was
 /// ever lost; the attempt failed for nothing and was retried.

@@ -1,4 +1,4 @@
-//! The AKS management cluster (`simulator serve --management-platform aks`, issue 28): what an
+//! The AKS management cluster (`simulator serve --management-platform aks`): what an
 //! ARO HCP management cluster is made of, beyond serving no Route API.
 //!
 //! **ARM.** The cluster itself is a `Microsoft.ContainerService/managedClusters` resource

@@ -1,4 +1,4 @@
-//! HyperShift's ARO HCP identity model (issue 28): a HostedCluster with
+//! HyperShift's ARO HCP identity model: a HostedCluster with
 //! `spec.platform.azure.azureAuthenticationConfig.azureAuthenticationConfigType:
 //! ManagedIdentities`, as HyperShift 4.22 runs it on an AKS management cluster (`crate::aks`).
 //!

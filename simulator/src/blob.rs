@@ -11,7 +11,7 @@
 //! `Authorization` header or a SAS (`sig=` in the query); anonymous reads are allowed when
 //! the container's `publicAccess` is `Container` or `Blob`, as for the public OIDC issuer.
 //!
-//! What is modelled from the Blob service documentation (issue 14):
+//! What is modelled from the Blob service documentation:
 //! - **Shared Key** (<https://learn.microsoft.com/rest/api/storageservices/authorize-with-shared-key>):
 //!   `Authorization: SharedKey {account}:{signature}` is verified — the string-to-sign of
 //!   version 2015-02-21 and later (verb, the eleven standard headers with an empty

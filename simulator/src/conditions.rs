@@ -129,7 +129,7 @@ pub(crate) fn objects(st: &State, kind_key: &str) -> Vec<(String, String, Arc<Va
 /// The stored objects of `kind_key` (in `namespace`, if given), borrowed, in key order.
 /// The store is keyed `kind|namespace|name` ([`store::key`]), so this is a range of it,
 /// not a scan: every request ticks the controllers, and with fifty clusters copying every
-/// NodePool for each HostedCluster took most of the simulator's CPU (issue 26's bench).
+/// NodePool for each HostedCluster took most of the simulator's CPU (the fifty-cluster benchmark).
 pub(crate) fn entries<'a>(
     st: &'a State,
     kind_key: &str,

@@ -241,7 +241,7 @@ pub struct SimConfig {
     /// seeds [`DnsZoneSeed::example`] unless told otherwise, `--simulate` the cluster
     /// file's `baseDomain`).
     pub dns_zones: Vec<DnsZoneSeed>,
-    /// Failures the preflight read APIs answer with (issue 13; see the `preflight`
+    /// Failures the preflight read APIs answer with (see the `preflight`
     /// module); changeable while running with `PUT /_sim/scenario`.
     pub scenario: crate::preflight::Scenario,
 }

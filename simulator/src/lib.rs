@@ -136,7 +136,7 @@
 //! removes or recreates the public `router` Service. See the `nodepool`, `machines` and
 //! `operator` modules.
 //!
-//! **AKS and ARO HCP (issue 28).** With `--management-platform aks` the management cluster
+//! **AKS and ARO HCP.** With `--management-platform aks` the management cluster
 //! is an AKS `managedClusters` resource (`management`, in the management resource group;
 //! read-only) with the Key Vault Secrets Provider add-on (its identity a real ARM identity),
 //! an OIDC issuer and workload identity; the Secrets Store CSI driver's SecretProviderClass
@@ -166,7 +166,7 @@
 //! specific one authoritative, no fall-through; then public zones), as the `dns` module
 //! models it; without `vnet`, what public DNS answers.
 //!
-//! ## Preflight reads and failure scenarios (issue 13)
+//! ## Preflight reads and failure scenarios
 //! Resource providers, features, `Microsoft.Authorization/permissions`, usages, resource
 //! SKUs, `checkNameAvailability`, `checkPrivateLinkServiceVisibility`, `SelfSubjectReview`,
 //! `SelfSubjectAccessReview`, the HyperShift CRDs and the operator's `supported-versions`

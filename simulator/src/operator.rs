@@ -36,7 +36,7 @@
 //! plane ([`upgrade`]: a `Partial` history entry, then `Completed` after `guest_rollout`); a
 //! y-stream downgrade is refused ([`release_block`]).
 //!
-//! ARO HCP (`azureAuthenticationConfigType: ManagedIdentities`, issue 28) is
+//! ARO HCP (`azureAuthenticationConfigType: ManagedIdentities`) is
 //! `crate::aro_hcp`: an operator not installed for it fails the reconcile
 //! (`ReconciliationSucceeded=False`), one that is makes the control plane's
 //! SecretProviderClasses; without its control-plane operator (credentials volume not mounted)
@@ -646,7 +646,7 @@ fn access_status(
     dirty
 }
 
-/// The guest's rollout, as the HostedCluster shows it (issue 22 §4): `status.version`
+/// The guest's rollout, as the HostedCluster shows it: `status.version`
 /// (HyperShift copies the guest ClusterVersion's history; `hypershift create cluster
 /// --wait` waits for `history[0].completionTime`, `cmd/cluster/core/create.go`) and the
 /// `ClusterVersion*` conditions it bubbles up from the CVO
@@ -947,7 +947,7 @@ pub(crate) fn parse_go_duration(s: &str) -> Option<std::time::Duration> {
 /// machine, service and cluster networks, in that order, pairwise; each overlap is a
 /// `field.Invalid` on the first of the pair, aggregated into `ValidConfiguration=False`
 /// (reason `InvalidConfiguration`), and the cluster never becomes Available.
-/// Issue 22 §8: on a management cluster without the Route API (AKS), HyperShift refuses a
+/// On a management cluster without the Route API (AKS), HyperShift refuses a
 /// HostedCluster whose services are Routes, whatever its topology
 /// (`hostedcluster_controller.go` `validateConfigAndClusterCapabilities`, message verbatim).
 fn route_capability_errors(sim: &Simulator, obj: &Value) -> Vec<String> {
@@ -1446,7 +1446,7 @@ fn resolve_public(st: &State, hc: &Value, host: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Whether a node of this cluster can reach its API server (issue 22 §1), as kubelet and
+/// Whether a node of this cluster can reach its API server, as kubelet and
 /// the node's HAProxy dial it (`hypershift-operator/controllers/nodepool/apiserver-haproxy/
 /// haproxy.go`): public topologies through the public endpoint; private ones at
 /// `api.<name>.hypershift.local`, on 443 for a Route API server, 6443 for a LoadBalancer

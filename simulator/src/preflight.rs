@@ -1,4 +1,4 @@
-//! The read APIs `hcp-workflow preflight` asks (issue 13), and the [`Scenario`] that makes
+//! The read APIs `hcp-workflow preflight` asks, and the [`Scenario`] that makes
 //! each of them answer a failure.
 //!
 //! Written from the real contracts (Azure/azure-rest-api-specs, Kubernetes API reference),
@@ -98,11 +98,11 @@ pub struct Scenario {
     /// A PodDisruptionBudget in the guest allows no eviction, so draining a node never
     /// finishes: a NodePool deleted on its own (its nodes drained first) stays until its
     /// `nodeDrainTimeout` passes, for ever without one. A NodePool deleted with its
-    /// HostedCluster is not drained (issue 22 §5; see operator.rs `node_pools`).
+    /// HostedCluster is not drained.
     pub blocking_pdb: bool,
     /// Guest cluster operators that never become available (`console`, `ingress`, …): the
     /// release never rolls out, and the HostedCluster's `ClusterVersion*` conditions say
-    /// which (issue 22 §4).
+    /// which.
     pub failing_cluster_operators: Vec<String>,
     /// The simulated cluster does not check its workload-identity chain
     /// (`workload_identity.rs`). Only for tests of the Kubernetes API mechanics that apply

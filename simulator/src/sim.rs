@@ -466,7 +466,7 @@ impl Simulator {
     /// never staler than one run of the controllers, the delay their lock already imposes;
     /// with a handful of clusters a run takes microseconds and every request still runs
     /// them. (With fifty clusters one run took about 15 ms and ran before every request and
-    /// from the ticker, most of the simulator's CPU: issue 26's bench.)
+    /// from the ticker, most of the simulator's CPU: the fifty-cluster benchmark.)
     pub(crate) fn tick_for_request(&self) {
         let written = self.inner.written.swap(false, Ordering::SeqCst);
         let cost = self
@@ -582,7 +582,7 @@ async fn ticker(weak: Weak<Inner>) {
         // Requests run the controllers first (`Simulator::tick_for_request`): the ticker
         // only fills the gaps, and leaves at least four times their last run's duration
         // between two runs of its own, so it never takes more than a fifth of a core (with
-        // fifty clusters it took most of the simulator's CPU: issue 26's bench). What it
+        // fifty clusters it took most of the simulator's CPU: the fifty-cluster benchmark). What it
         // advances between requests is seen by watches only: a request runs them anyway.
         let since = sim
             .inner

@@ -1,4 +1,4 @@
-//! The workload-identity chain a real hosted cluster depends on (issue 22 §6).
+//! The workload-identity chain a real hosted cluster depends on.
 //!
 //! Every Azure-facing component of a self-managed Azure hosted cluster authenticates with a
 //! projected service-account token, exchanged at Entra ID for an access token of the user-

@@ -56,7 +56,7 @@ impl Sim {
             args.push(c.to_str().unwrap());
         }
         // Every request body our client sends is validated against Azure's OpenAPI specs
-        // (issue 14): a body Azure would refuse fails the test with ARM's 400.
+        // : a body Azure would refuse fails the test with ARM's 400.
         let specs = shared_specs();
         if let Some(s) = &specs {
             args.push("--specs");

@@ -1,6 +1,6 @@
 //! The last applied configuration: what a create (and, later, an update) made the cluster
 //! be, journaled with its run, so a later start can say how a cluster file differs from the
-//! cluster (issue 24: `start create-cluster` on a cluster that exists and differs from the
+//! cluster (`start create-cluster` on a cluster that exists and differs from the
 //! file must not claim to have created it as the file says).
 //!
 //! The document is the cluster file as JSON (camelCase keys, as written), with:

@@ -196,7 +196,7 @@ struct Ctx<'a> {
     /// repair-cluster: existing NodePools are applied again.
     repair: bool,
     /// PublicAndPrivate: the API server and OAuth have public hostnames whose A records
-    /// hcp-workflow writes (issue 22 §1; `kube::render::hosted_cluster`).
+    /// hcp-workflow writes.
     public_hostnames: Option<PublicHostnames>,
 }
 
@@ -572,7 +572,7 @@ fn identities(
         &ResourceInput {
             persistent: true,
             // Shared by many clusters (HyperShift's `os4-common`): adopted whoever made
-            // it, deleted only when empty (issue 12, finding 11).
+            // it, deleted only when empty.
             shared: true,
             ..c.res(
                 "Microsoft.Resources/resourceGroups",
@@ -1623,7 +1623,7 @@ mod tests {
         out
     }
 
-    /// Issue 12, finding 3: with a bring-your-own network the infra zone `<name>.<baseDomain>`
+    /// With a bring-your-own network the infra zone `<name>.<baseDomain>`
     /// and its link to the (user's) VNet are still created, the HostedCluster names both
     /// zones, and the public zone lookup runs before anything is created.
     #[test]
@@ -1673,7 +1673,7 @@ mod tests {
         }
     }
 
-    /// Issue 12, finding 3: the ingress identity's third scope is the public zone's group:
+    /// The ingress identity's third scope is the public zone's group:
     /// `dnsZoneResourceGroup` when given, else the group the lookup finds.
     #[test]
     fn ingress_dns_scope_is_the_public_zone_group() {
@@ -1705,7 +1705,7 @@ mod tests {
         );
     }
 
-    /// Issue 12, finding 4: bring-your-own identities are resolved read-only first and get
+    /// Bring-your-own identities are resolved read-only first and get
     /// the same 18 role assignments; no identity is created.
     #[test]
     fn byo_identities_get_the_18_role_assignments() {
@@ -1744,7 +1744,7 @@ mod tests {
         }
     }
 
-    /// Issue 12, finding 5: with an existing issuer, `oidc.key` stores the issuer's key (by
+    /// With an existing issuer, `oidc.key` stores the issuer's key (by
     /// path: the key itself is never in the DAG) and checks it against the issuer's JWKS.
     #[test]
     fn existing_issuer_key_file_reaches_the_key_node() {
@@ -1768,7 +1768,7 @@ mod tests {
         );
     }
 
-    /// Issue 12, finding 6: no image means HyperShift's release default (Gen2, ≥ 4.20), an
+    /// No image means HyperShift's release default (Gen2, ≥ 4.20), an
     /// explicit image is rendered as given.
     #[test]
     fn node_pool_images() {
@@ -1811,7 +1811,7 @@ mod tests {
         assert!(node(&dag, "nodepools.byid").input["spec"]["image"]["image-id"].is_string());
     }
 
-    /// Issue 12, finding 10: the config's cloud reaches `spec.platform.azure.cloud`.
+    /// The config's cloud reaches `spec.platform.azure.cloud`.
     #[test]
     fn the_cloud_reaches_the_hosted_cluster() {
         let example =

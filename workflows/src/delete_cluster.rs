@@ -131,7 +131,7 @@ pub fn build(cfg: &ClusterConfig, l: &Layout, opts: DeleteOptions) -> Result<Sag
     Ok(dag)
 }
 
-/// Every deletion is a pivot (issue 23 §2): what it deleted cannot be brought back, so a
+/// Every deletion is a pivot: what it deleted cannot be brought back, so a
 /// delete only goes forward. A failed delete pauses for `retry`; it never claims to have
 /// rolled anything back.
 fn o() -> NodeOptions {
@@ -459,7 +459,7 @@ fn control_plane(
     Ok(())
 }
 
-/// `nodepools`: issue 22 §5, the NodePools go with the HostedCluster, as HyperShift
+/// `nodepools`: the NodePools go with the HostedCluster, as HyperShift
 /// deletes them (`hostedcluster_controller.go` `delete` → `deleteNodePools`, with the CAPI
 /// Cluster: cluster-api does not drain the nodes of a Cluster being deleted). Deleting them
 /// first, as this workflow did, drained every node, and a PodDisruptionBudget could block
@@ -875,7 +875,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// Issue 12, findings 3 and 4: with a bring-your-own network and identities, delete
+    /// With a bring-your-own network and identities, delete
     /// removes the infra zone and link and all 18 role assignments (the ingress one on the
     /// public zone's group, found read-only), but never an identity, the VNet or the
     /// public zone — also when purging.

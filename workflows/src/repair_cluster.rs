@@ -1,4 +1,4 @@
-//! repair-cluster (issue 25): put back what the journal says hcp-workflow made, when
+//! repair-cluster: put back what the journal says hcp-workflow made, when
 //! `hcp-workflow verify` finds it missing or drifted.
 //!
 //! Repair is never automatic, and it is create-cluster's DAG run forward again (the same

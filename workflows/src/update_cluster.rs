@@ -1,4 +1,4 @@
-//! update-cluster (issue 24): make a cluster that exists be what its file says now.
+//! update-cluster: make a cluster that exists be what its file says now.
 //!
 //! The cluster file is the desired state. What the cluster is now is its last applied
 //! configuration ([`crate::applied`], journaled by the create or update that made it); the
@@ -18,7 +18,7 @@
 //! Order: what can be undone first (subscriptions, a switch to PublicAndPrivate, pool sizes
 //! and templates, new pools), then the pivots (release, removals, a switch to Private, new
 //! secret contents, connection pruning), so a failure before the first
-//! pivot unwinds to the cluster as it was, and one after it pauses (issue 23) and never
+//! pivot unwinds to the cluster as it was, and one after it pauses and never
 //! tries to roll a control plane back. A final check waits for the HostedCluster to be
 //! `Available` and its release rolled out (which also reads how to reach the cluster).
 //!
@@ -1099,7 +1099,7 @@ fn doc_version(doc: &Value) -> Option<String> {
         })
 }
 
-/// The preflight rows of a release change (issue 24 §2), each a refusal when it fails:
+/// The preflight rows of a release change, each a refusal when it fails:
 /// - `update.release.downgrade`: HyperShift refuses a y-stream downgrade
 ///   (`support/supportedversion/version.go` `IsValidReleaseVersion`: "y-stream downgrade
 ///   from %q to %q is not supported"); a z-stream downgrade passes HyperShift but not the

@@ -1,4 +1,4 @@
-//! What `hcp-workflow verify` expects of a cluster (issue 25): its layout and the file it
+//! What `hcp-workflow verify` expects of a cluster: its layout and the file it
 //! was last applied with, turned into the read-only checks of
 //! [`hcp_activities::verify`]. The ledger's resources come from the caller (the journal).
 

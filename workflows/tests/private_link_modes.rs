@@ -1,4 +1,4 @@
-//! `privateLink.managedBy`: which stages each mode builds (issue 12, finding 8).
+//! `privateLink.managedBy`: which stages each mode builds.
 #![allow(clippy::unwrap_used)]
 
 use hcp_runtime::SagaDag;

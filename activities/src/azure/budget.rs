@@ -1,4 +1,4 @@
-//! The ARM budget (issue 26): hcp-workflow limits its own requests before ARM has to.
+//! The ARM budget: hcp-workflow limits its own requests before ARM has to.
 //!
 //! ARM throttles per subscription, per service principal and per operation type with token
 //! buckets (reads 250 tokens refilled at 25/s, writes 200 at 10/s, deletes 200 at 10/s),

@@ -278,7 +278,7 @@ impl ArmClient {
         // The answer of the try before an in-memory retry.
         let mut previous: Option<Result<Raw, ArmError>> = None;
         loop {
-            // The subscription's budget first (issue 26): a turn further away than a moment
+            // The subscription's budget first: a turn further away than a moment
             // goes back to the engine as a soft, throttled retry that names the budget.
             if let Some(k) = &budget_key
                 && let Err(d) = super::budget::global().acquire(k, caller.as_ref()).await

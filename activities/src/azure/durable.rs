@@ -69,11 +69,11 @@ use super::models::provisioning_state;
 /// Checkpoint member holding the journaled long-running operations.
 pub const OPERATIONS_KEY: &str = "azure-operations";
 /// Checkpoint member holding the resources this step read as missing and whose PUT the
-/// ARM budget then held back (never sent), with when they were read (issue 26).
+/// ARM budget then held back (never sent), with when they were read.
 pub const UNSENT_KEY: &str = "azure-unsent-puts";
 /// Checkpoint member holding the resources this step PUT (or was about to PUT) without
 /// reading them first, because they live in a parent this run created ([`ensure_new`]):
-/// written durably before that PUT, so every later attempt reads (issue 26).
+/// written durably before that PUT, so every later attempt reads.
 pub const UNREAD_KEY: &str = "azure-unread-puts";
 /// How long a read that found a resource missing is trusted by the next attempt of a step
 /// whose PUT the ARM budget held back ([`UNSENT_KEY`]); older, it is read again.
@@ -378,7 +378,7 @@ pub(crate) fn unsent_missing(ctx: &StepContext, id: &str) -> Result<Option<i64>,
 /// again. When the ARM budget holds the PUT back (`ArmBudgetWait`: `ArmClient::send` sent
 /// nothing) and the step knew the resource missing (`missing_since`, journal clock ms), the
 /// record is written, so the engine's soft retry at the budget's turn PUTs without reading
-/// again (issue 26); a crash before it is durable only costs that read. The outer error:
+/// again; a crash before it is durable only costs that read. The outer error:
 /// the checkpoint could not be written; the inner: ARM's answer, for the caller.
 pub(crate) async fn put_keeping_unsent(
     ctx: &StepContext,
@@ -551,7 +551,7 @@ pub async fn ensure(
 
 /// [`ensure`] for a resource whose parent (resource group, zone) this run created, as its
 /// ledger proves: nothing can have been there before this run, so the first attempt that
-/// gets here sends its PUT without reading first (issue 26: no GET where the journal
+/// gets here sends its PUT without reading first (no GET where the journal
 /// knows the answer). Which resources were so written is journaled ([`UNREAD_KEY`])
 /// durably *before* the PUT can leave; every later call for the same resource — another
 /// attempt, a poll after a `Wait`, the attempt after a crash at any point — reads it as
@@ -619,7 +619,7 @@ pub async fn ensure_seen(
     {
         // An earlier attempt of this step read it missing, then the ARM budget held its PUT
         // back (nothing was sent: see `put`) and the step went back to the engine. That
-        // read still stands (issue 26: no second read of what this step already learned):
+        // read still stands (no second read of what this step already learned):
         // the marker is removed durably before any PUT is sent, so after a crash once the
         // PUT may have gone out the next attempt reads again; it is trusted for
         // `UNSENT_TRUST` only (an operator's `retry` much later reads again).

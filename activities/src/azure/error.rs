@@ -97,7 +97,7 @@ fn is_in(code: &str, list: &[&str]) -> bool {
 ///
 /// The error code in the body wins over the status, as in Azure's SDKs: a long-running
 /// operation's poll can answer 409 (or 400) with `InternalServerError` in its body, which is
-/// a transient server failure, not a conflict to give up on (issue 21 §6).
+/// a transient server failure, not a conflict to give up on.
 pub fn classify(status: u16, code: &str) -> ErrorClass {
     if is_in(code, RETRYABLE_CODES) {
         return ErrorClass::RetryableConflict;
@@ -919,7 +919,7 @@ mod tests {
         let cases = [
             (408, "RequestTimeout", ErrorClass::Transient),
             (429, "SubscriptionRequestsThrottled", ErrorClass::Throttled),
-            // The code in the body wins over the status (issue 21 §6).
+            // The code in the body wins over the status.
             (409, "InternalServerError", ErrorClass::Transient),
             (400, "ServiceUnavailable", ErrorClass::Transient),
             (409, "TooManyRequests", ErrorClass::Throttled),

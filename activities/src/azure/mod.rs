@@ -13,7 +13,7 @@
 //!   own (role assignment GUIDs, private link teardown, listKeys and Shared Key blobs);
 //! - [`graph`] and [`keyvault`]: Microsoft Graph (Entra applications and service
 //!   principals) and Key Vault (the vault over ARM; certificates and secrets over its
-//!   data plane), on the same pipeline, retry and host rules as ARM (issue 28);
+//!   data plane), on the same pipeline, retry and host rules as ARM;
 //! - [`models`] and [`names`]: typed resource models with their pinned api-versions, and
 //!   every deterministic name of DOMAIN.md §3.
 

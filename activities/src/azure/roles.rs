@@ -121,7 +121,7 @@ pub async fn ensure(
 }
 
 /// [`ensure`] when this attempt has just read the assignment ([`look`]): `seen` is what it
-/// found, and it is not read again (issue 26: one read where a read is needed). `None`
+/// found, and it is not read again (one read where a read is needed). `None`
 /// without a read is allowed only where the assignment cannot exist yet (a principal this
 /// run created: a stale one with our name refuses the write, see `steps::identity`).
 ///
@@ -204,7 +204,7 @@ async fn ensure_known(
             .await
             .map_err(|e| StepError::from(e.with_resource(&id)))?;
     }
-    // The record of a held-back PUT (issue 26) is kept as `durable::ensure` keeps it.
+    // The record of a held-back PUT is kept as `durable::ensure` keeps it.
     match durable::put_keeping_unsent(
         ctx,
         arm,

@@ -46,7 +46,7 @@ pub const LABEL_RUN: &str = "hcp-workflow.io/run";
 /// Label naming the run that created the object, set when it is created and never moved
 /// (a relabel moves [`LABEL_RUN`] only): a run whose own journal of created objects was
 /// lost (a deleted WAL, a restored backup) still knows what it made, so its unwind deletes
-/// it instead of keeping it as adopted (issue 21 §6).
+/// it instead of keeping it as adopted.
 pub const LABEL_CREATED_BY: &str = "hcp-workflow.io/created-by-run";
 
 /// Name of the HyperShift Service whose internal load balancer fronts the control plane.

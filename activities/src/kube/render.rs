@@ -859,7 +859,7 @@ pub fn hosted_cluster(input: &HostedClusterInput) -> Value {
     if let Some(z) = &input.public_zone_id {
         dns["publicZoneID"] = json!(z);
     }
-    // How the API server is published decides whether nodes can reach it (issue 22 §1):
+    // How the API server is published decides whether nodes can reach it:
     // - Public: a LoadBalancer, as HyperShift's CLI renders without external DNS
     //   (`cmd/cluster/core/create.go` `GetIngressServicePublishingStrategyMapping`).
     // - Private and PublicAndPrivate: nodes dial `api.<name>.hypershift.local`, on 443 for

@@ -1,4 +1,4 @@
-//! Preflight rows of the ARO HCP identity model (issue 28 §3; seed
+//! Preflight rows of the ARO HCP identity model (seed
 //! `000_4293f64c3e51efdc`, "Required Azure Permissions" and "AKS Management Cluster").
 //!
 //! All read-only:

@@ -89,7 +89,7 @@ pub(crate) fn checks(clients: &Arc<Clients>, inputs: &Arc<Inputs>, dag: &SagaDag
         ));
     }
     // The guest subscription's groups, listed once for every check that asks whether one
-    // exists (issue 26: one read instead of one per group).
+    // exists (one read instead of one per group).
     let groups = Arc::new(GroupList::new(&inputs.subscription));
     // Permissions, derived from the DAG: one check per scope.
     let mut by_scope: BTreeMap<String, Vec<permissions::Needed>> = BTreeMap::new();
@@ -323,7 +323,7 @@ async fn token(clients: &Clients, env: &AzureEnv, target: &str) -> CheckResult {
 
 // --- providers and features ------------------------------------------------------------
 
-/// One row per namespace, from one `Providers_List` of the subscription (issue 26: one
+/// One row per namespace, from one `Providers_List` of the subscription (one
 /// read where there were one per namespace). ARM lists every provider, registered or not.
 async fn providers(
     clients: &Clients,
@@ -1234,7 +1234,7 @@ async fn private_link(
         marm.get_value(&pl.vnet_id, API_NETWORK),
         async {
             // The permission check of this group reads its permissions, which answer only
-            // for an existing group: that read tells whether it exists (issue 26).
+            // for an existing group: that read tells whether it exists.
             match perms.read(&marm, &pl.lb_rg).await {
                 Some(Ok(_)) => Ok(Some(Value::Null)),
                 Some(Err(e)) if e.status == 404 && e.code == "ResourceGroupNotFound" => Ok(None),
@@ -1354,7 +1354,7 @@ async fn private_link(
     rows
 }
 
-/// Issue 22 §10: the Private Link Service is created in the cluster's `location` (as
+/// The Private Link Service is created in the cluster's `location` (as
 /// HyperShift's does: `azurePLS.Spec.Location = azurePlatform.Location`,
 /// `control-plane-operator/controllers/azureprivatelinkservice/observer.go`), in front of
 /// the management cluster's internal load balancer, which lives in the management VNet's
@@ -1402,7 +1402,7 @@ async fn nat_subnet(arm: &ArmClient, pl: &super::PrivateLinkInputs, vnet: &Value
         NatSubnet::Create { id, cidr } => (id.clone(), Some(cidr.clone())),
     };
     // The VNet's body lists its subnets in full (as `Subnets_Get` answers them): a subnet of
-    // it needs no read of its own (issue 26).
+    // it needs no read of its own.
     let (vnet_id, name) = id.rsplit_once("/subnets/").unwrap_or_default();
     let existing = if vnet_id.eq_ignore_ascii_case(&pl.vnet_id) {
         Ok(crate::azure::privatelink::subnet_in(vnet, name).cloned())

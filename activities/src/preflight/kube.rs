@@ -386,7 +386,7 @@ async fn route_api(m: Mgmt, i: Arc<Inputs>) -> Vec<CheckResult> {
                 "served: OpenShift, or an AKS cluster with the Route CRD applied",
             )]
         }
-        // Issue 22 §8: every topology publishes Ignition, Konnectivity and OAuthServer as
+        // Every topology publishes Ignition, Konnectivity and OAuthServer as
         // Routes (activities/src/kube/render.rs), and HyperShift refuses a HostedCluster
         // with a Route service on a management cluster without the Route API
         // (`hostedcluster_controller.go` `validateConfigAndClusterCapabilities`: "cluster

@@ -1,5 +1,5 @@
 //! `hcp-workflow preflight`: prove a cluster's prerequisites against the real APIs before
-//! anything is journaled (issue 13).
+//! anything is journaled.
 //!
 //! Every check is **read-only**: GETs, plus the read-only POSTs Azure and Kubernetes define
 //! for questions (`checkNameAvailability`, `checkPrivateLinkServiceVisibility`,

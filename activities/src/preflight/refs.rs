@@ -162,7 +162,7 @@ async fn network(clients: &Clients, i: &Inputs, n: &ByoNetwork) -> Vec<CheckResu
 /// Azure's DNS resolver, the only one that answers for private DNS zones linked to a VNet.
 const AZURE_DNS: &str = "168.63.129.16";
 
-/// Issue 22 §9: a bring-your-own VNet with custom DNS servers (`dhcpOptions.dnsServers`)
+/// A bring-your-own VNet with custom DNS servers (`dhcpOptions.dnsServers`)
 /// resolves the cluster's private zones (the infra zone, and with private link `api` and
 /// `*.apps`) only if those servers forward to Azure DNS, which preflight cannot see: warn,
 /// naming the VNet and its servers.

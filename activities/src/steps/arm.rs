@@ -61,7 +61,7 @@ pub struct ResourceInput {
     /// The node that ensured what this resource lives in (its resource group, or its
     /// parent: a DNS zone, a storage account). When that node's ledger says this run
     /// created it, nothing can have been in it before the run, so the first PUT is sent
-    /// without a read ([`durable::ensure_new`]; issue 26). Absent: always read first.
+    /// without a read ([`durable::ensure_new`]). Absent: always read first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Ref<ResourceOutput>>,
 }
@@ -188,7 +188,7 @@ pub async fn ensure_resource(
 }
 
 /// [`ensure_resource`] when this attempt has just read the resource (`seen`: what it
-/// found, `Some(None)`: nothing), so it is not read again (issue 26). Ignored where a
+/// found, `Some(None)`: nothing), so it is not read again. Ignored where a
 /// read must happen anyway: an untagged child this run journaled as created (an earlier
 /// attempt may have written it) and a resource whose write an earlier attempt journaled
 /// ([`durable::ensure_seen`]) are read anew; shared and bring-your-own kinds read as
@@ -487,7 +487,7 @@ async fn ensure_child(
         seen = Some(existing);
     }
     // What this attempt just read (before journaling its intent) is not read again: one
-    // GET per child, not two (issue 26). A later attempt (the child journaled) reads anew.
+    // GET per child, not two. A later attempt (the child journaled) reads anew.
     let progress = durable::ensure_seen(ctx, arm, spec, seen).await?;
     Ok(progress.map(|mut e| {
         e.created = journal.lists(&e.id);
@@ -505,7 +505,7 @@ async fn ensure_child(
 /// [`delete_children`] can tell it from one that existed before the run: those are
 /// recorded `adopted` and never deleted by this run's undo. `parent_new`: this run created
 /// the parent (its ledger says so), so a child not yet journaled cannot exist and is not
-/// read before its PUT (issue 26: one write per resource where nothing can be there).
+/// read before its PUT (one write per resource where nothing can be there).
 ///
 /// # Errors
 /// ARM errors, classified; a failed journal write (retryable).

@@ -1,4 +1,4 @@
-//! The ARO HCP identity model (issue 28): control-plane components as Entra applications
+//! The ARO HCP identity model: control-plane components as Entra applications
 //! with certificates created in Key Vault, and the credentials secrets HyperShift mounts.
 //!
 //! What HyperShift's dev path does by hand (openshift/hypershift

@@ -83,7 +83,7 @@ async fn claim(
         let labels = m.labels(kind, ns, name).await?;
         // Missing, or made by this very run (its creator label says so) though its journal
         // no longer lists it (the journal was lost: a deleted WAL, a restored backup): this
-        // run's to create, and to delete on unwind, never "adopted" (issue 21 §6).
+        // run's to create, and to delete on unwind, never "adopted".
         let ours_already = labels.as_ref().is_some_and(|l| {
             l.get(crate::kube::LABEL_CREATED_BY) == Some(&run) && owner.owns(Some(&label_json(l)))
         });
@@ -146,7 +146,7 @@ async fn applied_record(
 }
 
 /// Where an existing issuer publishes its JWKS: the discovery document's `jwks_uri` (as
-/// every OIDC client, and Entra, reads it; issue 22), else `<issuer>/openid/v1/jwks` when
+/// every OIDC client, and Entra, reads it), else `<issuer>/openid/v1/jwks` when
 /// the document cannot be read or names none.
 pub(crate) async fn jwks_url(
     clients: &Clients,
@@ -1091,7 +1091,7 @@ pub struct RolloutOutput {
     pub access: Option<Access>,
 }
 
-/// How to reach a hosted cluster (issue 24): what `hypershift create kubeconfig` and the
+/// How to reach a hosted cluster: what `hypershift create kubeconfig` and the
 /// console need, read from the HostedCluster's status (HyperShift's
 /// `hypershift-operator/controllers/hostedcluster/hostedcluster_controller.go`: `Status.KubeConfig`
 /// names Secret `<name>-admin-kubeconfig`, key `kubeconfig`; `Status.ControlPlaneEndpoint`
@@ -1155,7 +1155,7 @@ pub fn access_of(hc: &serde_json::Value, ns: &str, name: &str) -> Access {
     }
 }
 
-/// `k8s.rollout.wait` (issue 22 §4): waits until the guest's release has rolled out, as
+/// `k8s.rollout.wait`: waits until the guest's release has rolled out, as
 /// `hypershift create cluster --wait` does (`cmd/cluster/core/create.go`: done when
 /// `status.version.history[0].completionTime` is set). `Available` and `Ready` pools come
 /// before a console, ingress, registry or CSI that never becomes available: while it waits,

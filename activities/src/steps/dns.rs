@@ -293,7 +293,7 @@ impl Facts for DeleteDnsScopeRoleAssignment {
 }
 
 // ---------------------------------------------------------------------------------------
-// A PublicAndPrivate cluster's public hostnames (issue 22 §1).
+// A PublicAndPrivate cluster's public hostnames.
 
 /// ARM type of a public DNS A record set.
 pub const PUBLIC_A_TYPE: &str = "Microsoft.Network/dnszones/A";

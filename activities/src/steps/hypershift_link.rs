@@ -325,7 +325,7 @@ pub async fn after_hosted_cluster_undo(
 /// Azure resources is left to HyperShift — unless `link` is given (hypershift mode) and
 /// ARM proves what the CPO's cleanup owns is gone.
 ///
-/// **HyperShift 4.22** (issue 22 §7): on `release-4.22` the CPO's `reconcileHCPDeletion`
+/// **HyperShift 4.22**: on `release-4.22` the CPO's `reconcileHCPDeletion`
 /// deletes the PE, the records, links and zones, then removes only the *HostedControlPlane*
 /// finalizer (`control-plane-operator/controllers/azureprivatelinkservice/controller.go`);
 /// removing the CR's own finalizer there is `main`-only (commit `30d6ce523b`). So on a real

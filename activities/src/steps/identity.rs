@@ -385,7 +385,7 @@ impl Action for EnsureRoleAssignment {
         let mut journal = ChildrenJournal::of_action(ctx)?;
         // An earlier attempt of this step knew the assignment missing (read so, or its
         // principal new), journaled its intent, and the ARM budget then held its PUT back,
-        // nothing sent (issue 26): write without reading again. Safe after a crash at any
+        // nothing sent: write without reading again. Safe after a crash at any
         // point: that record is written only after a PUT that did not leave, and removed
         // durably before any PUT of it is sent (in `roles`), so an attempt after a
         // PUT that may have gone out finds no record and takes the read below. Trusted only
@@ -400,7 +400,7 @@ impl Action for EnsureRoleAssignment {
             roles::ensure_recalled(ctx, &arm, &spec, at).await?
         } else if !journal.lists(&id) && input.identity.created_by_this_run(ctx)? {
             // A principal this run created has no assignment yet: journal, then write, with
-            // no read first (issue 26). One with our name for an older principal (a stale
+            // no read first. One with our name for an older principal (a stale
             // one) refuses the write (409 RoleAssignmentUpdateNotPermitted): then the usual
             // read-and-replace.
             journal.record_creating(ctx, &id).await?;

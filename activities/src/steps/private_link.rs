@@ -69,7 +69,7 @@ impl Action for EnsureNatSubnet {
     ) -> Result<Outcome<ResourceOutput>, StepError> {
         let arm = self.0.arm(&input.azure).await?;
         let id = format!("{}/subnets/{}", input.vnet_id, input.name);
-        // Issue 26: one read of the subnet per attempt. While the PUT of a subnet this run
+        // One read of the subnet per attempt. While the PUT of a subnet this run
         // journaled as created (before that PUT) is being polled, the subnet exists with
         // the prefix the PUT sent: a later attempt takes it from the checkpoint and leaves
         // the polling and the read after it to `ensure`. In every other case (no journaled
@@ -285,7 +285,7 @@ impl Action for EnsurePrivateLinkService {
             SubnetRef::Id(s) => s.clone(),
             SubnetRef::Node(r) => ctx.output(r)?.id,
         };
-        // Issue 26: while the PUT of the PLS is being polled (its operation journaled), the
+        // While the PUT of the PLS is being polled (its operation journaled), the
         // PLS exists on the frontend that PUT named: that frontend is taken from the
         // checkpoint instead of listing the load balancers on every poll. Without a
         // journaled operation (first attempt, a crash before the PUT's answer was

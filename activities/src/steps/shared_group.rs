@@ -1,4 +1,4 @@
-//! The persistent resource group, shared by many clusters (issue 12, finding 11).
+//! The persistent resource group, shared by many clusters.
 //!
 //! HyperShift's docs describe one persistent group (e.g. `os4-common`) holding the
 //! identities and OIDC issuers of many hosted clusters. So this group is not one cluster's
@@ -192,7 +192,7 @@ pub async fn ensure(
         read_query: &[],
     };
     // This attempt has just read the group and found nothing: `ensure_seen` does not read
-    // it again (issue 26: one read where a read is needed). A second GET would not close
+    // it again (one read where a read is needed). A second GET would not close
     // the window for a group created by someone else meanwhile, only move it by one round
     // trip. After a crash anywhere below, the next attempt starts again from the GET above
     // (and `ensure_seen` reads anew whenever an earlier attempt journaled a write).

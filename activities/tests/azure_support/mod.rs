@@ -32,7 +32,7 @@ pub fn config() -> SimConfig {
 /// Starts a simulator on 127.0.0.1:0; returns it and the transport reaching it.
 pub async fn start_with(cfg: SimConfig) -> (Simulator, Transport) {
     // These tests share one process and one subscription: the process's ARM budget
-    // (issue 26) would make them wait for each other. `arm_budget.rs` tests it alone.
+    //  would make them wait for each other. `arm_budget.rs` tests it alone.
     if !cfg.throttle.enabled {
         hcp_activities::azure::budget::global().configure(
             hcp_activities::azure::budget::BudgetConfig {

@@ -1,4 +1,4 @@
-//! The ARO HCP identity steps (issue 28) against an in-process simulator, through the real
+//! The ARO HCP identity steps against an in-process simulator, through the real
 //! actions (`run` and `undo` as the engine calls them, with detached contexts carrying the
 //! checkpoints the engine would hand over):
 //!

@@ -790,7 +790,7 @@ async fn lists_follow_next_link() {
     assert_eq!(e.code, "ResourceGroupNotFound");
 }
 
-/// Issue 26: in a parent this run created, the first PUT goes out unread; its intent is
+/// In a parent this run created, the first PUT goes out unread; its intent is
 /// journaled before it, so every later call (a poll after a wait, a new attempt, the
 /// attempt after a crash before the PUT left) reads, and never PUTs blind a second time.
 #[tokio::test]

@@ -285,7 +285,7 @@ fn node_pools_validate_against_the_crd() {
     }
 }
 
-/// Issue 12, finding 6: the "empty" marketplace image HyperShift fills from the release
+/// The "empty" marketplace image HyperShift fills from the release
 /// (4.20+) validates against the NodePool CRD: it must carry `imageGeneration`, since an
 /// empty `azureMarketplace: {}` breaks `minProperties: 1` and the CEL rule "must specify
 /// imageGeneration or must specify publisher, offer, sku and version" (checked by hand
@@ -333,7 +333,7 @@ fn release_default_image_validates_against_the_crd() {
     assert!(!errors(&v, &bad).is_empty(), "imageGeneration is an enum");
 }
 
-/// Issue 12, finding 3: both zone ids render under `spec.dns` and validate.
+/// Both zone ids render under `spec.dns` and validate.
 #[test]
 fn zone_ids_render_and_validate() {
     if reference_dir().is_none() {
@@ -556,7 +556,7 @@ fn validate_catches_cel_rules() {
     assert!(!step.retryable);
 }
 
-/// Issue 12, finding 2 and issue 22 §1: the API server is a LoadBalancer on a Public
+/// The API server is a LoadBalancer on a Public
 /// cluster (HyperShift's CLI without external DNS, `cmd/cluster/core/create.go`), and a
 /// Route on both private topologies: their nodes reach it through the private router on
 /// 443 only (`support/util/networking.go` `APIPortForLocalZone`). PublicAndPrivate's Route
@@ -614,7 +614,7 @@ fn api_server_is_a_load_balancer_only_on_public_clusters() {
     }
 }
 
-/// Issue 22 (flag parity): every option the cluster file gained renders where HyperShift's
+/// Every option the cluster file gained renders where HyperShift's
 /// CLI puts it (`cmd/cluster/core/create.go`, `cmd/cluster/azure/create.go`,
 /// `cmd/nodepool/azure/create.go`) and validates against the CRDs.
 #[test]

@@ -12,7 +12,7 @@
 //!   failed before recording an output;
 //! - Kubernetes Secrets adopted by a later run are deleted neither by the earlier run's
 //!   undo nor by the later one's;
-//! - the persistent resource group is shared (issue 12, finding 11): any cluster adopts it,
+//! - the persistent resource group is shared: any cluster adopts it,
 //!   a failed create's undo and a purge delete it only when hcp-workflow made it and nothing
 //!   else is inside, a user's group is never deleted, and another cluster's own group is
 //!   refused before anything is written.
@@ -774,7 +774,7 @@ async fn relabel_moves_only_our_objects_and_only_their_run_label() {
         .unwrap();
     assert!(applied.written);
     let mut want = labels("r2");
-    // The creator label set at creation stays (issue 21 §6).
+    // The creator label set at creation stays.
     want.insert(
         "hcp-workflow.io/created-by-run".to_string(),
         "r1".to_string(),
@@ -806,7 +806,7 @@ fn undo_ledger_key_is_what_the_runtime_reads() {
     assert_eq!(hcp_runtime::ledger::records_in(&v).len(), 1);
 }
 
-// ---- the shared persistent resource group (issue 12, finding 11) ----------------------
+// ---- the shared persistent resource group ----------------------
 
 fn owner_of(cluster: &str) -> Owner {
     Owner {
@@ -1087,7 +1087,7 @@ async fn another_clusters_own_group_is_refused_as_the_persistent_group() {
     assert_eq!(writes, 0, "a refused adoption wrote to Azure");
 }
 
-/// Issue 21 §6: a run whose journal of created objects was lost (after the WAL was deleted
+/// A run whose journal of created objects was lost (after the WAL was deleted
 /// and the worker killed) re-runs its step: what it created itself is recorded as created,
 /// not adopted, so its unwind deletes it instead of leaving it behind. The creator label
 /// survives a later run's adoption, which still records adopted.
@@ -1227,7 +1227,7 @@ async fn repair_stops_rather_than_make_a_lost_etcd_key_anew() {
     );
 }
 
-/// Issue 26: for an identity this run created, its role assignment is written without a read
+/// For an identity this run created, its role assignment is written without a read
 /// first. A stale assignment under our deterministic name (an older principal) refuses that
 /// write (409 `RoleAssignmentUpdateNotPermitted`); the step then reads and replaces it, and
 /// its undo deletes the replacement (journaled before the write) and nothing else.

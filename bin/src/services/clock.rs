@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The engines' clock in this process: the host's, set to the journal database's time when
-/// the journal has one to share (Postgres: `align_clock`, issue 27 §6), so that workers
+/// the journal has one to share (Postgres: `align_clock`), so that workers
 /// whose host clocks disagree still agree on when a wait began or a retry is due.
 pub fn clock() -> Arc<dyn hcp_runtime::Clock> {
     process_clock()
@@ -21,7 +21,7 @@ fn process_clock() -> Arc<AlignedClock> {
 }
 
 /// The host's clock, or, in a debug build only, the host's moved by `HCP_CLOCK_OFFSET_MS`
-/// (tests of a worker whose host clock runs ahead: issue 27).
+/// (tests of a worker whose host clock runs ahead).
 fn host_clock() -> Arc<dyn hcp_runtime::Clock> {
     #[derive(Debug)]
     struct Offset(i64);

@@ -38,12 +38,12 @@ pub fn engine_with(
         Some(h) => Arc::new(h),
         None => Arc::new(NoHooks),
     };
-    // An engine lives on: its clock keeps the journal database's time (issue 27 §6).
+    // An engine lives on: its clock keeps the journal database's time.
     keep_clock_aligned(&store);
     let mut c = config();
     c.targets = targets;
     // On Postgres, several workers run a subscription's requests: they share its ARM budget
-    // through the journal (issue 26). SQLite has one executor per file: in-process is all.
+    // through the journal. SQLite has one executor per file: in-process is all.
     if store.backend() == "postgres" {
         hcp_activities::azure::budget::global().share_through(Arc::new(
             hcp_activities::azure::budget::JournalTokens(store.clone()),

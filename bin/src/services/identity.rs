@@ -43,7 +43,7 @@ fn who_from(
     }
 }
 
-/// The audit labels every run records (issue 21 §4): who started it (the identity rule of
+/// The audit labels every run records: who started it (the identity rule of
 /// operator commands) and this binary's version.
 pub fn audit_labels() -> Vec<(String, String)> {
     vec![

@@ -22,7 +22,7 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn JournalStore>> {
     crate::services::schema::gate(url).await?;
     match hcp_persistence::open(url).await {
         Ok(s) => {
-            // Engines built after this keep the journal database's time (issue 27 §6).
+            // Engines built after this keep the journal database's time.
             clock::align_clock(&s).await;
             Ok(s)
         }
@@ -97,7 +97,7 @@ pub async fn open_existing_store(url: &str) -> Result<Arc<dyn JournalStore>> {
 /// [`open_existing_store`] for the commands that only read (`list`, `show`, `why`,
 /// `history`, `watch`, `inventory`, `clusters`): a SQLite journal this process may not
 /// write (a read-only directory, file or mount) is opened read-only instead of failing
-/// (issue 21 §6), with a note on stderr.
+/// , with a note on stderr.
 pub async fn open_existing_store_read_only(url: &str) -> Result<Arc<dyn JournalStore>> {
     if url == "memory:" || !url.starts_with("sqlite:") {
         return open_existing_store(url).await;
@@ -142,7 +142,7 @@ pub struct Unmigrated {
 
 /// A worker opens its journal like [`open_store`], but waits out a transient failure (a
 /// full disk, a database that is restarting) instead of exiting, saying so on every try
-/// (issue 21 §6: a full disk made the SQLite worker exit, and nothing resumed until someone
+/// (a full disk made the SQLite worker exit, and nothing resumed until someone
 /// restarted it). Ctrl-C stops waiting.
 pub async fn open_store_patiently(db: &str) -> Result<Arc<dyn hcp_runtime::JournalStore>> {
     let mut delay = Duration::from_secs(1);

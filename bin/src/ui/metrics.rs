@@ -294,7 +294,7 @@ pub async fn register(
         "When the cluster was last verified (Unix time)",
         verify_at,
     );
-    // Issue 26: every worker's ARM budget counters (its newest report of the last ten
+    // Every worker's ARM budget counters (its newest report of the last ten
     // minutes), summed per subscription and class.
     let budget = st
         .store

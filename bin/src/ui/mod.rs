@@ -305,7 +305,7 @@ pub async fn serve(db: &str, a: UiArgs) -> Result<u8> {
     println!("serving the hcp-workflow UI on http://{addr}/ ({actions})");
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    // SIGTERM or Ctrl-C (issue 27 §5): accept nothing more, answer the requests in
+    // SIGTERM or Ctrl-C: accept nothing more, answer the requests in
     // progress for at most `--grace`, then exit 0.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(

@@ -721,7 +721,7 @@ async fn a_foreign_host_name_is_refused_before_anything_is_read() {
     assert!(!super::auth::host_allowed(&c, "evil.example"));
 }
 
-/// Issue 21 §2: the clusters page shows each cluster's own state (escaped), the run it
+/// The clusters page shows each cluster's own state (escaped), the run it
 /// exists by and its latest run.
 #[tokio::test]
 async fn the_clusters_page_shows_each_clusters_state_and_latest_run() {
@@ -764,7 +764,7 @@ async fn the_clusters_page_shows_each_clusters_state_and_latest_run() {
     );
 }
 
-/// Issue 21 §4: once a run finished, the search still finds it by who started it, by its
+/// Once a run finished, the search still finds it by who started it, by its
 /// stuck undo's step and error code, by who resolved it and by the cancel reason.
 #[tokio::test]
 async fn search_finds_runs_by_starter_stuck_undo_resolver_and_cancel_reason() {

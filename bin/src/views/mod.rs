@@ -239,7 +239,7 @@ pub async fn history(db: &str, out: OutputFormat, a: HistoryArgs) -> Result<u8> 
         None => None,
     };
     let rows = model::history(&rec, step.as_deref(), a.failed);
-    // A cluster's run: when the cluster was last verified, and what drifted (issue 25).
+    // A cluster's run: when the cluster was last verified, and what drifted.
     let verified = match rec.summary.labels.get("cluster") {
         Some(name) => {
             let store = crate::services::open_existing_store_read_only(db).await?;
@@ -275,7 +275,7 @@ pub async fn why(db: &str, out: OutputFormat, a: ShowArgs) -> Result<u8> {
     let rec = load(db, &a.run).await?;
     let d = model::detail(&rec, now);
     // `cluster/<name>`: about the cluster first (is it up? by which run?), then about its
-    // latest run (issue 21 §2).
+    // latest run.
     let cluster = match a.run.strip_prefix("cluster/") {
         Some(_) => match rec.summary.labels.get("cluster") {
             Some(name) => {

@@ -954,7 +954,7 @@ fn failure_card(
     let hint = match d.state {
         RunState::NeedsOperator if v.paused.is_some() => paused_hint(v, id),
         RunState::RolledBack | RunState::Cancelled => {
-            // What the ledger proves, not a stock sentence (issue 21 §2).
+            // What the ledger proves, not a stock sentence.
             let summary = ledger::UnwindSummary::of(v);
             let first = if summary.complete() {
                 "Every step this run started was undone; nothing of it is left to clean up."
@@ -1128,7 +1128,7 @@ fn pending_card(
         state: st.status.name().into(),
         attempt,
         max_attempts: max,
-        // After a give-up, "1/20" would read as 19 attempts to go (issue 21 §5).
+        // After a give-up, "1/20" would read as 19 attempts to go.
         attempt_text: match &st.status {
             NodeStatus::UndoFailed { error } if !error.retryable => format!(
                 "gave up after attempt {attempt}: the error is permanent (no retry would help without a fix)"
@@ -2080,7 +2080,7 @@ pub fn event_summary(ev: &Event) -> String {
 /// failures).
 pub fn history(rec: &RunRecord, step: Option<&str>, failed: bool) -> Vec<HistoryRow> {
     // The history starts with the run's creation: who, when, with which file and binary
-    // (issue 21 §4). Not a journal event (seq 0): the run row itself records it.
+    // . Not a journal event (seq 0): the run row itself records it.
     let l = &rec.summary.labels;
     let created = (step.is_none() && !failed).then(|| {
         let by = l
@@ -2178,7 +2178,7 @@ pub struct InventoryRow {
     /// When.
     pub at: Option<String>,
     /// A later run that adopted (and, unwinding, kept) it, when that is not the run that
-    /// created it: the run above stays the creator (issue 21 §2).
+    /// created it: the run above stays the creator.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_run_id: Option<String>,
     /// What that later run did: `adopted` or `kept`.
@@ -2328,7 +2328,7 @@ impl ClusterRun {
     }
 }
 
-/// One row of `clusters` (issue 21 §2): the cluster's own state, not only its latest run's.
+/// One row of `clusters`: the cluster's own state, not only its latest run's.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClusterRow {
     pub cluster: String,
@@ -2352,7 +2352,7 @@ pub struct ClusterRow {
     pub resources: usize,
     /// Of those, how many outlive the cluster (persistent).
     pub persistent: usize,
-    /// Its newest recorded `verify` (issue 25), if any.
+    /// Its newest recorded `verify`, if any.
     pub verified: Option<Verified>,
 }
 
@@ -2552,7 +2552,7 @@ pub fn cluster_sentence(c: &ClusterRow) -> String {
     s
 }
 
-/// Words a search finds a run by beyond its list row (issue 21 §4): every label (who
+/// Words a search finds a run by beyond its list row: every label (who
 /// started it, its config), failed steps and undos with their error codes, who resolved an
 /// undo and their note, who cancelled and why, and every operator command's author and
 /// reason. They stay findable after the run finished.

@@ -46,7 +46,7 @@ pub fn list(rows: &[RunRow]) -> String {
     let cw = width("CLUSTER", clusters.iter().map(String::as_str));
     let sw = width("STATE", rows.iter().map(|r| r.state.as_str()));
     let pw = width("STAGE/STEP", steps.iter().map(String::as_str));
-    // Who started each run (issue 21 §4), when any run says.
+    // Who started each run, when any run says.
     let by: Vec<String> = rows
         .iter()
         .map(|r| r.started_by.clone().unwrap_or_else(|| "-".into()))
@@ -109,7 +109,7 @@ fn show_summary(o: &mut String, d: &RunDetail) {
     if let Some(c) = &d.cluster {
         let _ = writeln!(o, "cluster    {c}");
     }
-    // The audit trail (issue 21 §4) has lines of its own.
+    // The audit trail has lines of its own.
     const AUDIT: [&str; 5] = [
         "cluster",
         "started-by",
@@ -512,7 +512,7 @@ pub fn history(rows: &[HistoryRow]) -> String {
 /// `inventory`.
 pub fn inventory(all: &[InventoryRow], orphans: bool) -> String {
     // `--orphans`: what unfinished runs hold is not orphaned (yet), and is not "deleted"
-    // either: said apart, per run (issue 21 §2).
+    // either: said apart, per run.
     let (held, rows): (Vec<&InventoryRow>, Vec<&InventoryRow>) =
         all.iter().partition(|r| r.unfinished);
     let mut held_by: Vec<(&str, hcp_runtime::RunState, usize)> = Vec::new();

@@ -650,7 +650,7 @@ pub async fn fixture(dir: &Path) -> String {
     j.release().await;
 
     // Run 5: create-cluster of `epsilon` with `on-failure: pause=24h`: the control plane
-    // failed for good and the run paused with its work kept (issue 23).
+    // failed for good and the run paused with its work kept.
     let mut paused_dag = cluster_dag("create-cluster");
     paused_dag.on_failure = hcp_runtime::FailurePolicy::pause(Some(Duration::from_secs(86_400)));
     let mut j = J::start(&store, 5, paused_dag, "epsilon", 1200).await;

@@ -172,7 +172,7 @@ impl Batcher {
         if self.busy.fetch_add(1, Ordering::SeqCst) == 0 {
             // Nothing else queued or being written: a lone request is written on this very
             // task, the single-statement path a writer would take for a batch of one,
-            // without the two hops to a writer task and back (issue 26 §3: a step at the
+            // without the two hops to a writer task and back (a step at the
             // floor). Requests arriving meanwhile queue for the writers as before.
             let out = self.lone(&op).await;
             drop(busy);

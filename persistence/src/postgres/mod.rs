@@ -463,7 +463,7 @@ macro_rules! target_ok {
 }
 
 /// A lease nobody holds any more (never taken, released, or expired before `$3`).
-/// Whether a run's lease is free, by the **database's** clock (issue 27): a worker whose
+/// Whether a run's lease is free, by the **database's** clock: a worker whose
 /// clock runs ahead must not find a live lease expired and take the run over.
 macro_rules! lease_free {
     () => {
@@ -1118,7 +1118,7 @@ fn pool_options() -> PgPoolOptions {
         .min_connections(0)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         // No ping before each use (sqlx's default): it is a second round trip per statement
-        // (issue 26 §3). A connection the server dropped fails its statement instead, which
+        // . A connection the server dropped fails its statement instead, which
         // is classified transient and retried on a fresh connection.
         .test_before_acquire(false)
 }

@@ -205,7 +205,7 @@ impl SqliteStore {
     /// Open an existing, migrated journal for reading only: nothing is created, migrated
     /// or locked, and every write fails. For read-only commands on a journal whose directory
     /// (or file) this process may not write: `list` and `show` must still work there
-    /// (issue 21 §6), where [`SqliteStore::open`] fails at its first write.
+    /// , where [`SqliteStore::open`] fails at its first write.
     ///
     /// # Errors
     /// [`StoreError::Permanent`] if the file cannot be read.

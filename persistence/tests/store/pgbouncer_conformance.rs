@@ -1,4 +1,4 @@
-//! The store conformance suite through PgBouncer in transaction mode (issue 27 §7), as
+//! The store conformance suite through PgBouncer in transaction mode, as
 //! managed Postgres offerings put it in front: `HCP_TEST_PGBOUNCER_URL` names the pooler
 //! (e.g. `postgres://postgres@127.0.0.1:6432/postgres`, `pool_mode = transaction`, a `*`
 //! database fallback to the server), `HCP_TEST_POSTGRES_URL` the server itself. Each case

@@ -75,7 +75,7 @@ async fn migrations_are_idempotent_and_recorded() {
     assert_eq!(applied, latest);
 }
 
-/// The clock engines on several hosts keep (issue 27 §6): the server's current time, not
+/// The clock engines on several hosts keep: the server's current time, not
 /// the start of a transaction; this test runs on the server's host, so the two agree.
 #[tokio::test]
 async fn the_server_clock_is_read_as_it_runs() {
@@ -391,7 +391,7 @@ async fn acquire_uses_the_partial_indexes_on_a_large_journal() {
     assert!(!plan.contains("Seq Scan"), "{plan}");
 }
 
-/// Issue 26 §3: a lone append goes over one kept connection (no pool ping, one warm
+/// A lone append goes over one kept connection (no pool ping, one warm
 /// backend). When the server drops that connection, at most the next append fails, and
 /// transiently (nothing written: the engine retries it); the one after connects afresh,
 /// and the run's journal stays contiguous.
@@ -451,7 +451,7 @@ async fn a_lone_append_survives_its_connection_being_dropped() {
     assert_eq!(seqs, (1..=after).collect::<Vec<_>>());
 }
 
-/// Schema v8 (issue 26 §3): a step whose run keeps its state and stays due is written by
+/// Schema v8: a step whose run keeps its state and stays due is written by
 /// inserting its events alone. Views still show its summary; a writer whose view is behind
 /// the journal (an append already written, its answer lost) or whose lease was taken over
 /// writes nothing and hears `Fenced`; and the previous binary, which allocates seqs from

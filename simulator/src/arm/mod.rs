@@ -12,7 +12,7 @@
 //! holds lookups, cascading removal and IP allocation, [`schema`] validates request
 //! bodies against the Azure REST API specs.
 //!
-//! Conformance with the official clients (issue 14; rows in `tests/official/test_arm.py`):
+//! Conformance with the official clients:
 //! - Request bodies: every PUT/PATCH body is validated against its operation's schema from
 //!   the specs directory (`SimConfig::specs_dir`, `simulator serve --specs DIR`): 400
 //!   `InvalidRequestContent` naming the property path ([`schema`]); without specs, the
@@ -168,7 +168,7 @@ async fn handle_inner(
         }
         Some(_) => {}
     }
-    // The read APIs of `hcp-workflow preflight` (issue 13).
+    // The read APIs of `hcp-workflow preflight`.
     if let Some(resp) = crate::preflight::handle_arm(sim, req) {
         return Ok(resp);
     }

@@ -396,11 +396,11 @@ pub(crate) fn classify_type(req: &Req) -> Option<String> {
 }
 
 pub(crate) async fn handle(sim: &Simulator, req: &Req) -> Response {
-    // The Secrets Store CSI driver's CRD on AKS (issue 28).
+    // The Secrets Store CSI driver's CRD on AKS.
     if let Some(resp) = crate::aks::handle_kube(sim, req) {
         return resp;
     }
-    // SelfSubjectReview, SelfSubjectAccessReview, HyperShift CRDs (issue 13).
+    // SelfSubjectReview, SelfSubjectAccessReview, HyperShift CRDs.
     if let Some(resp) = crate::preflight::handle_kube(sim, req) {
         return resp;
     }

@@ -1,4 +1,4 @@
-//! Issue 14 (ARM half): the simulator answers as Azure does where official clients found
+//! The simulator answers as Azure does where official clients found
 //! gaps — PATCH tags, current api-versions, spec validation of bodies, `If-Match`, Private
 //! DNS zones with links. The same rows run with the Azure SDK for Python in
 //! `tests/official/test_arm.py`.

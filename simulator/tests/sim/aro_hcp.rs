@@ -1,4 +1,4 @@
-//! The AKS management cluster and HyperShift's ARO HCP identity model (issue 28): the
+//! The AKS management cluster and HyperShift's ARO HCP identity model: the
 //! seeded `managedClusters` resource and its add-ons, the SecretProviderClasses of a
 //! `ManagedIdentities` HostedCluster, and its control plane's Key Vault mounts.
 #![allow(clippy::unwrap_used)]

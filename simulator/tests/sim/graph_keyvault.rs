@@ -1,4 +1,4 @@
-//! Microsoft Graph and Azure Key Vault (issue 28): the wire contracts of /tmp/aro-design.md
+//! Microsoft Graph and Azure Key Vault: the wire contracts of /tmp/aro-design.md
 //! as the simulator serves them, through its router.
 #![allow(clippy::unwrap_used)]
 

@@ -1,5 +1,5 @@
 //! Public DNS zones, the guest's ingress records and HyperShift's NodePool image defaulting
-//! (issue 12, findings 3 and 6).
+//! .
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
@@ -247,7 +247,7 @@ async fn ingress_writes_apps_records_into_the_named_zones_and_cleanup_removes_th
 async fn a_missing_public_zone_id_leaves_apps_unresolvable_and_degrades_the_console() {
     let sim = seeded(&["hcp.example.com"]);
     ensure_ns(&sim, "clusters").await;
-    // No zone ids at all (what hcp-workflow rendered before issue 12).
+    // No zone ids at all (what hcp-workflow rendered before it set zone ids).
     let hc = hosted_cluster("bare", None, None);
     assert_eq!(apply(&sim, &format!("{HC}/bare"), &hc).await.status, 201);
     let np = node_pool(

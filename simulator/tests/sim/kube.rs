@@ -601,7 +601,7 @@ async fn operator_private_cluster_nodes_wait_for_pe_and_dns_and_lb_blocks_delete
     );
 }
 
-/// Issue 12, findings 1 and 2: the simulated operator applies HyperShift's release rules
+/// The simulated operator applies HyperShift's release rules
 /// and the control-plane operator's refusal of an API-server Route without a hostname.
 #[tokio::test(start_paused = true)]
 async fn operator_applies_hypershifts_release_and_route_rules() {
@@ -650,7 +650,7 @@ async fn operator_applies_hypershifts_release_and_route_rules() {
     assert_eq!(c["reason"], "InvalidImage");
     assert_eq!(
         c["message"],
-        // release-4.22 prints the semver (issue 22: `"4.22.0"`, not main's `"4.22"`).
+        // release-4.22 prints the semver (`"4.22.0"`, not main's `"4.22"`).
         "the latest version supported is: \"4.22.0\". Attempting to use: \"4.23.1\""
     );
 
@@ -689,7 +689,7 @@ async fn operator_applies_hypershifts_release_and_route_rules() {
     }
 }
 
-/// Issue 22 §3: the simulated operator applies HyperShift's network overlap check
+/// The simulated operator applies HyperShift's network overlap check
 /// (`hostedcluster_controller.go` `validateSliceNetworkCIDRs`): overlapping machine, service
 /// or cluster networks give `ValidConfiguration=False` with HyperShift's message, and the
 /// cluster never becomes Available.

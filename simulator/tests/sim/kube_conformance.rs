@@ -1,4 +1,4 @@
-//! Kubernetes API behaviours real clients rely on (issue 14): server-side apply with
+//! Kubernetes API behaviours real clients rely on: server-side apply with
 //! managedFields and conflicts, delete preconditions and answers, dryRun, paging,
 //! selectors, OpenAPI and tables for kubectl.
 #![allow(clippy::unwrap_used)]

@@ -29,7 +29,7 @@ fn sim_at(pp: PrivatePlatform, mp: ManagementPlatform, version: &str) -> Simulat
     Simulator::new(c).unwrap()
 }
 
-/// Issue 22 §7: on `release-4.22` the CPO's `reconcileHCPDeletion` cleans up its PE and
+/// On `release-4.22` the CPO's `reconcileHCPDeletion` cleans up its PE and
 /// zones and removes the HCP's finalizer, but not the CR's own: once the CPO is gone the CR
 /// keeps it, and with it the HostedCluster waits. Removing it (what hcp-workflow does once
 /// ARM proves the PE and zones gone) lets the deletion finish.

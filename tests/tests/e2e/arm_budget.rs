@@ -1,4 +1,4 @@
-//! Issue 26, end to end with real processes: three workers on one Postgres journal create
+//! Three workers on one Postgres journal create
 //! three clusters in one subscription against `simulator serve` (ARM's documented
 //! per-principal buckets). They share one ARM budget through the journal: together they
 //! never send more than the budget's share allows at any moment (its burst plus its refill
@@ -105,7 +105,7 @@ fn three_workers_share_one_arm_budget_and_arm_never_throttles() {
     }
 }
 
-/// Issue 26 §2: one create alone, as an operator runs it (`start create-cluster`, its
+/// One create alone, as an operator runs it (`start create-cluster`, its
 /// preflight included), sends at most 145 ARM requests (120 before a Private cluster's API
 /// and OAuth names got a private zone each, with its link and record, and the private
 /// endpoint is read for its address), writes each resource once, and is

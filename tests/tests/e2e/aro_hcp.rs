@@ -1,4 +1,4 @@
-//! Issue 28: the ARO HCP identity model end to end, with real processes: `hcp-workflow`
+//! The ARO HCP identity model end to end, with real processes: `hcp-workflow`
 //! against `hcp-workflow simulator serve --management-platform aks` (an AKS management
 //! cluster with the Key Vault Secrets Provider add-on; Microsoft Graph; Key Vault's ARM and
 //! data plane; HyperShift's ManagedIdentities mode, whose SecretProviderClass mounts read

@@ -1,4 +1,4 @@
-//! Issue 21 §4, end to end: every run records who started it (the identity rule of
+//! Every run records who started it (the identity rule of
 //! operator commands; in CI, the job's URL), the absolute config path, the file's SHA-256
 //! and the binary's version; `list`, `show`, `history` and their JSON show it, and the
 //! history starts with "run created by …".

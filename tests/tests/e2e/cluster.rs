@@ -255,7 +255,7 @@ fn every_node_unwinds(tag: &str, topology: &str, sim_args: &[&str], extra: &str,
     env.sim.stop();
 }
 
-/// Issue 12: every topology × every private-link mode that applies.
+/// Every topology × every private-link mode that applies.
 #[test]
 fn every_node_of_create_unwinds_private_hcp_workflow_mode() {
     every_node_unwinds(
@@ -305,7 +305,7 @@ fn every_node_of_create_unwinds_public_and_private_hypershift_mode() {
     );
 }
 
-/// Issue 21: every 429 used up one of a step's attempts, so a step throttled 14 times in a
+/// Every 429 used up one of a step's attempts, so a step throttled 14 times in a
 /// row (max 12 attempts) gave up and the create rolled back; with 20% Kubernetes 5xx a
 /// create rolled back after 12 attempts classified transient. "Not now" answers now spend
 /// the step's transient budget (time), not its attempts, and wait exactly the

@@ -1,4 +1,4 @@
-//! Issue 12, findings 3–5 end to end with real processes (a simulator process and the
+//! (a simulator process and the
 //! prebuilt `hcp-workflow`): the public and infra DNS zones with a bring-your-own network
 //! and the guest's `*.apps` records, role assignments for bring-your-own identities, an
 //! existing OIDC issuer's signing key, and a missing public zone.
@@ -153,7 +153,7 @@ fn byo_identities_get_18_role_assignments_and_keep_their_identities() {
     let env = Env::new("cfg-byo-ids", FAST);
     let cfg = cluster_file(&env.dir, "byoids", "byoids-a1b2c", "Public", "");
     // The user's identities, each with its federated credentials for the cluster's issuer
-    // (the simulated cluster checks the whole chain, issue 22 §6).
+    // (the simulated cluster checks the whole chain).
     hcp_e2e_tests::cluster::byo_identities(&env, &cfg, "byoidsoidc1", None);
     let identity_ids: Vec<String> = hcp_e2e_tests::cluster::IDENTITIES
         .iter()
@@ -212,7 +212,7 @@ fn existing_issuer(env: &Env, account: &str, jwks: &Value) -> String {
         jwks.to_string().into_bytes(),
     );
     assert!((200..300).contains(&status), "{status}");
-    // The discovery document too (preflight checks it, issue 13).
+    // The discovery document too (preflight checks it).
     let url = format!("https://{account}.blob.core.windows.net/oidc");
     let status = env.sim.put_blob(
         &acct,
@@ -327,7 +327,7 @@ fn missing_public_zone_fails_before_anything_is_created() {
         .into_iter()
         .filter(|r| !matches!(r["method"].as_str(), Some("GET") | Some("HEAD")))
         // Entra token requests are POSTs that write nothing; so are preflight's questions
-        // (issue 13: checkNameAvailability, SelfSubjectReview, SelfSubjectAccessReview).
+        // (checkNameAvailability, SelfSubjectReview, SelfSubjectAccessReview).
         .filter(|r| {
             let p = r["path"].as_str().unwrap_or_default();
             ![
@@ -344,7 +344,7 @@ fn missing_public_zone_fails_before_anything_is_created() {
     assert!(writes.is_empty(), "{writes:#?}");
 }
 
-/// Issue 22 §2–3 on `simulator serve`: a bring-your-own VNet in another subscription and
+/// On `simulator serve`: a bring-your-own VNet in another subscription and
 /// overlapping node/pod/service networks are refused before anything is journaled or sent
 /// (exit 2, naming the field); a valid file's pod, service and node networks reach the
 /// HostedCluster (`spec.networking`, `machineNetwork` included, so HyperShift checks too).
@@ -409,7 +409,7 @@ fn networks_are_checked_and_rendered() {
     assert_eq!(n["machineNetwork"][0]["cidr"], "10.0.0.0/16", "{n}");
 }
 
-/// Issue 22 §9: a bring-your-own VNet with custom DNS servers: preflight warns, naming the
+/// A bring-your-own VNet with custom DNS servers: preflight warns, naming the
 /// VNet and its servers (the private zones resolve only through Azure DNS); with Azure DNS
 /// among the servers, no warning.
 #[test]
@@ -476,7 +476,7 @@ fn a_byo_vnet_with_custom_dns_servers_is_warned_about() {
     assert!(preflight().is_empty());
 }
 
-/// Issue 22 §5 on `simulator serve`: with a PodDisruptionBudget that allows no eviction in
+/// On `simulator serve`: with a PodDisruptionBudget that allows no eviction in
 /// the guest, a delete that removed the NodePools first (draining every node) never ended.
 /// The NodePools now go with the HostedCluster, undrained, as HyperShift deletes them:
 /// hcp-workflow sends no NodePool DELETE before the HostedCluster's, and the delete
@@ -534,7 +534,7 @@ fn delete_goes_with_the_hosted_cluster_and_a_blocking_pdb_does_not_hang_it() {
     );
 }
 
-/// Issue 22 (cosmetic list): an existing issuer's JWKS is read where its discovery document's
+/// An existing issuer's JWKS is read where its discovery document's
 /// `jwks_uri` says, not at a fixed path. Here the issuer publishes its keys at `keys.json`
 /// only: the create is accepted (it was refused as "not published" before).
 #[test]
@@ -583,7 +583,7 @@ fn an_existing_issuers_jwks_is_read_from_its_jwks_uri() {
     assert_eq!(code, 0, "{out}\n{err}");
 }
 
-/// Issue 22 §4: a create is done when the guest's release has rolled out
+/// A create is done when the guest's release has rolled out
 /// (`status.version.history[0].completionTime`, as `hypershift create cluster --wait`),
 /// not at Available + Ready pools. With cluster operators that never become available the
 /// run stops for an operator once its `clusterRollout` budget is spent (it never unwinds by

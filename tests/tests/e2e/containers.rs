@@ -1,4 +1,4 @@
-//! Issue 27, the team's end-to-end test, with containers (podman with runc): everything a
+//! The team's end-to-end test, with containers (podman with runc): everything a
 //! team runs comes from the image `bin/Containerfile` builds (non-root, read-only root
 //! filesystem), on the host's network:
 //! - PostgreSQL (the host's server, as a managed database would be: no registry is

@@ -20,7 +20,7 @@ enum Scenario {
     /// `c` fails permanently (after its effect): a, b1, b2, c are undone; d never starts.
     UnwindAtC,
     /// `c` fails permanently with `--on-failure pause`: the run stops in needs-operator
-    /// and nothing is undone (issue 23).
+    /// and nothing is undone.
     PauseAtC,
     /// `c` fails with `--on-failure pause=2s`, nobody acts: once the deadline passed, the
     /// next process unwinds it (the kills fall in that unwind). Ends like `UnwindAtC`.

@@ -1,4 +1,4 @@
-//! `hcp-workflow deploy manifests` (issue 27 §2), as a team uses it: the YAML goes to
+//! `hcp-workflow deploy manifests`, as a team uses it: the YAML goes to
 //! `kubectl apply --dry-run=server` against `hcp-workflow simulator serve`, and through
 //! `kubectl kustomize` as a resource file. Bad flags exit 2, naming the flag.
 //!

@@ -1,4 +1,4 @@
-//! Issue 24, first part, end to end with real processes against `simulator serve`: a
+//! First part, end to end with real processes against `simulator serve`: a
 //! create journals the cluster's applied configuration (secrets as hashes), and a create
 //! over a cluster that exists and differs from the file is refused, naming every
 //! difference, instead of adopting everything and saying "complete".

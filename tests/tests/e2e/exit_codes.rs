@@ -1,4 +1,4 @@
-//! One end-to-end test per exit-code rule (issue 15), on the real binary with a scratch
+//! One end-to-end test per exit-code rule, on the real binary with a scratch
 //! SQLite journal:
 //! - 0: the command succeeded;
 //! - 1: the run ended badly (or the command failed);

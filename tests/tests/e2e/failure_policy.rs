@@ -1,4 +1,4 @@
-//! Issue 23, end to end with real processes against `simulator serve`: a failure pauses
+//! Against `simulator serve`: a failure pauses
 //! instead of destroying the work, a pause with a deadline unwinds by itself, a delete only
 //! goes forward, and bad policies are refused before anything is journaled.
 #![allow(clippy::unwrap_used)]

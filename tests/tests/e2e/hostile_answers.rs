@@ -1,4 +1,4 @@
-//! Answers from outside that once wedged a run (issue 21, §6): an Azure error whose message
+//! Answers from outside that once wedged a run: an Azure error whose message
 //! carries a NUL byte and runs to 100 KiB. Postgres refuses a NUL in `text`, so every
 //! journal write of that run failed, the worker gave up on it but kept renewing its lease,
 //! and the foreground `start` hung with `why` saying nothing was needed. Now the runtime

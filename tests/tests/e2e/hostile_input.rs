@@ -1,4 +1,4 @@
-//! Input files that are not what they should be (issue 21, §6), through the real binary:
+//! Input files that are not what they should be, through the real binary:
 //! a device or a FIFO as the cluster file, the pull secret or the SSH key (the process
 //! once grew to 2 GB on `/dev/zero`, and hung for ever on a FIFO), a `.env` given as the
 //! cluster file (its secret line was printed), a UTF-8 byte-order mark (a misleading

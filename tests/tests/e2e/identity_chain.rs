@@ -1,4 +1,4 @@
-//! Issue 22 §6 end to end with real processes (`simulator serve` and the prebuilt
+//! With real processes (`simulator serve` and the prebuilt
 //! `hcp-workflow`): the simulated cluster checks the workload-identity chain its real
 //! components depend on — identity, federated credential (issuer, subject, audience), the
 //! issuer's published documents and key, and role assignments at each scope — so a broken
@@ -36,7 +36,7 @@ fn a_wrong_federated_subject_fails_the_create_with_aadsts70021() {
     byo_identities(&env, &good, "wiokoidc1", None);
     let (code, out, err) = env.start("create-cluster", &good, &[], &[]);
     assert_eq!(code, 0, "the right chain must succeed\n{out}\n{err}");
-    // Issue 22 (cosmetic list): a Public cluster's API server is a LoadBalancer Service
+    // A Public cluster's API server is a LoadBalancer Service
     // (`kube-apiserverlb`, port 7443) with a public IP; the control-plane operator makes no private router for it.
     let svc = |name: &str| {
         env.sim

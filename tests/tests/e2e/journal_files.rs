@@ -1,4 +1,4 @@
-//! Journal files and databases (issue 21, §6):
+//! Journal files and databases:
 //! - one executor per SQLite journal, whatever name it is opened by: a second worker on
 //!   `alias.db -> j.db` used to take its own executor lock (`alias.db.executor.lock`),
 //!   release the live worker's leases and take its runs;
@@ -117,7 +117,7 @@ fn read_only_commands_never_migrate_an_empty_postgres_database() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// Issue 21 §6: a journal in a directory this user may not write (here: a read-only
+/// A journal in a directory this user may not write (here: a read-only
 /// directory, for the `nobody` user) still answers `list` and `show`; a command that writes
 /// is refused (exit 2) saying why, and nothing in the directory changes. Both with the WAL
 /// index left by the last writer and without it (a clean shutdown removes it).
@@ -228,7 +228,7 @@ fn a_read_only_journal_directory_still_answers_reads() {
     }
 }
 
-/// Issue 21 §6: a SQLite journal on a full disk made the worker exit, and nothing resumed
+/// A SQLite journal on a full disk made the worker exit, and nothing resumed
 /// until someone restarted it. Now the worker waits, saying why, and carries on by itself
 /// once there is room: the runs journaled before the disk filled up succeed.
 #[test]

@@ -177,7 +177,7 @@ where
     panic!("condition not reached within {timeout:?}: {what}");
 }
 
-/// Issue 27 §6: lease expiry is decided by the database's clock. A worker whose host clock
+/// Lease expiry is decided by the database's clock. A worker whose host clock
 /// runs an hour ahead sees every lease as long expired by its own reckoning; it must still
 /// never take a live run over (on Postgres), and only takes it once the holder is really
 /// gone. Then it resumes the holder's wait: its engine keeps the database's time, so the
@@ -304,7 +304,7 @@ async fn a_worker_whose_clock_runs_ahead_never_takes_a_live_run_over() {
     drop(w2);
 }
 
-/// Issue 27 §6 on SQLite: two processes could share the file, but only one executes (the
+/// On SQLite: two processes could share the file, but only one executes (the
 /// file's executor lock); a second worker whose clock runs an hour ahead is refused outright
 /// and the holder keeps the run.
 #[tokio::test(flavor = "multi_thread")]

@@ -1,4 +1,4 @@
-//! Issue 21 §3 and §6, end to end with real processes: nothing hangs silently.
+//! And §6, end to end with real processes: nothing hangs silently.
 //! - a `start` (or `drive`) beside a SQLite worker that serves another target is refused at
 //!   once (exit 2, nothing journaled), naming the worker and what it serves, in text and JSON;
 //! - a `cancel` of a run that never started a step is applied at once (nothing to undo), so
@@ -199,7 +199,7 @@ fn a_cancel_of_a_finished_run_with_an_unreadable_journal_is_refused() {
     assert_eq!(state(&env, &id), "succeeded");
 }
 
-/// Issue 21 §5: `cancel --wait` returns when the unwind has ended (not when the cancel was
+/// `cancel --wait` returns when the unwind has ended (not when the cancel was
 /// applied), and `retry --wait` when the retried step has an outcome.
 #[test]
 fn wait_follows_a_command_to_its_effect() {
@@ -267,7 +267,7 @@ fn wait_follows_a_command_to_its_effect() {
     let _ = w.finish(Duration::from_secs(30));
 }
 
-/// Issue 21 §5: on Postgres, a `--simulate` worker (and a detached `--simulate` run) would
+/// On Postgres, a `--simulate` worker (and a detached `--simulate` run) would
 /// work in an empty simulated cloud of its own (no DNS zone, nothing earlier processes
 /// made) and roll every run back at step 1. Refused with the recipe that works (exit 2,
 /// nothing journaled); a foreground `--simulate` start still runs.

@@ -1,4 +1,4 @@
-//! `worker --notify URL` (issue 27 §4): two workers on one Postgres journal, each with the
+//! `worker --notify URL`: two workers on one Postgres journal, each with the
 //! same webhook, and runs that succeed, fail, pause, stall, give up an undo, and wait for a
 //! worker nobody runs. A local HTTP receiver gets each transition exactly once, the first
 //! POST answered 503 is retried, and the webhook's token never reaches a log or the journal.

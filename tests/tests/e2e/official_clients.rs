@@ -1,9 +1,9 @@
-//! The official-client conformance suite (issue 14): `tests/official/*.py` drives a real
+//! The official-client conformance suite: `tests/official/*.py` drives a real
 //! `hcp-workflow simulator serve` process with the Azure SDK for Python (azure-identity,
 //! azure-mgmt-*, azure-storage-blob, azure-keyvault-certificates, azure-keyvault-secrets),
 //! Microsoft Graph REST, the `kubernetes` Python client and kubectl, and each row asserts
-//! what the real service does. The Key Vault and Graph rows (issue 28,
-//! `test_keyvault_graph.py`) run as their own test on their own simulator.
+//! what the real service does. The Key Vault and Graph rows
+//! (`test_keyvault_graph.py`) run as their own test on their own simulator.
 //!
 //! The clients live in a virtualenv made from `tests/official/requirements.txt` (`.ci/run`
 //! makes it in `$CARGO_TARGET_DIR/conformance-venv` and sets `HCP_CONFORMANCE_PYTHON` to its
@@ -29,7 +29,7 @@ fn python() -> Result<PathBuf, String> {
     }
 }
 
-/// The Key Vault and Microsoft Graph rows (issue 28 §4): their own module and simulator.
+/// The Key Vault and Microsoft Graph rows: their own module and simulator.
 const KEYVAULT_GRAPH: &str = "test_keyvault_graph.py";
 
 /// Runs pytest on `targets` (paths under `tests/official`, plus pytest options) against a

@@ -1,4 +1,4 @@
-//! Operator experience end to end (issue 15), on the real binary and a simulator process:
+//! Operator experience end to end, on the real binary and a simulator process:
 //! a failure printed the moment it happens with the unwind as its own phase and a one-line
 //! outcome; run references people can type (a unique suffix or prefix, `cluster/<name>`);
 //! step names by suffix with "did you mean"; and one failure card in `show`/`why` whose

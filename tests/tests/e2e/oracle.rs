@@ -1,4 +1,4 @@
-//! Issue 44: HyperShift's own code judges what we render. For each variant, a cluster is
+//! HyperShift's own code judges what we render. For each variant, a cluster is
 //! created (or updated) with the real CLI against `simulator serve`; the HostedCluster,
 //! NodePools, Secrets, Services and AzurePrivateLinkService CRs are read back from the
 //! simulator's kube API and handed to `tests/hypershift-oracle` (a Go program built against a

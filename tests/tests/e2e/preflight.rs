@@ -1,4 +1,4 @@
-//! `hcp-workflow preflight` end to end (issue 13): every check fails with its row when the
+//! `hcp-workflow preflight` end to end: every check fails with its row when the
 //! simulator is set up with that failure, the command exits 2, nothing is journaled (no
 //! journal file at all) and nothing is created — the simulator's request log holds only
 //! reads (GET, and the read-only POSTs: token, checkNameAvailability,
@@ -111,7 +111,7 @@ fn start_refused(env: &Env, workflow: &str, cfg: &Path, check: &str) -> String {
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(err.contains("preflight") && err.contains(check), "{err}");
     assert!(err.contains("nothing was journaled or created"), "{err}");
-    // The hint keeps the run's target flags (issue 21 §5): without `--simulator URL` a
+    // The hint keeps the run's target flags: without `--simulator URL` a
     // copied command would check real Azure.
     assert!(
         err.contains(&format!(
@@ -212,7 +212,7 @@ fn everything_passes_and_nothing_is_written() {
     assert_only_reads(&env);
     assert_eq!(env.sim.ids(), before, "preflight created something");
 
-    // Issue 26: what several checks need is read once — one provider list per
+    // What several checks need is read once — one provider list per
     // subscription, one list of the guest subscription's groups (no permissions asked of a
     // group it does not hold), the management group's permissions once (they also say
     // that the group exists), and the NAT subnet found in the VNet's body.
@@ -776,7 +776,7 @@ fn reachability_timeout_visibility_and_delete_rows() {
 
     // A PLS of this name already exists, visible only to another subscription (in front of
     // a frontend of an internal LB of the management VNet: Azure refuses a PLS whose
-    // frontend does not exist, issue 22 §10).
+    // frontend does not exist).
     let mgmt_subnet = format!("{}/subnets/other-pls-subnet", subnet.trim_end_matches('/'));
     let lb = format!("{MGMT_RG}/providers/Microsoft.Network/loadBalancers/kube-internal");
     let (status, body) = env.sim.put(
@@ -823,7 +823,7 @@ fn reachability_timeout_visibility_and_delete_rows() {
     start_refused(&env, "delete-cluster", &cfg, "k8s.access");
 }
 
-/// Issue 21 §5: a `start` whose preflight passes with warnings says so in one line, with the
+/// A `start` whose preflight passes with warnings says so in one line, with the
 /// command (and the run's target flags) that shows them.
 #[test]
 fn a_start_prints_its_preflight_warnings_in_one_line() {
@@ -854,7 +854,7 @@ fn a_start_prints_its_preflight_warnings_in_one_line() {
     assert!(rows.iter().any(|r| r["status"] == "warn"), "{rows:#?}");
 }
 
-/// Issue 22 §8: a Public cluster on a management cluster without the Route API passed
+/// A Public cluster on a management cluster without the Route API passed
 /// preflight (a warning) and simulated fine; HyperShift refuses it, because Ignition,
 /// Konnectivity and OAuth are Routes in every topology. Preflight fails it (exit 2), and
 /// with the checks skipped the simulated operator refuses it as HyperShift does: the run
@@ -915,7 +915,7 @@ fn a_public_cluster_without_the_route_api_is_refused() {
     );
 }
 
-/// Issue 22 §10: the Private Link Service is created in the cluster's location, in front of
+/// The Private Link Service is created in the cluster's location, in front of
 /// the management cluster's internal load balancer (in the management VNet's region). A
 /// cluster in another region than the management cluster is refused by preflight (exit 2,
 /// nothing journaled or created), not by Azure after the control plane exists.

@@ -1,4 +1,4 @@
-//! `privateLink.managedBy` end to end (issue 12, finding 8): the real binary against a
+//! `privateLink.managedBy` end to end: the real binary against a
 //! simulator process whose HyperShift operator runs with or without `--private-platform
 //! Azure` (HyperShift 4.22's own private-link controllers, simulated).
 //!
@@ -221,7 +221,7 @@ fn hypershift_mode(topology: &str, tag: &str, managed_by: &str) {
         hc_delete < pe_delete && pe_delete < pls_delete,
         "pe {pe_delete}, pls {pls_delete}"
     );
-    // Issue 22 §7: HyperShift 4.22 (the simulator's default operator) leaves the CPO's
+    // HyperShift 4.22 (the simulator's default operator) leaves the CPO's
     // finalizer on the CR once its cleanup is done. hcp-workflow releases it, and only
     // after its own ARM GETs answered 404 for the PE and the zone the CR names.
     let gone = |id: &str| {

@@ -1,4 +1,4 @@
-//! Issue 21 §6, end to end with real processes: findings of the adversarial reliability
+//! Findings of the adversarial reliability
 //! review.
 //! - a long-running operation's poll that answers 409 with `InternalServerError` in its
 //!   body is a transient failure (the code in the body wins, as in Azure's SDKs), not a

@@ -1,4 +1,4 @@
-//! Issue 25: repair-cluster passes the suite every workflow has, end to end with real
+//! Repair-cluster passes the suite every workflow has, end to end with real
 //! processes against `simulator serve` (a Private cluster with hcp-workflow's own private
 //! link, so the `access` stage and its pivot are in the DAG):
 //! - every step succeeds when repeated: a second repair of a healthy cluster changes

@@ -1,4 +1,4 @@
-//! Issue 15: a resource whose stuck undo an operator resolved by hand stays visible in the
+//! A resource whose stuck undo an operator resolved by hand stays visible in the
 //! inventory and the run's resources as "resolved by <who>: <note>" — nobody here saw it
 //! go, so an auditor can check it. Real processes: the self-test saga with a stuck undo,
 //! a worker, `resolve --wait`, then `inventory` (text and JSON), `inventory --orphans` and
@@ -126,7 +126,7 @@ fn a_resolved_undo_keeps_its_resource_in_the_inventory_with_who_and_why() {
             .any(|r| r["id"] == b1["id"] && r["action"] == "resolved"),
         "{orphans}"
     );
-    // Issue 21 §2: the rolled-back run does not claim every step was undone; it names the
+    // The rolled-back run does not claim every step was undone; it names the
     // undo resolved by hand, who resolved it and the note, and asks to check it.
     let (_, why, _) = cli(&db, &["why", &run], &[]);
     assert!(

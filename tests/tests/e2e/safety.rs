@@ -1,4 +1,4 @@
-//! Safety on a shared journal (issue 11), end to end with real processes: one unfinished
+//! Safety on a shared journal, end to end with real processes: one unfinished
 //! run per cluster (also when two processes race), idempotency keys bound to workflow and
 //! cluster, target-aware workers, checks before journaling, a foreground `start` beside a
 //! worker, bounded waits that journal O(1) events, and "no worker" visibility.
@@ -55,7 +55,7 @@ fn events(env: &Env, run: &str) -> Vec<Value> {
     assert_eq!(code, 0, "{err}");
     assert_eq!(document(&out, "RunHistory")["run_id"], run, "{out}");
     let mut rows = items(&out, "RunHistory");
-    // The history opens with who created the run (issue 21 §4); the journal's events follow.
+    // The history opens with who created the run; the journal's events follow.
     assert_eq!(
         rows.first().map(|r| &r["kind"]),
         Some(&Value::from("run_created")),
@@ -185,7 +185,7 @@ fn ctrl_c_leaves_the_run_resumable_and_says_how_to_continue_it() {
     assert!(says_run(&out, "succeeded"), "{out}");
 }
 
-/// Issue 21 §2: Ctrl-C during an unwind says the run was unwinding and how far it got (it
+/// Ctrl-C during an unwind says the run was unwinding and how far it got (it
 /// said "nothing was undone" after 30 undos); `drive` finishes the unwind.
 #[test]
 fn ctrl_c_during_an_unwind_says_how_far_the_unwind_got() {
@@ -424,7 +424,7 @@ fn a_run_without_a_worker_says_so() {
     assert!(list.contains(&worker_cmd), "{list}");
     let (_, why, _) = env.cli(&["why", &run], &fast);
     assert!(why.contains(&worker_cmd), "{why}");
-    // Issue 21 §3: it never started, so its cancel needs no worker: applied at once.
+    // It never started, so its cancel needs no worker: applied at once.
     let (code, out, _) = env.cli(&["cancel", &run, "--reason", "test"], &fast);
     assert_eq!(code, 0);
     assert!(out.contains("at once"), "{out}");

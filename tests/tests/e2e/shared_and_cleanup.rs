@@ -1,4 +1,4 @@
-//! Issue 12, end to end with real processes:
+//! With real processes:
 //! - finding 11: one persistent resource group shared by many clusters (HyperShift's
 //!   `os4-common`): a second cluster adopts it, a purge removes only that cluster's
 //!   resources and the group only once nothing else is inside, and an unwinding create

@@ -1,4 +1,4 @@
-//! Running hcp-workflow as a team's service (issue 27), with real processes:
+//! Running hcp-workflow as a team's service, with real processes:
 //! - §5 drain: a worker SIGTERMed in the middle of a step finishes that step, journals it,
 //!   releases the run and exits 0; the next worker goes on from the next step, and every
 //!   step's side effect happened once. `ui` exits promptly (0) on SIGTERM;
@@ -607,7 +607,7 @@ fn pgbouncer_url() -> Option<String> {
     }
 }
 
-/// Issue 27 §7: a worker, the CLI and the UI all reach the journal through PgBouncer in
+/// A worker, the CLI and the UI all reach the journal through PgBouncer in
 /// transaction mode; only `migrate` goes to the server itself (through the pooler it is
 /// refused, exit 2). The worker says at startup that it polls (no LISTEN through a pooler).
 #[test]

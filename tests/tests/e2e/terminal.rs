@@ -1,4 +1,4 @@
-//! Issue 21 §2, on a real pseudo-terminal (tmux): the outcome of a followed run is the last
+//! On a real pseudo-terminal (tmux): the outcome of a followed run is the last
 //! thing on the screen. The progress bars used to be redrawn after the outcome block
 //! (`ESC[8A` and 8 stale bars over "✗ Creation failed …", the run line and the `show` hint);
 //! here a failing create runs in tmux at several widths and the final screen is read back

@@ -1,4 +1,4 @@
-//! Issue 22 §1 end to end with real processes (`simulator serve` and the prebuilt
+//! With real processes (`simulator serve` and the prebuilt
 //! `hcp-workflow`): a PublicAndPrivate cluster's nodes reach the API server through the
 //! private endpoint (a Route API server behind the private router on 443), its public
 //! hostnames get A records in the base domain's public zone, and the simulator refuses
@@ -167,7 +167,7 @@ fn wait_for<F: Fn() -> Option<Value>>(what: &str, f: F) -> Value {
 
 /// The simulator models the ports (HyperShift's `APIPortForLocalZone`, and a Private Link
 /// Service that fronts only the private router on 443): a PublicAndPrivate HostedCluster
-/// whose API server is a LoadBalancer — what hcp-workflow rendered before issue 22 — is
+/// whose API server is a LoadBalancer — what hcp-workflow once rendered — is
 /// Available, but its nodes dial `api.<name>.hypershift.local:6443` and never register, so
 /// its NodePool never becomes Ready.
 #[test]
@@ -227,7 +227,7 @@ fn a_load_balancer_api_server_behind_private_link_never_gets_nodes() {
     assert_eq!(condition(&np, "Ready")["status"], "False", "{np}");
 }
 
-/// Issue 22 §10 on `simulator serve`: Azure's own refusals of a Private Link Service whose
+/// On `simulator serve`: Azure's own refusals of a Private Link Service whose
 /// load balancer frontend is in another region (`InvalidResourceReference`, Azure's
 /// message) or whose NAT subnet is outside the frontend's VNet.
 #[test]
@@ -327,7 +327,7 @@ fn pls_frontend(env: &Env, infra: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// Issue 22 (cosmetic list): the management cluster's internal load balancer is one, shared
+/// The management cluster's internal load balancer is one, shared
 /// by every hosted cluster's `private-router` (one frontend each), as a real cloud provider
 /// makes it. Deleting one cluster removes only its frontend: the other cluster's frontend,
 /// and the PLS in front of it, survive; the load balancer goes with the last frontend.
@@ -370,7 +370,7 @@ fn the_shared_internal_load_balancer_keeps_another_clusters_frontend() {
     );
 }
 
-/// Issue 22 (cosmetic list): a Private guest's ingress is published on an internal load
+/// A Private guest's ingress is published on an internal load
 /// balancer `<infraID>-internal` in the managed resource group, its frontend an IP of the
 /// guest subnet. A delete without the guest's cloud cleanup leaves it to the group's
 /// deletion — which must come before the VNet's (Azure refuses to delete a subnet a
@@ -413,7 +413,7 @@ fn a_private_guests_ingress_load_balancer_goes_with_the_managed_group() {
     }
 }
 
-/// Issue 22 (flag parity): `examples/enterprise.yaml` — HA control plane and
+/// (flag parity): `examples/enterprise.yaml` — HA control plane and
 /// infrastructure, FIPS, a 32Gi premium etcd volume, custom networks, resource-group tags,
 /// encryption at host with a disk encryption set, and registry mirrors — creates on
 /// `simulator serve` (which validates every object against HyperShift's CRDs), and each

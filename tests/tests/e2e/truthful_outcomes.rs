@@ -1,4 +1,4 @@
-//! Issue 21 §2, end to end with real processes: the outcome is true.
+//! The outcome is true.
 //! - a failed re-create over a live cluster keeps what it adopted and says "kept (adopted,
 //!   not ours)" for it, live, in `show`'s undo stack and in the outcome line; it never says
 //!   "undone" or "nothing it made is left" about a cluster that is up;

@@ -1,4 +1,4 @@
-//! The web inspector against DNS rebinding (issue 21, §6), on a real `hcp-workflow ui`
+//! The web inspector against DNS rebinding, on a real `hcp-workflow ui`
 //! process: a request naming a host the UI was not bound to (an attacker's domain
 //! re-pointed at 127.0.0.1) is refused before anything is read, its POST queues nothing
 //! even with `--allow-actions-without-token`, and a whitespace-only `--token` is refused.

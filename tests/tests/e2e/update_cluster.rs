@@ -1,4 +1,4 @@
-//! Issue 24, end to end with real processes against `simulator serve`: update-cluster makes
+//! Against `simulator serve`: update-cluster makes
 //! a cluster that exists be what its file says now — node pools added, scaled, given
 //! auto-repair and a drain timeout in place, autoscaled and removed (machines checked in
 //! Azure after each step), a release upgrade (control

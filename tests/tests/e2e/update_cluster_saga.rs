@@ -1,4 +1,4 @@
-//! Issue 24: update-cluster passes the suite every workflow has, end to end with real
+//! Update-cluster passes the suite every workflow has, end to end with real
 //! processes against `simulator serve`. One update with every kind of change (allowed
 //! subscriptions with one revoked, a pool scaled onto a new machine template with
 //! auto-repair on and a drain timeout, a pool added,

@@ -1,4 +1,4 @@
-//! Issue 24 §4 and §5, end to end with real processes against `simulator serve`:
+//! And §5, end to end with real processes against `simulator serve`:
 //! - a PublicAndPrivate cluster switched to Private (HyperShift deletes the public router;
 //!   the public A records go) and back (the router returns; new records point at it);
 //! - a cluster created Private becomes PublicAndPrivate (its services, immutable, carry

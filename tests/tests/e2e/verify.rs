@@ -1,4 +1,4 @@
-//! Issue 25, end to end with real processes against `simulator serve`: `hcp-workflow
+//! Against `simulator serve`: `hcp-workflow
 //! verify` compares what the journal says with what exists. Each drift kind is caused out
 //! of band, through the same ARM and Kubernetes APIs an operator (or the portal) uses; verify
 //! must report exactly that (and nothing else) with exit 3, and say ok (exit 0) once it is

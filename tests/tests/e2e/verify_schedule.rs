@@ -1,4 +1,4 @@
-//! Issue 25, end to end with real processes: every `verify` is recorded in the journal
+//! Every `verify` is recorded in the journal
 //! (`clusters`, `history` and the UI show the newest, `/metrics` exports it), and
 //! `worker --verify-every` verifies the clusters it serves on a schedule kept in the
 //! journal: several workers on one Postgres journal, restarted mid-way, verify each cluster

@@ -373,7 +373,7 @@ const OVN_INTERNAL: [(&str, &str); 3] = [
     ("169.254.0.0/17", "OVN-Kubernetes' masquerade subnet"),
 ];
 
-/// Issue 22 §3: the node, pod and service networks must not overlap one another or OVN's
+/// The node, pod and service networks must not overlap one another or OVN's
 /// internal ranges. HyperShift's own check (`hostedcluster_controller.go`
 /// `validateNetworks` → `compareCIDREntries`) compares machine, service and cluster
 /// networks only when `machineNetwork` is set; ours runs before anything is created.
@@ -717,7 +717,7 @@ fn check_network(r: &mut Report<'_>, network: &Network, subscription: &str) {
             if let Err(m) = &subnet {
                 r.push("network.existing.subnetId", "arm-id", m.clone());
             }
-            // Issue 22 §2: HyperShift's API requires the VNet in the cluster's subscription
+            // HyperShift's API requires the VNet in the cluster's subscription
             // (`api/hypershift/v1beta1/azure.go`, `vnetID`: "it must exist under the same
             // subscription as SubscriptionID"); CAPZ, the machine template and the cloud
             // provider all look for it there.

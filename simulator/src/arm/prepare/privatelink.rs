@@ -49,7 +49,7 @@ fn pls(
             "A private link service needs at least one loadBalancerFrontendIpConfigurations entry.",
         ));
     }
-    // Issue 22 §10: each frontend must exist *in the PLS's region*; Azure answers a
+    // Each frontend must exist *in the PLS's region*; Azure answers a
     // frontend of a load balancer in another region as a missing reference
     // (`InvalidResourceReference`, message as ARM prints it, seen in a real deployment's
     // output: Azure/ResourceModules#1803).

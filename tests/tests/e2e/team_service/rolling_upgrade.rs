@@ -1,4 +1,4 @@
-//! Issue 27 §8, end to end with real processes: a rolling upgrade of the workers with runs
+//! A rolling upgrade of the workers with runs
 //! in flight, on one Postgres journal, against `simulator serve`.
 //!
 //! The previous release is this binary with `HCP_TEST_PREVIOUS_RELEASE=1` (debug builds

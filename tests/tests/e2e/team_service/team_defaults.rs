@@ -1,4 +1,4 @@
-//! Issue 27 §9, a team's defaults, with real processes:
+//! A team's defaults, with real processes:
 //! - the config file (`HCP_WORKFLOW_CONFIG`, else `$XDG_CONFIG_HOME/hcp-workflow/config.yaml`)
 //!   names the journal; the environment variable wins over it, and a flag over both; a
 //!   file with a wrong key is refused (exit 2, naming the file and the keys), nothing done;
