@@ -248,20 +248,24 @@ pub async fn register(
     );
     // Each cluster's newest recorded verify; none for a cluster deleted since (it would
     // report drift of what no longer exists, and fire drift alerts forever).
-    let mut verified = Vec::new();
-    for (cluster, v) in crate::views::latest_verifies(st.store, None).await {
-        let deleted_since = hcp_workflows::cluster_state::load(st.store.as_ref(), &cluster, None)
-            .await
-            .is_ok_and(|s| {
-                s.status == hcp_workflows::cluster_state::Status::Deleted
-                    && s.decided_by
-                        .as_ref()
-                        .is_some_and(|d| d.updated_at.0 >= v.at_ms)
-            });
-        if !deleted_since {
-            verified.push((cluster, v));
+    let mut by_cluster: HashMap<&str, Vec<&hcp_runtime::RunSummary>> = HashMap::new();
+    for r in &runs {
+        if let Some(c) = r.labels.get("cluster") {
+            by_cluster.entry(c.as_str()).or_default().push(r);
         }
     }
+    let verified: Vec<_> = crate::views::latest_verifies(st.store, None)
+        .await
+        .into_iter()
+        .filter(|(cluster, v)| {
+            let deleted = by_cluster.get(cluster.as_str()).and_then(|rs| {
+                let state =
+                    hcp_workflows::cluster_state::of_runs(cluster, rs.iter().copied(), false);
+                crate::views::model::deleted_at_ms(&state)
+            });
+            crate::views::model::describes(v, deleted)
+        })
+        .collect();
     let drift = Family::<Vec<(String, String)>, Gauge>::default();
     let verify_ok = Family::<Vec<(String, String)>, Gauge>::default();
     let verify_at =

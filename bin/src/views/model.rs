@@ -2438,9 +2438,25 @@ pub fn attach_verified(rows: &mut [ClusterRow], latest: &HashMap<String, Verifie
     for r in rows {
         r.verified = latest
             .get(&r.cluster)
-            .filter(|v| r.deleted_by.as_ref().is_none_or(|d| v.at_ms > d.updated_ms))
+            .filter(|v| describes(v, r.deleted_by.as_ref().map(|d| d.updated_ms)))
             .cloned();
     }
+}
+
+/// When the run that deleted the cluster (or began to) last moved: a verify older than
+/// that describes what is gone. `None` for a cluster no delete decides.
+pub fn deleted_at_ms(state: &hcp_workflows::cluster_state::ClusterState) -> Option<i64> {
+    match state.status {
+        Status::Deleted | Status::PartiallyDeleted => {
+            state.decided_by.as_ref().map(|d| d.updated_at.0)
+        }
+        Status::Exists | Status::Partial | Status::Absent => None,
+    }
+}
+
+/// Whether verify `v` still describes its cluster, deleted at `deleted_at_ms` if at all.
+pub fn describes(v: &Verified, deleted_at_ms: Option<i64>) -> bool {
+    deleted_at_ms.is_none_or(|d| v.at_ms > d)
 }
 
 /// The cluster view of `runs` (oldest first), one row per `cluster` label.
