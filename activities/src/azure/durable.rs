@@ -808,7 +808,7 @@ async fn delete_checked(
     // accepting it and the operation being journaled, or by someone else. A second DELETE
     // would only race the first (several providers answer it 409
     // AnotherOperationInProgress): wait for it to be gone.
-    if provisioning_state(&body).is_some_and(|s| s.eq_ignore_ascii_case("Deleting")) {
+    if super::models::is_deleting(&body) {
         return Ok(Progress::pending(
             None,
             format!("waiting for Azure to finish deleting {id}"),

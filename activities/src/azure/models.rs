@@ -806,3 +806,8 @@ pub fn provisioning_state(body: &Value) -> Option<&str> {
     body.pointer("/properties/provisioningState")
         .and_then(Value::as_str)
 }
+
+/// Whether Azure is deleting the resource (`provisioningState: Deleting`).
+pub fn is_deleting(body: &Value) -> bool {
+    provisioning_state(body).is_some_and(|s| s.eq_ignore_ascii_case("Deleting"))
+}

@@ -60,7 +60,7 @@ pub trait Facts: Action {
 }
 
 /// One registered step's declarations, by its action name.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct StepFacts {
     /// The action name.
     pub name: &'static str,
@@ -71,17 +71,6 @@ pub struct StepFacts {
     /// [`Facts::UNDO_WAIT`].
     pub undo_wait: WaitClass,
     plan: fn(&Value) -> Vec<String>,
-}
-
-impl std::fmt::Debug for StepFacts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepFacts")
-            .field("name", &self.name)
-            .field("arm_actions", &self.arm_actions)
-            .field("wait", &self.wait)
-            .field("undo_wait", &self.undo_wait)
-            .finish_non_exhaustive()
-    }
 }
 
 impl StepFacts {

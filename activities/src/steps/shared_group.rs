@@ -32,6 +32,7 @@ use crate::azure::ArmClient;
 use crate::azure::durable::{
     self, Adopt, Deleted, EnsureSpec, Progress, TAG_CLUSTER, TAG_INFRA_ID, TAG_RUN,
 };
+use crate::azure::models::is_deleting;
 use hcp_runtime::ledger::{LedgerAction, LedgerRecord};
 use hcp_runtime::{Outcome, StepContext, StepError, UndoOutcome};
 use serde_json::Value;
@@ -102,12 +103,6 @@ fn rec(input_type: &str, id: &str, action: LedgerAction, note: &str) -> LedgerRe
     super::arm::record(input_type, id, action, true, Some(note.to_string()))
 }
 
-fn deleting(body: &Value) -> bool {
-    body.pointer("/properties/provisioningState")
-        .and_then(Value::as_str)
-        .is_some_and(|s| s.eq_ignore_ascii_case("Deleting"))
-}
-
 /// Ensure the shared persistent group: adopt, or create it marked as shared.
 ///
 /// # Errors
@@ -124,7 +119,7 @@ pub async fn ensure(
         .await
         .map_err(|e| StepError::from(e.with_resource(id)))?;
     if let Some(body) = existing {
-        if deleting(&body) {
+        if is_deleting(&body) {
             return Ok(ctx.wait(
                 LOOK_AGAIN,
                 format!("waiting for Azure to finish deleting resource group {id}"),
@@ -270,7 +265,7 @@ pub async fn remove(
     if !this_run {
         return keep(ctx, input, "existed before this run: left in place").await;
     }
-    if !deleting(&body)
+    if !is_deleting(&body)
         && let Some(left) = contents(arm, id).await?
         && !left.is_empty()
     {
@@ -355,7 +350,7 @@ pub async fn delete(
             ));
         }
     }
-    if !deleting(&body)
+    if !is_deleting(&body)
         && let Some(left) = contents(arm, id).await?
         && !left.is_empty()
     {
