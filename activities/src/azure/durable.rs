@@ -804,16 +804,6 @@ async fn delete_checked(
             Deleted::Gone
         }));
     };
-    // Already being deleted: by this step's own DELETE when a crash came between Azure
-    // accepting it and the operation being journaled, or by someone else. A second DELETE
-    // would only race the first (several providers answer it 409
-    // AnotherOperationInProgress): wait for it to be gone.
-    if super::models::is_deleting(&body) {
-        return Ok(Progress::pending(
-            None,
-            format!("waiting for Azure to finish deleting {id}"),
-        ));
-    }
     if let Some((own, this_run)) = check {
         let tags = body.get("tags");
         let keep = if this_run {
@@ -824,6 +814,16 @@ async fn delete_checked(
         if keep {
             return Ok(Progress::Done(Deleted::KeptNotOurs));
         }
+    }
+    // Already being deleted: by this step's own DELETE when a crash came between Azure
+    // accepting it and the operation being journaled, or by another run of ours. A second DELETE
+    // would only race the first (several providers answer it 409
+    // AnotherOperationInProgress): wait for it to be gone.
+    if super::models::is_deleting(&body) {
+        return Ok(Progress::pending(
+            None,
+            format!("waiting for Azure to finish deleting {id}"),
+        ));
     }
     let rsp = arm
         .delete(id, api)
